@@ -1,0 +1,30 @@
+# The two commands of the README, plus the sanitizer run. Everything builds with CMake presets
+# (CMakePresets.json); tools/install-deps.sh installs what a fresh Debian machine lacks.
+PRESET ?= release
+BUILD := build/$(PRESET)
+JOBS ?= 2
+
+.PHONY: all build test demo asan deps clean
+
+all: build
+
+deps:
+	@tools/install-deps.sh
+
+build: deps
+	cmake --preset $(PRESET) >/dev/null
+	cmake --build --preset $(PRESET) -j $(JOBS)
+
+# The whole CTest suite (labels: unit, transport, coll, api, fault, perf).
+test: build
+	ctest --preset $(PRESET) --timeout 600
+
+# Tutti's main job: a 4-process AllReduce benchmark with correctness checking, 8 B to 64 MiB.
+demo: build
+	$(BUILD)/tutti-run -n 4 $(BUILD)/tutti-perf -b 8 -e 64M -f 4 -c 1
+
+asan:
+	$(MAKE) test PRESET=asan
+
+clean:
+	rm -rf build

@@ -1,0 +1,97 @@
+/* Collective algorithms as schedules of primitives over the transport contract.
+ *
+ * An operation (struct tt_op) is a task: tt_algo_op_progress advances it as far as it can without
+ * blocking and reports done, an error, or what it waits for. The algorithm supplies only a
+ * `next` function that yields the op's primitives in order ("at step k: receive chunk c from the
+ * left, reduce it with my chunk c, send the result right"); the executor here cuts each
+ * primitive into slot-sized slices and moves them through the connections. Schedules never see
+ * a socket or a segment, and the executor never knows which collective it runs.
+ *
+ * Deadlock freedom: a primitive that only sends moves at most half a FIFO (chunk_count is
+ * TT_CONN_SLOTS/2 slices), so every rank's opening send completes without waiting for its
+ * receiver; every later primitive consumes one incoming slice for each slice it sends. */
+#ifndef TT_ALGO_H
+#define TT_ALGO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "reduce/reduce.h"
+#include "transport/transport.h"
+#include "util/wait.h"
+
+enum tt_prim_kind {
+    TT_PRIM_COPY,                  /* dst = src (local only) */
+    TT_PRIM_SEND,                  /* send src */
+    TT_PRIM_COPY_SEND,             /* dst = src; send src */
+    TT_PRIM_RECV,                  /* dst = in */
+    TT_PRIM_RECV_COPY_SEND,        /* dst = in; send in */
+    TT_PRIM_RECV_REDUCE_SEND,      /* send (src OP in) */
+    TT_PRIM_RECV_REDUCE_COPY,      /* dst = src OP in */
+    TT_PRIM_RECV_REDUCE_COPY_SEND, /* dst = src OP in; send dst */
+};
+
+/* One primitive: `count` elements; `flags` are TT_REDUCE_PRE/POST, applied to `src` and to the
+ * result as src/reduce/reduce.h defines. A primitive with count 0 moves nothing. */
+struct tt_prim {
+    enum tt_prim_kind kind;
+    const void *src;
+    void *dst;
+    size_t count;
+    unsigned flags;
+};
+
+struct tt_op;
+/* Fills *prim with the op's next primitive and returns true, or returns false at the end. */
+typedef bool (*tt_algo_next_fn)(struct tt_op *op, struct tt_prim *prim);
+
+/* Who an operation waits for, for error messages and the pending-operations dump. */
+enum tt_op_wait { TT_OP_WAIT_NONE, TT_OP_WAIT_DATA, TT_OP_WAIT_CREDIT, TT_OP_WAIT_FLUSH };
+
+struct tt_op {
+    /* What to compute (set by the core). */
+    int coll;             /* enum tt_coll */
+    const void *sendbuff;
+    void *recvbuff;
+    size_t count;         /* NCCL's count for this collective */
+    size_t elt_bytes;
+    struct tt_redop redop;
+    int root;
+    int rank;
+    int nranks;
+    struct tt_conn *send; /* to the ring successor */
+    struct tt_conn *recv; /* from the ring predecessor */
+    size_t slice_count;   /* elements per slot */
+    size_t chunk_count;   /* elements per primitive (per rank per loop for ring collectives) */
+
+    /* The schedule's cursor, owned by `next`. */
+    tt_algo_next_fn next;
+    size_t loop_off;
+    int step;
+
+    /* The executor's state. */
+    struct tt_prim prim;
+    size_t prim_done;
+    bool have_prim;
+    bool finished;
+    enum tt_op_wait waiting;
+    int waiting_peer;
+};
+
+/* Chooses the schedule for op->coll and resets the cursors (ring algorithms for now). */
+void tt_algo_op_start(struct tt_op *op);
+/* Advances the op. *done is set once its output is complete and everything it sent has left
+ * this process; *progressed tells whether anything moved (to reset the caller's backoff). On a
+ * stall `hint` names what to sleep on. Errors come from the transports (peer failures). */
+ncclResult_t tt_algo_op_progress(struct tt_op *op, bool *done, bool *progressed,
+                                 struct tt_wait_hint *hint);
+
+/* The ring schedules (algo/ring.c). */
+bool tt_ring_allreduce_next(struct tt_op *op, struct tt_prim *prim);
+bool tt_ring_reducescatter_next(struct tt_op *op, struct tt_prim *prim);
+bool tt_ring_allgather_next(struct tt_op *op, struct tt_prim *prim);
+bool tt_ring_broadcast_next(struct tt_op *op, struct tt_prim *prim);
+bool tt_ring_reduce_next(struct tt_op *op, struct tt_prim *prim);
+
+#endif

@@ -1,0 +1,150 @@
+/* The primitive executor: runs an op's primitives in order, each cut into slices of at most
+ * one FIFO slot, through the op's send and receive connections. It is re-entrant: when a slice
+ * cannot move (no incoming data, no credit) it returns, remembering the primitive and how much
+ * of it is done, and the next call resumes there. A slice is all-or-nothing: it is computed only
+ * once both its input slot and its output slot are in hand. */
+#include <string.h>
+
+#include "algo/algo.h"
+#include "util/err.h"
+
+static bool prim_receives(enum tt_prim_kind kind)
+{
+    return kind == TT_PRIM_RECV || kind == TT_PRIM_RECV_COPY_SEND ||
+           kind == TT_PRIM_RECV_REDUCE_SEND || kind == TT_PRIM_RECV_REDUCE_COPY ||
+           kind == TT_PRIM_RECV_REDUCE_COPY_SEND;
+}
+
+static bool prim_sends(enum tt_prim_kind kind)
+{
+    return kind == TT_PRIM_SEND || kind == TT_PRIM_COPY_SEND || kind == TT_PRIM_RECV_COPY_SEND ||
+           kind == TT_PRIM_RECV_REDUCE_SEND || kind == TT_PRIM_RECV_REDUCE_COPY_SEND;
+}
+
+/* The arithmetic of one slice of `count` elements. `in` is the received slot (or NULL),
+ * `out` the slot to send (or NULL); src and dst are already offset to the slice. */
+static void slice_compute(const struct tt_op *op, const struct tt_prim *p, const void *src,
+                          void *dst, const void *in, void *out, size_t count)
+{
+    size_t bytes = count * op->elt_bytes;
+    switch (p->kind) {
+    case TT_PRIM_COPY:
+        if (src != dst || p->flags != 0) tt_reduce_copy(&op->redop, dst, src, count, p->flags);
+        break;
+    case TT_PRIM_SEND:
+        tt_reduce_copy(&op->redop, out, src, count, p->flags);
+        break;
+    case TT_PRIM_COPY_SEND:
+        memcpy(out, src, bytes);
+        if (dst != src) memcpy(dst, src, bytes);
+        break;
+    case TT_PRIM_RECV:
+        tt_reduce_copy(&op->redop, dst, in, count, p->flags & TT_REDUCE_POST);
+        break;
+    case TT_PRIM_RECV_COPY_SEND:
+        memcpy(out, in, bytes);
+        memcpy(dst, in, bytes);
+        break;
+    case TT_PRIM_RECV_REDUCE_SEND:
+        tt_reduce_combine(&op->redop, out, src, in, count, p->flags);
+        break;
+    case TT_PRIM_RECV_REDUCE_COPY:
+        tt_reduce_combine(&op->redop, dst, src, in, count, p->flags);
+        break;
+    case TT_PRIM_RECV_REDUCE_COPY_SEND:
+        tt_reduce_combine(&op->redop, dst, src, in, count, p->flags);
+        memcpy(out, dst, bytes);
+        break;
+    }
+}
+
+/* Moves as many slices of the current primitive as possible. Sets *blocked when a slice had to
+ * wait, with the reason in op->waiting and `hint`. */
+static ncclResult_t prim_advance(struct tt_op *op, bool *progressed, bool *blocked,
+                                 struct tt_wait_hint *hint)
+{
+    const struct tt_prim *p = &op->prim;
+    bool receives = prim_receives(p->kind), sends = prim_sends(p->kind);
+    while (op->prim_done < p->count) {
+        size_t count = p->count - op->prim_done;
+        if (count > op->slice_count) count = op->slice_count;
+        size_t bytes = count * op->elt_bytes;
+        const void *in = NULL;
+        void *out = NULL;
+        if (receives) {
+            size_t in_bytes = 0;
+            TT_TRY(op->recv->transport->recv_peek(op->recv, &in, &in_bytes, hint));
+            if (in == NULL) {
+                op->waiting = TT_OP_WAIT_DATA;
+                op->waiting_peer = op->recv->peer;
+                *blocked = true;
+                return ncclSuccess;
+            }
+            if (in_bytes != bytes)
+                return TT_ERROR(ncclRemoteError,
+                                "rank %d sent a slice of %zu bytes where %zu were due: the ranks "
+                                "disagree on the operation (count, datatype or order of calls)",
+                                op->recv->peer, in_bytes, bytes);
+        }
+        if (sends) {
+            TT_TRY(op->send->transport->send_acquire(op->send, &out, hint));
+            if (out == NULL) {
+                op->waiting = TT_OP_WAIT_CREDIT;
+                op->waiting_peer = op->send->peer;
+                *blocked = true;
+                return ncclSuccess;
+            }
+        }
+        size_t at = op->prim_done * op->elt_bytes;
+        const char *src = p->src ? (const char *)p->src + at : NULL;
+        char *dst = p->dst ? (char *)p->dst + at : NULL;
+        slice_compute(op, p, src, dst, in, out, count);
+        if (sends) TT_TRY(op->send->transport->send_commit(op->send, bytes));
+        if (receives) TT_TRY(op->recv->transport->recv_release(op->recv));
+        op->prim_done += count;
+        *progressed = true;
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t tt_algo_op_progress(struct tt_op *op, bool *done, bool *progressed,
+                                 struct tt_wait_hint *hint)
+{
+    *done = false;
+    *progressed = false;
+    tt_wait_hint_clear(hint);
+    op->waiting = TT_OP_WAIT_NONE;
+    while (!op->finished) {
+        if (!op->have_prim) {
+            if (!op->next(op, &op->prim)) {
+                op->finished = true;
+                break;
+            }
+            op->have_prim = true;
+            op->prim_done = 0;
+        }
+        bool blocked = false;
+        TT_TRY(prim_advance(op, progressed, &blocked, hint));
+        if (blocked) {
+            /* Socket transports need a push in both directions while we wait on one. */
+            if (op->send && op->send->transport->progress)
+                TT_TRY(op->send->transport->progress(op->send));
+            if (op->recv && op->recv->transport->progress)
+                TT_TRY(op->recv->transport->progress(op->recv));
+            return ncclSuccess;
+        }
+        op->have_prim = false;
+    }
+    /* The output is complete; what we sent must also have left this process, because no other
+     * thread will push it out once we return to the user. */
+    if (op->send && !op->send->transport->send_idle(op->send)) {
+        if (op->send->transport->progress) TT_TRY(op->send->transport->progress(op->send));
+        if (!op->send->transport->send_idle(op->send)) {
+            op->waiting = TT_OP_WAIT_FLUSH;
+            op->waiting_peer = op->send->peer;
+            return ncclSuccess;
+        }
+    }
+    *done = true;
+    return ncclSuccess;
+}

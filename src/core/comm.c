@@ -1,0 +1,275 @@
+/* Communicator lifecycle: join the bootstrap, learn every peer (host, pid, FIFO geometry), pick
+ * a transport per neighbour (shared memory on one host unless NCCL_SHM_DISABLE/NCCL_P2P_DISABLE,
+ * TCP otherwise), connect the ring, and tear all of it down again. Any failure on the way frees
+ * what was built, through the same path as ncclCommDestroy. */
+#include "core/comm.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/param.h"
+#include "util/time.h"
+
+#define PEER_INFO_VERSION 1
+#define SLOT_BYTES_MIN 8
+#define SLOT_BYTES_MAX (64ull << 20)
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t bytes)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < bytes; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* Ranks with the same host hash share memory: hostname plus the kernel's boot id (so two
+ * containers with one hostname on different machines differ), or NCCL_HOSTID when set. */
+static uint64_t host_hash(void)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    const char *forced = tt_param_hostid();
+    if (forced[0] != '\0') return fnv1a(h, forced, strlen(forced));
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    h = fnv1a(h, host, strlen(host));
+    char boot[64] = {0};
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, boot, sizeof boot - 1);
+        if (n > 0) h = fnv1a(h, boot, (size_t)n);
+        close(fd);
+    }
+    return h;
+}
+
+/* Bytes per FIFO slot: TUTTI_CHUNK_BYTES when set (a test knob), else NCCL_BUFFSIZE / 8. */
+static ncclResult_t choose_slot_bytes(size_t *out)
+{
+    int64_t chunk = tt_param_chunk_bytes();
+    int64_t buff = tt_param_buffsize();
+    int64_t slot = chunk > 0 ? chunk : buff / TT_CONN_SLOTS;
+    if (slot < SLOT_BYTES_MIN || (uint64_t)slot > SLOT_BYTES_MAX)
+        return TT_ERROR(ncclInvalidArgument,
+                        "slot size %lld bytes (from %s) is outside [%d, %llu]",
+                        (long long)slot, chunk > 0 ? "TUTTI_CHUNK_BYTES" : "NCCL_BUFFSIZE/8",
+                        SLOT_BYTES_MIN, (unsigned long long)SLOT_BYTES_MAX);
+    *out = (size_t)slot;
+    return ncclSuccess;
+}
+
+static ncclResult_t exchange_peer_info(struct ncclComm *comm)
+{
+    TT_TRY(TT_CALLOC(&comm->peers, (size_t)comm->nranks));
+    struct tt_peer_info *me = &comm->peers[comm->rank];
+    me->version = PEER_INFO_VERSION;
+    me->rank = comm->rank;
+    me->pid = (int32_t)getpid();
+    me->host_hash = host_hash();
+    me->slot_bytes = comm->slot_bytes;
+    if (getrandom(&me->nonce, sizeof me->nonce, 0) != (ssize_t)sizeof me->nonce)
+        me->nonce = tt_time_ns() ^ (uint64_t)getpid();
+    TT_TRY(tt_bootstrap_allgather(comm->bootstrap, comm->peers, sizeof *me));
+    for (int r = 0; r < comm->nranks; r++) {
+        const struct tt_peer_info *p = &comm->peers[r];
+        if (p->version != PEER_INFO_VERSION || p->rank != r)
+            return TT_ERROR(ncclInvalidUsage,
+                            "rank %d runs an incompatible Tutti (peer info version %u)", r,
+                            p->version);
+        if (p->slot_bytes != comm->slot_bytes)
+            return TT_ERROR(ncclInvalidUsage,
+                            "FIFO slot size differs between ranks: rank %d has %llu bytes, rank "
+                            "%d has %llu; set NCCL_BUFFSIZE and TUTTI_CHUNK_BYTES alike everywhere",
+                            comm->rank, (unsigned long long)comm->slot_bytes, r,
+                            (unsigned long long)p->slot_bytes);
+    }
+    /* Shared-memory segment names must differ between communicators, even ones made from the
+     * same NCCL_COMM_ID: rank 0's nonce makes them unique. */
+    comm->tctx.comm_hash = comm->peers[0].nonce;
+    return ncclSuccess;
+}
+
+static const struct tt_transport *pick_transport(const struct ncclComm *comm, int peer)
+{
+    bool same_host = comm->peers[peer].host_hash == comm->peers[comm->rank].host_hash;
+    if (same_host && tt_param_shm_disable() == 0 && tt_param_p2p_disable() == 0)
+        return &tt_transport_shm;
+    return &tt_transport_tcp;
+}
+
+/* Connects the ring: a send connection to the successor and a receive connection from the
+ * predecessor. Each rank sets up both sides, the blobs are allgathered, and every rank connects
+ * its send side before its receive side (a TCP receiver accepts there). */
+static ncclResult_t connect_ring(struct ncclComm *comm)
+{
+    struct tt_ring *ring = &comm->ring;
+    ring->prev = (comm->rank + comm->nranks - 1) % comm->nranks;
+    ring->next = (comm->rank + 1) % comm->nranks;
+    if (comm->nranks == 1) return ncclSuccess;
+
+    ring->send = (struct tt_conn){.transport = pick_transport(comm, ring->next),
+                                  .peer = ring->next, .dir = TT_CONN_SEND,
+                                  .slot_bytes = comm->slot_bytes};
+    ring->recv = (struct tt_conn){.transport = pick_transport(comm, ring->prev),
+                                  .peer = ring->prev, .dir = TT_CONN_RECV,
+                                  .slot_bytes = comm->slot_bytes};
+    struct tt_conn_info *infos = NULL;
+    ncclResult_t res = ncclSuccess;
+    /* Per rank: [0] describes its send side, [1] its receive side. */
+    TT_TRY(TT_CALLOC(&infos, 2 * (size_t)comm->nranks));
+    struct tt_conn_info *mine = &infos[2 * comm->rank];
+    TT_TRY_GOTO(ring->send.transport->setup(&comm->tctx, &ring->send, &mine[0]), res, out);
+    TT_TRY_GOTO(ring->recv.transport->setup(&comm->tctx, &ring->recv, &mine[1]), res, out);
+    TT_TRY_GOTO(tt_bootstrap_allgather(comm->bootstrap, infos, 2 * sizeof *infos), res, out);
+    uint64_t deadline = tt_deadline_after_ms(comm->timeout_ms);
+    /* My send side pairs with my successor's receive side, and vice versa. */
+    TT_TRY_GOTO(ring->send.transport->connect(&comm->tctx, &ring->send,
+                                              &infos[2 * ring->next + 1], deadline),
+                res, out);
+    TT_TRY_GOTO(ring->recv.transport->connect(&comm->tctx, &ring->recv, &infos[2 * ring->prev],
+                                              deadline),
+                res, out);
+    TT_INFO(TT_SUB_INIT, "ring: %d -> %d via %s, %d -> %d via %s, %zu-byte slots", comm->rank,
+            ring->next, ring->send.transport->name, ring->prev, comm->rank,
+            ring->recv.transport->name, comm->slot_bytes);
+out:
+    free(infos);
+    return res;
+}
+
+/* The registry of live communicators: a handle is checked by lookup, never by reading
+ * memory that may already be freed. */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ncclComm **registry;
+static size_t registry_count, registry_cap;
+
+static ncclResult_t registry_add(struct ncclComm *comm)
+{
+    pthread_mutex_lock(&registry_lock);
+    if (registry_count == registry_cap) {
+        size_t cap = registry_cap ? 2 * registry_cap : 16;
+        struct ncclComm **grown = realloc(registry, cap * sizeof *grown);
+        if (grown == NULL) {
+            pthread_mutex_unlock(&registry_lock);
+            return TT_ERROR(ncclSystemError, "out of memory registering a communicator");
+        }
+        registry = grown;
+        registry_cap = cap;
+    }
+    registry[registry_count++] = comm;
+    pthread_mutex_unlock(&registry_lock);
+    return ncclSuccess;
+}
+
+/* Removes `comm`; returns whether it was there. */
+static bool registry_remove(const struct ncclComm *comm)
+{
+    bool found = false;
+    pthread_mutex_lock(&registry_lock);
+    for (size_t i = 0; i < registry_count; i++) {
+        if (registry[i] == comm) {
+            registry[i] = registry[--registry_count];
+            found = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return found;
+}
+
+static bool registry_has(const struct ncclComm *comm)
+{
+    bool found = false;
+    pthread_mutex_lock(&registry_lock);
+    for (size_t i = 0; i < registry_count && !found; i++) found = registry[i] == comm;
+    pthread_mutex_unlock(&registry_lock);
+    return found;
+}
+
+static void comm_free(struct ncclComm *comm)
+{
+    if (comm == NULL) return;
+    registry_remove(comm);
+    if (comm->ring.send.transport) comm->ring.send.transport->close(&comm->ring.send);
+    if (comm->ring.recv.transport) comm->ring.recv.transport->close(&comm->ring.recv);
+    if (tt_transport_shm.ctx_fini) tt_transport_shm.ctx_fini(&comm->tctx);
+    if (tt_transport_tcp.ctx_fini) tt_transport_tcp.ctx_fini(&comm->tctx);
+    tt_bootstrap_destroy(comm->bootstrap);
+    free(comm->peers);
+    free(comm);
+}
+
+ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank)
+{
+    struct ncclComm *comm = NULL;
+    ncclResult_t res = ncclSuccess;
+    *out = NULL;
+    TT_TRY(TT_CALLOC(&comm, 1));
+    comm->rank = rank;
+    comm->nranks = nranks;
+    comm->timeout_ms = tt_param_timeout_ms();
+    comm->async_error = ncclSuccess;
+    atomic_init(&comm->abort, 0);
+    comm->tctx.rank = rank;
+    comm->tctx.nranks = nranks;
+    comm->tctx.abort = &comm->abort;
+    tt_log_set_rank(rank);
+    TT_TRY_GOTO(choose_slot_bytes(&comm->slot_bytes), res, fail);
+    /* As in NCCL: with NCCL_COMM_ID every rank derives the same id, and rank 0 hosts the root. */
+    if (rank == 0 && tt_param_comm_id()[0] != '\0')
+        TT_TRY_GOTO(tt_bootstrap_root_start(id), res, fail);
+    TT_TRY_GOTO(tt_bootstrap_create(id, rank, nranks, &comm->abort, &comm->bootstrap), res,
+                fail);
+    comm->tctx.local_addr = *tt_bootstrap_local_addr(comm->bootstrap);
+    TT_TRY_GOTO(exchange_peer_info(comm), res, fail);
+    TT_TRY_GOTO(connect_ring(comm), res, fail);
+    /* Nobody returns before everyone is connected, so a failure anywhere fails init everywhere
+     * instead of surfacing in the first collective. */
+    TT_TRY_GOTO(tt_bootstrap_barrier(comm->bootstrap), res, fail);
+    TT_TRY_GOTO(registry_add(comm), res, fail);
+    TT_INFO(TT_SUB_INIT, "comm %p rank %d nranks %d pid %d ready", (void *)comm, rank, nranks,
+            (int)getpid());
+    *out = comm;
+    return ncclSuccess;
+fail:
+    comm_free(comm);
+    return res;
+}
+
+ncclResult_t tt_comm_destroy(ncclComm_t comm)
+{
+    TT_INFO(TT_SUB_INIT, "comm %p rank %d destroyed", (void *)comm, comm->rank);
+    comm_free(comm);
+    return ncclSuccess;
+}
+
+ncclResult_t tt_comm_abort(ncclComm_t comm)
+{
+    atomic_store(&comm->abort, 1);
+    comm_free(comm);
+    return ncclSuccess;
+}
+
+ncclResult_t tt_comm_check(ncclComm_t comm, const char *caller)
+{
+    if (comm == NULL) return TT_ERROR(ncclInvalidArgument, "%s: comm is NULL", caller);
+    if (!registry_has(comm))
+        return TT_ERROR(ncclInvalidArgument,
+                        "%s: comm %p is not a live communicator (destroyed, or never created)",
+                        caller, (void *)comm);
+    return ncclSuccess;
+}
+
+int tt_comm_rank(ncclComm_t comm) { return comm->rank; }
+int tt_comm_nranks(ncclComm_t comm) { return comm->nranks; }
+ncclResult_t tt_comm_async_error(ncclComm_t comm) { return comm->async_error; }

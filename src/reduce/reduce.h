@@ -1,0 +1,75 @@
+/* Reduction kernels for every NCCL datatype x operation on host memory.
+ *
+ * A struct tt_redop is the resolved form of (ncclRedOp_t, dtype, nranks): ncclAvg becomes
+ * PREMULSUM with scalar 1/nranks for floating types (each input is multiplied first, as NCCL
+ * does) and SUMPOSTDIV by nranks for integers (sum, then divide, truncating toward zero).
+ * Integer sum and product wrap (two's complement). max/min on floats ignore NaN (fmax/fmin).
+ * float16, bfloat16 and fp8 compute in float and round to nearest even once per operation;
+ * fp8 conversions saturate to the largest finite value (NCCL's SATFINITE); a PREMULSUM scalar is
+ * rounded to the datatype first, as NCCL stores it.
+ *
+ * Kernels are pure functions over element arrays; dst may alias either input exactly (but not
+ * partially overlap). They never fail: callers validated the dtype and op. */
+#ifndef TT_REDUCE_H
+#define TT_REDUCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl.h"
+
+enum tt_redop_kind {
+    TT_RED_SUM,
+    TT_RED_PROD,
+    TT_RED_MAX,
+    TT_RED_MIN,
+    TT_RED_PREMULSUM,  /* sum of (scalar * x) */
+    TT_RED_SUMPOSTDIV, /* sum, then integer divide by `divisor` at the end */
+};
+
+struct tt_redop {
+    enum tt_redop_kind kind;
+    ncclDataType_t dtype;
+    union {
+        double f;    /* floating dtypes: already rounded to the dtype's precision */
+        int64_t i;   /* signed integer dtypes */
+        uint64_t u;  /* unsigned integer dtypes */
+    } scalar;
+    uint64_t divisor;
+};
+
+/* Flags for the kernels below. */
+#define TT_REDUCE_PRE 0x1  /* apply the pre-operation (PREMULSUM's scalar) to `local` */
+#define TT_REDUCE_POST 0x2 /* apply the post-operation (SUMPOSTDIV's division) to the result */
+
+/* Bytes per element, or 0 for an invalid datatype. */
+size_t tt_dtype_bytes(ncclDataType_t dtype);
+/* "float32", "bfloat16", ... or "invalid". */
+const char *tt_dtype_name(ncclDataType_t dtype);
+int tt_dtype_is_float(ncclDataType_t dtype);
+
+/* Resolves a built-in op (sum, prod, max, min, avg) for nranks ranks. */
+ncclResult_t tt_redop_init(struct tt_redop *op, ncclRedOp_t red, ncclDataType_t dtype, int nranks);
+/* A PREMULSUM op with a host scalar given in the dtype's own representation. */
+ncclResult_t tt_redop_init_premulsum(struct tt_redop *op, ncclDataType_t dtype,
+                                     const void *scalar);
+
+/* dst[i] = post(pre(src[i])): the first touch of a rank's own data. Without flags or when the
+ * op has no pre/post operation it is a plain copy. */
+void tt_reduce_copy(const struct tt_redop *op, void *dst, const void *src, size_t count,
+                    unsigned flags);
+/* dst[i] = post(pre(local[i]) OP in[i]). */
+void tt_reduce_combine(const struct tt_redop *op, void *dst, const void *local, const void *in,
+                       size_t count, unsigned flags);
+
+/* Conversions (round to nearest even; fp8 saturating). */
+float tt_half_to_float(uint16_t h);
+uint16_t tt_float_to_half(float f);
+float tt_bf16_to_float(uint16_t b);
+uint16_t tt_float_to_bf16(float f);
+float tt_e4m3_to_float(uint8_t v);
+uint8_t tt_float_to_e4m3(float f);
+float tt_e5m2_to_float(uint8_t v);
+uint8_t tt_float_to_e5m2(float f);
+
+#endif

@@ -1,0 +1,94 @@
+/* The transport contract: a connection moves bytes one way between two ranks through a FIFO of
+ * slots that lives in the receiver's memory (NCCL's design). The sender acquires a free slot,
+ * fills it, and commits it (publishing `tail`); the receiver peeks the oldest full slot, consumes
+ * it, and releases it (returning a credit through `head`). Shared memory implements this with
+ * memory and atomics; TCP with sockets, a staging ring on each side and length-checked frames.
+ *
+ * Setup is three calls per connection, so that the core can exchange the opaque info blobs over
+ * the bootstrap: setup() fills this side's blob, the core swaps blobs with the peer, connect()
+ * finishes with the peer's blob. Within one exchange the core connects every send side before
+ * any receive side (TCP accepts there), so no ordering deadlock is possible.
+ *
+ * The data path calls are nonblocking and allocation-free: when a call cannot proceed it returns
+ * ncclSuccess with a NULL slot/data and fills `hint` with what to sleep on. They are not
+ * thread-safe: one connection is driven by one thread at a time. Transports never know which
+ * collective they serve. Every message read from a peer is length-checked before use; a bad one
+ * is an error (ncclRemoteError) naming the peer, never a crash. */
+#ifndef TT_TRANSPORT_H
+#define TT_TRANSPORT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "nccl.h"
+#include "util/wait.h"
+
+#define TT_CONN_INFO_BYTES 256
+#define TT_CONN_SLOTS 8
+
+enum tt_conn_dir { TT_CONN_SEND = 0, TT_CONN_RECV = 1 };
+
+/* The opaque blob one side of a connection gives the other at setup. */
+struct tt_conn_info {
+    uint8_t bytes[TT_CONN_INFO_BYTES];
+};
+
+/* Per-communicator context the core gives every transport call during setup. */
+struct tt_transport_ctx {
+    int rank;
+    int nranks;
+    uint64_t comm_hash;              /* unique per communicator: names shm segments */
+    struct sockaddr_storage local_addr; /* interface chosen by the bootstrap: TCP listens here */
+    const _Atomic int *abort;        /* set when the communicator is aborted */
+    void *tcp;                       /* TCP transport's per-communicator state (listener) */
+};
+
+struct tt_transport;
+
+/* One direction of one peer pair. The core owns the struct; the transport owns `priv`. */
+struct tt_conn {
+    const struct tt_transport *transport;
+    int peer;
+    enum tt_conn_dir dir;
+    size_t slot_bytes;  /* capacity of each slot; equal on every rank of a communicator */
+    int tag;            /* distinguishes several connections between the same pair */
+    void *priv;
+};
+
+struct tt_transport {
+    const char *name;
+    /* setup: allocate this side's resources, describe them in *info. */
+    ncclResult_t (*setup)(struct tt_transport_ctx *ctx, struct tt_conn *conn,
+                          struct tt_conn_info *info);
+    /* connect: attach to the peer's side described by *remote; waits at most to deadline_ns. */
+    ncclResult_t (*connect)(struct tt_transport_ctx *ctx, struct tt_conn *conn,
+                            const struct tt_conn_info *remote, uint64_t deadline_ns);
+    /* close: free everything; accepts a half-built connection. */
+    void (*close)(struct tt_conn *conn);
+
+    /* Sender: a free slot of conn->slot_bytes, or *slot = NULL when no credit yet. */
+    ncclResult_t (*send_acquire)(struct tt_conn *conn, void **slot, struct tt_wait_hint *hint);
+    /* Sender: publish the acquired slot holding `bytes` (<= slot_bytes) bytes. */
+    ncclResult_t (*send_commit)(struct tt_conn *conn, size_t bytes);
+    /* Sender: true when everything committed has left this process (TCP: written to the
+     * socket), so the caller may return to the user without a proxy thread. */
+    bool (*send_idle)(struct tt_conn *conn);
+    /* Receiver: the oldest full slot and its length, or *data = NULL when none yet. */
+    ncclResult_t (*recv_peek)(struct tt_conn *conn, const void **data, size_t *bytes,
+                              struct tt_wait_hint *hint);
+    /* Receiver: give the slot returned by recv_peek back to the sender. */
+    ncclResult_t (*recv_release)(struct tt_conn *conn);
+    /* Move bytes without being asked for a slot (TCP: flush and fill socket buffers); may be
+     * NULL. Returns ncclRemoteError when the peer closed or sent garbage. */
+    ncclResult_t (*progress)(struct tt_conn *conn);
+    /* Free per-communicator state kept in the ctx (may be NULL). */
+    void (*ctx_fini)(struct tt_transport_ctx *ctx);
+};
+
+extern const struct tt_transport tt_transport_shm;
+extern const struct tt_transport tt_transport_tcp;
+
+#endif

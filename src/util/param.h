@@ -1,0 +1,72 @@
+/* Parameters: every knob of Tutti is one line of TT_PARAMS below (name, environment variable,
+ * type, default, one-line doc). The table generates the getters (tt_param_<name>()), the
+ * listing of tutti-info and docs/env.md, so the three cannot disagree. NCCL's variable name is
+ * used wherever NCCL has the knob. Values are read from the environment on first use and then
+ * cached; tt_param_reload() forgets the cache (tests). Getters are thread-safe. */
+#ifndef TT_UTIL_PARAM_H
+#define TT_UTIL_PARAM_H
+
+#include <stdint.h>
+
+/* X(name, ENV_VARIABLE, type INT|STR, default, doc) */
+#define TT_PARAMS(X)                                                                            \
+    X(debug, "NCCL_DEBUG", STR, "WARN",                                                         \
+      "Log level: NONE, VERSION, WARN, INFO, ABORT or TRACE")                                   \
+    X(debug_subsys, "NCCL_DEBUG_SUBSYS", STR, "INIT,ENV,BOOTSTRAP",                             \
+      "Subsystems logged at INFO/TRACE: INIT,COLL,P2P,SHM,NET,TUNING,ENV,ALLOC,CALL,PROXY,"     \
+      "BOOTSTRAP,ALL; a leading ^ excludes")                                                    \
+    X(debug_file, "NCCL_DEBUG_FILE", STR, "",                                                   \
+      "Write the log to this file instead of stderr (%h = host, %p = pid)")                     \
+    X(comm_id, "NCCL_COMM_ID", STR, "",                                                         \
+      "host:port of the bootstrap root; gives every rank the same unique id (set by tutti-run)") \
+    X(socket_ifname, "NCCL_SOCKET_IFNAME", STR, "",                                             \
+      "Network interfaces to use: prefixes, ^ to exclude, = for exact names (e.g. eth0,^docker)") \
+    X(socket_family, "NCCL_SOCKET_FAMILY", STR, "",                                             \
+      "Address family for sockets: AF_INET or AF_INET6 (default: either)")                      \
+    X(hostid, "NCCL_HOSTID", STR, "",                                                           \
+      "Override this process's host identity (ranks with equal ids are on one host)")           \
+    X(buffsize, "NCCL_BUFFSIZE", INT, 4194304,                                                  \
+      "Bytes of each connection's FIFO (8 slots); must be equal on every rank")                 \
+    X(shm_disable, "NCCL_SHM_DISABLE", INT, 0,                                                  \
+      "1: never use shared memory between ranks of one host (use TCP instead)")                 \
+    X(p2p_disable, "NCCL_P2P_DISABLE", INT, 0,                                                  \
+      "1: disable direct peer access (same effect as NCCL_SHM_DISABLE on host buffers)")        \
+    X(algo, "NCCL_ALGO", STR, "",                                                               \
+      "Allowed algorithms, NCCL syntax (e.g. Ring, ^Tree, allreduce:ring)")                    \
+    X(proto, "NCCL_PROTO", STR, "",                                                             \
+      "Allowed protocols, NCCL syntax (e.g. Simple, ^LL)")                                      \
+    X(timeout_ms, "TUTTI_TIMEOUT_MS", INT, 300000,                                              \
+      "Deadline of every wait, in init and in operations, in milliseconds (0 = none)")          \
+    X(chunk_bytes, "TUTTI_CHUNK_BYTES", INT, 0,                                                 \
+      "Test knob: bytes per FIFO slot instead of NCCL_BUFFSIZE/8, so tiny buffers cross many " \
+      "chunks")                                                                                 \
+    X(spin, "TUTTI_SPIN", INT, 2000,                                                            \
+      "Polls of a blocked wait before it starts yielding the CPU")                              \
+    X(secret, "TUTTI_SECRET", STR, "",                                                          \
+      "Job secret mixed into the unique id derived from NCCL_COMM_ID")                          \
+    X(port_range, "TUTTI_PORT_RANGE", STR, "",                                                  \
+      "lo-hi: listen only on TCP ports in this range (firewalls)")
+
+enum tt_param_type { TT_PARAM_INT, TT_PARAM_STR };
+
+struct tt_param_desc {
+    const char *name;
+    const char *env;
+    enum tt_param_type type;
+    const char *default_text;
+    const char *doc;
+};
+
+#define TT_PARAM_GETTER_INT(name) int64_t tt_param_##name(void);
+#define TT_PARAM_GETTER_STR(name) const char *tt_param_##name(void);
+#define TT_PARAM_DECLARE(name, env, type, def, doc) TT_PARAM_GETTER_##type(name)
+TT_PARAMS(TT_PARAM_DECLARE)
+#undef TT_PARAM_DECLARE
+
+/* The table, for listings: *count entries. */
+const struct tt_param_desc *tt_param_table(int *count);
+/* Current value of entry i as text (the default when unset). */
+const char *tt_param_value_text(int i, char *buf, unsigned buf_bytes);
+void tt_param_reload(void);
+
+#endif
