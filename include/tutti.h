@@ -1,0 +1,38 @@
+/* tutti.h: Tutti's additions to NCCL's API. Everything here is an extension that NVIDIA's NCCL
+ * does not have, and every name starts with `tutti`; a program that uses only nccl.h stays
+ * portable between NCCL and Tutti. The same result codes (ncclResult_t) and the same
+ * communicator handle (ncclComm_t) are used, so extensions and NCCL calls mix freely. */
+#ifndef TUTTI_H_
+#define TUTTI_H_
+
+#include "nccl.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Creates this process's communicator from the variables its launcher set, so that a program
+ * needs no code of its own to share a unique id. Rank and size come from the first launcher
+ * found, in this order:
+ *   - tutti-run and torchrun: RANK and WORLD_SIZE;
+ *   - Open MPI's mpirun: OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE;
+ *   - MPICH's and Intel MPI's Hydra: PMI_RANK and PMI_SIZE;
+ *   - Slurm's srun: SLURM_PROCID and SLURM_NTASKS;
+ *   - none of them: a job of one rank.
+ * The ranks meet at NCCL_COMM_ID=host:port (set by tutti-run), else at torchrun's MASTER_ADDR
+ * and MASTER_PORT; a single-host mpirun or srun job that names neither meets through a
+ * rendezvous file. docs/launch.md lists every variable. All ranks must call it; it returns
+ * once all have joined, like ncclCommInitRank. A value that does not parse, a rank not below
+ * the size, or a job of several hosts without an address fails with ncclInvalidArgument
+ * naming the variable to set. */
+ncclResult_t tuttiCommInitFromEnv(ncclComm_t *comm);
+
+/* The library's version as text, e.g. "0.1.0". The NCCL API version it implements is the one
+ * ncclGetVersion reports. */
+const char *tuttiVersionString(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,33 @@
+# Public API tests (label api) and the build-hygiene checks of the exported symbols and of the
+# layer include rule (label unit), each with a test proving that the check can fail.
+
+add_executable(api_args tests/api_args.c)
+target_link_libraries(api_args PRIVATE tutti)
+target_compile_options(api_args PRIVATE ${TUTTI_WARNINGS})
+add_test(NAME api_args COMMAND api_args)
+add_test(NAME api_one_rank COMMAND api_args one_rank)
+set_tests_properties(api_args api_one_rank PROPERTIES LABELS api TIMEOUT 60 SKIP_RETURN_CODE 77)
+
+add_test(NAME check_symbols
+         COMMAND sh ${CMAKE_SOURCE_DIR}/tools/check_symbols.sh $<TARGET_FILE:tutti>)
+add_test(NAME check_layers COMMAND sh ${CMAKE_SOURCE_DIR}/tools/check_layers.sh
+                                   ${CMAKE_SOURCE_DIR}/src)
+
+# Fixtures the checks must reject: a library exporting tt_leaked_symbol, and a src/ tree whose
+# util/ includes core/.
+add_library(api_badsyms SHARED tests/api_badsyms.c)
+set_target_properties(api_badsyms PROPERTIES C_VISIBILITY_PRESET default)
+add_test(NAME check_symbols_detects
+         COMMAND sh ${CMAKE_SOURCE_DIR}/tools/check_symbols.sh $<TARGET_FILE:api_badsyms>)
+set_tests_properties(check_symbols_detects PROPERTIES
+                     PASS_REGULAR_EXPRESSION "exports 'tt_leaked_symbol'")
+set(TT_LAYERS_FIXTURE ${CMAKE_CURRENT_BINARY_DIR}/check_layers_fixture/src)
+add_test(NAME check_layers_detects
+         COMMAND sh -c "rm -rf \"$1\" && mkdir -p \"$1/util\" &&
+                        echo '#include \"core/core.h\"' > \"$1/util/bad.c\" && sh \"$0\" \"$1\""
+                 ${CMAKE_SOURCE_DIR}/tools/check_layers.sh ${TT_LAYERS_FIXTURE})
+set_tests_properties(check_layers_detects PROPERTIES
+                     PASS_REGULAR_EXPRESSION "src/util/bad.c:1: util/ includes core/")
+
+set_tests_properties(check_symbols check_layers check_symbols_detects check_layers_detects
+                     PROPERTIES LABELS unit TIMEOUT 30)
