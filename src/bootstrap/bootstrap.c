@@ -1,0 +1,526 @@
+/* The bootstrap's rank side: join through the root, build the ring, then allgather, barrier and
+ * point-to-point messages over plain TCP.
+ *
+ * A rank listens before it contacts the root, so that its address is valid as soon as anyone
+ * learns it. One listening socket serves both the ring and point-to-point traffic: every
+ * connection starts with an authenticated hello saying what it is (ring or p2p) and from whom,
+ * and whoever accepts files it under that name, so a connection that arrives "early" (a peer
+ * sending before this rank asks) is kept, never lost. Connecting never waits for the peer to
+ * accept (the kernel completes the handshake), so sends never deadlock against sends. Messages
+ * that arrive on a p2p connection before they are asked for are stashed in a list. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/proto.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/param.h"
+#include "util/sock.h"
+#include "util/time.h"
+
+/* The root waits TUTTI_TIMEOUT_MS; ranks wait this much longer, so the root's report of the
+ * missing ranks reaches them before their own deadline passes. */
+#define ROOT_GRACE_MS 1500
+/* Largest point-to-point message accepted from a peer (a bound on what a bad header can make
+ * us allocate). */
+#define MAX_P2P_BYTES ((uint64_t)1 << 30)
+
+/* A message received before it was asked for. */
+struct stashed {
+    struct stashed *next;
+    int from;
+    int tag;
+    size_t bytes;
+    uint8_t *data;
+};
+
+struct tt_bootstrap {
+    int rank;
+    int nranks;
+    uint64_t magic;
+    uint8_t secret[32];
+    uint8_t session[TT_BS_NONCE_BYTES];
+    const _Atomic int *abort;
+    int64_t timeout_ms;
+    int listen_fd;
+    struct sockaddr_storage listen_addr; /* with its port */
+    struct sockaddr_storage local_addr;  /* the same, port 0 */
+    int ring_next_fd;
+    int ring_prev_fd;
+    uint64_t ring_seq; /* allgather steps so far; both ring neighbours count alike */
+    struct sockaddr_storage *peer_addrs; /* nranks listen addresses */
+    int *p2p_out_fd; /* nranks: connections this rank opened (owns the array of both) */
+    int *p2p_in_fd;  /* nranks: connections peers opened to this rank */
+    struct stashed *stash;
+};
+
+/* Sends the hello that opens a connection to `to`. */
+static ncclResult_t send_peer_hello(struct tt_bootstrap *bs, int fd, enum tt_bs_conn_kind kind,
+                                    int to, uint64_t deadline_ns)
+{
+    struct tt_bs_peer_hello h;
+    memset(&h, 0, sizeof h);
+    h.magic = bs->magic;
+    h.kind = kind;
+    h.from_rank = bs->rank;
+    h.to_rank = to;
+    tt_bs_mac(bs->secret, bs->session, sizeof bs->session, &h,
+              offsetof(struct tt_bs_peer_hello, mac), h.mac);
+    return tt_sock_send_all(fd, &h, sizeof h, deadline_ns, bs->abort);
+}
+
+/* Waits for one connection on the listening socket, for at most a poll slice. *fd_out is -1
+ * when none came. `waiting_for` names what the caller needs, for the timeout message. */
+static ncclResult_t accept_some(struct tt_bootstrap *bs, uint64_t deadline_ns,
+                                const char *waiting_for, int *fd_out,
+                                struct sockaddr_storage *from)
+{
+    *fd_out = -1;
+    if (bs->abort != NULL && atomic_load(bs->abort))
+        return TT_ERROR(ncclSystemError, "bootstrap rank %d: aborted while waiting for %s",
+                        bs->rank, waiting_for);
+    if (tt_deadline_passed(deadline_ns))
+        return TT_ERROR(ncclSystemError, "bootstrap rank %d: %s did not come within %lld ms "
+                        "(TUTTI_TIMEOUT_MS); is that rank alive and making the same bootstrap "
+                        "calls?", bs->rank, waiting_for, (long long)bs->timeout_ms);
+    struct pollfd pfd = {.fd = bs->listen_fd, .events = POLLIN};
+    if (poll(&pfd, 1, tt_deadline_left_ms(deadline_ns, TT_SOCK_POLL_SLICE_MS)) <= 0)
+        return ncclSuccess;
+    socklen_t len = sizeof *from;
+    *fd_out = accept4(bs->listen_fd, (struct sockaddr *)from, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (*fd_out < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+        errno != ECONNABORTED)
+        return TT_ERROR(ncclSystemError, "bootstrap rank %d: accept failed: %s", bs->rank,
+                        strerror(errno));
+    return ncclSuccess;
+}
+
+/* Accepts connections until one passes its hello, and files it: the ring predecessor's ring
+ * connection or a peer's p2p connection. A connection with a bad or unexpected hello is closed
+ * and logged; that is not this rank's error, so the caller simply waits on. Returns with
+ * nothing filed when a poll slice passes with no connection. */
+static ncclResult_t accept_peer(struct tt_bootstrap *bs, uint64_t deadline_ns,
+                                const char *waiting_for)
+{
+    char peer[TT_SOCK_ADDR_STR_BYTES];
+    struct sockaddr_storage from;
+    struct tt_bs_peer_hello h;
+    uint8_t mac[TT_BS_MAC_BYTES];
+    int fd = -1;
+    TT_TRY(accept_some(bs, deadline_ns, waiting_for, &fd, &from));
+    if (fd < 0) return ncclSuccess;
+    tt_sock_addr_str(&from, peer, sizeof peer);
+    uint64_t hello_deadline_ns = tt_deadline_after_ms(TT_BS_HELLO_TIMEOUT_MS);
+    if (hello_deadline_ns > deadline_ns) hello_deadline_ns = deadline_ns;
+    if (tt_sock_recv_all(fd, &h, sizeof h, hello_deadline_ns, bs->abort) != ncclSuccess) {
+        TT_WARN("bootstrap rank %d: dropping connection from %s: no complete hello", bs->rank,
+                peer);
+        goto drop;
+    }
+    tt_bs_mac(bs->secret, bs->session, sizeof bs->session, &h,
+              offsetof(struct tt_bs_peer_hello, mac), mac);
+    if (h.magic != bs->magic || !tt_bs_mac_equal(mac, h.mac)) {
+        TT_WARN("bootstrap rank %d: dropping connection from %s: wrong magic or failed "
+                "authentication (another job?)", bs->rank, peer);
+        goto drop;
+    }
+    int src = h.from_rank;
+    if (src < 0 || src >= bs->nranks || h.to_rank != bs->rank) {
+        TT_WARN("bootstrap rank %d: dropping connection from %s: it claims to be rank %d "
+                "calling rank %d of %d", bs->rank, peer, src, (int)h.to_rank, bs->nranks);
+        goto drop;
+    }
+    int prev = (bs->rank + bs->nranks - 1) % bs->nranks;
+    int *slot = h.kind == TT_BS_CONN_RING && src == prev ? &bs->ring_prev_fd
+                : h.kind == TT_BS_CONN_P2P             ? &bs->p2p_in_fd[src]
+                                                       : NULL;
+    if (slot == NULL || *slot >= 0) {
+        TT_WARN("bootstrap rank %d: dropping connection from %s: unexpected %s connection from "
+                "rank %d", bs->rank, peer, h.kind == TT_BS_CONN_RING ? "ring" : "p2p", src);
+        goto drop;
+    }
+    *slot = fd;
+    TT_TRACE(TT_SUB_BOOTSTRAP, "bootstrap rank %d: accepted %s connection from rank %d (%s)",
+             bs->rank, h.kind == TT_BS_CONN_RING ? "ring" : "p2p", src, peer);
+    return ncclSuccess;
+drop:
+    tt_sock_close(&fd);
+    return ncclSuccess;
+}
+
+/* Contacts the root: answers its challenge with this rank's hello, waits for the reply and
+ * checks the root's own MAC. On success *next holds the ring successor's address. */
+static ncclResult_t join_root(struct tt_bootstrap *bs, const struct sockaddr_storage *root_addr,
+                              uint64_t deadline_ns, struct sockaddr_storage *next)
+{
+    ncclResult_t res = ncclSuccess;
+    char root_text[TT_SOCK_ADDR_STR_BYTES];
+    struct tt_bs_challenge ch;
+    struct tt_bs_root_hello hello;
+    struct tt_bs_root_reply reply;
+    uint8_t mac[TT_BS_MAC_BYTES];
+    int fd = -1;
+    tt_sock_addr_str(root_addr, root_text, sizeof root_text);
+    TT_TRY_GOTO(tt_sock_connect(root_addr, deadline_ns, bs->abort, &fd), res, out);
+    TT_TRY_GOTO(tt_sock_recv_all(fd, &ch, sizeof ch, deadline_ns, bs->abort), res, out);
+    if (ch.magic != bs->magic) {
+        res = TT_ERROR(ncclInvalidUsage, "the bootstrap root at %s serves another job (magic "
+                       "differs): a stale unique id, or ranks with different NCCL_COMM_ID or "
+                       "TUTTI_SECRET?", root_text);
+        goto out;
+    }
+    memset(&hello, 0, sizeof hello);
+    hello.magic = bs->magic;
+    hello.version = TT_UNIQUE_ID_VERSION;
+    hello.rank = bs->rank;
+    hello.nranks = bs->nranks;
+    tt_bs_addr_to_wire(&bs->listen_addr, &hello.listen_addr);
+    TT_TRY_GOTO(tt_bs_random(hello.nonce, sizeof hello.nonce), res, out);
+    tt_bs_mac(bs->secret, ch.nonce, sizeof ch.nonce, &hello,
+              offsetof(struct tt_bs_root_hello, mac), hello.mac);
+    TT_TRY_GOTO(tt_sock_send_all(fd, &hello, sizeof hello, deadline_ns, bs->abort), res, out);
+    TT_TRY_GOTO(tt_sock_recv_all(fd, &reply, sizeof reply, deadline_ns, bs->abort), res, out);
+    tt_bs_mac(bs->secret, hello.nonce, sizeof hello.nonce, &reply,
+              offsetof(struct tt_bs_root_reply, mac), mac);
+    if (reply.magic != bs->magic || !tt_bs_mac_equal(mac, reply.mac)) {
+        res = TT_ERROR(ncclRemoteError, "the reply of the bootstrap root at %s failed "
+                       "authentication", root_text);
+        goto out;
+    }
+    if (reply.status != ncclSuccess) {
+        reply.text[sizeof reply.text - 1] = '\0';
+        res = reply.status > 0 && reply.status < ncclNumResults ? (ncclResult_t)reply.status
+                                                                 : ncclRemoteError;
+        res = TT_ERROR(res, "bootstrap failed: %s", reply.text);
+        goto out;
+    }
+    memcpy(bs->session, reply.session, sizeof bs->session);
+    TT_TRY_GOTO(tt_bs_addr_from_wire(&reply.next_addr, "the bootstrap root", next), res, out);
+out:
+    tt_sock_close(&fd);
+    return res;
+}
+
+/* Opens the ring: a connection to the successor and one accepted from the predecessor. */
+static ncclResult_t connect_ring(struct tt_bootstrap *bs, const struct sockaddr_storage *next,
+                                 uint64_t deadline_ns)
+{
+    int to = (bs->rank + 1) % bs->nranks;
+    TT_TRY(tt_sock_connect(next, deadline_ns, bs->abort, &bs->ring_next_fd));
+    TT_TRY(send_peer_hello(bs, bs->ring_next_fd, TT_BS_CONN_RING, to, deadline_ns));
+    char what[64];
+    snprintf(what, sizeof what, "the ring connection from rank %d",
+             (bs->rank + bs->nranks - 1) % bs->nranks);
+    while (bs->ring_prev_fd < 0) TT_TRY(accept_peer(bs, deadline_ns, what));
+    return ncclSuccess;
+}
+
+ncclResult_t tt_bootstrap_create(const ncclUniqueId *id_bytes, int rank, int nranks,
+                                 const _Atomic int *abort, struct tt_bootstrap **out)
+{
+    ncclResult_t res = ncclSuccess;
+    struct tt_bootstrap *bs = NULL;
+    struct tt_unique_id id;
+    struct sockaddr_storage root_addr, local, next;
+    char ifname[TT_SOCK_IFNAME_BYTES] = "";
+    char text[TT_SOCK_ADDR_STR_BYTES], root_text[TT_SOCK_ADDR_STR_BYTES];
+    uint64_t start_ns = tt_time_ns();
+    *out = NULL;
+    if (nranks < 1 || rank < 0 || rank >= nranks)
+        return TT_ERROR(ncclInvalidArgument, "bootstrap: rank %d of nranks %d is out of range",
+                        rank, nranks);
+    memcpy(&id, id_bytes, sizeof id);
+    TT_TRY(tt_bs_id_addr(&id, &root_addr));
+
+    TT_TRY(TT_CALLOC(&bs, 1));
+    bs->rank = rank;
+    bs->nranks = nranks;
+    bs->magic = id.magic;
+    memcpy(bs->secret, id.secret, sizeof bs->secret);
+    bs->abort = abort;
+    bs->timeout_ms = tt_param_timeout_ms();
+    bs->listen_fd = bs->ring_next_fd = bs->ring_prev_fd = -1;
+    TT_TRY_GOTO(TT_CALLOC(&bs->peer_addrs, (size_t)nranks), res, fail);
+    /* One array holds both directions, so it is never half initialised. */
+    TT_TRY_GOTO(TT_CALLOC(&bs->p2p_out_fd, 2 * (size_t)nranks), res, fail);
+    bs->p2p_in_fd = bs->p2p_out_fd + nranks;
+    for (int r = 0; r < 2 * nranks; r++) bs->p2p_out_fd[r] = -1;
+
+    TT_TRY_GOTO(tt_sock_pick_addr(&local, ifname, sizeof ifname), res, fail);
+    TT_TRY_GOTO(tt_sock_listen(&local, &bs->listen_fd, &bs->listen_addr), res, fail);
+    bs->local_addr = bs->listen_addr;
+    tt_sock_addr_set_port(&bs->local_addr, 0);
+    TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap rank %d/%d: interface %s, listening on %s; root %s",
+            rank, nranks, ifname, tt_sock_addr_str(&bs->listen_addr, text, sizeof text),
+            tt_sock_addr_str(&root_addr, root_text, sizeof root_text));
+
+    uint64_t root_deadline_ns =
+        bs->timeout_ms > 0 ? tt_deadline_after_ms(bs->timeout_ms + ROOT_GRACE_MS) : TT_NO_DEADLINE;
+    TT_TRY_GOTO(join_root(bs, &root_addr, root_deadline_ns, &next), res, fail);
+
+    /* The ring, then every rank's listen address over it (for point-to-point). */
+    uint64_t deadline_ns = tt_deadline_after_ms(bs->timeout_ms);
+    if (nranks > 1) TT_TRY_GOTO(connect_ring(bs, &next, deadline_ns), res, fail);
+    struct tt_bs_wire_addr *wire = NULL;
+    TT_TRY_GOTO(TT_CALLOC(&wire, (size_t)nranks), res, fail);
+    tt_bs_addr_to_wire(&bs->listen_addr, &wire[rank]);
+    res = tt_bootstrap_allgather(bs, wire, sizeof *wire);
+    for (int r = 0; r < nranks && res == ncclSuccess; r++)
+        res = tt_bs_addr_from_wire(&wire[r], "a ring peer", &bs->peer_addrs[r]);
+    free(wire);
+    TT_TRY_GOTO(res, res, fail);
+    TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap rank %d/%d: ring ready in %llu ms", rank, nranks,
+            (unsigned long long)((tt_time_ns() - start_ns) / 1000000ull));
+    *out = bs;
+    return ncclSuccess;
+fail:
+    tt_bootstrap_destroy(bs);
+    return res;
+}
+
+void tt_bootstrap_destroy(struct tt_bootstrap *bs)
+{
+    if (bs == NULL) return;
+    tt_sock_close(&bs->listen_fd);
+    tt_sock_close(&bs->ring_next_fd);
+    tt_sock_close(&bs->ring_prev_fd);
+    for (int r = 0; bs->p2p_out_fd != NULL && r < bs->nranks; r++) {
+        tt_sock_close(&bs->p2p_out_fd[r]);
+        tt_sock_close(&bs->p2p_in_fd[r]);
+    }
+    while (bs->stash != NULL) {
+        struct stashed *s = bs->stash;
+        bs->stash = s->next;
+        free(s->data);
+        free(s);
+    }
+    free(bs->peer_addrs);
+    free(bs->p2p_out_fd);
+    free(bs);
+}
+
+const struct sockaddr_storage *tt_bootstrap_local_addr(const struct tt_bootstrap *bs)
+{
+    return &bs->local_addr;
+}
+
+/* ---- ring allgather ----------------------------------------------------------------------- */
+
+/* One ring step: sends header + `send` to the successor while receiving header + `recv` from
+ * the predecessor, both at once so that neither direction waits on the other (a block larger
+ * than the socket buffers would otherwise deadlock the ring). */
+static ncclResult_t ring_exchange(struct tt_bootstrap *bs, const void *send, void *recv,
+                                  size_t bytes, uint64_t deadline_ns)
+{
+    int prev = (bs->rank + bs->nranks - 1) % bs->nranks;
+    struct tt_bs_ring_header out_hdr = {.magic = bs->magic, .seq = bs->ring_seq, .bytes = bytes};
+    struct tt_bs_ring_header in_hdr;
+    size_t out_hdr_done = 0, out_done = 0, in_hdr_done = 0, in_done = 0;
+    bs->ring_seq++;
+    for (;;) {
+        if (out_hdr_done < sizeof out_hdr)
+            TT_TRY(tt_sock_send_some(bs->ring_next_fd, &out_hdr, sizeof out_hdr, &out_hdr_done));
+        if (out_hdr_done == sizeof out_hdr)
+            TT_TRY(tt_sock_send_some(bs->ring_next_fd, send, bytes, &out_done));
+        if (in_hdr_done < sizeof in_hdr) {
+            TT_TRY(tt_sock_recv_some(bs->ring_prev_fd, &in_hdr, sizeof in_hdr, &in_hdr_done));
+            if (in_hdr_done == sizeof in_hdr &&
+                (in_hdr.magic != bs->magic || in_hdr.seq != out_hdr.seq || in_hdr.bytes != bytes))
+                return TT_ERROR(ncclRemoteError,
+                                "bootstrap allgather step %llu: rank %d sent a block of %llu "
+                                "bytes at step %llu (want %zu bytes at step %llu%s); do all "
+                                "ranks make the same bootstrap calls?",
+                                (unsigned long long)out_hdr.seq, prev,
+                                (unsigned long long)in_hdr.bytes, (unsigned long long)in_hdr.seq,
+                                bytes, (unsigned long long)out_hdr.seq,
+                                in_hdr.magic != bs->magic ? ", and a wrong magic" : "");
+        }
+        if (in_hdr_done == sizeof in_hdr)
+            TT_TRY(tt_sock_recv_some(bs->ring_prev_fd, recv, bytes, &in_done));
+        bool sent = out_hdr_done == sizeof out_hdr && out_done == bytes;
+        bool received = in_hdr_done == sizeof in_hdr && in_done == bytes;
+        if (sent && received) return ncclSuccess;
+        if (bs->abort != NULL && atomic_load(bs->abort))
+            return TT_ERROR(ncclSystemError, "bootstrap allgather: aborted");
+        if (tt_deadline_passed(deadline_ns))
+            return TT_ERROR(ncclSystemError,
+                            "bootstrap allgather timed out after %lld ms: %s rank %d "
+                            "(TUTTI_TIMEOUT_MS)", (long long)bs->timeout_ms,
+                            received ? "sending to" : "waiting for", received ?
+                            (bs->rank + 1) % bs->nranks : prev);
+        /* A finished direction is left out (fd -1): a neighbour that has already closed its
+         * end would otherwise wake every poll with POLLHUP. */
+        struct pollfd pfds[2] = {
+            {.fd = sent ? -1 : bs->ring_next_fd, .events = POLLOUT},
+            {.fd = received ? -1 : bs->ring_prev_fd, .events = POLLIN},
+        };
+        poll(pfds, 2, tt_deadline_left_ms(deadline_ns, TT_SOCK_POLL_SLICE_MS));
+    }
+}
+
+ncclResult_t tt_bootstrap_allgather(struct tt_bootstrap *bs, void *data, size_t bytes)
+{
+    /* Ring allgather: at step s, send block (rank - s) to the successor and receive block
+     * (rank - s - 1) from the predecessor. After nranks - 1 steps every block has visited
+     * every rank. */
+    uint8_t *blocks = data;
+    int n = bs->nranks;
+    uint64_t deadline_ns = tt_deadline_after_ms(bs->timeout_ms);
+    for (int s = 0; s < n - 1; s++) {
+        int send_block = (bs->rank - s + n) % n;
+        int recv_block = (bs->rank - s - 1 + n) % n;
+        TT_TRY(ring_exchange(bs, blocks + (size_t)send_block * bytes,
+                             blocks + (size_t)recv_block * bytes, bytes, deadline_ns));
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t tt_bootstrap_barrier(struct tt_bootstrap *bs)
+{
+    /* An allgather of one byte returns only after every rank has contributed its byte. */
+    uint8_t *bytes = NULL;
+    TT_TRY(TT_CALLOC(&bytes, (size_t)bs->nranks));
+    ncclResult_t res = tt_bootstrap_allgather(bs, bytes, 1);
+    free(bytes);
+    return res;
+}
+
+/* ---- point to point ----------------------------------------------------------------------- */
+
+static ncclResult_t check_peer(const struct tt_bootstrap *bs, int peer, const char *what)
+{
+    if (peer < 0 || peer >= bs->nranks)
+        return TT_ERROR(ncclInvalidArgument, "bootstrap %s: peer %d is not a rank of 0..%d",
+                        what, peer, bs->nranks - 1);
+    return ncclSuccess;
+}
+
+/* Appends a message to the stash, taking ownership of `data` (malloc'd, `bytes` long) even on
+ * failure. Appending at the tail keeps messages with equal (peer, tag) in sending order. */
+static ncclResult_t stash_push(struct tt_bootstrap *bs, int from, int tag, uint8_t *data,
+                               size_t bytes)
+{
+    struct stashed *s = NULL;
+    ncclResult_t res = TT_CALLOC(&s, 1);
+    if (res != ncclSuccess) {
+        free(data);
+        return res;
+    }
+    s->from = from;
+    s->tag = tag;
+    s->bytes = bytes;
+    s->data = data;
+    struct stashed **tail = &bs->stash;
+    while (*tail != NULL) tail = &(*tail)->next;
+    *tail = s;
+    return ncclSuccess;
+}
+
+/* The connection to `peer` for sending, opened (and introduced by a hello) on first use. */
+static ncclResult_t open_p2p(struct tt_bootstrap *bs, int peer, uint64_t deadline_ns, int *fd_out)
+{
+    ncclResult_t res = ncclSuccess;
+    int fd = bs->p2p_out_fd[peer];
+    if (fd < 0) {
+        TT_TRY(tt_sock_connect(&bs->peer_addrs[peer], deadline_ns, bs->abort, &fd));
+        TT_TRY_GOTO(send_peer_hello(bs, fd, TT_BS_CONN_P2P, peer, deadline_ns), res, fail);
+        bs->p2p_out_fd[peer] = fd;
+    }
+    *fd_out = fd;
+    return ncclSuccess;
+fail:
+    tt_sock_close(&fd);
+    return res;
+}
+
+ncclResult_t tt_bootstrap_send(struct tt_bootstrap *bs, int peer, int tag, const void *data,
+                               size_t bytes)
+{
+    TT_TRY(check_peer(bs, peer, "send"));
+    uint64_t deadline_ns = tt_deadline_after_ms(bs->timeout_ms);
+    if (peer == bs->rank) {
+        /* A message to oneself goes straight to the stash. */
+        uint8_t *copy = NULL;
+        TT_TRY(TT_CALLOC(&copy, bytes));
+        if (bytes > 0) memcpy(copy, data, bytes);
+        return stash_push(bs, peer, tag, copy, bytes);
+    }
+    int fd = -1;
+    TT_TRY(open_p2p(bs, peer, deadline_ns, &fd));
+    struct tt_bs_p2p_header h = {.magic = bs->magic, .from_rank = bs->rank, .tag = tag,
+                                 .bytes = bytes};
+    TT_TRY(tt_sock_send_all(fd, &h, sizeof h, deadline_ns, bs->abort));
+    TT_TRY(tt_sock_send_all(fd, data, bytes, deadline_ns, bs->abort));
+    return ncclSuccess;
+}
+
+/* Takes the oldest stashed message from `peer` with `tag` into data; *found says if there
+ * was one. */
+static ncclResult_t stash_take(struct tt_bootstrap *bs, int peer, int tag, void *data,
+                               size_t bytes, bool *found)
+{
+    *found = false;
+    for (struct stashed **p = &bs->stash; *p != NULL; p = &(*p)->next) {
+        struct stashed *s = *p;
+        if (s->from != peer || s->tag != tag) continue;
+        if (s->bytes != bytes)
+            return TT_ERROR(ncclInvalidUsage, "bootstrap recv from rank %d tag %d: the message "
+                            "has %zu bytes but %zu were expected", peer, tag, s->bytes, bytes);
+        if (bytes > 0) memcpy(data, s->data, bytes);
+        *p = s->next;
+        free(s->data);
+        free(s);
+        *found = true;
+        return ncclSuccess;
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t tt_bootstrap_recv(struct tt_bootstrap *bs, int peer, int tag, void *data,
+                               size_t bytes)
+{
+    TT_TRY(check_peer(bs, peer, "recv"));
+    uint64_t deadline_ns = tt_deadline_after_ms(bs->timeout_ms);
+    /* Serve from the stash when possible; else read the next message on the peer's p2p
+     * connection (accepting connections until it arrives), keeping any message with another
+     * tag in the stash, until the one asked for comes. */
+    for (;;) {
+        bool found = false;
+        TT_TRY(stash_take(bs, peer, tag, data, bytes, &found));
+        if (found) return ncclSuccess;
+        if (peer == bs->rank)
+            return TT_ERROR(ncclInvalidUsage, "bootstrap rank %d: recv from itself with tag %d "
+                            "but no such message was sent", peer, tag);
+        if (bs->p2p_in_fd[peer] < 0) {
+            char what[64];
+            snprintf(what, sizeof what, "a message from rank %d with tag %d", peer, tag);
+            TT_TRY(accept_peer(bs, deadline_ns, what));
+            continue;
+        }
+        int fd = bs->p2p_in_fd[peer];
+        struct tt_bs_p2p_header h;
+        TT_TRY(tt_sock_recv_all(fd, &h, sizeof h, deadline_ns, bs->abort));
+        if (h.magic != bs->magic || h.from_rank != peer || h.bytes > MAX_P2P_BYTES)
+            return TT_ERROR(ncclRemoteError, "bootstrap rank %d: bad message header from rank "
+                            "%d (rank field %d, %llu bytes)", bs->rank, peer, (int)h.from_rank,
+                            (unsigned long long)h.bytes);
+        if (h.tag == tag && h.bytes == bytes) {
+            TT_TRY(tt_sock_recv_all(fd, data, bytes, deadline_ns, bs->abort));
+            return ncclSuccess;
+        }
+        /* Another tag, or this tag with a size that disagrees (stash_take reports that on the
+         * next turn): keep the message, so the stream stays in step. */
+        uint8_t *early = NULL;
+        TT_TRY(TT_CALLOC(&early, (size_t)h.bytes));
+        ncclResult_t res = tt_sock_recv_all(fd, early, (size_t)h.bytes, deadline_ns, bs->abort);
+        if (res != ncclSuccess) {
+            free(early);
+            TT_TRY(res);
+        }
+        TT_TRY(stash_push(bs, peer, h.tag, early, (size_t)h.bytes));
+    }
+}

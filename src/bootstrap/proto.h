@@ -1,0 +1,120 @@
+/* The bootstrap's wire format and authentication, shared by the root (root.c) and the ranks
+ * (bootstrap.c). Private to src/bootstrap/.
+ *
+ * Every message is a fixed-layout struct of fixed-width fields (both ends run this same code on
+ * little-endian hosts) that starts with the job's magic; every field read from the network is
+ * range-checked before use. Authentication: the 256-bit job secret never crosses the network. A
+ * rank proves it to the root by a MAC over the root's fresh challenge, and the root proves it
+ * back by a MAC over the rank's own nonce; the root's reply carries a fresh session value, and
+ * every rank-to-rank hello is MAC'd over it, so a hello captured in one job is refused in any
+ * other. The MAC is SipHash-2-4 run twice with the two halves of the secret (a 128-bit tag). */
+#ifndef TT_BOOTSTRAP_PROTO_H
+#define TT_BOOTSTRAP_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "bootstrap/bootstrap.h"
+#include "nccl.h"
+
+#define TT_BS_NONCE_BYTES 16
+#define TT_BS_MAC_BYTES 16
+#define TT_BS_REPLY_TEXT_BYTES 400
+/* How long an accepted connection may take to send its hello before it is dropped. */
+#define TT_BS_HELLO_TIMEOUT_MS 10000
+
+/* A socket address on the wire. */
+struct tt_bs_wire_addr {
+    uint16_t family; /* AF_INET or AF_INET6 */
+    uint16_t port;   /* network byte order */
+    uint32_t scope_id;
+    uint8_t addr[16];
+};
+
+/* Root -> rank, as soon as the root accepts. */
+struct tt_bs_challenge {
+    uint64_t magic;
+    uint8_t nonce[TT_BS_NONCE_BYTES];
+};
+
+/* Rank -> root. mac = MAC(challenge nonce || this struct up to mac). */
+struct tt_bs_root_hello {
+    uint64_t magic;
+    uint32_t version;
+    int32_t rank;
+    int32_t nranks;
+    uint32_t pad;
+    struct tt_bs_wire_addr listen_addr;
+    uint8_t nonce[TT_BS_NONCE_BYTES];
+    uint8_t mac[TT_BS_MAC_BYTES];
+};
+
+/* Root -> rank. status is ncclSuccess, or an error with its explanation in text (NUL
+ * terminated). mac = MAC(the hello's nonce || this struct up to mac). */
+struct tt_bs_root_reply {
+    uint64_t magic;
+    int32_t status;
+    uint32_t pad;
+    uint8_t session[TT_BS_NONCE_BYTES];
+    struct tt_bs_wire_addr next_addr;
+    char text[TT_BS_REPLY_TEXT_BYTES];
+    uint8_t mac[TT_BS_MAC_BYTES];
+};
+
+enum tt_bs_conn_kind { TT_BS_CONN_RING = 1, TT_BS_CONN_P2P = 2 };
+
+/* Rank -> rank, first bytes of every connection. mac = MAC(session || this struct up to mac). */
+struct tt_bs_peer_hello {
+    uint64_t magic;
+    uint32_t kind;
+    int32_t from_rank;
+    int32_t to_rank;
+    uint32_t pad;
+    uint8_t mac[TT_BS_MAC_BYTES];
+};
+
+/* Header of each allgather step on the ring. */
+struct tt_bs_ring_header {
+    uint64_t magic;
+    uint64_t seq;
+    uint64_t bytes;
+};
+
+/* Header of each point-to-point message. */
+struct tt_bs_p2p_header {
+    uint64_t magic;
+    int32_t from_rank;
+    int32_t tag;
+    uint64_t bytes;
+};
+
+_Static_assert(sizeof(struct tt_unique_id) <= sizeof(ncclUniqueId),
+               "struct tt_unique_id must fit in ncclUniqueId");
+_Static_assert(sizeof(struct tt_bs_root_hello) == 80, "root hello layout");
+_Static_assert(sizeof(struct tt_bs_root_reply) == 472, "root reply layout");
+_Static_assert(sizeof(struct tt_bs_peer_hello) == 40, "peer hello layout");
+
+/* Fills buf with cryptographically random bytes (getrandom). */
+ncclResult_t tt_bs_random(void *buf, size_t bytes);
+/* SipHash-2-4 of `bytes` of `data` under a 128-bit key. */
+uint64_t tt_bs_siphash(const uint8_t key[16], const void *data, size_t bytes);
+/* The 128-bit MAC of prefix || msg under the 256-bit secret (prefix + msg <= 1024 bytes). */
+void tt_bs_mac(const uint8_t secret[32], const void *prefix, size_t prefix_bytes, const void *msg,
+               size_t msg_bytes, uint8_t mac[TT_BS_MAC_BYTES]);
+/* Compares two MACs in time independent of where they differ. */
+bool tt_bs_mac_equal(const uint8_t a[TT_BS_MAC_BYTES], const uint8_t b[TT_BS_MAC_BYTES]);
+
+void tt_bs_addr_to_wire(const struct sockaddr_storage *addr, struct tt_bs_wire_addr *wire);
+/* ncclRemoteError (naming `who`) when the wire address has no valid family or port. */
+ncclResult_t tt_bs_addr_from_wire(const struct tt_bs_wire_addr *wire, const char *who,
+                                  struct sockaddr_storage *addr);
+/* The root's address held in an id. */
+ncclResult_t tt_bs_id_addr(const struct tt_unique_id *id, struct sockaddr_storage *addr);
+
+/* Runs the root for `id` on the listening socket `listen_fd` (which it takes over) in a
+ * detached thread that ends once every rank has its reply, or at TUTTI_TIMEOUT_MS. */
+ncclResult_t tt_bs_root_spawn(const struct tt_unique_id *id, int listen_fd);
+
+#endif

@@ -1,0 +1,467 @@
+/* The bootstrap root: unique ids and the rendezvous thread.
+ *
+ * The root is one detached thread per id, serving one listening socket with a single poll()
+ * loop, so that no connection, however slow or hostile, can stall the others. Each accepted
+ * connection gets a challenge and must answer with an authenticated hello within
+ * TT_BS_HELLO_TIMEOUT_MS, else it is dropped and logged. Once all nranks have said hello, each
+ * rank learns its ring successor's address and the thread exits; if TUTTI_TIMEOUT_MS passes
+ * first, every rank that did arrive is told which ranks are missing. The thread owns
+ * everything it uses and frees it on exit. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bootstrap/proto.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/param.h"
+#include "util/sock.h"
+#include "util/time.h"
+
+/* Time given to each send of a reply; a rank's socket buffer is empty, so this never waits
+ * unless the rank's host is gone. */
+#define REPLY_TIMEOUT_MS 2000
+/* Connections that have not completed their hello, beyond which new ones are refused. */
+#define MAX_PENDING 1024
+
+enum conn_state { CONN_HELLO, CONN_ARRIVED };
+
+struct root_conn {
+    int fd;
+    enum conn_state state;
+    uint64_t hello_deadline_ns;
+    size_t got;
+    uint8_t challenge[TT_BS_NONCE_BYTES];
+    struct tt_bs_root_hello hello;
+    char peer[TT_SOCK_ADDR_STR_BYTES];
+};
+
+struct root {
+    struct tt_unique_id id;
+    int listen_fd;
+    char addr_text[TT_SOCK_ADDR_STR_BYTES];
+    int64_t timeout_ms;
+    uint64_t deadline_ns;
+    int nranks; /* from the first valid hello; 0 until then */
+    int arrived;
+    struct root_conn *conns;
+    int nconns;
+    int conns_cap;
+    int *rank_conn; /* nranks entries: index into conns, or -1 */
+};
+
+/* ---- unique ids --------------------------------------------------------------------------- */
+
+static void id_set_addr(struct tt_unique_id *id, const struct sockaddr_storage *addr)
+{
+    struct tt_bs_wire_addr wire;
+    tt_bs_addr_to_wire(addr, &wire);
+    id->family = wire.family;
+    id->port = wire.port;
+    id->scope_id = wire.scope_id;
+    memcpy(id->addr, wire.addr, sizeof id->addr);
+}
+
+ncclResult_t tt_bootstrap_get_unique_id(ncclUniqueId *out)
+{
+    ncclResult_t res = ncclSuccess;
+    struct tt_unique_id id;
+    struct sockaddr_storage addr, bound;
+    char ifname[TT_SOCK_IFNAME_BYTES] = "";
+    char text[TT_SOCK_ADDR_STR_BYTES];
+    int fd = -1;
+    memset(&id, 0, sizeof id);
+    id.version = TT_UNIQUE_ID_VERSION;
+    TT_TRY(tt_bs_random(&id.magic, sizeof id.magic));
+    TT_TRY(tt_bs_random(id.secret, sizeof id.secret));
+    TT_TRY(tt_sock_pick_addr(&addr, ifname, sizeof ifname));
+    TT_TRY(tt_sock_listen(&addr, &fd, &bound));
+    id_set_addr(&id, &bound);
+    TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap root listening on %s (interface %s)",
+            tt_sock_addr_str(&bound, text, sizeof text), ifname);
+    TT_TRY_GOTO(tt_bs_root_spawn(&id, fd), res, fail);
+    memset(out, 0, sizeof *out);
+    memcpy(out, &id, sizeof id);
+    return ncclSuccess;
+fail:
+    return res;
+}
+
+/* Appends `bytes` of `data` to buf at *used (silently clipped at the end: inputs are short). */
+static void append(uint8_t *buf, size_t cap, size_t *used, const void *data, size_t bytes)
+{
+    if (bytes > cap - *used) bytes = cap - *used;
+    memcpy(buf + *used, data, bytes);
+    *used += bytes;
+}
+
+ncclResult_t tt_bootstrap_id_from_string(const char *host_port, ncclUniqueId *out)
+{
+    /* The same string and TUTTI_SECRET give the same id on every rank: magic and secret are
+     * SipHash values of (label, TUTTI_SECRET, host:port) under a fixed key. Without
+     * TUTTI_SECRET anyone who knows host:port can compute the secret. */
+    static const uint8_t derive_key[16] = "tutti-bootstrap";
+    struct tt_unique_id id;
+    struct sockaddr_storage addr;
+    const char *secret = tt_param_secret();
+    memset(&id, 0, sizeof id);
+    TT_TRY(tt_sock_parse_host_port(host_port, &addr));
+    id.version = TT_UNIQUE_ID_VERSION;
+    id_set_addr(&id, &addr);
+    for (int i = 0; i <= 4; i++) {
+        uint8_t buf[768];
+        size_t used = 0;
+        uint8_t label = (uint8_t)i;
+        append(buf, sizeof buf, &used, &label, 1);
+        append(buf, sizeof buf, &used, secret, strlen(secret) + 1);
+        append(buf, sizeof buf, &used, host_port, strlen(host_port));
+        uint64_t h = tt_bs_siphash(derive_key, buf, used);
+        if (i < 4)
+            memcpy(id.secret + 8 * i, &h, 8);
+        else
+            id.magic = h;
+    }
+    if (secret[0] == '\0')
+        TT_INFO(TT_SUB_BOOTSTRAP, "NCCL_COMM_ID=%s without TUTTI_SECRET: the bootstrap cannot "
+                "tell this job from another one using the same address", host_port);
+    memset(out, 0, sizeof *out);
+    memcpy(out, &id, sizeof id);
+    return ncclSuccess;
+}
+
+ncclResult_t tt_bootstrap_root_start(const ncclUniqueId *id_bytes)
+{
+    struct tt_unique_id id;
+    struct sockaddr_storage addr, bound;
+    char text[TT_SOCK_ADDR_STR_BYTES];
+    int fd = -1;
+    memcpy(&id, id_bytes, sizeof id);
+    TT_TRY(tt_bs_id_addr(&id, &addr));
+    TT_TRY(tt_sock_listen(&addr, &fd, &bound));
+    TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap root listening on %s (NCCL_COMM_ID)",
+            tt_sock_addr_str(&bound, text, sizeof text));
+    return tt_bs_root_spawn(&id, fd);
+}
+
+/* ---- the root thread ---------------------------------------------------------------------- */
+
+static void drop_conn(struct root *root, int i)
+{
+    tt_sock_close(&root->conns[i].fd);
+    root->conns[i] = root->conns[--root->nconns];
+    /* The moved connection's rank slot must follow it. */
+    struct root_conn *moved = &root->conns[i];
+    if (i < root->nconns && moved->state == CONN_ARRIVED) root->rank_conn[moved->hello.rank] = i;
+}
+
+/* Sends one reply (status and text, or the successor's address) to an arrived rank. A rank
+ * that is gone by now only costs a log line: the others must still get their replies. */
+static void send_reply(struct root *root, const struct root_conn *c, ncclResult_t status,
+                       const uint8_t session[TT_BS_NONCE_BYTES],
+                       const struct sockaddr_storage *next, const char *text)
+{
+    struct tt_bs_root_reply reply;
+    memset(&reply, 0, sizeof reply);
+    reply.magic = root->id.magic;
+    reply.status = (int32_t)status;
+    if (session != NULL) memcpy(reply.session, session, sizeof reply.session);
+    if (next != NULL) tt_bs_addr_to_wire(next, &reply.next_addr);
+    if (text != NULL) snprintf(reply.text, sizeof reply.text, "%s", text);
+    tt_bs_mac(root->id.secret, c->hello.nonce, sizeof c->hello.nonce, &reply,
+              offsetof(struct tt_bs_root_reply, mac), reply.mac);
+    if (tt_sock_send_all(c->fd, &reply, sizeof reply, tt_deadline_after_ms(REPLY_TIMEOUT_MS),
+                         NULL) != ncclSuccess)
+        TT_WARN("bootstrap root at %s: could not reply to %s", root->addr_text, c->peer);
+}
+
+/* Checks a complete hello. Returns false when the connection is to be dropped silently
+ * (logged): not one of ours. Sets *reject to an error status (with text) for a rank of this
+ * job whose hello conflicts with the others. */
+static bool check_hello(struct root *root, struct root_conn *c, ncclResult_t *reject,
+                        char *text, size_t text_bytes)
+{
+    const struct tt_bs_root_hello *h = &c->hello;
+    uint8_t mac[TT_BS_MAC_BYTES];
+    *reject = ncclSuccess;
+    if (h->magic != root->id.magic || h->version != TT_UNIQUE_ID_VERSION) {
+        TT_WARN("bootstrap root at %s: dropping connection from %s: wrong magic or version "
+                "(another job, or not a Tutti rank)", root->addr_text, c->peer);
+        return false;
+    }
+    tt_bs_mac(root->id.secret, c->challenge, sizeof c->challenge, h,
+              offsetof(struct tt_bs_root_hello, mac), mac);
+    if (!tt_bs_mac_equal(mac, h->mac)) {
+        TT_WARN("bootstrap root at %s: dropping connection from %s: authentication failed "
+                "(its unique id has another secret; check TUTTI_SECRET)", root->addr_text,
+                c->peer);
+        return false;
+    }
+    struct sockaddr_storage addr;
+    if (tt_bs_addr_from_wire(&h->listen_addr, c->peer, &addr) != ncclSuccess) return false;
+    if (h->nranks < 1 || h->rank < 0 || h->rank >= h->nranks) {
+        *reject = ncclInvalidArgument;
+        snprintf(text, text_bytes, "rank %d with nranks %d is out of range", (int)h->rank,
+                 (int)h->nranks);
+    } else if (root->nranks != 0 && h->nranks != root->nranks) {
+        *reject = ncclInvalidUsage;
+        snprintf(text, text_bytes, "rank %d called init with nranks=%d but other ranks used "
+                 "nranks=%d", (int)h->rank, (int)h->nranks, root->nranks);
+    } else if (root->nranks != 0 && root->rank_conn[h->rank] >= 0) {
+        *reject = ncclInvalidUsage;
+        snprintf(text, text_bytes, "rank %d joined twice (from %s and from %s)", (int)h->rank,
+                 root->conns[root->rank_conn[h->rank]].peer, c->peer);
+    }
+    return true;
+}
+
+/* A hello is complete: admit the rank, or reject it (with a reply) or drop it. */
+static ncclResult_t admit(struct root *root, int i)
+{
+    struct root_conn *c = &root->conns[i];
+    char text[TT_BS_REPLY_TEXT_BYTES];
+    ncclResult_t reject = ncclSuccess;
+    if (!check_hello(root, c, &reject, text, sizeof text)) {
+        drop_conn(root, i);
+        return ncclSuccess;
+    }
+    if (reject != ncclSuccess) {
+        TT_WARN("bootstrap root at %s: refusing %s: %s", root->addr_text, c->peer, text);
+        send_reply(root, c, reject, NULL, NULL, text);
+        drop_conn(root, i);
+        return ncclSuccess;
+    }
+    if (root->nranks == 0) {
+        TT_TRY(TT_CALLOC(&root->rank_conn, (size_t)c->hello.nranks));
+        for (int r = 0; r < c->hello.nranks; r++) root->rank_conn[r] = -1;
+        root->nranks = c->hello.nranks;
+    }
+    c->state = CONN_ARRIVED;
+    root->rank_conn[c->hello.rank] = i;
+    root->arrived++;
+    TT_TRACE(TT_SUB_BOOTSTRAP, "bootstrap root at %s: rank %d of %d arrived from %s",
+             root->addr_text, (int)c->hello.rank, root->nranks, c->peer);
+    return ncclSuccess;
+}
+
+/* Accepts every queued connection and sends each its challenge. */
+static ncclResult_t accept_all(struct root *root)
+{
+    for (;;) {
+        struct sockaddr_storage peer;
+        socklen_t len = sizeof peer;
+        int fd = accept4(root->listen_fd, (struct sockaddr *)&peer, &len,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            return ncclSuccess;
+        }
+        if (root->nconns - root->arrived >= MAX_PENDING) {
+            TT_WARN("bootstrap root at %s: %d connections pending; refusing more",
+                    root->addr_text, MAX_PENDING);
+            close(fd);
+            continue;
+        }
+        if (root->nconns == root->conns_cap) {
+            int cap = root->conns_cap ? 2 * root->conns_cap : 16;
+            struct root_conn *grown = realloc(root->conns, (size_t)cap * sizeof *grown);
+            if (grown == NULL) {
+                close(fd);
+                return TT_ERROR(ncclSystemError, "bootstrap root: out of memory for %d "
+                                "connections", cap);
+            }
+            root->conns = grown;
+            root->conns_cap = cap;
+        }
+        struct root_conn *c = &root->conns[root->nconns];
+        memset(c, 0, sizeof *c);
+        c->fd = fd;
+        c->state = CONN_HELLO;
+        c->hello_deadline_ns = tt_deadline_after_ms(TT_BS_HELLO_TIMEOUT_MS);
+        tt_sock_addr_str(&peer, c->peer, sizeof c->peer);
+        struct tt_bs_challenge ch = {.magic = root->id.magic};
+        if (tt_bs_random(c->challenge, sizeof c->challenge) != ncclSuccess) {
+            close(fd);
+            return ncclSystemError;
+        }
+        memcpy(ch.nonce, c->challenge, sizeof ch.nonce);
+        root->nconns++;
+        if (tt_sock_send_all(fd, &ch, sizeof ch, tt_deadline_after_ms(REPLY_TIMEOUT_MS), NULL) !=
+            ncclSuccess)
+            drop_conn(root, root->nconns - 1);
+    }
+}
+
+/* Reads whatever hello bytes have arrived on connection i; admits the rank when complete. */
+static ncclResult_t read_hello(struct root *root, int i)
+{
+    struct root_conn *c = &root->conns[i];
+    if (tt_sock_recv_some(c->fd, &c->hello, sizeof c->hello, &c->got) != ncclSuccess) {
+        TT_WARN("bootstrap root at %s: dropping %s, which closed before its hello",
+                root->addr_text, c->peer);
+        drop_conn(root, i);
+        return ncclSuccess;
+    }
+    if (c->got == sizeof c->hello) return admit(root, i);
+    return ncclSuccess;
+}
+
+/* Writes "rank 2" or "ranks 2-5,7" into buf: the ranks that have not arrived. */
+static void format_missing(const struct root *root, char *buf, size_t buf_bytes)
+{
+    size_t used = 0;
+    int missing = 0;
+    buf[0] = '\0';
+    for (int r = 0; r < root->nranks; r++) missing += root->rank_conn[r] < 0;
+    used += (size_t)snprintf(buf, buf_bytes, "%s ", missing == 1 ? "rank" : "ranks");
+    /* Runs of consecutive missing ranks print as "a-b". */
+    for (int r = 0; r < root->nranks && used + 16 < buf_bytes; r++) {
+        if (root->rank_conn[r] >= 0) continue;
+        int end = r;
+        while (end + 1 < root->nranks && root->rank_conn[end + 1] < 0) end++;
+        const char *sep = used > 6 && buf[used - 1] != ' ' ? "," : "";
+        if (end > r)
+            used += (size_t)snprintf(buf + used, buf_bytes - used, "%s%d-%d", sep, r, end);
+        else
+            used += (size_t)snprintf(buf + used, buf_bytes - used, "%s%d", sep, r);
+        r = end;
+    }
+}
+
+/* The deadline passed: tell every arrived rank which ranks are missing. */
+static void report_missing(struct root *root)
+{
+    if (root->nranks == 0) {
+        TT_WARN("bootstrap root at %s: no rank arrived within %lld ms (TUTTI_TIMEOUT_MS); "
+                "giving up", root->addr_text, (long long)root->timeout_ms);
+        return;
+    }
+    char missing[200], text[TT_BS_REPLY_TEXT_BYTES];
+    format_missing(root, missing, sizeof missing);
+    snprintf(text, sizeof text, "%s of %d never reached the bootstrap root at %s within %lld ms "
+             "(TUTTI_TIMEOUT_MS); did every rank start, with the same unique id?", missing,
+             root->nranks, root->addr_text, (long long)root->timeout_ms);
+    TT_WARN("%s", text);
+    for (int i = 0; i < root->nconns; i++)
+        if (root->conns[i].state == CONN_ARRIVED)
+            send_reply(root, &root->conns[i], ncclSystemError, NULL, NULL, text);
+}
+
+/* Everyone is here: tell each rank its successor on the ring and the session value. */
+static void reply_all(struct root *root)
+{
+    uint8_t session[TT_BS_NONCE_BYTES];
+    if (tt_bs_random(session, sizeof session) != ncclSuccess) return;
+    for (int r = 0; r < root->nranks; r++) {
+        const struct root_conn *c = &root->conns[root->rank_conn[r]];
+        const struct root_conn *next = &root->conns[root->rank_conn[(r + 1) % root->nranks]];
+        struct sockaddr_storage next_addr;
+        /* Checked when the hello was admitted. */
+        (void)tt_bs_addr_from_wire(&next->hello.listen_addr, next->peer, &next_addr);
+        send_reply(root, c, ncclSuccess, session, &next_addr, NULL);
+    }
+}
+
+/* The poll loop: listen socket first, then every connection still owing its hello. */
+static ncclResult_t serve(struct root *root)
+{
+    struct pollfd *pfds = NULL;
+    int *which = NULL;
+    int cap = 0;
+    ncclResult_t res = ncclSuccess;
+    while (root->nranks == 0 || root->arrived < root->nranks) {
+        if (tt_deadline_passed(root->deadline_ns)) {
+            report_missing(root);
+            break;
+        }
+        /* Drop connections that never finished their hello, newest first so indices hold. */
+        for (int i = root->nconns - 1; i >= 0; i--) {
+            if (root->conns[i].state == CONN_HELLO &&
+                tt_deadline_passed(root->conns[i].hello_deadline_ns)) {
+                TT_WARN("bootstrap root at %s: dropping %s: no hello within %d ms",
+                        root->addr_text, root->conns[i].peer, TT_BS_HELLO_TIMEOUT_MS);
+                drop_conn(root, i);
+            }
+        }
+        if (cap < root->nconns + 1) {
+            cap = 2 * (root->nconns + 1);
+            free(pfds);
+            free(which);
+            pfds = calloc((size_t)cap, sizeof *pfds);
+            which = calloc((size_t)cap, sizeof *which);
+            if (pfds == NULL || which == NULL) {
+                res = TT_ERROR(ncclSystemError, "bootstrap root: out of memory for poll set");
+                break;
+            }
+        }
+        int n = 0;
+        pfds[n++] = (struct pollfd){.fd = root->listen_fd, .events = POLLIN};
+        for (int i = 0; i < root->nconns; i++) {
+            if (root->conns[i].state != CONN_HELLO) continue;
+            which[n] = i;
+            pfds[n++] = (struct pollfd){.fd = root->conns[i].fd, .events = POLLIN};
+        }
+        if (poll(pfds, (nfds_t)n, tt_deadline_left_ms(root->deadline_ns, 100)) <= 0) continue;
+        /* Read hellos from the highest index down: drop_conn moves the last entry into the
+         * dropped slot, which then has already been visited. */
+        for (int k = n - 1; k >= 1; k--) {
+            if (pfds[k].revents == 0) continue;
+            TT_TRY_GOTO(read_hello(root, which[k]), res, out);
+        }
+        if (pfds[0].revents != 0) TT_TRY_GOTO(accept_all(root), res, out);
+    }
+    if (root->nranks != 0 && root->arrived == root->nranks) {
+        reply_all(root);
+        TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap root at %s: all %d ranks arrived; root done",
+                root->addr_text, root->nranks);
+    }
+out:
+    free(pfds);
+    free(which);
+    return res;
+}
+
+static void *root_main(void *arg)
+{
+    struct root *root = arg;
+    (void)serve(root);
+    for (int i = 0; i < root->nconns; i++) tt_sock_close(&root->conns[i].fd);
+    tt_sock_close(&root->listen_fd);
+    free(root->conns);
+    free(root->rank_conn);
+    free(root);
+    return NULL;
+}
+
+ncclResult_t tt_bs_root_spawn(const struct tt_unique_id *id, int listen_fd)
+{
+    ncclResult_t res = ncclSuccess;
+    struct root *root = NULL;
+    pthread_attr_t attr;
+    pthread_t thread;
+    TT_TRY_GOTO(TT_CALLOC(&root, 1), res, fail);
+    root->id = *id;
+    root->listen_fd = listen_fd;
+    root->timeout_ms = tt_param_timeout_ms();
+    root->deadline_ns = tt_deadline_after_ms(root->timeout_ms);
+    struct sockaddr_storage addr;
+    TT_TRY_GOTO(tt_bs_id_addr(id, &addr), res, fail);
+    tt_sock_addr_str(&addr, root->addr_text, sizeof root->addr_text);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int err = pthread_create(&thread, &attr, root_main, root);
+    pthread_attr_destroy(&attr);
+    if (err != 0) {
+        res = TT_ERROR(ncclSystemError, "cannot start the bootstrap root thread: %s",
+                       strerror(err));
+        goto fail;
+    }
+    return ncclSuccess;
+fail:
+    free(root);
+    tt_sock_close(&listen_fd);
+    return res;
+}

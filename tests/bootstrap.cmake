@@ -1,0 +1,28 @@
+# Bootstrap and socket-helper tests. The binary is built from the bootstrap's own sources and
+# the util helpers it uses, so it does not depend on the rest of the library being complete.
+add_executable(test_bootstrap
+  ${CMAKE_SOURCE_DIR}/tests/test_bootstrap.c
+  ${CMAKE_SOURCE_DIR}/src/bootstrap/auth.c
+  ${CMAKE_SOURCE_DIR}/src/bootstrap/bootstrap.c
+  ${CMAKE_SOURCE_DIR}/src/bootstrap/root.c
+  ${CMAKE_SOURCE_DIR}/src/util/sock.c
+  ${CMAKE_SOURCE_DIR}/src/util/log.c
+  ${CMAKE_SOURCE_DIR}/src/util/param.c)
+target_include_directories(test_bootstrap PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
+target_compile_options(test_bootstrap PRIVATE ${TUTTI_WARNINGS})
+target_link_libraries(test_bootstrap PRIVATE Threads::Threads)
+
+foreach(n 1 2 3 5 8)
+  add_test(NAME bootstrap_ranks_${n} COMMAND test_bootstrap ranks ${n})
+endforeach()
+foreach(s missing mismatch commid garbage sock)
+  add_test(NAME bootstrap_${s} COMMAND test_bootstrap ${s})
+endforeach()
+foreach(n 1 2 3 5 8)
+  list(APPEND TUTTI_BOOTSTRAP_TESTS bootstrap_ranks_${n})
+endforeach()
+set_tests_properties(${TUTTI_BOOTSTRAP_TESTS} bootstrap_commid bootstrap_garbage
+  PROPERTIES LABELS transport TIMEOUT 120 SKIP_RETURN_CODE 77)
+set_tests_properties(bootstrap_missing bootstrap_mismatch
+  PROPERTIES LABELS fault TIMEOUT 120 SKIP_RETURN_CODE 77)
+set_tests_properties(bootstrap_sock PROPERTIES LABELS unit TIMEOUT 120 SKIP_RETURN_CODE 77)

@@ -1,0 +1,620 @@
+/* Tests of the bootstrap and the socket helpers. Each scenario is one CTest test (the first
+ * argument names it); rank scenarios start one process per rank: the test forks and the child
+ * re-executes this binary as "child BODY RANK NRANKS ID", with the unique id the parent made
+ * in hex (a fresh process image, so leak checkers see only the rank's own memory). The parent
+ * collects exit codes under a watchdog. Every check prints what it got and what it wanted,
+ * with the rank. */
+#include <errno.h>
+#include <stdbool.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/proto.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/param.h"
+#include "util/sock.h"
+#include "util/time.h"
+
+#define WATCHDOG_MS 90000
+#define MAX_RANKS 16
+
+static int my_rank = -1;
+static int failures;
+
+static void fail_at(int line, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail_at(int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "FAIL test_bootstrap.c:%d [rank %d] ", line, my_rank);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    failures++;
+}
+
+#define CHECK_EQ(got, want, what)                                                               \
+    do {                                                                                        \
+        long long got_ = (long long)(got), want_ = (long long)(want);                           \
+        if (got_ != want_) fail_at(__LINE__, "%s: got %lld, want %lld", (what), got_, want_);    \
+    } while (0)
+#define CHECK_OK(expr)                                                                          \
+    do {                                                                                        \
+        ncclResult_t res_ = (expr);                                                             \
+        if (res_ != ncclSuccess)                                                                \
+            fail_at(__LINE__, "%s: got %d (%s), want ncclSuccess", #expr, (int)res_,            \
+                    tt_error_last());                                                           \
+    } while (0)
+
+static int64_t elapsed_ms(uint64_t since_ns)
+{
+    return (int64_t)((tt_time_ns() - since_ns) / 1000000);
+}
+
+static void set_env(const char *name, const char *value)
+{
+    setenv(name, value, 1);
+    tt_param_reload();
+}
+
+/* ---- the rank body: allgather, barrier, all-pairs send/recv ------------------------------- */
+
+static uint8_t block_byte(int rank, size_t i) { return (uint8_t)(rank * 31 + i * 7 + 1); }
+
+static void check_allgather(struct tt_bootstrap *bs, int rank, int nranks, size_t block_bytes)
+{
+    uint8_t *data = calloc((size_t)nranks, block_bytes);
+    for (size_t i = 0; i < block_bytes; i++)
+        data[(size_t)rank * block_bytes + i] = block_byte(rank, i);
+    CHECK_OK(tt_bootstrap_allgather(bs, data, block_bytes));
+    int bad = 0;
+    for (int r = 0; r < nranks && bad < 5; r++) {
+        for (size_t i = 0; i < block_bytes && bad < 5; i++) {
+            uint8_t got = data[(size_t)r * block_bytes + i], want = block_byte(r, i);
+            if (got != want) {
+                fail_at(__LINE__, "allgather of %zu-byte blocks: block %d byte %zu: got %u, "
+                        "want %u", block_bytes, r, i, got, want);
+                bad++;
+            }
+        }
+    }
+    free(data);
+}
+
+/* Message k from `from` to `to`: distinct tag and size per (from, to, k). */
+static int msg_tag(int from, int to, int k) { return (k + 1) * 1000 + from * 16 + to; }
+static size_t msg_bytes(int from, int to, int k)
+{
+    static const size_t sizes[] = {5, 0, 20000};
+    return sizes[k] + (size_t)(from + to);
+}
+static uint8_t msg_byte(int from, int to, int k, size_t i)
+{
+    return (uint8_t)(from * 53 + to * 19 + k * 101 + i);
+}
+
+/* Every rank sends three messages to every rank (itself included) in increasing order, then
+ * receives them in the opposite order of peers and of messages, so that most arrive before
+ * they are asked for and must be stashed. */
+static void check_p2p(struct tt_bootstrap *bs, int rank, int nranks)
+{
+    uint8_t *buf = malloc(20000 + 2 * MAX_RANKS);
+    for (int d = 0; d < nranks; d++) {
+        int to = (rank + d) % nranks;
+        for (int k = 0; k < 3; k++) {
+            size_t n = msg_bytes(rank, to, k);
+            for (size_t i = 0; i < n; i++) buf[i] = msg_byte(rank, to, k, i);
+            CHECK_OK(tt_bootstrap_send(bs, to, msg_tag(rank, to, k), buf, n));
+        }
+    }
+    for (int d = nranks - 1; d >= 0; d--) {
+        int from = (rank + d) % nranks;
+        for (int k = 2; k >= 0; k--) {
+            size_t n = msg_bytes(from, rank, k);
+            memset(buf, 0xee, n);
+            ncclResult_t res = tt_bootstrap_recv(bs, from, msg_tag(from, rank, k), buf, n);
+            if (res != ncclSuccess) {
+                fail_at(__LINE__, "recv from rank %d message %d: got %d (%s), want success",
+                        from, k, (int)res, tt_error_last());
+                continue;
+            }
+            for (size_t i = 0; i < n; i++) {
+                if (buf[i] != msg_byte(from, rank, k, i)) {
+                    fail_at(__LINE__, "message %d from rank %d, byte %zu: got %u, want %u", k,
+                            from, i, buf[i], msg_byte(from, rank, k, i));
+                    break;
+                }
+            }
+        }
+    }
+    /* A size that disagrees with the sender's is the caller's error, reported as such. */
+    int peer = (rank + 1) % nranks;
+    CHECK_OK(tt_bootstrap_send(bs, peer, 99999, buf, 3));
+    int prev = (rank + nranks - 1) % nranks;
+    CHECK_OK(tt_bootstrap_send(bs, peer, 99998, buf, 2));
+    CHECK_EQ(tt_bootstrap_recv(bs, prev, 99999, buf, 4), ncclInvalidUsage,
+             "recv with a size differing from the send's");
+    /* The refused message is kept, and the connection stays in step. */
+    CHECK_OK(tt_bootstrap_recv(bs, prev, 99999, buf, 3));
+    CHECK_OK(tt_bootstrap_recv(bs, prev, 99998, buf, 2));
+    free(buf);
+}
+
+static int run_rank_body(const ncclUniqueId *id, int rank, int nranks)
+{
+    struct tt_bootstrap *bs = NULL;
+    static const _Atomic int no_abort = 0;
+    ncclResult_t res = tt_bootstrap_create(id, rank, nranks, &no_abort, &bs);
+    if (res != ncclSuccess) {
+        fail_at(__LINE__, "tt_bootstrap_create: got %d (%s), want success", (int)res,
+                tt_error_last());
+        return 1;
+    }
+    const struct sockaddr_storage *local = tt_bootstrap_local_addr(bs);
+    CHECK_EQ(tt_sock_addr_port(local), 0, "port of tt_bootstrap_local_addr");
+    check_allgather(bs, rank, nranks, 37);
+    check_allgather(bs, rank, nranks, 1);
+    check_allgather(bs, rank, nranks, 300000);
+    for (int i = 0; i < 3; i++) CHECK_OK(tt_bootstrap_barrier(bs));
+    check_p2p(bs, rank, nranks);
+    CHECK_OK(tt_bootstrap_barrier(bs));
+    tt_bootstrap_destroy(bs);
+    return failures != 0;
+}
+
+/* ---- process management ------------------------------------------------------------------- */
+
+static void id_to_hex(const ncclUniqueId *id, char *hex)
+{
+    const uint8_t *b = (const uint8_t *)id;
+    for (size_t i = 0; i < sizeof *id; i++) sprintf(hex + 2 * i, "%02x", b[i]);
+}
+
+static bool id_from_hex(const char *hex, ncclUniqueId *id)
+{
+    uint8_t *b = (uint8_t *)id;
+    if (strlen(hex) != 2 * sizeof *id) return false;
+    for (size_t i = 0; i < sizeof *id; i++) {
+        unsigned v = 0;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1) return false;
+        b[i] = (uint8_t)v;
+    }
+    return true;
+}
+
+/* Starts one process per entry of ranks[] running `body` with nranks, and waits for all,
+ * killing them at the watchdog. Returns the number of processes that failed. */
+static int run_ranks(const ncclUniqueId *id, const int *ranks, int nchildren, int nranks,
+                     const char *body)
+{
+    pid_t pids[MAX_RANKS];
+    char hex[2 * sizeof(ncclUniqueId) + 1];
+    id_to_hex(id, hex);
+    fflush(stdout);
+    fflush(stderr);
+    for (int i = 0; i < nchildren; i++) {
+        pids[i] = fork();
+        if (pids[i] < 0) {
+            perror("fork");
+            exit(1);
+        }
+        if (pids[i] == 0) {
+            char rank_text[16], nranks_text[16];
+            snprintf(rank_text, sizeof rank_text, "%d", ranks[i]);
+            snprintf(nranks_text, sizeof nranks_text, "%d", nranks);
+            execl("/proc/self/exe", "test_bootstrap", "child", body, rank_text, nranks_text,
+                  hex, (char *)NULL);
+            perror("exec /proc/self/exe");
+            _exit(127);
+        }
+    }
+    int bad = 0, left = nchildren;
+    uint64_t deadline_ns = tt_deadline_after_ms(WATCHDOG_MS);
+    while (left > 0) {
+        int status = 0;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid == 0) {
+            if (tt_deadline_passed(deadline_ns)) {
+                fprintf(stderr, "FAIL: watchdog: %d rank(s) still running after %d ms; "
+                        "killing them\n", left, WATCHDOG_MS);
+                for (int i = 0; i < nchildren; i++)
+                    if (pids[i] > 0) kill(pids[i], SIGKILL);
+                deadline_ns = TT_NO_DEADLINE;
+            }
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        if (pid < 0) break;
+        for (int i = 0; i < nchildren; i++) {
+            if (pids[i] != pid) continue;
+            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                fprintf(stderr, "FAIL: rank %d exited with %s %d\n", ranks[i],
+                        WIFEXITED(status) ? "status" : "signal",
+                        WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+                bad++;
+            }
+            pids[i] = -1;
+            left--;
+        }
+    }
+    return bad;
+}
+
+static int all_ranks(const ncclUniqueId *id, int nranks, const char *body)
+{
+    int ranks[MAX_RANKS];
+    for (int r = 0; r < nranks; r++) ranks[r] = r;
+    return run_ranks(id, ranks, nranks, nranks, body);
+}
+
+/* ---- scenarios ---------------------------------------------------------------------------- */
+
+static int scenario_ranks(int nranks)
+{
+    ncclUniqueId id;
+    set_env("TUTTI_TIMEOUT_MS", "30000");
+    CHECK_OK(tt_bootstrap_get_unique_id(&id));
+    if (failures) return 1;
+    return all_ranks(&id, nranks, "full");
+}
+
+/* Ranks 0 and 1 of 3 start; both must fail within about TUTTI_TIMEOUT_MS, naming rank 2. */
+static int missing_rank_body(const ncclUniqueId *id, int rank, int nranks)
+{
+    struct tt_bootstrap *bs = NULL;
+    uint64_t start_ns = tt_time_ns();
+    ncclResult_t res = tt_bootstrap_create(id, rank, nranks, NULL, &bs);
+    int64_t ms = elapsed_ms(start_ns);
+    CHECK_EQ(res, ncclSystemError, "tt_bootstrap_create with a rank missing");
+    if (ms < 1500 || ms > 4500)
+        fail_at(__LINE__, "failed after %lld ms, want 1500..4500 ms", (long long)ms);
+    if (strstr(tt_error_last(), "rank 2 of 3 never reached") == NULL)
+        fail_at(__LINE__, "error text: got '%s', want it to name 'rank 2 of 3'",
+                tt_error_last());
+    printf("rank %d: failed as expected after %lld ms: %s\n", rank, (long long)ms,
+           tt_error_last());
+    tt_bootstrap_destroy(bs);
+    return failures != 0;
+}
+
+static int scenario_missing(void)
+{
+    ncclUniqueId id;
+    set_env("TUTTI_TIMEOUT_MS", "2000");
+    CHECK_OK(tt_bootstrap_get_unique_id(&id));
+    if (failures) return 1;
+    const int ranks[] = {0, 1};
+    return run_ranks(&id, ranks, 2, 3, "missing");
+}
+
+/* Rank 0 (nranks 2) arrives first; then a rank claiming nranks 3 is refused at once. */
+static int mismatch_body(const ncclUniqueId *id, int rank, int nranks)
+{
+    struct tt_bootstrap *bs = NULL;
+    int claimed = rank == 0 ? 2 : 3;
+    if (rank == 1) {
+        struct timespec ts = {0, 300 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    uint64_t start_ns = tt_time_ns();
+    ncclResult_t res = tt_bootstrap_create(id, rank, claimed, NULL, &bs);
+    int64_t ms = elapsed_ms(start_ns);
+    if (rank == 1) {
+        CHECK_EQ(res, ncclInvalidUsage, "create with nranks differing from rank 0's");
+        if (strstr(tt_error_last(), "nranks=3 but other ranks used nranks=2") == NULL)
+            fail_at(__LINE__, "error text: got '%s', want it to explain the nranks mismatch",
+                    tt_error_last());
+        if (ms > 1500) fail_at(__LINE__, "refused after %lld ms, want at once", (long long)ms);
+    } else {
+        CHECK_EQ(res, ncclSystemError, "create while the only other rank was refused");
+        if (strstr(tt_error_last(), "rank 1 of 2 never reached") == NULL)
+            fail_at(__LINE__, "error text: got '%s', want it to name 'rank 1 of 2'",
+                    tt_error_last());
+    }
+    tt_bootstrap_destroy(bs);
+    return failures != 0;
+}
+
+static int scenario_mismatch(void)
+{
+    ncclUniqueId id;
+    set_env("TUTTI_TIMEOUT_MS", "2000");
+    CHECK_OK(tt_bootstrap_get_unique_id(&id));
+    if (failures) return 1;
+    return all_ranks(&id, 2, "mismatch");
+}
+
+/* parent_id is the id the parent derived: every rank must derive the same. */
+static int commid_body(const ncclUniqueId *parent_id, int rank, int nranks)
+{
+    ncclUniqueId id;
+    CHECK_OK(tt_bootstrap_id_from_string(getenv("NCCL_COMM_ID"), &id));
+    if (memcmp(&id, parent_id, sizeof id) != 0)
+        fail_at(__LINE__, "the id derived from NCCL_COMM_ID differs from the parent's");
+    if (rank == 0) CHECK_OK(tt_bootstrap_root_start(&id));
+    if (failures) return 1;
+    return run_rank_body(&id, rank, nranks);
+}
+
+static int scenario_commid(void)
+{
+    /* A port that was free a moment ago: bind to port 0, read it, close. */
+    struct sockaddr_storage any, bound;
+    int fd = -1;
+    char text[64];
+    CHECK_OK(tt_sock_parse_host_port("127.0.0.1:1", &any));
+    tt_sock_addr_set_port(&any, 0);
+    CHECK_OK(tt_sock_listen(&any, &fd, &bound));
+    tt_sock_close(&fd);
+    snprintf(text, sizeof text, "127.0.0.1:%u", (unsigned)tt_sock_addr_port(&bound));
+    set_env("NCCL_COMM_ID", text);
+    set_env("TUTTI_SECRET", "test-secret");
+    set_env("TUTTI_TIMEOUT_MS", "30000");
+    ncclUniqueId parent_id;
+    CHECK_OK(tt_bootstrap_id_from_string(text, &parent_id));
+    /* A different secret must give a different id. */
+    ncclUniqueId other;
+    set_env("TUTTI_SECRET", "other-secret");
+    CHECK_OK(tt_bootstrap_id_from_string(text, &other));
+    set_env("TUTTI_SECRET", "test-secret");
+    if (memcmp(&other, &parent_id, sizeof other) == 0)
+        fail_at(__LINE__, "TUTTI_SECRET does not change the derived id");
+    if (failures) return 1;
+    return all_ranks(&parent_id, 4, "commid");
+}
+
+/* Before the ranks come, the root gets a connection that sends garbage, one that closes at
+ * once, and one with the right magic but a forged MAC claiming rank 0. The root must drop all
+ * three and still serve the real ranks (a counted forgery would make rank 0 a duplicate). */
+static int scenario_garbage(void)
+{
+    ncclUniqueId id;
+    struct tt_unique_id tid;
+    struct sockaddr_storage root;
+    int fd = -1;
+    set_env("TUTTI_TIMEOUT_MS", "30000");
+    CHECK_OK(tt_bootstrap_get_unique_id(&id));
+    memcpy(&tid, &id, sizeof tid);
+    CHECK_OK(tt_bs_id_addr(&tid, &root));
+    uint64_t deadline_ns = tt_deadline_after_ms(5000);
+
+    CHECK_OK(tt_sock_connect(&root, deadline_ns, NULL, &fd));
+    uint8_t junk[200];
+    for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)(i * 13 + 5);
+    CHECK_OK(tt_sock_send_all(fd, junk, sizeof junk, deadline_ns, NULL));
+    tt_sock_close(&fd);
+
+    CHECK_OK(tt_sock_connect(&root, deadline_ns, NULL, &fd));
+    tt_sock_close(&fd);
+
+    struct tt_bs_challenge ch;
+    struct tt_bs_root_hello forged;
+    CHECK_OK(tt_sock_connect(&root, deadline_ns, NULL, &fd));
+    CHECK_OK(tt_sock_recv_all(fd, &ch, sizeof ch, deadline_ns, NULL));
+    CHECK_EQ(ch.magic == tid.magic, 1, "the root's challenge carries the id's magic");
+    memset(&forged, 0, sizeof forged);
+    forged.magic = tid.magic;
+    forged.version = TT_UNIQUE_ID_VERSION;
+    forged.rank = 0;
+    forged.nranks = 3;
+    tt_bs_addr_to_wire(&root, &forged.listen_addr);
+    memset(forged.mac, 0x5a, sizeof forged.mac);
+    CHECK_OK(tt_sock_send_all(fd, &forged, sizeof forged, deadline_ns, NULL));
+    /* The root closes the forged connection without a reply. */
+    struct tt_bs_root_reply reply;
+    CHECK_EQ(tt_sock_recv_all(fd, &reply, sizeof reply, deadline_ns, NULL), ncclRemoteError,
+             "reading a reply to a forged hello");
+    tt_sock_close(&fd);
+    if (failures) return 1;
+    return all_ranks(&id, 3, "full");
+}
+
+/* ---- socket helpers and SipHash ----------------------------------------------------------- */
+
+struct late_listener {
+    struct sockaddr_storage addr;
+    int delay_ms;
+    int fd;
+};
+
+static void *listen_late(void *arg)
+{
+    struct late_listener *l = arg;
+    struct sockaddr_storage bound;
+    struct timespec ts = {0, (long)l->delay_ms * 1000000L};
+    nanosleep(&ts, NULL);
+    if (tt_sock_listen(&l->addr, &l->fd, &bound) != ncclSuccess) l->fd = -1;
+    return NULL;
+}
+
+static void check_parse(const char *text, ncclResult_t want_res, const char *want_str)
+{
+    struct sockaddr_storage a;
+    char buf[TT_SOCK_ADDR_STR_BYTES];
+    ncclResult_t res = tt_sock_parse_host_port(text, &a);
+    if (res != want_res) {
+        fail_at(__LINE__, "parse '%s': got %d, want %d", text, (int)res, (int)want_res);
+        return;
+    }
+    if (want_str != NULL && strcmp(tt_sock_addr_str(&a, buf, sizeof buf), want_str) != 0)
+        fail_at(__LINE__, "parse '%s' then print: got '%s', want '%s'", text, buf, want_str);
+}
+
+static int scenario_sock(void)
+{
+    /* SipHash-2-4 reference vectors: key 00..0f, messages 00..(n-1). */
+    uint8_t key[16], msg[15];
+    for (int i = 0; i < 16; i++) key[i] = (uint8_t)i;
+    for (int i = 0; i < 15; i++) msg[i] = (uint8_t)i;
+    if (tt_bs_siphash(key, msg, 0) != 0x726fdb47dd0e0e31ull)
+        fail_at(__LINE__, "siphash(empty): got %016llx, want 726fdb47dd0e0e31",
+                (unsigned long long)tt_bs_siphash(key, msg, 0));
+    if (tt_bs_siphash(key, msg, 15) != 0xa129ca6149be45e5ull)
+        fail_at(__LINE__, "siphash(15 bytes): got %016llx, want a129ca6149be45e5",
+                (unsigned long long)tt_bs_siphash(key, msg, 15));
+
+    check_parse("127.0.0.1:80", ncclSuccess, "127.0.0.1:80");
+    check_parse("[::1]:5", ncclSuccess, "[::1]:5");
+    check_parse("localhost:1234", ncclSuccess, NULL);
+    check_parse("::1:5", ncclInvalidArgument, NULL);
+    check_parse("127.0.0.1", ncclInvalidArgument, NULL);
+    check_parse("127.0.0.1:0", ncclInvalidArgument, NULL);
+    check_parse("127.0.0.1:65536", ncclInvalidArgument, NULL);
+    check_parse(":80", ncclInvalidArgument, NULL);
+    check_parse("[::1:80", ncclInvalidArgument, NULL);
+
+    struct sockaddr_storage a;
+    char ifname[TT_SOCK_IFNAME_BYTES];
+    set_env("NCCL_SOCKET_IFNAME", "=lo");
+    CHECK_OK(tt_sock_pick_addr(&a, ifname, sizeof ifname));
+    CHECK_EQ(strcmp(ifname, "lo"), 0, "NCCL_SOCKET_IFNAME==lo picks lo");
+    set_env("NCCL_SOCKET_FAMILY", "AF_INET");
+    CHECK_OK(tt_sock_pick_addr(&a, ifname, sizeof ifname));
+    CHECK_EQ(a.ss_family, AF_INET, "NCCL_SOCKET_FAMILY=AF_INET");
+    set_env("NCCL_SOCKET_IFNAME", "=nosuchif0,nosuchif1");
+    CHECK_EQ(tt_sock_pick_addr(&a, ifname, sizeof ifname), ncclSystemError,
+             "NCCL_SOCKET_IFNAME naming no interface");
+    set_env("NCCL_SOCKET_IFNAME", "^lo");
+    ncclResult_t res = tt_sock_pick_addr(&a, ifname, sizeof ifname);
+    if (res == ncclSuccess && strncmp(ifname, "lo", 2) == 0)
+        fail_at(__LINE__, "NCCL_SOCKET_IFNAME=^lo picked '%s'", ifname);
+    unsetenv("NCCL_SOCKET_IFNAME");
+    unsetenv("NCCL_SOCKET_FAMILY");
+    tt_param_reload();
+
+    /* TUTTI_PORT_RANGE: the bound port lies in the range. */
+    int fd = -1;
+    struct sockaddr_storage bound;
+    CHECK_OK(tt_sock_parse_host_port("127.0.0.1:1", &a));
+    tt_sock_addr_set_port(&a, 0);
+    set_env("TUTTI_PORT_RANGE", "47100-47199");
+    if (tt_sock_listen(&a, &fd, &bound) == ncclSuccess) {
+        unsigned port = tt_sock_addr_port(&bound);
+        if (port < 47100 || port > 47199) fail_at(__LINE__, "port %u outside 47100-47199", port);
+    }
+    tt_sock_close(&fd);
+    set_env("TUTTI_PORT_RANGE", "9-3");
+    CHECK_EQ(tt_sock_listen(&a, &fd, &bound), ncclInvalidArgument, "TUTTI_PORT_RANGE=9-3");
+    unsetenv("TUTTI_PORT_RANGE");
+    tt_param_reload();
+
+    /* Connect retries while refused: the listener appears 300 ms late. */
+    CHECK_OK(tt_sock_listen(&a, &fd, &bound));
+    tt_sock_close(&fd);
+    struct late_listener late = {.addr = bound, .delay_ms = 300, .fd = -1};
+    pthread_t thread;
+    pthread_create(&thread, NULL, listen_late, &late);
+    uint64_t start_ns = tt_time_ns();
+    int cfd = -1, afd = -1;
+    CHECK_OK(tt_sock_connect(&bound, tt_deadline_after_ms(5000), NULL, &cfd));
+    pthread_join(thread, NULL);
+    if (elapsed_ms(start_ns) < 250)
+        fail_at(__LINE__, "connected after %lld ms, before the listener existed",
+                (long long)elapsed_ms(start_ns));
+    CHECK_OK(tt_sock_accept(late.fd, tt_deadline_after_ms(5000), NULL, &afd, NULL));
+    tt_sock_close(&late.fd);
+
+    /* Data both ways, a receive that times out, an abort, a peer that closes. */
+    static uint8_t big[1 << 20];
+    for (size_t i = 0; i < sizeof big; i++) big[i] = (uint8_t)(i * 7);
+    static uint8_t got[1 << 20];
+    pid_t child = fork();
+    if (child == 0) {
+        tt_sock_close(&afd);
+        int rc = tt_sock_send_all(cfd, big, sizeof big, tt_deadline_after_ms(10000), NULL);
+        _exit(rc != ncclSuccess);
+    }
+    tt_sock_close(&cfd);
+    CHECK_OK(tt_sock_recv_all(afd, got, sizeof got, tt_deadline_after_ms(10000), NULL));
+    CHECK_EQ(memcmp(got, big, sizeof big), 0, "1 MiB through a socket");
+    int status = 0;
+    waitpid(child, &status, 0);
+    CHECK_EQ(WIFEXITED(status) && WEXITSTATUS(status) == 0, 1, "sender child's exit");
+    CHECK_EQ(tt_sock_recv_all(afd, got, 1, tt_deadline_after_ms(1000), NULL), ncclRemoteError,
+             "recv after the peer closed");
+    tt_sock_close(&afd);
+
+    int pair[2];
+    socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, pair);
+    start_ns = tt_time_ns();
+    CHECK_EQ(tt_sock_recv_all(pair[0], got, 1, tt_deadline_after_ms(200), NULL),
+             ncclSystemError, "recv past its deadline");
+    int64_t ms = elapsed_ms(start_ns);
+    if (ms < 190 || ms > 1000)
+        fail_at(__LINE__, "timed out after %lld ms, want ~200", (long long)ms);
+    _Atomic int abort_flag = 1;
+    start_ns = tt_time_ns();
+    CHECK_EQ(tt_sock_recv_all(pair[0], got, 1, TT_NO_DEADLINE, &abort_flag), ncclSystemError,
+             "recv with the abort flag set");
+    ms = elapsed_ms(start_ns);
+    if (ms > 500) fail_at(__LINE__, "abort took %lld ms, want at once", (long long)ms);
+    close(pair[0]);
+    close(pair[1]);
+    return failures != 0;
+}
+
+/* A rank process: "child BODY RANK NRANKS ID". */
+static int child_main(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int (*fn)(const ncclUniqueId *id, int rank, int nranks);
+    } bodies[] = {
+        {"full", run_rank_body},
+        {"missing", missing_rank_body},
+        {"mismatch", mismatch_body},
+        {"commid", commid_body},
+    };
+    ncclUniqueId id;
+    if (argc != 6 || !id_from_hex(argv[5], &id)) {
+        fprintf(stderr, "child: bad arguments\n");
+        return 2;
+    }
+    my_rank = atoi(argv[3]);
+    tt_log_set_rank(my_rank);
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++)
+        if (strcmp(argv[2], bodies[i].name) == 0)
+            return bodies[i].fn(&id, my_rank, atoi(argv[4])) != 0 || failures != 0;
+    fprintf(stderr, "child: unknown body '%s'\n", argv[2]);
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    const char *what = argc > 1 ? argv[1] : "";
+    int rc;
+    if (strcmp(what, "child") == 0) return child_main(argc, argv);
+    if (strcmp(what, "ranks") == 0 && argc > 2 && atoi(argv[2]) >= 1 &&
+        atoi(argv[2]) <= MAX_RANKS)
+        rc = scenario_ranks(atoi(argv[2]));
+    else if (strcmp(what, "missing") == 0)
+        rc = scenario_missing();
+    else if (strcmp(what, "mismatch") == 0)
+        rc = scenario_mismatch();
+    else if (strcmp(what, "commid") == 0)
+        rc = scenario_commid();
+    else if (strcmp(what, "garbage") == 0)
+        rc = scenario_garbage();
+    else if (strcmp(what, "sock") == 0)
+        rc = scenario_sock();
+    else {
+        fprintf(stderr, "usage: %s ranks N | missing | mismatch | commid | garbage | sock\n",
+                argv[0]);
+        return 2;
+    }
+    rc = rc != 0 || failures != 0;
+    printf("%s %s\n", rc ? "FAILED" : "PASSED", what);
+    return rc;
+}
