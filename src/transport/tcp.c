@@ -1,0 +1,644 @@
+/* TCP transport: one socket per connection, a staging ring of TT_CONN_SLOTS slots on each side,
+ * and length-checked frames. The sender's ring holds committed messages until the socket has
+ * taken them; the receiver's ring holds frames read from the socket until they are released.
+ * Receive connections of a communicator share one listener (ctx->tcp); accepted sockets are
+ * matched to connections by a random nonce carried in the info blob and echoed in the hello,
+ * so a stranger's connection never becomes a data stream. Invariants per side: done <= posted
+ * <= done + TT_CONN_SLOTS (frames numbered from 0; frame k uses slot k % TT_CONN_SLOTS).
+ *
+ * Wire format (all integers little-endian unless said otherwise):
+ *   Info blob of the receiver (exchanged over the bootstrap, 40 bytes used):
+ *     0 u64 magic TCP_INFO_MAGIC | 8 u64 nonce | 16 u16 family (AF_INET 2, AF_INET6 10)
+ *     18 u16 port (network byte order) | 20 u32 IPv6 scope id | 24 u8[16] address (IPv4 in the
+ *     first 4 bytes)
+ *   Hello, the first 40 bytes the sender writes:
+ *     0 u64 magic TCP_HELLO_MAGIC | 8 u64 nonce | 16 u64 slot_bytes | 24 u32 from rank
+ *     28 u32 to rank | 32 u32 tag | 36 u32 zero
+ *   Then frames, frame k (k = 0, 1, ...) being one committed message:
+ *     0 u32 payload bytes (<= slot_bytes) | 4 u32 (k mod 2^32) XOR TCP_FRAME_MAGIC | payload
+ * A frame whose length or check word is wrong is a ncclRemoteError and closes the connection;
+ * its payload is never handed out. */
+#include <endian.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "transport/transport.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/sock.h"
+#include "util/time.h"
+#include "util/wait.h"
+
+#define TCP_INFO_MAGIC 0x6f666e6970637474ull  /* "ttcpinfo" */
+#define TCP_HELLO_MAGIC 0x6f6c6c6568706374ull /* "tcphello" */
+#define TCP_FRAME_MAGIC 0x54544652u           /* "RFTT" */
+#define TCP_HELLO_BYTES 40
+#define TCP_FRAME_HEADER_BYTES 8
+/* Accepted sockets whose connection has not asked for them yet; more are refused. */
+#define TCP_MAX_PENDING 4096
+
+/* An accepted socket and the part of its hello read so far. */
+struct tcp_pending {
+    int fd;
+    size_t got;
+    uint8_t hello[TCP_HELLO_BYTES];
+};
+
+/* Per-communicator state: the listener shared by every receive connection. */
+struct tcp_listener {
+    int fd;
+    struct sockaddr_storage addr;
+    struct tcp_pending *pending;
+    size_t npending;
+    size_t cap;
+};
+
+struct tcp_hello {
+    uint64_t magic;
+    uint64_t nonce;
+    uint64_t slot_bytes;
+    uint32_t from;
+    uint32_t to;
+    uint32_t tag;
+};
+
+struct tcp_conn {
+    int fd;
+    uint64_t nonce;
+    ncclResult_t failed; /* sticky: once the stream is broken every call returns this */
+    bool eof;            /* receiver: the peer closed after a whole frame */
+    uint8_t *staging;    /* TT_CONN_SLOTS x slot_bytes */
+    uint32_t len[TT_CONN_SLOTS];
+    /* Sender: frames committed (posted) and fully written (done), bytes of frame `done`
+     * already written (header included), and each queued frame's encoded header.
+     * Receiver: frames complete (posted) and released (done). */
+    uint64_t posted;
+    uint64_t done;
+    size_t tx_off;
+    uint8_t tx_hdr[TT_CONN_SLOTS][TCP_FRAME_HEADER_BYTES];
+    /* Receiver: the next unparsed frame header (of frame `posted` when !rx_have_len, else of
+     * frame posted + 1) and the payload progress of frame `posted`. */
+    uint8_t rx_hdr[TCP_FRAME_HEADER_BYTES];
+    size_t rx_hdr_got;
+    bool rx_have_len;
+    uint32_t rx_len;
+    size_t rx_got;
+};
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    v = htole32(v);
+    memcpy(p, &v, 4);
+}
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    v = htole64(v);
+    memcpy(p, &v, 8);
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return le32toh(v);
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return le64toh(v);
+}
+
+static void encode_hello(uint8_t *p, const struct tcp_hello *h)
+{
+    memset(p, 0, TCP_HELLO_BYTES);
+    put_u64(p, h->magic);
+    put_u64(p + 8, h->nonce);
+    put_u64(p + 16, h->slot_bytes);
+    put_u32(p + 24, h->from);
+    put_u32(p + 28, h->to);
+    put_u32(p + 32, h->tag);
+}
+
+static void decode_hello(const uint8_t *p, struct tcp_hello *h)
+{
+    h->magic = get_u64(p);
+    h->nonce = get_u64(p + 8);
+    h->slot_bytes = get_u64(p + 16);
+    h->from = get_u32(p + 24);
+    h->to = get_u32(p + 28);
+    h->tag = get_u32(p + 32);
+}
+
+static void encode_info(uint8_t *p, uint64_t nonce, const struct sockaddr_storage *addr)
+{
+    memset(p, 0, TT_CONN_INFO_BYTES);
+    put_u64(p, TCP_INFO_MAGIC);
+    put_u64(p + 8, nonce);
+    if (addr->ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)addr;
+        p[16] = AF_INET;
+        memcpy(p + 18, &in->sin_port, 2);
+        memcpy(p + 24, &in->sin_addr, 4);
+    } else {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)addr;
+        p[16] = AF_INET6;
+        memcpy(p + 18, &in6->sin6_port, 2);
+        put_u32(p + 20, in6->sin6_scope_id);
+        memcpy(p + 24, &in6->sin6_addr, 16);
+    }
+}
+
+static ncclResult_t decode_info(const uint8_t *p, int peer, uint64_t *nonce,
+                                struct sockaddr_storage *addr)
+{
+    memset(addr, 0, sizeof *addr);
+    uint16_t family = (uint16_t)(p[16] | p[17] << 8);
+    if (get_u64(p) != TCP_INFO_MAGIC || (family != AF_INET && family != AF_INET6))
+        return TT_ERROR(ncclInternalError, "tcp: malformed connection info from peer rank %d",
+                        peer);
+    *nonce = get_u64(p + 8);
+    if (family == AF_INET) {
+        struct sockaddr_in *in = (struct sockaddr_in *)addr;
+        in->sin_family = AF_INET;
+        memcpy(&in->sin_port, p + 18, 2);
+        memcpy(&in->sin_addr, p + 24, 4);
+    } else {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)addr;
+        in6->sin6_family = AF_INET6;
+        memcpy(&in6->sin6_port, p + 18, 2);
+        in6->sin6_scope_id = get_u32(p + 20);
+        memcpy(&in6->sin6_addr, p + 24, 16);
+    }
+    return ncclSuccess;
+}
+
+static ncclResult_t listener_create(struct tt_transport_ctx *ctx, struct tcp_listener **out)
+{
+    ncclResult_t res = ncclSuccess;
+    struct tcp_listener *l = NULL;
+    TT_TRY(TT_CALLOC(&l, 1));
+    l->fd = -1;
+    struct sockaddr_storage addr = ctx->local_addr;
+    tt_sock_addr_set_port(&addr, 0);
+    TT_TRY_GOTO(tt_sock_listen(&addr, &l->fd, &l->addr), res, fail);
+    *out = l;
+    return ncclSuccess;
+fail:
+    free(l);
+    return res;
+}
+
+static void tcp_ctx_fini(struct tt_transport_ctx *ctx)
+{
+    struct tcp_listener *l = ctx->tcp;
+    if (l == NULL) return;
+    for (size_t i = 0; i < l->npending; i++) tt_sock_close(&l->pending[i].fd);
+    free(l->pending);
+    tt_sock_close(&l->fd);
+    free(l);
+    ctx->tcp = NULL;
+}
+
+static ncclResult_t tcp_setup(struct tt_transport_ctx *ctx, struct tt_conn *conn,
+                              struct tt_conn_info *info)
+{
+    struct tcp_conn *tc = NULL;
+    memset(info, 0, sizeof *info);
+    if (conn->slot_bytes == 0 || conn->slot_bytes > UINT32_MAX)
+        return TT_ERROR(ncclInvalidUsage,
+                        "tcp: slot of %zu bytes for peer rank %d: TCP frames carry 1 to 2^32-1 "
+                        "bytes (lower NCCL_BUFFSIZE)",
+                        conn->slot_bytes, conn->peer);
+    TT_TRY(TT_CALLOC(&tc, 1));
+    tc->fd = -1;
+    conn->priv = tc;
+    TT_TRY(TT_CALLOC(&tc->staging, TT_CONN_SLOTS * conn->slot_bytes));
+    if (conn->dir == TT_CONN_SEND) return ncclSuccess;
+
+    if (ctx->tcp == NULL) {
+        struct tcp_listener *l = NULL;
+        TT_TRY(listener_create(ctx, &l));
+        ctx->tcp = l;
+    }
+    if (getrandom(&tc->nonce, sizeof tc->nonce, 0) != (ssize_t)sizeof tc->nonce)
+        return TT_ERROR(ncclSystemError, "tcp: getrandom failed: %s", strerror(errno));
+    encode_info(info->bytes, tc->nonce, &((struct tcp_listener *)ctx->tcp)->addr);
+    return ncclSuccess;
+}
+
+static void drop_pending(struct tcp_listener *l, size_t i)
+{
+    tt_sock_close(&l->pending[i].fd);
+    l->pending[i] = l->pending[--l->npending];
+}
+
+/* Takes every connection waiting on the listener into the pending list. Returns true when
+ * one arrived. Transient accept failures are left for the next call. */
+static bool accept_pending(struct tcp_listener *l)
+{
+    bool any = false;
+    for (;;) {
+        int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) return any;
+        any = true;
+        if (l->npending == TCP_MAX_PENDING) {
+            TT_WARN("tcp: more than %d unclaimed connections on the listener; refusing one",
+                    TCP_MAX_PENDING);
+            close(fd);
+            continue;
+        }
+        if (l->npending == l->cap) {
+            size_t cap = l->cap ? 2 * l->cap : 16;
+            struct tcp_pending *p = realloc(l->pending, cap * sizeof *p);
+            if (p == NULL) {
+                TT_WARN("tcp: out of memory for %zu pending connections; refusing one", cap);
+                close(fd);
+                continue;
+            }
+            l->pending = p;
+            l->cap = cap;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        l->pending[l->npending++] = (struct tcp_pending){.fd = fd, .got = 0};
+    }
+}
+
+/* Reads what has arrived of each pending hello; drops sockets that closed or sent something
+ * that is not a hello. Returns true when a byte moved. */
+static bool read_hellos(struct tcp_listener *l)
+{
+    bool any = false;
+    for (size_t i = 0; i < l->npending;) {
+        struct tcp_pending *p = &l->pending[i];
+        if (p->got < TCP_HELLO_BYTES) {
+            ssize_t n = recv(p->fd, p->hello + p->got, TCP_HELLO_BYTES - p->got, MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                drop_pending(l, i);
+                continue;
+            }
+            if (n > 0) {
+                any = true;
+                p->got += (size_t)n;
+            }
+            if (p->got == TCP_HELLO_BYTES && get_u64(p->hello) != TCP_HELLO_MAGIC) {
+                char who[TT_SOCK_ADDR_STR_BYTES];
+                TT_WARN("tcp: dropping a connection from %s that sent no Tutti hello",
+                        tt_sock_peer_str(p->fd, who, sizeof who));
+                drop_pending(l, i);
+                continue;
+            }
+        }
+        i++;
+    }
+    return any;
+}
+
+/* Receiver: wait for the sender's socket, recognised by the nonce of this connection. */
+static ncclResult_t connect_recv(struct tt_transport_ctx *ctx, struct tt_conn *conn,
+                                 struct tcp_conn *tc, uint64_t deadline_ns)
+{
+    struct tcp_listener *l = ctx->tcp;
+    struct tt_backoff backoff;
+    tt_backoff_init(&backoff);
+    struct tt_wait_hint hint;
+    tt_wait_hint_clear(&hint);
+    hint.fd = l->fd;
+    hint.events = POLLIN;
+    for (;;) {
+        /* Look among the complete hellos first: another connection's accept may already have
+         * read ours. */
+        for (size_t i = 0; i < l->npending; i++) {
+            struct tcp_pending *p = &l->pending[i];
+            struct tcp_hello h;
+            if (p->got < TCP_HELLO_BYTES) continue;
+            decode_hello(p->hello, &h);
+            if (h.nonce != tc->nonce) continue;
+            if (h.from != (uint32_t)conn->peer || h.to != (uint32_t)ctx->rank ||
+                h.tag != (uint32_t)conn->tag || h.slot_bytes != conn->slot_bytes) {
+                drop_pending(l, i);
+                return TT_ERROR(ncclInvalidUsage,
+                                "tcp: peer rank %d connected as rank %u to rank %u, tag %u, "
+                                "%" PRIu64 "-byte slots; expected tag %d and %zu-byte slots "
+                                "(NCCL_BUFFSIZE must be equal on every rank)",
+                                conn->peer, h.from, h.to, h.tag, h.slot_bytes, conn->tag,
+                                conn->slot_bytes);
+            }
+            tc->fd = p->fd;
+            p->fd = -1;
+            drop_pending(l, i);
+            TT_INFO(TT_SUB_NET, "tcp: connected from peer rank %d tag %d (%zu-byte slots)",
+                    conn->peer, conn->tag, conn->slot_bytes);
+            return ncclSuccess;
+        }
+        bool moved = accept_pending(l);
+        moved |= read_hellos(l);
+        if (moved) continue;
+        if (ctx->abort != NULL && atomic_load(ctx->abort))
+            return TT_ERROR(ncclSystemError, "tcp: connect from peer rank %d aborted",
+                            conn->peer);
+        if (tt_deadline_passed(deadline_ns)) {
+            char addr[TT_SOCK_ADDR_STR_BYTES];
+            return TT_ERROR(ncclRemoteError,
+                            "tcp: peer rank %d did not connect to %s (tag %d) before the "
+                            "deadline (TUTTI_TIMEOUT_MS)",
+                            conn->peer, tt_sock_addr_str(&l->addr, addr, sizeof addr),
+                            conn->tag);
+        }
+        tt_backoff_pause(&backoff, &hint);
+    }
+}
+
+static ncclResult_t connect_send(struct tt_transport_ctx *ctx, struct tt_conn *conn,
+                                 struct tcp_conn *tc, const struct tt_conn_info *remote,
+                                 uint64_t deadline_ns)
+{
+    struct sockaddr_storage addr;
+    struct tcp_hello h = {.magic = TCP_HELLO_MAGIC,
+                          .slot_bytes = conn->slot_bytes,
+                          .from = (uint32_t)ctx->rank,
+                          .to = (uint32_t)conn->peer,
+                          .tag = (uint32_t)conn->tag};
+    TT_TRY(decode_info(remote->bytes, conn->peer, &h.nonce, &addr));
+    TT_TRY(tt_sock_connect(&addr, deadline_ns, ctx->abort, &tc->fd));
+    uint8_t wire[TCP_HELLO_BYTES];
+    encode_hello(wire, &h);
+    TT_TRY(tt_sock_send_all(tc->fd, wire, sizeof wire, deadline_ns, ctx->abort));
+    char text[TT_SOCK_ADDR_STR_BYTES];
+    TT_INFO(TT_SUB_NET, "tcp: connected to peer rank %d at %s tag %d (%zu-byte slots)",
+            conn->peer, tt_sock_addr_str(&addr, text, sizeof text), conn->tag,
+            conn->slot_bytes);
+    return ncclSuccess;
+}
+
+static ncclResult_t tcp_connect(struct tt_transport_ctx *ctx, struct tt_conn *conn,
+                                const struct tt_conn_info *remote, uint64_t deadline_ns)
+{
+    struct tcp_conn *tc = conn->priv;
+    if (conn->dir == TT_CONN_RECV) return connect_recv(ctx, conn, tc, deadline_ns);
+    return connect_send(ctx, conn, tc, remote, deadline_ns);
+}
+
+static void tcp_close(struct tt_conn *conn)
+{
+    struct tcp_conn *tc = conn->priv;
+    if (tc == NULL) return;
+    tt_sock_close(&tc->fd);
+    free(tc->staging);
+    free(tc);
+    conn->priv = NULL;
+}
+
+/* Marks the stream broken: reports `res` once, closes the socket, and makes every later call
+ * return the same result. */
+static ncclResult_t fail(struct tcp_conn *tc, ncclResult_t res)
+{
+    tc->failed = res;
+    tt_sock_close(&tc->fd);
+    return res;
+}
+
+static ncclResult_t io_error(struct tt_conn *conn, struct tcp_conn *tc, const char *what)
+{
+    int err = errno;
+    if (err == EPIPE || err == ECONNRESET || err == ENOTCONN || err == ETIMEDOUT)
+        return fail(tc, TT_ERROR(ncclRemoteError, "tcp: peer rank %d closed the connection "
+                                                  "(%s: %s)",
+                                 conn->peer, what, strerror(err)));
+    return fail(tc, TT_ERROR(ncclSystemError, "tcp: %s to/from peer rank %d failed: %s", what,
+                             conn->peer, strerror(err)));
+}
+
+static uint8_t *slot_of(const struct tt_conn *conn, const struct tcp_conn *tc, uint64_t frame)
+{
+    return tc->staging + (frame % TT_CONN_SLOTS) * conn->slot_bytes;
+}
+
+/* Sender: write queued frames until the socket stops taking bytes, gathering every queued
+ * header and payload into one sendmsg. */
+static ncclResult_t flush(struct tt_conn *conn, struct tcp_conn *tc)
+{
+    while (tc->done < tc->posted) {
+        struct iovec iov[2 * TT_CONN_SLOTS];
+        int n_iov = 0;
+        size_t want = 0;
+        size_t skip = tc->tx_off;
+        for (uint64_t f = tc->done; f < tc->posted; f++) {
+            unsigned s = (unsigned)(f % TT_CONN_SLOTS);
+            size_t hdr_skip = skip < TCP_FRAME_HEADER_BYTES ? skip : TCP_FRAME_HEADER_BYTES;
+            size_t pay_skip = skip - hdr_skip;
+            if (hdr_skip < TCP_FRAME_HEADER_BYTES)
+                iov[n_iov++] = (struct iovec){tc->tx_hdr[s] + hdr_skip,
+                                              TCP_FRAME_HEADER_BYTES - hdr_skip};
+            if (pay_skip < tc->len[s])
+                iov[n_iov++] = (struct iovec){slot_of(conn, tc, f) + pay_skip,
+                                              tc->len[s] - pay_skip};
+            want += TCP_FRAME_HEADER_BYTES + tc->len[s] - skip;
+            skip = 0;
+        }
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n_iov};
+        ssize_t n = sendmsg(tc->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
+            return io_error(conn, tc, "send");
+        }
+        /* Retire the frames the socket took whole; remember how far into the next it got. */
+        size_t left = (size_t)n;
+        while (left > 0) {
+            size_t frame_left = TCP_FRAME_HEADER_BYTES + tc->len[tc->done % TT_CONN_SLOTS] -
+                                tc->tx_off;
+            if (left < frame_left) {
+                tc->tx_off += left;
+                break;
+            }
+            left -= frame_left;
+            tc->tx_off = 0;
+            tc->done++;
+        }
+        if ((size_t)n < want) return ncclSuccess;
+    }
+    return ncclSuccess;
+}
+
+/* Receiver: read frames into free staging slots until the socket is empty or the ring full.
+ * Each read asks for the rest of the current frame's payload together with the next frame's
+ * header, so a stream of waiting frames costs one system call per frame. A header is parsed
+ * into rx_len, not len[]: its slot may still be held by the consumer. */
+static ncclResult_t fill(struct tt_conn *conn, struct tcp_conn *tc)
+{
+    bool drained = false;
+    for (;;) {
+        if (!tc->rx_have_len && tc->rx_hdr_got == TCP_FRAME_HEADER_BYTES) {
+            uint32_t len = get_u32(tc->rx_hdr);
+            uint32_t check = get_u32(tc->rx_hdr + 4);
+            uint32_t want = (uint32_t)tc->posted ^ TCP_FRAME_MAGIC;
+            if (len > conn->slot_bytes || check != want)
+                return fail(tc, TT_ERROR(ncclRemoteError,
+                                         "tcp: peer rank %d sent a bad frame header (frame "
+                                         "%" PRIu64 ": %u bytes for %zu-byte slots, check word "
+                                         "%#x, want %#x); closing the connection",
+                                         conn->peer, tc->posted, len, conn->slot_bytes, check,
+                                         want));
+            tc->rx_len = len;
+            tc->rx_have_len = true;
+            tc->rx_hdr_got = 0;
+            tc->rx_got = 0;
+        }
+        if (tc->posted - tc->done == TT_CONN_SLOTS) return ncclSuccess;
+        if (tc->rx_have_len && tc->rx_got == tc->rx_len) {
+            tc->len[tc->posted % TT_CONN_SLOTS] = tc->rx_len;
+            tc->posted++;
+            tc->rx_have_len = false;
+            continue;
+        }
+        if (drained || tc->eof) return ncclSuccess;
+
+        struct iovec iov[2];
+        int n_iov = 0;
+        if (tc->rx_have_len)
+            iov[n_iov++] = (struct iovec){slot_of(conn, tc, tc->posted) + tc->rx_got,
+                                          tc->rx_len - tc->rx_got};
+        iov[n_iov++] = (struct iovec){tc->rx_hdr + tc->rx_hdr_got,
+                                      TCP_FRAME_HEADER_BYTES - tc->rx_hdr_got};
+        size_t want = iov[0].iov_len + (n_iov == 2 ? iov[1].iov_len : 0);
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n_iov};
+        ssize_t n = recvmsg(tc->fd, &msg, MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
+            return io_error(conn, tc, "recv");
+        }
+        if (n == 0) {
+            /* A close between frames is an error only once the consumer wants a frame that
+             * will never come: the peer may have finished and left before we drained it. */
+            if (!tc->rx_have_len && tc->rx_hdr_got == 0) {
+                tc->eof = true;
+                return ncclSuccess;
+            }
+            return fail(tc, TT_ERROR(ncclRemoteError,
+                                     "tcp: peer rank %d closed the connection in the middle of "
+                                     "frame %" PRIu64,
+                                     conn->peer, tc->posted));
+        }
+        size_t got = (size_t)n;
+        if (tc->rx_have_len) {
+            size_t take = got < iov[0].iov_len ? got : iov[0].iov_len;
+            tc->rx_got += take;
+            got -= take;
+        }
+        tc->rx_hdr_got += got;
+        /* A short read means the socket is empty: parse what arrived, then stop. */
+        drained = (size_t)n < want;
+    }
+}
+
+static ncclResult_t tcp_send_acquire(struct tt_conn *conn, void **slot,
+                                     struct tt_wait_hint *hint)
+{
+    struct tcp_conn *tc = conn->priv;
+    *slot = NULL;
+    if (tc->failed != ncclSuccess) return tc->failed;
+    if (tc->posted - tc->done == TT_CONN_SLOTS) TT_TRY(flush(conn, tc));
+    if (tc->posted - tc->done < TT_CONN_SLOTS) {
+        *slot = slot_of(conn, tc, tc->posted);
+        return ncclSuccess;
+    }
+    tt_wait_hint_clear(hint);
+    hint->fd = tc->fd;
+    hint->events = POLLOUT;
+    return ncclSuccess;
+}
+
+static ncclResult_t tcp_send_commit(struct tt_conn *conn, size_t bytes)
+{
+    struct tcp_conn *tc = conn->priv;
+    if (tc->failed != ncclSuccess) return tc->failed;
+    if (bytes > conn->slot_bytes || tc->posted - tc->done == TT_CONN_SLOTS)
+        return TT_ERROR(ncclInternalError,
+                        "tcp: commit of %zu bytes into a %zu-byte slot (%" PRIu64 " queued)",
+                        bytes, conn->slot_bytes, tc->posted - tc->done);
+    unsigned s = (unsigned)(tc->posted % TT_CONN_SLOTS);
+    tc->len[s] = (uint32_t)bytes;
+    put_u32(tc->tx_hdr[s], (uint32_t)bytes);
+    put_u32(tc->tx_hdr[s] + 4, (uint32_t)tc->posted ^ TCP_FRAME_MAGIC);
+    tc->posted++;
+    TT_TRY(flush(conn, tc));
+    return ncclSuccess;
+}
+
+static bool tcp_send_idle(struct tt_conn *conn)
+{
+    struct tcp_conn *tc = conn->priv;
+    return tc->done == tc->posted;
+}
+
+static ncclResult_t tcp_recv_peek(struct tt_conn *conn, const void **data, size_t *bytes,
+                                  struct tt_wait_hint *hint)
+{
+    struct tcp_conn *tc = conn->priv;
+    *data = NULL;
+    *bytes = 0;
+    if (tc->failed != ncclSuccess) return tc->failed;
+    /* Read only when nothing is waiting: a full ring costs no system call per message. */
+    if (tc->posted == tc->done) TT_TRY(fill(conn, tc));
+    if (tc->posted == tc->done && tc->eof)
+        return fail(tc, TT_ERROR(ncclRemoteError,
+                                 "tcp: peer rank %d closed the connection (after frame %" PRIu64
+                                 ")",
+                                 conn->peer, tc->posted));
+    if (tc->posted == tc->done) {
+        tt_wait_hint_clear(hint);
+        hint->fd = tc->fd;
+        hint->events = POLLIN;
+        return ncclSuccess;
+    }
+    *data = slot_of(conn, tc, tc->done);
+    *bytes = tc->len[tc->done % TT_CONN_SLOTS];
+    return ncclSuccess;
+}
+
+static ncclResult_t tcp_recv_release(struct tt_conn *conn)
+{
+    struct tcp_conn *tc = conn->priv;
+    if (tc->failed != ncclSuccess) return tc->failed;
+    if (tc->done == tc->posted)
+        return TT_ERROR(ncclInternalError, "tcp: release with no message from peer rank %d",
+                        conn->peer);
+    tc->done++;
+    return ncclSuccess;
+}
+
+static ncclResult_t tcp_progress(struct tt_conn *conn)
+{
+    struct tcp_conn *tc = conn->priv;
+    if (tc->failed != ncclSuccess) return tc->failed;
+    if (conn->dir == TT_CONN_SEND) return flush(conn, tc);
+    return fill(conn, tc);
+}
+
+const struct tt_transport tt_transport_tcp = {
+    .name = "tcp",
+    .setup = tcp_setup,
+    .connect = tcp_connect,
+    .close = tcp_close,
+    .send_acquire = tcp_send_acquire,
+    .send_commit = tcp_send_commit,
+    .send_idle = tcp_send_idle,
+    .recv_peek = tcp_recv_peek,
+    .recv_release = tcp_recv_release,
+    .progress = tcp_progress,
+    .ctx_fini = tcp_ctx_fini,
+};
