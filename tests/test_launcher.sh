@@ -1,0 +1,258 @@
+#!/bin/sh
+# Tests of tutti-run: the environment each rank gets, output tagging, what happens when a rank
+# fails or dies by a signal (the others are stopped, SIGKILL after the grace period, nobody
+# left behind), signal forwarding, --timeout, several nodes, usage errors.
+# Usage: test_launcher.sh TUTTI_RUN CASE   (CASE: env tag fail signal forward timeout
+#        multinode usage). Each case is its own CTest test. Exit 0: pass, 1: fail.
+set -u
+
+run=$1
+case_name=$2
+dir=$(mktemp -d "${TMPDIR:-/tmp}/tutti-test-launcher-XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+failures=0
+
+fail() {
+    echo "FAIL [$case_name] $*" >&2
+    failures=$((failures + 1))
+}
+
+# check_eq WHAT GOT WANT
+check_eq() {
+    if [ "$2" != "$3" ]; then fail "$1: got '$2', want '$3'"; fi
+}
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# A process is alive when it exists and is not a zombie.
+alive() {
+    [ -r "/proc/$1/stat" ] || return 1
+    state=$(sed 's/.*) \(.\).*/\1/' "/proc/$1/stat" 2>/dev/null) || return 1
+    [ -n "$state" ] && [ "$state" != Z ]
+}
+
+# Every pid listed in the files given must be gone within 3 s.
+check_gone() {
+    for f in "$@"; do
+        for pid in $(cat "$f"); do
+            tries=0
+            while alive "$pid" && [ $tries -lt 30 ]; do
+                sleep 0.1
+                tries=$((tries + 1))
+            done
+            if alive "$pid"; then
+                fail "pid $pid (from $(basename "$f")) survived tutti-run"
+                kill -KILL "$pid" 2>/dev/null
+            fi
+        done
+    done
+}
+
+# The environment of every rank: RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE NODE_RANK
+# NCCL_COMM_ID and a variable set with -x.
+env_line='echo "$RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $NODE_RANK $NCCL_COMM_ID $FOO"'
+
+case_env() {
+    "$run" -n 3 --no-tag -x FOO=bar -x HOME sh -c "$env_line" >"$dir/out"
+    check_eq "exit status" $? 0
+    check_eq "lines" "$(wc -l <"$dir/out" | tr -d ' ')" 3
+    check_eq "ranks" "$(cut -d' ' -f1 "$dir/out" | sort -n | tr '\n' ' ')" "0 1 2 "
+    ids=$(cut -d' ' -f6 "$dir/out" | sort -u)
+    check_eq "distinct NCCL_COMM_ID values" "$(echo "$ids" | wc -l | tr -d ' ')" 1
+    case $ids in
+        127.0.0.1:[1-9]*) ;;
+        *) fail "NCCL_COMM_ID '$ids' is not 127.0.0.1:PORT" ;;
+    esac
+    while read -r rank size local local_size node id foo; do
+        check_eq "rank $rank WORLD_SIZE" "$size" 3
+        check_eq "rank $rank LOCAL_RANK" "$local" "$rank"
+        check_eq "rank $rank LOCAL_WORLD_SIZE" "$local_size" 3
+        check_eq "rank $rank NODE_RANK" "$node" 0
+        check_eq "rank $rank FOO (-x)" "$foo" bar
+    done <"$dir/out"
+    # --rdzv on one node is passed through as is.
+    got=$("$run" -n 1 --rdzv 127.0.0.1:29911 sh -c 'echo $NCCL_COMM_ID')
+    check_eq "NCCL_COMM_ID with --rdzv" "$got" 127.0.0.1:29911
+}
+
+case_tag() {
+    # Several ranks: tagged by default, stdout and stderr kept apart, an unterminated last
+    # line still tagged, lines never cut by other ranks' lines.
+    "$run" -n 3 sh -c 'echo out$RANK; echo err$RANK >&2
+                       i=0; while [ $i -lt 200 ]; do echo "line $RANK $i"; i=$((i+1)); done
+                       printf partial$RANK' >"$dir/out" 2>"$dir/err"
+    check_eq "exit status" $? 0
+    for r in 0 1 2; do
+        check_eq "rank $r stdout line" "$(grep -c "^\[$r\] out$r\$" "$dir/out")" 1
+        check_eq "rank $r stderr line" "$(grep -c "^\[$r\] err$r\$" "$dir/err")" 1
+        check_eq "rank $r unterminated line" "$(grep -c "^\[$r\] partial$r\$" "$dir/out")" 1
+        check_eq "rank $r loop lines" "$(grep -c "^\[$r\] line $r [0-9]*\$" "$dir/out")" 200
+    done
+    check_eq "stdout lines" "$(wc -l <"$dir/out" | tr -d ' ')" $((3 * 202))
+    check_eq "stderr lines" "$(wc -l <"$dir/err" | tr -d ' ')" 3
+    # One rank: untagged by default; --tag-output forces tags; --no-tag disables them.
+    check_eq "-n 1" "$("$run" -n 1 echo hi)" "hi"
+    check_eq "-n 1 --tag-output" "$("$run" -n 1 --tag-output echo hi)" "[0] hi"
+    check_eq "-n 2 --no-tag" "$("$run" -n 2 --no-tag echo hi)" "hi
+hi"
+}
+
+case_fail() {
+    # Rank 1 exits 3 once the others are running. Rank 2 and its child ignore SIGTERM, so
+    # only the SIGKILL that follows after 2 s stops them.
+    start=$(now_ms)
+    "$run" -n 3 -x D="$dir" sh -c '
+        if [ $RANK = 1 ]; then
+            while [ ! -s "$D/pids.0" ] || [ ! -s "$D/pids.2" ]; do sleep 0.05; done
+            exit 3
+        fi
+        if [ $RANK = 2 ]; then trap "" TERM; fi
+        sleep 30 & echo "$$ $!" >"$D/tmp.$RANK" && mv "$D/tmp.$RANK" "$D/pids.$RANK"
+        wait' 2>"$dir/err" >/dev/null
+    rc=$?
+    elapsed=$(($(now_ms) - start))
+    check_eq "exit status" $rc 3
+    grep -q "tutti-run: rank 1 exited with status 3" "$dir/err" ||
+        fail "no report of rank 1 in: $(cat "$dir/err")"
+    [ $elapsed -ge 1900 ] || fail "exited after $elapsed ms, before the 2 s SIGKILL grace"
+    [ $elapsed -lt 10000 ] || fail "took $elapsed ms to stop the other ranks"
+    check_gone "$dir/pids.0" "$dir/pids.2"
+    # All ranks succeed: 0; one rank exits 1: 1.
+    "$run" -n 2 true
+    check_eq "all ranks exit 0" $? 0
+    "$run" -n 2 sh -c 'exit $((RANK == 0))' 2>/dev/null
+    check_eq "rank 0 exits 1" $? 1
+    "$run" -n 2 /nonexistent/program 2>"$dir/err"
+    check_eq "program not found" $? 127
+}
+
+case_signal() {
+    start=$(now_ms)
+    "$run" -n 3 -x D="$dir" sh -c '
+        if [ $RANK = 1 ]; then
+            while [ ! -s "$D/pids.0" ] || [ ! -s "$D/pids.2" ]; do sleep 0.05; done
+            kill -KILL $$
+        fi
+        sleep 30 & echo "$$ $!" >"$D/tmp.$RANK" && mv "$D/tmp.$RANK" "$D/pids.$RANK"
+        wait' 2>"$dir/err" >/dev/null
+    rc=$?
+    elapsed=$(($(now_ms) - start))
+    check_eq "exit status" $rc $((128 + 9))
+    grep -q "tutti-run: rank 1 exited with signal SIGKILL" "$dir/err" ||
+        fail "no report of rank 1 in: $(cat "$dir/err")"
+    [ $elapsed -lt 10000 ] || fail "took $elapsed ms"
+    check_gone "$dir/pids.0" "$dir/pids.2"
+}
+
+# Starts tutti-run in the background with the rank script $1 and waits until every rank has
+# written $dir/ready.RANK; sets $tpid.
+start_ranks() {
+    rm -f "$dir"/ready.*
+    "$run" -n 2 -x D="$dir" sh -c "$1" >"$dir/out" 2>"$dir/err" &
+    tpid=$!
+    tries=0
+    while { [ ! -e "$dir/ready.0" ] || [ ! -e "$dir/ready.1" ]; } && [ $tries -lt 100 ]; do
+        sleep 0.05
+        tries=$((tries + 1))
+    done
+    [ $tries -lt 100 ] || fail "ranks not ready after 5 s"
+}
+
+case_forward() {
+    # The ranks catch SIGTERM, say so and exit 5: the signal reached each of them.
+    start_ranks 'trap "echo got-TERM; exit 5" TERM
+                 echo "$$" >"$D/ready.$RANK"
+                 while :; do sleep 0.1; done'
+    kill -TERM $tpid
+    wait $tpid
+    check_eq "exit status (ranks exit 5 on SIGTERM)" $? 5
+    for r in 0 1; do
+        check_eq "rank $r saw SIGTERM" "$(grep -c "^\[$r\] got-TERM\$" "$dir/out")" 1
+    done
+    check_gone "$dir/ready.0" "$dir/ready.1"
+    # Ranks that do not catch it die of it: 128 + SIGTERM.
+    start_ranks 'echo "$$" >"$D/ready.$RANK"; sleep 30'
+    kill -TERM $tpid
+    wait $tpid
+    check_eq "exit status (ranks killed by SIGTERM)" $? $((128 + 15))
+    check_gone "$dir/ready.0" "$dir/ready.1"
+}
+
+case_timeout() {
+    start=$(now_ms)
+    "$run" -n 2 --timeout 1 -x D="$dir" sh -c 'echo $$ >"$D/pids.$RANK"; sleep 30' \
+        2>"$dir/err"
+    rc=$?
+    elapsed=$(($(now_ms) - start))
+    check_eq "exit status" $rc 124
+    grep -q -- "--timeout" "$dir/err" || fail "no timeout message in: $(cat "$dir/err")"
+    [ $elapsed -ge 900 ] && [ $elapsed -lt 5000 ] || fail "exited after $elapsed ms"
+    check_gone "$dir/pids.0" "$dir/pids.1"
+    # A job that ends in time is not affected.
+    "$run" -n 2 --timeout 20 true
+    check_eq "exit status within the timeout" $? 0
+}
+
+case_multinode() {
+    # Two "nodes" of two ranks on this host, as two tutti-runs.
+    "$run" -n 2 --nnodes 2 --node-rank 0 --rdzv 127.0.0.1:29912 --no-tag -x FOO=x \
+        sh -c "$env_line" >"$dir/out0" &
+    "$run" -n 2 --nnodes 2 --node-rank 1 --rdzv 127.0.0.1:29912 --no-tag -x FOO=x \
+        sh -c "$env_line" >"$dir/out1"
+    rc1=$?
+    wait $!
+    check_eq "exit status node 0" $? 0
+    check_eq "exit status node 1" $rc1 0
+    check_eq "node 0 ranks" "$(cut -d' ' -f1 "$dir/out0" | sort -n | tr '\n' ' ')" "0 1 "
+    check_eq "node 1 ranks" "$(cut -d' ' -f1 "$dir/out1" | sort -n | tr '\n' ' ')" "2 3 "
+    cat "$dir/out0" "$dir/out1" >"$dir/out"
+    while read -r rank size local local_size node id foo; do
+        check_eq "rank $rank WORLD_SIZE" "$size" 4
+        check_eq "rank $rank LOCAL_RANK" "$local" $((rank % 2))
+        check_eq "rank $rank LOCAL_WORLD_SIZE" "$local_size" 2
+        check_eq "rank $rank NODE_RANK" "$node" $((rank / 2))
+        check_eq "rank $rank NCCL_COMM_ID" "$id" 127.0.0.1:29912
+    done <"$dir/out"
+}
+
+case_usage() {
+    # expect_usage WHAT ARGS...: tutti-run must exit 2 and say something on stderr.
+    expect_usage() {
+        what=$1
+        shift
+        "$run" "$@" >/dev/null 2>"$dir/err"
+        check_eq "$what: exit status" $? 2
+        [ -s "$dir/err" ] || fail "$what: no message"
+    }
+    expect_usage "no -n" true
+    expect_usage "-n 0" -n 0 true
+    expect_usage "-n x" -n x true
+    expect_usage "no program" -n 2
+    expect_usage "--node-rank >= --nnodes" -n 1 --nnodes 2 --node-rank 2 --rdzv h:1 true
+    expect_usage "--nnodes without --rdzv" -n 1 --nnodes 2 true
+    expect_usage "--rdzv without port" -n 1 --rdzv host true
+    expect_usage "--rdzv bad port" -n 1 --rdzv host:70000 true
+    expect_usage "--rdzv unbracketed IPv6" -n 1 --rdzv ::1:5 true
+    expect_usage "--timeout 0" -n 1 --timeout 0 true
+    expect_usage "-x =v" -n 1 -x =v true
+    expect_usage "unknown option" -n 1 --bogus true
+    "$run" -h >"$dir/out"
+    check_eq "-h exit status" $? 0
+    grep -q "usage: tutti-run" "$dir/out" || fail "-h prints no usage"
+    # Options after the program's name belong to the program.
+    check_eq "program options" "$("$run" -n 1 printf '%s %s\n' -n 3)" "-n 3"
+}
+
+case "$case_name" in
+    env | tag | fail | signal | forward | timeout | multinode | usage) "case_$case_name" ;;
+    *)
+        echo "test_launcher.sh: unknown case '$case_name'" >&2
+        exit 2
+        ;;
+esac
+if [ $failures -gt 0 ]; then
+    echo "test_launcher.sh $case_name: $failures check(s) failed" >&2
+    exit 1
+fi
+echo "test_launcher.sh $case_name: passed"
+exit 0

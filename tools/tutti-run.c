@@ -1,0 +1,683 @@
+/* tutti-run: starts the ranks of a job on this host and watches over them.
+ *
+ * `tutti-run -n N prog args...` forks N processes, each the leader of a process group of its
+ * own, with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK and NCCL_COMM_ID set; with
+ * --nnodes/--node-rank/--rdzv one tutti-run per host starts that host's slice of a larger job.
+ * One loop, woken by poll() on the ranks' output pipes and on a self-pipe fed by the signal
+ * handlers, forwards signals, tags output lines with the rank, enforces --timeout and reaps.
+ * Invariant: tutti-run exits only once every rank it started has been reaped, and never leaves a
+ * process of a rank's group behind when something went wrong: the first rank to fail (or the
+ * timeout) makes it SIGTERM every rank's group, then SIGKILL them after a grace period. It does
+ * not link libtutti, so its fallible functions return 0 or -1 after printing one message. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "util/time.h"
+
+#define LINE_BYTES 16384  /* longest line tagged whole; a longer one is split */
+#define KILL_GRACE_MS 2000 /* SIGTERM, then SIGKILL this much later */
+#define DRAIN_MS 1000      /* output still read after the last rank has exited */
+#define MAX_NPROC 4096
+#define EXIT_LAUNCH 1
+#define EXIT_USAGE 2
+#define EXIT_TIMEOUT 124
+
+/* One of a rank's output pipes while output is tagged. */
+struct out_stream {
+    int fd;         /* read end; -1 once closed (or when output is not tagged) */
+    int dest_fd;    /* STDOUT_FILENO or STDERR_FILENO */
+    size_t used;    /* bytes of an unfinished line in buf */
+    char buf[LINE_BYTES];
+};
+
+struct rank_proc {
+    int rank;      /* global rank */
+    pid_t pid;     /* also the id of its process group; 0 until started */
+    bool running;
+    struct out_stream out[2];
+};
+
+struct options {
+    int nproc;
+    int nnodes;
+    int node_rank;
+    const char *rdzv; /* host:port, or NULL for a free port on 127.0.0.1 */
+    int tag;          /* 1, 0, or -1 for the default: on when nproc > 1 */
+    double timeout_s; /* 0: none */
+    char **env_sets;  /* -x arguments */
+    int env_count;
+    char **argv;      /* the program and its arguments */
+};
+
+struct launcher {
+    struct options opt;
+    bool tagging;
+    char comm_id[300];
+    struct rank_proc *ranks;
+    int nrunning;
+    int exit_code;      /* -1 until a failure or the timeout decides it */
+    int interrupt_sig;  /* the last SIGINT/SIGTERM/SIGHUP forwarded, or 0 */
+    bool stopping;      /* the ranks have been sent SIGTERM */
+    bool killed;        /* ... and SIGKILL */
+    uint64_t timeout_deadline_ns;
+    uint64_t kill_deadline_ns;
+    /* poll() set of the loop: the self-pipe, then open output pipes and whose they are. */
+    struct pollfd *fds;
+    struct out_stream **streams;
+    int *stream_rank;
+};
+
+/* Signals are caught by a handler that only sets a flag and writes a byte to a self-pipe; the
+ * loop does the work. The flags are the truth, the pipe only wakes poll(). */
+static const int caught_signals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
+#define NCAUGHT ((int)(sizeof caught_signals / sizeof caught_signals[0]))
+static volatile sig_atomic_t signal_pending[NCAUGHT];
+static int signal_pipe[2] = {-1, -1};
+/* Dispositions found at start-up, restored in each rank before exec (SIGPIPE is last). */
+static struct sigaction saved_actions[NCAUGHT + 1];
+static bool installed[NCAUGHT];
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: tutti-run -n N [options] [--] prog [args...]\n"
+            "Starts N ranks of prog on this host with RANK, WORLD_SIZE, LOCAL_RANK,\n"
+            "LOCAL_WORLD_SIZE, NODE_RANK and NCCL_COMM_ID set.\n"
+            "\n"
+            "  -n, --nproc N        ranks on this host (required)\n"
+            "      --nnodes M       hosts in the job (default 1); run one tutti-run per host\n"
+            "      --node-rank K    this host's index, 0..M-1; it runs ranks K*N..K*N+N-1\n"
+            "      --rdzv HOST:PORT bootstrap address, reachable from every host, where global\n"
+            "                       rank 0 listens (required with --nnodes > 1; default: a\n"
+            "                       free port on 127.0.0.1)\n"
+            "      --tag-output     prefix each output line with \"[rank] \" (default when N > 1)\n"
+            "      --no-tag         pass output through untouched\n"
+            "      --timeout SEC    stop every rank after SEC seconds and exit 124\n"
+            "  -x VAR=VALUE         set VAR in every rank's environment (repeatable)\n"
+            "  -h, --help           this text\n"
+            "\n"
+            "SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 are forwarded to every rank. When a\n"
+            "rank exits non-zero or by a signal, the others get SIGTERM, then SIGKILL 2 s later,\n"
+            "and tutti-run exits with that rank's status (128+signal for a signal). Ranks read\n"
+            "stdin from /dev/null. Exit status: 0 when every rank exits 0, 2 for a usage error,\n"
+            "124 on --timeout, 127 when prog cannot be executed.\n");
+}
+
+/* Strict decimal integer in [lo, hi]. */
+static int parse_int(const char *opt, const char *text, long lo, long hi, int *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) {
+        fprintf(stderr, "tutti-run: %s wants an integer in [%ld, %ld], got '%s'\n", opt, lo, hi,
+                text);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* HOST:PORT, HOST a name, an IPv4 address or a bracketed IPv6 address. */
+static int check_host_port(const char *opt, const char *text)
+{
+    const char *colon = strrchr(text, ':');
+    int port = 0;
+    bool ok = colon != NULL && colon != text;
+    if (ok && text[0] == '[') ok = colon[-1] == ']' && colon - text > 2;
+    else if (ok) ok = memchr(text, ':', (size_t)(colon - text)) == NULL;
+    if (!ok) {
+        fprintf(stderr, "tutti-run: %s wants HOST:PORT (IPv6 as [ADDR]:PORT), got '%s'\n", opt,
+                text);
+        return -1;
+    }
+    return parse_int(opt, colon + 1, 1, 65535, &port);
+}
+
+enum { OPT_NNODES = 256, OPT_NODE_RANK, OPT_RDZV, OPT_TAG, OPT_NO_TAG, OPT_TIMEOUT };
+
+/* 0: run the program; 1: help was printed, exit 0; -1: usage error, said why. */
+static int parse_options(int argc, char **argv, struct options *opt)
+{
+    static const struct option longopts[] = {
+        {"nproc", required_argument, NULL, 'n'},
+        {"nnodes", required_argument, NULL, OPT_NNODES},
+        {"node-rank", required_argument, NULL, OPT_NODE_RANK},
+        {"rdzv", required_argument, NULL, OPT_RDZV},
+        {"tag-output", no_argument, NULL, OPT_TAG},
+        {"no-tag", no_argument, NULL, OPT_NO_TAG},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    *opt = (struct options){.nproc = 0, .nnodes = 1, .node_rank = 0, .tag = -1};
+    opt->env_sets = calloc((size_t)argc, sizeof(char *));
+    if (opt->env_sets == NULL) {
+        fprintf(stderr, "tutti-run: out of memory\n");
+        return -1;
+    }
+    /* "+": stop at the program's name, so its own options are left alone. */
+    int c;
+    while ((c = getopt_long(argc, argv, "+hn:x:", longopts, NULL)) != -1) {
+        char *end = NULL;
+        switch (c) {
+        case 'h':
+            usage(stdout);
+            return 1;
+        case 'n':
+            if (parse_int("-n", optarg, 1, MAX_NPROC, &opt->nproc) != 0) return -1;
+            break;
+        case OPT_NNODES:
+            if (parse_int("--nnodes", optarg, 1, INT_MAX, &opt->nnodes) != 0) return -1;
+            break;
+        case OPT_NODE_RANK:
+            if (parse_int("--node-rank", optarg, 0, INT_MAX, &opt->node_rank) != 0) return -1;
+            break;
+        case OPT_RDZV:
+            if (check_host_port("--rdzv", optarg) != 0) return -1;
+            opt->rdzv = optarg;
+            break;
+        case OPT_TAG:
+            opt->tag = 1;
+            break;
+        case OPT_NO_TAG:
+            opt->tag = 0;
+            break;
+        case OPT_TIMEOUT:
+            errno = 0;
+            opt->timeout_s = strtod(optarg, &end);
+            if (errno != 0 || end == optarg || *end != '\0' || !(opt->timeout_s > 0) ||
+                !isfinite(opt->timeout_s) || opt->timeout_s > 1e9) {
+                fprintf(stderr, "tutti-run: --timeout wants a positive number of seconds, "
+                                "got '%s'\n", optarg);
+                return -1;
+            }
+            break;
+        case 'x':
+            /* A bare VAR (mpirun's habit) keeps the inherited value: nothing to do. */
+            if (optarg[0] == '=') {
+                fprintf(stderr, "tutti-run: -x wants VAR=VALUE, got '%s'\n", optarg);
+                return -1;
+            }
+            if (strchr(optarg, '=') != NULL) opt->env_sets[opt->env_count++] = optarg;
+            break;
+        default:
+            return -1; /* getopt has printed why */
+        }
+    }
+    if (opt->nproc == 0) {
+        fprintf(stderr, "tutti-run: -n N is required\n");
+        return -1;
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "tutti-run: no program to run\n");
+        return -1;
+    }
+    if (opt->node_rank >= opt->nnodes) {
+        fprintf(stderr, "tutti-run: --node-rank %d is not below --nnodes %d\n", opt->node_rank,
+                opt->nnodes);
+        return -1;
+    }
+    if (opt->nnodes > 1 && opt->rdzv == NULL) {
+        fprintf(stderr, "tutti-run: --nnodes %d needs --rdzv HOST:PORT, an address of node 0 "
+                        "that every host can reach\n", opt->nnodes);
+        return -1;
+    }
+    if ((long long)opt->nnodes * opt->nproc > INT_MAX) {
+        fprintf(stderr, "tutti-run: --nnodes %d x -n %d ranks is too many\n", opt->nnodes,
+                opt->nproc);
+        return -1;
+    }
+    opt->argv = argv + optind;
+    return 0;
+}
+
+/* A free TCP port on 127.0.0.1: bind port 0, read what the kernel chose, close. Another
+ * process could take it before rank 0 binds it; the window is short and init then fails with
+ * a clear error rather than joining a wrong job (the job's magic differs). */
+static int pick_local_port(char *out, size_t bytes)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        fprintf(stderr, "tutti-run: socket: %s\n", strerror(errno));
+        return -1;
+    }
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        fprintf(stderr, "tutti-run: cannot pick a free port on 127.0.0.1: %s; use --rdzv\n",
+                strerror(errno));
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    snprintf(out, bytes, "127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
+    return 0;
+}
+
+static void on_signal(int sig)
+{
+    int saved_errno = errno;
+    for (int i = 0; i < NCAUGHT; i++)
+        if (caught_signals[i] == sig) signal_pending[i] = 1;
+    unsigned char byte = (unsigned char)sig;
+    /* A full pipe means a wake-up is already pending, so a failed write loses nothing. */
+    ssize_t n = write(signal_pipe[1], &byte, 1);
+    (void)n;
+    errno = saved_errno;
+}
+
+/* Installs the handlers (a signal ignored at start-up, as under nohup, stays ignored, and so
+ * it does in the ranks) and ignores SIGPIPE: a closed stdout must not kill the launcher. */
+static int setup_signals(void)
+{
+    if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        fprintf(stderr, "tutti-run: pipe: %s\n", strerror(errno));
+        return -1;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    for (int i = 0; i < NCAUGHT; i++) {
+        sigaction(caught_signals[i], NULL, &saved_actions[i]);
+        if (caught_signals[i] != SIGCHLD && saved_actions[i].sa_handler == SIG_IGN) continue;
+        sigaction(caught_signals[i], &sa, NULL);
+        installed[i] = true;
+    }
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ign, &saved_actions[NCAUGHT]);
+    /* Become the reaper of the ranks' orphans, so that none lingers as a zombie and the
+     * final sweep can wait for them. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    return 0;
+}
+
+static void set_int_env(const char *name, int value)
+{
+    char text[16];
+    snprintf(text, sizeof text, "%d", value);
+    setenv(name, text, 1);
+}
+
+/* The child's side of start_rank: its own process group, death with the launcher, the
+ * dispositions and mask tutti-run found, stdin from /dev/null, output into the pipes, the
+ * environment, exec. */
+static void exec_rank(struct launcher *l, const struct rank_proc *r, int pipes[2][2],
+                      pid_t launcher_pid, const sigset_t *old_mask) __attribute__((noreturn));
+static void exec_rank(struct launcher *l, const struct rank_proc *r, int pipes[2][2],
+                      pid_t launcher_pid, const sigset_t *old_mask)
+{
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != launcher_pid) _exit(EXIT_LAUNCH); /* the launcher died before prctl */
+    for (int i = 0; i < NCAUGHT; i++)
+        if (installed[i]) sigaction(caught_signals[i], &saved_actions[i], NULL);
+    sigaction(SIGPIPE, &saved_actions[NCAUGHT], NULL);
+    sigprocmask(SIG_SETMASK, old_mask, NULL);
+
+    int null_fd = open("/dev/null", O_RDONLY);
+    if (null_fd >= 0 && null_fd != STDIN_FILENO) {
+        dup2(null_fd, STDIN_FILENO);
+        close(null_fd);
+    }
+    /* dup2 clears close-on-exec on the copies; the originals close at exec. */
+    if (l->tagging) {
+        dup2(pipes[0][1], STDOUT_FILENO);
+        dup2(pipes[1][1], STDERR_FILENO);
+    }
+    const struct options *o = &l->opt;
+    set_int_env("RANK", r->rank);
+    set_int_env("WORLD_SIZE", o->nnodes * o->nproc);
+    set_int_env("LOCAL_RANK", r->rank - o->node_rank * o->nproc);
+    set_int_env("LOCAL_WORLD_SIZE", o->nproc);
+    set_int_env("NODE_RANK", o->node_rank);
+    setenv("NCCL_COMM_ID", l->comm_id, 1);
+    for (int i = 0; i < o->env_count; i++) putenv(o->env_sets[i]);
+
+    execvp(o->argv[0], o->argv);
+    fprintf(stderr, "tutti-run: rank %d: cannot execute '%s': %s\n", r->rank, o->argv[0],
+            strerror(errno));
+    _exit(127);
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+}
+
+/* Forks rank `r`. Signals are blocked across fork() so that no handler runs in the child
+ * before it has restored the dispositions. */
+static int start_rank(struct launcher *l, struct rank_proc *r)
+{
+    int pipes[2][2] = {{-1, -1}, {-1, -1}};
+    for (int s = 0; s < 2 && l->tagging; s++) {
+        if (pipe2(pipes[s], O_CLOEXEC) != 0) {
+            fprintf(stderr, "tutti-run: pipe for rank %d: %s\n", r->rank, strerror(errno));
+            close_fd(&pipes[0][0]);
+            close_fd(&pipes[0][1]);
+            return -1;
+        }
+    }
+    sigset_t all, old_mask;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old_mask);
+    pid_t launcher_pid = getpid();
+    pid_t pid = fork();
+    if (pid == 0) exec_rank(l, r, pipes, launcher_pid, &old_mask);
+    int fork_errno = errno;
+    if (pid > 0) {
+        /* Also done by the child; whichever runs first makes the group exist before any
+         * signal is sent to it. EACCES means the child has already exec'd, its group made. */
+        setpgid(pid, pid);
+        r->pid = pid;
+        r->running = true;
+        l->nrunning++;
+    }
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    for (int s = 0; s < 2; s++) {
+        close_fd(&pipes[s][1]);
+        r->out[s].fd = pipes[s][0];
+        r->out[s].dest_fd = s == 0 ? STDOUT_FILENO : STDERR_FILENO;
+        if (r->out[s].fd >= 0) fcntl(r->out[s].fd, F_SETFL, O_NONBLOCK);
+    }
+    if (pid < 0) {
+        fprintf(stderr, "tutti-run: fork for rank %d: %s\n", r->rank, strerror(fork_errno));
+        close_fd(&r->out[0].fd);
+        close_fd(&r->out[1].fd);
+        return -1;
+    }
+    return 0;
+}
+
+/* Sends `sig` to the process group of every rank started, running or not: an exited rank's
+ * group may still hold its children. A group id is not reused while the group has members. */
+static void signal_all(struct launcher *l, int sig)
+{
+    for (int i = 0; i < l->opt.nproc; i++)
+        if (l->ranks[i].pid > 0) kill(-l->ranks[i].pid, sig);
+}
+
+static void begin_stop(struct launcher *l)
+{
+    if (l->stopping) return;
+    l->stopping = true;
+    signal_all(l, SIGTERM);
+    l->kill_deadline_ns = tt_deadline_after_ms(KILL_GRACE_MS);
+}
+
+static void write_all(int fd, const char *data, size_t bytes)
+{
+    while (bytes > 0) {
+        ssize_t n = write(fd, data, bytes);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) {
+            struct pollfd p = {.fd = fd, .events = POLLOUT, .revents = 0};
+            poll(&p, 1, 100);
+            continue;
+        }
+        if (n <= 0) return; /* stdout closed (EPIPE): the output has nowhere to go */
+        data += n;
+        bytes -= (size_t)n;
+    }
+}
+
+/* Writes "[rank] " + line, adding the newline a split or unterminated line lacks, in one
+ * write() so that lines of different ranks do not interleave. */
+static void emit_line(int rank, int dest_fd, const char *line, size_t bytes)
+{
+    static char out[LINE_BYTES + 32];
+    int n = snprintf(out, sizeof out, "[%d] ", rank);
+    memcpy(out + n, line, bytes);
+    size_t total = (size_t)n + bytes;
+    if (bytes == 0 || line[bytes - 1] != '\n') out[total++] = '\n';
+    write_all(dest_fd, out, total);
+}
+
+/* Reads what a pipe holds and emits each complete line; at end of file emits the rest.
+ * Returns true when it read something (there may be more). */
+static bool read_stream(int rank, struct out_stream *s)
+{
+    ssize_t n = read(s->fd, s->buf + s->used, LINE_BYTES - s->used);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return false;
+    if (n <= 0) {
+        if (s->used > 0) emit_line(rank, s->dest_fd, s->buf, s->used);
+        s->used = 0;
+        close_fd(&s->fd);
+        return false;
+    }
+    s->used += (size_t)n;
+    size_t start = 0;
+    for (size_t i = s->used - (size_t)n; i < s->used; i++) {
+        if (s->buf[i] != '\n') continue;
+        emit_line(rank, s->dest_fd, s->buf + start, i + 1 - start);
+        start = i + 1;
+    }
+    if (start == 0 && s->used == LINE_BYTES) {
+        /* A line longer than the buffer: what we have becomes a line of its own. */
+        emit_line(rank, s->dest_fd, s->buf, s->used);
+        start = s->used;
+    }
+    memmove(s->buf, s->buf + start, s->used - start);
+    s->used -= start;
+    return true;
+}
+
+/* Emits what an exited rank left in its pipes, so that its last words precede the report. */
+static void drain_rank(struct rank_proc *r)
+{
+    for (int s = 0; s < 2; s++)
+        while (r->out[s].fd >= 0 && read_stream(r->rank, &r->out[s])) {
+        }
+}
+
+static const char *signal_name(int sig, char *buf, size_t bytes)
+{
+    const char *abbrev = sigabbrev_np(sig);
+    if (abbrev != NULL) snprintf(buf, bytes, "SIG%s", abbrev);
+    else snprintf(buf, bytes, "%d", sig);
+    return buf;
+}
+
+/* Reaps every child that has ended. The first rank to fail decides the exit status and
+ * stops the others; children that are not ranks are orphans we adopted as subreaper.
+ * Returns false once no child of any kind is left. */
+static bool reap(struct launcher *l)
+{
+    for (;;) {
+        int status = 0;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid < 0 && errno == EINTR) continue;
+        if (pid < 0) return false;
+        if (pid == 0) return true;
+        struct rank_proc *r = NULL;
+        for (int i = 0; i < l->opt.nproc && r == NULL; i++)
+            if (l->ranks[i].pid == pid && l->ranks[i].running) r = &l->ranks[i];
+        if (r == NULL) continue;
+        r->running = false;
+        l->nrunning--;
+        bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+        if (!failed || l->exit_code >= 0) continue;
+        drain_rank(r);
+        char name[32];
+        if (WIFEXITED(status)) {
+            l->exit_code = WEXITSTATUS(status);
+            fprintf(stderr, "tutti-run: rank %d exited with status %d", r->rank, l->exit_code);
+        } else {
+            l->exit_code = 128 + WTERMSIG(status);
+            fprintf(stderr, "tutti-run: rank %d exited with signal %s", r->rank,
+                    signal_name(WTERMSIG(status), name, sizeof name));
+        }
+        if (l->nrunning > 0)
+            fprintf(stderr, "; stopping the other %d rank%s", l->nrunning,
+                    l->nrunning > 1 ? "s" : "");
+        fprintf(stderr, "\n");
+        begin_stop(l);
+    }
+}
+
+/* Acts on the signals caught since the last call: forwards them to the ranks. */
+static void handle_signals(struct launcher *l)
+{
+    unsigned char drain[64];
+    while (read(signal_pipe[0], drain, sizeof drain) > 0) {
+    }
+    for (int i = 0; i < NCAUGHT; i++) {
+        if (!signal_pending[i]) continue;
+        signal_pending[i] = 0;
+        int sig = caught_signals[i];
+        if (sig == SIGCHLD) continue; /* reap() runs on every pass */
+        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) l->interrupt_sig = sig;
+        signal_all(l, sig);
+    }
+}
+
+static void check_deadlines(struct launcher *l)
+{
+    if (!l->stopping && l->nrunning > 0 && tt_deadline_passed(l->timeout_deadline_ns)) {
+        fprintf(stderr, "tutti-run: --timeout %g s reached with %d rank%s still running; "
+                        "stopping them\n", l->opt.timeout_s, l->nrunning,
+                l->nrunning == 1 ? "" : "s");
+        if (l->exit_code < 0) l->exit_code = EXIT_TIMEOUT;
+        begin_stop(l);
+    }
+    if (l->stopping && !l->killed && tt_deadline_passed(l->kill_deadline_ns)) {
+        signal_all(l, SIGKILL);
+        l->killed = true;
+    }
+}
+
+static int min_left_ms(uint64_t a_ns, uint64_t b_ns, int cap_ms)
+{
+    int a = tt_deadline_left_ms(a_ns, cap_ms);
+    int b = tt_deadline_left_ms(b_ns, cap_ms);
+    return a < b ? a : b;
+}
+
+/* The loop. Each pass: act on signals, reap, enforce deadlines, then sleep in poll() on the
+ * self-pipe and the open output pipes until something happens or the next deadline. Once the
+ * last rank has exited, whatever is left in the ranks' groups is killed and the remaining
+ * output is drained for at most DRAIN_MS (a process that left its group may hold a pipe). */
+static void supervise(struct launcher *l)
+{
+    struct pollfd *fds = l->fds;
+    uint64_t drain_deadline_ns = TT_NO_DEADLINE;
+    bool children_left = true;
+    for (;;) {
+        handle_signals(l);
+        children_left = reap(l);
+        check_deadlines(l);
+        if (l->nrunning == 0 && drain_deadline_ns == TT_NO_DEADLINE) {
+            signal_all(l, SIGKILL);
+            drain_deadline_ns = tt_deadline_after_ms(DRAIN_MS);
+        }
+        int nfds = 0;
+        fds[nfds++] = (struct pollfd){.fd = signal_pipe[0], .events = POLLIN};
+        for (int i = 0; i < l->opt.nproc; i++) {
+            for (int s = 0; s < 2; s++) {
+                if (l->ranks[i].out[s].fd < 0) continue;
+                l->streams[nfds] = &l->ranks[i].out[s];
+                l->stream_rank[nfds] = l->ranks[i].rank;
+                fds[nfds++] = (struct pollfd){.fd = l->ranks[i].out[s].fd, .events = POLLIN};
+            }
+        }
+        if (l->nrunning == 0 && ((nfds == 1 && !children_left) ||
+                                 tt_deadline_passed(drain_deadline_ns)))
+            break;
+        uint64_t next_ns = l->stopping ? (l->killed ? TT_NO_DEADLINE : l->kill_deadline_ns)
+                                       : l->timeout_deadline_ns;
+        /* Adopted orphans are reaped on SIGCHLD; the cap re-checks in case one was missed. */
+        int wait_ms = min_left_ms(next_ns, drain_deadline_ns, l->nrunning == 0 ? 20 : 1000);
+        if (poll(fds, (nfds_t)nfds, wait_ms) <= 0) continue;
+        for (int i = 1; i < nfds; i++)
+            if (fds[i].revents != 0) read_stream(l->stream_rank[i], l->streams[i]);
+    }
+    for (int i = 0; i < l->opt.nproc; i++) {
+        for (int s = 0; s < 2; s++) {
+            struct out_stream *st = &l->ranks[i].out[s];
+            if (st->used > 0) emit_line(l->ranks[i].rank, st->dest_fd, st->buf, st->used);
+            close_fd(&st->fd);
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct launcher l;
+    memset(&l, 0, sizeof l);
+    l.exit_code = -1;
+    const struct options *o = &l.opt;
+    int parsed = parse_options(argc, argv, &l.opt);
+    if (parsed != 0) {
+        if (parsed < 0) fprintf(stderr, "tutti-run: try 'tutti-run --help'\n");
+        l.exit_code = parsed < 0 ? EXIT_USAGE : 0;
+        goto out;
+    }
+    l.tagging = o->tag == 1 || (o->tag == -1 && o->nproc > 1);
+    if (o->rdzv != NULL) {
+        snprintf(l.comm_id, sizeof l.comm_id, "%s", o->rdzv);
+    } else if (pick_local_port(l.comm_id, sizeof l.comm_id) != 0) {
+        l.exit_code = EXIT_LAUNCH;
+        goto out;
+    }
+    size_t nfds = (size_t)o->nproc * 2 + 1;
+    l.ranks = calloc((size_t)o->nproc, sizeof *l.ranks);
+    l.fds = calloc(nfds, sizeof *l.fds);
+    l.streams = calloc(nfds, sizeof *l.streams);
+    l.stream_rank = calloc(nfds, sizeof *l.stream_rank);
+    if (l.ranks == NULL || l.fds == NULL || l.streams == NULL || l.stream_rank == NULL) {
+        fprintf(stderr, "tutti-run: out of memory for %d ranks\n", o->nproc);
+        l.exit_code = EXIT_LAUNCH;
+        goto out;
+    }
+    if (setup_signals() != 0) {
+        l.exit_code = EXIT_LAUNCH;
+        goto out;
+    }
+
+    l.timeout_deadline_ns = o->timeout_s > 0
+                                ? tt_time_ns() + (uint64_t)(o->timeout_s * 1e9)
+                                : TT_NO_DEADLINE;
+    for (int i = 0; i < o->nproc; i++) {
+        l.ranks[i].rank = o->node_rank * o->nproc + i;
+        l.ranks[i].out[0].fd = l.ranks[i].out[1].fd = -1;
+    }
+    for (int i = 0; i < o->nproc; i++) {
+        if (start_rank(&l, &l.ranks[i]) != 0) {
+            l.exit_code = EXIT_LAUNCH;
+            begin_stop(&l);
+            break;
+        }
+    }
+    supervise(&l);
+    if (l.exit_code < 0) l.exit_code = l.interrupt_sig != 0 ? 128 + l.interrupt_sig : 0;
+out:
+    free(l.stream_rank);
+    free(l.streams);
+    free(l.fds);
+    free(l.ranks);
+    free(l.opt.env_sets);
+    return l.exit_code;
+}
