@@ -9,7 +9,19 @@
  * rounded to the datatype first, as NCCL stores it.
  *
  * Kernels are pure functions over element arrays; dst may alias either input exactly (but not
- * partially overlap). They never fail: callers validated the dtype and op. */
+ * partially overlap), and with count 0 the pointers are not touched (they may be NULL). They
+ * never fail: callers validated the dtype and op.
+ *
+ * The details, each checked bit for bit by tests/unit_reduce.c:
+ * - max/min return one input's own bits: the non-NaN one if exactly one is NaN, `in` if both
+ *   are, `local` on equal operands (so max(+0, -0) keeps local's zero).
+ * - PREMULSUM on integers multiplies and adds with wrap-around; SUMPOSTDIV on floating types
+ *   divides in the compute type. A divisor lies in 1..INT32_MAX (it is nranks).
+ * - float16 and bfloat16 overflow to inf as IEEE does; fp8 saturates infinities too (e5m2's
+ *   included), as NCCL's SATFINITE conversions do. A NaN converted to float16 or bfloat16 keeps
+ *   its sign and the top of its payload, made quiet; to fp8 it becomes 0x7f. Decoding keeps a
+ *   NaN's sign and payload (e4m3's one NaN per sign decodes to a quiet NaN).
+ * - 1/nranks for ncclAvg is rounded correctly into the dtype directly, not through float. */
 #ifndef TT_REDUCE_H
 #define TT_REDUCE_H
 
@@ -55,10 +67,10 @@ ncclResult_t tt_redop_init_premulsum(struct tt_redop *op, ncclDataType_t dtype,
                                      const void *scalar);
 
 /* dst[i] = post(pre(src[i])): the first touch of a rank's own data. Without flags or when the
- * op has no pre/post operation it is a plain copy. */
+ * op has no pre/post operation it is a plain copy (bits unchanged, NaN payloads included). */
 void tt_reduce_copy(const struct tt_redop *op, void *dst, const void *src, size_t count,
                     unsigned flags);
-/* dst[i] = post(pre(local[i]) OP in[i]). */
+/* dst[i] = post(pre(local[i]) OP in[i]): `in` is a partial result, already pre-multiplied. */
 void tt_reduce_combine(const struct tt_redop *op, void *dst, const void *local, const void *in,
                        size_t count, unsigned flags);
 

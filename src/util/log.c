@@ -130,8 +130,9 @@ bool tt_log_enabled(enum tt_log_level level, unsigned subsys)
 void tt_log_set_rank(int rank) { log_rank = rank; }
 int tt_log_get_rank(void) { return log_rank; }
 
-static void log_vwrite(enum tt_log_level level, const char *file, int line, const char *fmt,
-                       va_list ap)
+__attribute__((format(printf, 4, 0))) static void log_vwrite(enum tt_log_level level,
+                                                              const char *file, int line,
+                                                              const char *fmt, va_list ap)
 {
     static const char *names[] = {"NONE", "VERSION", "WARN", "INFO", "ABORT", "TRACE"};
     char msg[1024];
