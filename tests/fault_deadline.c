@@ -1,0 +1,120 @@
+/* Deadlines through the public API, in real processes:
+ *  1. init: 3 ranks expected, rank 2 never starts. Ranks 0 and 1 must fail ncclCommInitRank
+ *     within the deadline (TUTTI_TIMEOUT_MS=2000) with an error whose text names rank 2.
+ *  2. data path: 2 ranks; rank 1 joins the communicator but never calls the AllReduce. Rank 0
+ *     must get an error within the deadline naming the AllReduce and rank 1, and later calls on
+ *     the failed communicator must fail at once. Nothing may hang: the parent kills stragglers. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nccl.h"
+
+#define TIMEOUT_MS 2000
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int fail(int rank, const char *what)
+{
+    fprintf(stderr, "rank %d: %s\n", rank, what);
+    return 1;
+}
+
+/* Child of case 1: expects init to fail in time, naming rank 2. */
+static int missing_rank_child(const ncclUniqueId *id, int rank)
+{
+    ncclComm_t comm = NULL;
+    double t0 = now_s();
+    ncclResult_t res = ncclCommInitRank(&comm, 3, *id, rank);
+    double took = now_s() - t0;
+    const char *msg = ncclGetLastError(NULL);
+    printf("rank %d: init returned %d after %.2f s: %s\n", rank, (int)res, took, msg);
+    if (res == ncclSuccess) return fail(rank, "init succeeded with a rank missing");
+    if (took > 3.0 * TIMEOUT_MS / 1000.0) return fail(rank, "init failed too late");
+    if (strstr(msg, "2") == NULL || strstr(msg, "rank") == NULL)
+        return fail(rank, "the error does not name the missing rank 2");
+    return 0;
+}
+
+/* Child of case 2: rank 1 never calls the collective; rank 0 must time out naming rank 1. */
+static int silent_peer_child(const ncclUniqueId *id, int rank)
+{
+    ncclComm_t comm = NULL;
+    if (ncclCommInitRank(&comm, 2, *id, rank) != ncclSuccess) return fail(rank, "init failed");
+    if (rank == 1) {
+        sleep(4 * TIMEOUT_MS / 1000);
+        ncclCommDestroy(comm);
+        return 0;
+    }
+    float buf[1024] = {0};
+    double t0 = now_s();
+    ncclResult_t res = ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, comm, NULL);
+    double took = now_s() - t0;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", ncclGetLastError(comm));
+    printf("rank 0: allreduce returned %d after %.2f s: %s\n", (int)res, took, msg);
+    if (res == ncclSuccess) return fail(rank, "allreduce succeeded without its peer");
+    if (took < 0.9 * TIMEOUT_MS / 1000.0 || took > 3.0 * TIMEOUT_MS / 1000.0)
+        return fail(rank, "allreduce did not fail at its deadline");
+    if (strstr(msg, "AllReduce") == NULL || strstr(msg, "rank 1") == NULL)
+        return fail(rank, "the error does not name the collective and rank 1");
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(comm, &async) != ncclSuccess || async == ncclSuccess)
+        return fail(rank, "the error was not latched on the communicator");
+    if (ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, comm, NULL) == ncclSuccess)
+        return fail(rank, "a failed communicator accepted another collective");
+    ncclCommDestroy(comm);
+    return 0;
+}
+
+/* Runs `nchildren` children (ranks 0..nchildren-1) and waits at most `limit_s`. */
+static int run_case(const char *name, int nchildren,
+                    int (*child)(const ncclUniqueId *, int), double limit_s)
+{
+    ncclUniqueId id;
+    if (ncclGetUniqueId(&id) != ncclSuccess) {
+        fprintf(stderr, "%s: ncclGetUniqueId failed: %s\n", name, ncclGetLastError(NULL));
+        return 1;
+    }
+    pid_t pids[4];
+    for (int r = 0; r < nchildren; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0) _exit(child(&id, r));
+    }
+    int failed = 0;
+    double end = now_s() + limit_s;
+    for (int r = 0; r < nchildren; r++) {
+        int status = 0;
+        while (waitpid(pids[r], &status, WNOHANG) == 0) {
+            if (now_s() > end) {
+                fprintf(stderr, "%s: rank %d hangs; killing it\n", name, r);
+                kill(pids[r], SIGKILL);
+                waitpid(pids[r], &status, 0);
+                failed = 1;
+                break;
+            }
+            usleep(10000);
+        }
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failed = 1;
+    }
+    printf("%s: %s\n", name, failed ? "FAILED" : "ok");
+    return failed;
+}
+
+int main(void)
+{
+    setenv("TUTTI_TIMEOUT_MS", "2000", 1);
+    int failed = 0;
+    failed |= run_case("missing rank at init", 2, missing_rank_child, 15.0);
+    failed |= run_case("silent peer in AllReduce", 2, silent_peer_child, 20.0);
+    return failed;
+}
