@@ -34,7 +34,7 @@ static ncclResult_t run_blocking(struct ncclComm *comm, struct tt_op *op, uint64
     uint64_t deadline = tt_deadline_after_ms(comm->timeout_ms);
     struct tt_backoff backoff;
     struct tt_wait_hint hint;
-    tt_backoff_init(&backoff);
+    tt_backoff_init_spin(&backoff, comm->spin_limit);
     for (;;) {
         bool done, progressed;
         ncclResult_t res = tt_algo_op_progress(op, &done, &progressed, &hint);

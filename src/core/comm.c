@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +98,26 @@ static ncclResult_t exchange_peer_info(struct ncclComm *comm)
      * same NCCL_COMM_ID: rank 0's nonce makes them unique. */
     comm->tctx.comm_hash = comm->peers[0].nonce;
     return ncclSuccess;
+}
+
+/* Spinning only pays when every rank of this host has a core of its own: with more ranks than
+ * cores a spinning waiter burns the time slice the rank it waits for needs. So unless TUTTI_SPIN
+ * is set explicitly, an oversubscribed host yields at once. */
+static uint32_t choose_spin_limit(const struct ncclComm *comm)
+{
+    int64_t spin = tt_param_spin();
+    if (spin < 0) spin = 0;
+    if (getenv("TUTTI_SPIN") != NULL) return (uint32_t)spin;
+    int local = 0;
+    for (int r = 0; r < comm->nranks; r++)
+        local += comm->peers[r].host_hash == comm->peers[comm->rank].host_hash;
+    cpu_set_t set;
+    long cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                             : sysconf(_SC_NPROCESSORS_ONLN);
+    uint32_t limit = local > cpus ? 0 : (uint32_t)spin;
+    TT_INFO(TT_SUB_INIT, "%d ranks on this host, %ld cores: spin %u polls before yielding", local,
+            cpus, limit);
+    return limit;
 }
 
 static const struct tt_transport *pick_transport(const struct ncclComm *comm, int peer)
@@ -232,6 +253,7 @@ ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *
                 fail);
     comm->tctx.local_addr = *tt_bootstrap_local_addr(comm->bootstrap);
     TT_TRY_GOTO(exchange_peer_info(comm), res, fail);
+    comm->spin_limit = choose_spin_limit(comm);
     TT_TRY_GOTO(connect_ring(comm), res, fail);
     /* Nobody returns before everyone is connected, so a failure anywhere fails init everywhere
      * instead of surfacing in the first collective. */

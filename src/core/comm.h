@@ -38,6 +38,7 @@ struct ncclComm {
     struct tt_ring ring;
     size_t slot_bytes;
     int64_t timeout_ms;
+    uint32_t spin_limit; /* polls before a blocked wait yields (see choose_spin_limit) */
     _Atomic int abort;
     ncclResult_t async_error;
     uint64_t op_seq;

@@ -15,11 +15,16 @@
 
 #define YIELDS 64
 
-void tt_backoff_init(struct tt_backoff *b)
+void tt_backoff_init_spin(struct tt_backoff *b, uint32_t spin_limit)
 {
     b->polls = 0;
+    b->spin_limit = spin_limit > 1000000 ? 1000000 : spin_limit;
+}
+
+void tt_backoff_init(struct tt_backoff *b)
+{
     int64_t spin = tt_param_spin();
-    b->spin_limit = spin < 0 ? 0 : (uint32_t)(spin > 1000000 ? 1000000 : spin);
+    tt_backoff_init_spin(b, spin < 0 ? 0 : (uint32_t)(spin > 1000000 ? 1000000 : spin));
 }
 
 static void futex_sleep(_Atomic uint64_t *word, uint64_t seen, _Atomic uint32_t *sleepers,

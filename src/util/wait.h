@@ -39,7 +39,10 @@ struct tt_backoff {
     uint32_t spin_limit;
 };
 
+/* Spins TUTTI_SPIN polls before yielding. */
 void tt_backoff_init(struct tt_backoff *b);
+/* Spins `spin_limit` polls before yielding (a communicator's adaptive choice). */
+void tt_backoff_init_spin(struct tt_backoff *b, uint32_t spin_limit);
 static inline void tt_backoff_reset(struct tt_backoff *b) { b->polls = 0; }
 /* One step of the ladder: returns after a pause (spin), a sched_yield or a short sleep on
  * what `hint` names (NULL hint: plain sleep). */
