@@ -31,6 +31,26 @@ ncclResult_t tuttiCommInitFromEnv(ncclComm_t *comm);
  * ncclGetVersion reports. */
 const char *tuttiVersionString(void);
 
+/* Host streams: in-order queues of operations executed by Tutti's progress engine (a
+ * background thread), so that communication on host buffers overlaps the caller's computation.
+ * A host stream is passed wherever NCCL takes a cudaStream_t: an operation issued on it returns
+ * at once (ncclSuccess once queued) and runs after everything issued on that stream before it.
+ * Different streams, and different communicators, progress independently. The buffers of a
+ * queued operation must stay valid and untouched until the stream is synchronised. Operations
+ * of one communicator must still be issued in the same order on every rank, whatever stream
+ * they use. An operation's failure is latched on its communicator (ncclCommGetAsyncError) and
+ * reported by the next tuttiStreamSynchronize/Query of its stream. Thread-safe: a stream may be
+ * used from any thread; a stream must not be destroyed while another thread uses it. */
+ncclResult_t tuttiStreamCreate(cudaStream_t *stream);
+/* Waits for the stream's queued operations, then frees it. */
+ncclResult_t tuttiStreamDestroy(cudaStream_t stream);
+/* Waits until every operation queued so far has completed; returns the first error of those
+ * operations (and forgets it), else ncclSuccess. */
+ncclResult_t tuttiStreamSynchronize(cudaStream_t stream);
+/* ncclSuccess when every queued operation has completed, ncclInProgress while some have not,
+ * or the first error of the completed ones (forgotten once reported). Never blocks. */
+ncclResult_t tuttiStreamQuery(cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -217,7 +217,7 @@ int main(void)
         size_t counts[] = {0, 1, 2, chunk - 1, chunk, chunk + 1, (size_t)n, (size_t)n * chunk,
                            (size_t)n * chunk + 1, 2 * (size_t)n * chunk + 5};
         for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
-            for (int coll = 0; coll < TT_COLL_COUNT_; coll++) {
+            for (int coll = 0; coll <= TT_COLL_REDUCESCATTER; coll++) {
                 int roots[] = {0, n / 2, n - 1};
                 int nroots = (coll == TT_COLL_BROADCAST || coll == TT_COLL_REDUCE) ? 3 : 1;
                 for (int k = 0; k < nroots; k++) {

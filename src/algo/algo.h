@@ -93,5 +93,8 @@ bool tt_ring_reducescatter_next(struct tt_op *op, struct tt_prim *prim);
 bool tt_ring_allgather_next(struct tt_op *op, struct tt_prim *prim);
 bool tt_ring_broadcast_next(struct tt_op *op, struct tt_prim *prim);
 bool tt_ring_reduce_next(struct tt_op *op, struct tt_prim *prim);
+bool tt_p2p_send_next(struct tt_op *op, struct tt_prim *prim);
+bool tt_p2p_recv_next(struct tt_op *op, struct tt_prim *prim);
+bool tt_local_copy_next(struct tt_op *op, struct tt_prim *prim);
 
 #endif

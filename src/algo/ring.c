@@ -171,12 +171,41 @@ bool tt_ring_reduce_next(struct tt_op *op, struct tt_prim *prim)
 
 const char *tt_coll_name(enum tt_coll coll)
 {
-    static const char *names[TT_COLL_COUNT_] = {
+    static const char *names[TT_COLL_SCATTER + 1] = {
         [TT_COLL_ALLREDUCE] = "AllReduce",   [TT_COLL_BROADCAST] = "Broadcast",
         [TT_COLL_REDUCE] = "Reduce",         [TT_COLL_ALLGATHER] = "AllGather",
-        [TT_COLL_REDUCESCATTER] = "ReduceScatter",
+        [TT_COLL_REDUCESCATTER] = "ReduceScatter", [TT_COLL_SEND] = "Send",
+        [TT_COLL_RECV] = "Recv",           [TT_COLL_COPY] = "Copy",
+        [TT_COLL_ALLTOALL] = "AlltoAll",   [TT_COLL_GATHER] = "Gather",
+        [TT_COLL_SCATTER] = "Scatter",
     };
-    return (unsigned)coll < TT_COLL_COUNT_ ? names[coll] : "Unknown";
+    return (unsigned)coll <= TT_COLL_SCATTER ? names[coll] : "Unknown";
+}
+
+/* Point-to-point: one primitive over the whole buffer; the executor slices it. */
+bool tt_p2p_send_next(struct tt_op *op, struct tt_prim *prim)
+{
+    if (op->loop_off != 0 || op->count == 0) return false;
+    op->loop_off = op->count;
+    *prim = (struct tt_prim){.kind = TT_PRIM_SEND, .src = op->sendbuff, .count = op->count};
+    return true;
+}
+
+bool tt_p2p_recv_next(struct tt_op *op, struct tt_prim *prim)
+{
+    if (op->loop_off != 0 || op->count == 0) return false;
+    op->loop_off = op->count;
+    *prim = (struct tt_prim){.kind = TT_PRIM_RECV, .dst = op->recvbuff, .count = op->count};
+    return true;
+}
+
+bool tt_local_copy_next(struct tt_op *op, struct tt_prim *prim)
+{
+    if (op->loop_off != 0 || op->count == 0) return false;
+    op->loop_off = op->count;
+    *prim = (struct tt_prim){.kind = TT_PRIM_COPY, .src = op->sendbuff, .dst = op->recvbuff,
+                             .count = op->count};
+    return true;
 }
 
 void tt_algo_op_start(struct tt_op *op)
@@ -187,6 +216,9 @@ void tt_algo_op_start(struct tt_op *op)
         [TT_COLL_REDUCE] = tt_ring_reduce_next,
         [TT_COLL_ALLGATHER] = tt_ring_allgather_next,
         [TT_COLL_REDUCESCATTER] = tt_ring_reducescatter_next,
+        [TT_COLL_SEND] = tt_p2p_send_next,
+        [TT_COLL_RECV] = tt_p2p_recv_next,
+        [TT_COLL_COPY] = tt_local_copy_next,
     };
     op->next = ring[op->coll];
     op->loop_off = 0;

@@ -3,6 +3,7 @@
  * becomes the thread's ncclGetLastError) and returns NCCL's error code for it. The checks know
  * nothing about communicators: comm itself is checked by the core (tt_comm_check). */
 #include "api/api.h"
+#include "core/core.h"
 
 #include "util/err.h"
 
@@ -36,12 +37,7 @@ ncclResult_t tt_api_check_op(ncclRedOp_t op, const char *caller)
 
 ncclResult_t tt_api_check_stream(cudaStream_t stream, const char *caller)
 {
-    if (stream != NULL)
-        return TT_ERROR(ncclInvalidUsage,
-                        "%s: stream %p given; CUDA streams need a CUDA build; host buffers use "
-                        "stream NULL",
-                        caller, (void *)stream);
-    return ncclSuccess;
+    return tt_stream_check(stream, caller);
 }
 
 ncclResult_t tt_api_check_rank(int rank, int nranks, const char *caller, const char *arg)

@@ -21,11 +21,33 @@ static bool coll_reduces(enum tt_coll coll)
 
 static bool coll_has_root(enum tt_coll coll)
 {
-    return coll == TT_COLL_BROADCAST || coll == TT_COLL_REDUCE;
+    return coll == TT_COLL_BROADCAST || coll == TT_COLL_REDUCE || coll == TT_COLL_GATHER ||
+           coll == TT_COLL_SCATTER;
 }
 
-static ncclResult_t run_coll(const char *caller, const struct tt_coll_args *args,
-                             ncclComm_t comm)
+/* Elements of sendbuff and recvbuff this rank uses (0: the buffer is ignored here). */
+static void buffer_counts(const struct tt_coll_args *args, int rank, int nranks,
+                          size_t *send_count, size_t *recv_count)
+{
+    size_t all = args->count * (size_t)nranks;
+    bool root = rank == args->root;
+    *send_count = *recv_count = args->count;
+    switch ((int)args->coll) {
+    case TT_COLL_BROADCAST: *send_count = root ? args->count : 0; break;
+    case TT_COLL_REDUCE: *recv_count = root ? args->count : 0; break;
+    case TT_COLL_ALLGATHER: *recv_count = all; break;
+    case TT_COLL_REDUCESCATTER: *send_count = all; break;
+    case TT_COLL_ALLTOALL: *send_count = *recv_count = all; break;
+    case TT_COLL_GATHER: *recv_count = root ? all : 0; break;
+    case TT_COLL_SCATTER: *send_count = root ? all : 0; break;
+    case TT_COLL_SEND: *recv_count = 0; break;
+    case TT_COLL_RECV: *send_count = 0; break;
+    default: break;
+    }
+}
+
+static ncclResult_t check_and_run(const char *caller, const struct tt_coll_args *args,
+                                  ncclComm_t comm)
 {
     tt_error_clear();
     TT_TRY(tt_comm_check(comm, caller));
@@ -34,25 +56,36 @@ static ncclResult_t run_coll(const char *caller, const struct tt_coll_args *args
     tt_log_set_rank(rank);
     TT_TRY(tt_api_check_stream(args->stream, caller));
     TT_TRY(tt_api_check_dtype(args->dtype, caller));
-    if (coll_reduces(args->coll)) TT_TRY(tt_api_check_op(args->op, caller));
+    struct tt_redop redop; /* resolving checks built-in and user operators alike */
+    if (coll_reduces(args->coll))
+        TT_TRY(tt_comm_redop_resolve(comm, args->op, args->dtype, &redop));
     if (coll_has_root(args->coll)) TT_TRY(tt_api_check_rank(args->root, nranks, caller, "root"));
 
-    /* AllGather receives, and ReduceScatter sends, one block of count elements per rank. */
-    size_t blocks = 1;
-    if (args->coll == TT_COLL_ALLGATHER || args->coll == TT_COLL_REDUCESCATTER)
-        blocks = (size_t)nranks;
+    if (args->coll == TT_COLL_SEND || args->coll == TT_COLL_RECV)
+        TT_TRY(tt_api_check_rank(args->peer, nranks, caller, "peer"));
+
+    /* Some collectives use nranks blocks of count elements; their size must fit in size_t. */
     size_t elem_bytes = tt_dtype_bytes(args->dtype);
-    if (args->count > SIZE_MAX / elem_bytes / blocks)
+    if (args->count > SIZE_MAX / elem_bytes / (size_t)nranks)
         return TT_ERROR(ncclInvalidArgument,
-                        "%s: %zu block(s) of count %zu %s elements overflow the address space",
-                        caller, blocks, args->count, tt_dtype_name(args->dtype));
-    size_t send_count = args->count, recv_count = args->count;
-    if (args->coll == TT_COLL_ALLGATHER) recv_count *= blocks;
-    if (args->coll == TT_COLL_REDUCESCATTER) send_count *= blocks;
-    if (args->coll != TT_COLL_BROADCAST || rank == args->root)
+                        "%s: %d block(s) of count %zu %s elements overflow the address space",
+                        caller, nranks, args->count, tt_dtype_name(args->dtype));
+    size_t send_count, recv_count;
+    buffer_counts(args, rank, nranks, &send_count, &recv_count);
+    if (send_count > 0)
         TT_TRY(tt_api_check_buffer(args->sendbuff, send_count, caller, "sendbuff"));
-    if (args->coll != TT_COLL_REDUCE || rank == args->root)
+    if (recv_count > 0)
         TT_TRY(tt_api_check_buffer(args->recvbuff, recv_count, caller, "recvbuff"));
+    /* Every block of an AlltoAll is read by one peer while another writes it: in place cannot
+     * work without a full copy, so it is refused rather than silently corrupted. */
+    if (args->coll == TT_COLL_ALLTOALL && nranks > 1 && args->count > 0) {
+        const char *s0 = args->sendbuff, *r0 = args->recvbuff;
+        size_t bytes = args->count * (size_t)nranks * elem_bytes;
+        if (s0 < r0 + bytes && r0 < s0 + bytes)
+            return TT_ERROR(ncclInvalidArgument,
+                            "%s: sendbuff and recvbuff overlap; AlltoAll needs distinct "
+                            "buffers", caller);
+    }
 
     TT_INFO(TT_SUB_CALL,
             "%s: sendbuff %p recvbuff %p count %zu datatype %s op %d root %d comm %p "
@@ -60,8 +93,16 @@ static ncclResult_t run_coll(const char *caller, const struct tt_coll_args *args
             tt_coll_name(args->coll), args->sendbuff, args->recvbuff, args->count,
             tt_dtype_name(args->dtype), (int)args->op, args->root, (void *)comm, nranks,
             (void *)args->stream);
-    TT_TRY(tt_coll_run(comm, args));
-    return ncclSuccess;
+    return tt_coll_run(comm, args);
+}
+
+/* Inside a group, an argument error also fails the group (NCCL's rule), so it is noted there. */
+static ncclResult_t run_coll(const char *caller, const struct tt_coll_args *args,
+                             ncclComm_t comm)
+{
+    ncclResult_t res = check_and_run(caller, args, comm);
+    if (res != ncclSuccess && res != ncclInProgress) tt_group_note_error(res);
+    return res;
 }
 
 TT_API ncclResult_t pncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
@@ -128,3 +169,55 @@ TT_API ncclResult_t pncclReduceScatter(const void *sendbuff, void *recvbuff, siz
     return run_coll("ncclReduceScatter", &args, comm);
 }
 TT_API_ALIAS(ncclReduceScatter);
+
+TT_API ncclResult_t pncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                                  ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+    struct tt_coll_args args = {.coll = TT_COLL_ALLTOALL, .sendbuff = sendbuff,
+                                .recvbuff = recvbuff, .count = count, .dtype = datatype,
+                                .op = ncclSum, .stream = stream};
+    return run_coll("ncclAlltoAll", &args, comm);
+}
+TT_API_ALIAS(ncclAlltoAll);
+
+TT_API ncclResult_t pncclGather(const void *sendbuff, void *recvbuff, size_t count,
+                                ncclDataType_t datatype, int root, ncclComm_t comm,
+                                cudaStream_t stream)
+{
+    struct tt_coll_args args = {.coll = TT_COLL_GATHER, .sendbuff = sendbuff,
+                                .recvbuff = recvbuff, .count = count, .dtype = datatype,
+                                .op = ncclSum, .root = root, .stream = stream};
+    return run_coll("ncclGather", &args, comm);
+}
+TT_API_ALIAS(ncclGather);
+
+TT_API ncclResult_t pncclScatter(const void *sendbuff, void *recvbuff, size_t count,
+                                 ncclDataType_t datatype, int root, ncclComm_t comm,
+                                 cudaStream_t stream)
+{
+    struct tt_coll_args args = {.coll = TT_COLL_SCATTER, .sendbuff = sendbuff,
+                                .recvbuff = recvbuff, .count = count, .dtype = datatype,
+                                .op = ncclSum, .root = root, .stream = stream};
+    return run_coll("ncclScatter", &args, comm);
+}
+TT_API_ALIAS(ncclScatter);
+
+TT_API ncclResult_t pncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype,
+                              int peer, ncclComm_t comm, cudaStream_t stream)
+{
+    struct tt_coll_args args = {.coll = TT_COLL_SEND, .sendbuff = sendbuff, .count = count,
+                                .dtype = datatype, .op = ncclSum, .peer = peer,
+                                .stream = stream};
+    return run_coll("ncclSend", &args, comm);
+}
+TT_API_ALIAS(ncclSend);
+
+TT_API ncclResult_t pncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                              ncclComm_t comm, cudaStream_t stream)
+{
+    struct tt_coll_args args = {.coll = TT_COLL_RECV, .recvbuff = recvbuff, .count = count,
+                                .dtype = datatype, .op = ncclSum, .peer = peer,
+                                .stream = stream};
+    return run_coll("ncclRecv", &args, comm);
+}
+TT_API_ALIAS(ncclRecv);

@@ -9,16 +9,12 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/api_config.h"
 #include "bootstrap/bootstrap.h"
 #include "core/core.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/param.h"
-
-#define CONFIG_MAGIC 0xcafebeefu
-/* The oldest ncclConfig_t (NCCL 2.14) ends after netName; later versions only append fields. */
-#define CONFIG_MIN_VERSION NCCL_VERSION(2, 14, 0)
-#define CONFIG_MIN_BYTES (offsetof(ncclConfig_t, netName) + sizeof(const char *))
 
 TT_API ncclResult_t pncclGetUniqueId(ncclUniqueId *uniqueId)
 {
@@ -37,48 +33,6 @@ TT_API ncclResult_t pncclGetUniqueId(ncclUniqueId *uniqueId)
 }
 TT_API_ALIAS(ncclGetUniqueId);
 
-/* A boolean field of ncclConfig_t: unset, 0 or 1. */
-static ncclResult_t check_config_flag(int value, const char *caller, const char *field)
-{
-    if (value != NCCL_CONFIG_UNDEF_INT && value != 0 && value != 1)
-        return TT_ERROR(ncclInvalidArgument, "%s: config->%s is %d; it must be 0 or 1", caller,
-                        field, value);
-    return ncclSuccess;
-}
-
-/* Validates a user's ncclConfig_t into `out`, a full current-layout copy. A config compiled
- * against an older (smaller) or newer (larger) ncclConfig_t is accepted: the fields this
- * library knows are read when they lie within config->size, the others keep their defaults.
- * The GPU-only fields (CTAs, cgaClusterSize, netName, nvls...) are accepted and ignored. */
-static ncclResult_t read_config(const ncclConfig_t *config, const char *caller,
-                                ncclConfig_t *out)
-{
-    const ncclConfig_t defaults = NCCL_CONFIG_INITIALIZER;
-    *out = defaults;
-    if (config == NULL) return ncclSuccess;
-    if (config->magic != CONFIG_MAGIC)
-        return TT_ERROR(ncclInvalidArgument,
-                        "%s: config was not initialised with NCCL_CONFIG_INITIALIZER (magic "
-                        "0x%x, want 0x%x)",
-                        caller, config->magic, CONFIG_MAGIC);
-    if (config->version < (unsigned)CONFIG_MIN_VERSION)
-        return TT_ERROR(ncclInvalidArgument,
-                        "%s: config->version %u is older than the first ncclConfig_t (%d)",
-                        caller, config->version, CONFIG_MIN_VERSION);
-    if (config->size < CONFIG_MIN_BYTES)
-        return TT_ERROR(ncclInvalidArgument,
-                        "%s: config->size %zu is smaller than any ncclConfig_t (%zu bytes)",
-                        caller, config->size, (size_t)CONFIG_MIN_BYTES);
-    size_t bytes = config->size < sizeof *out ? config->size : sizeof *out;
-    memcpy(out, config, bytes);
-    out->size = sizeof *out;
-    TT_TRY(check_config_flag(out->blocking, caller, "blocking"));
-    TT_TRY(check_config_flag(out->splitShare, caller, "splitShare"));
-    TT_TRY(check_config_flag(out->shrinkShare, caller, "shrinkShare"));
-    TT_TRY(check_config_flag(out->collnetEnable, caller, "collnetEnable"));
-    return ncclSuccess;
-}
-
 /* The checks and the call shared by ncclCommInitRank and ncclCommInitRankConfig. */
 static ncclResult_t init_rank(const char *caller, ncclComm_t *comm, int nranks,
                               const ncclUniqueId *id, int rank, const ncclConfig_t *config)
@@ -90,13 +44,12 @@ static ncclResult_t init_rank(const char *caller, ncclComm_t *comm, int nranks,
         return TT_ERROR(ncclInvalidArgument, "%s: nranks %d must be at least 1", caller, nranks);
     TT_TRY(tt_api_check_rank(rank, nranks, caller, "rank"));
     ncclConfig_t cfg;
-    TT_TRY(read_config(config, caller, &cfg));
+    TT_TRY(tt_api_read_config(config, caller, &cfg));
     tt_log_set_rank(rank);
     TT_INFO(TT_SUB_CALL, "%s: rank %d nranks %d%s%s%s", caller, rank, nranks,
             cfg.commName != NULL ? " name " : "", cfg.commName != NULL ? cfg.commName : "",
-            cfg.blocking == 0 ? " (nonblocking requested; initialising blocking)" : "");
-    TT_TRY(tt_comm_init_rank(comm, nranks, id, rank));
-    return ncclSuccess;
+            cfg.blocking == 0 ? " nonblocking" : "");
+    return tt_comm_init_rank(comm, nranks, id, rank, &cfg);
 }
 
 TT_API ncclResult_t pncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId,
@@ -183,3 +136,26 @@ TT_API ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncE
     return ncclSuccess;
 }
 TT_API_ALIAS(ncclCommGetAsyncError);
+
+TT_API ncclResult_t pncclCommFinalize(ncclComm_t comm)
+{
+    tt_error_clear();
+    TT_TRY(tt_comm_check(comm, "ncclCommFinalize"));
+    tt_log_set_rank(tt_comm_rank(comm));
+    TT_INFO(TT_SUB_CALL, "ncclCommFinalize: comm %p", (void *)comm);
+    return tt_comm_finalize(comm);
+}
+TT_API_ALIAS(ncclCommFinalize);
+
+TT_API ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags)
+{
+    tt_error_clear();
+    TT_TRY(tt_comm_check(comm, "ncclCommRevoke"));
+    tt_log_set_rank(tt_comm_rank(comm));
+    if (revokeFlags != NCCL_REVOKE_DEFAULT)
+        return TT_ERROR(ncclInvalidArgument, "ncclCommRevoke: unknown revokeFlags %d",
+                        revokeFlags);
+    TT_INFO(TT_SUB_CALL, "ncclCommRevoke: comm %p", (void *)comm);
+    return tt_comm_revoke(comm);
+}
+TT_API_ALIAS(ncclCommRevoke);

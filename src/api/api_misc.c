@@ -1,14 +1,8 @@
 /* Public entry points that need no communicator: the version, the error strings, the thread's
- * last error and group brackets.
- *
- * Groups: the core does not defer operations yet, so every call between ncclGroupStart and
- * ncclGroupEnd runs at once, as if it were alone. The brackets are still checked: a per-thread
- * depth counts open groups, and ncclGroupEnd without a matching ncclGroupStart is
- * ncclInvalidUsage. Until the core defers grouped operations, a group that needs them to
- * progress together (one thread initialising or driving several ranks, or matching
- * ncclSend/ncclRecv pairs) cannot complete; single operations per rank inside a group work. */
+ * last error, group brackets (deferral happens in core/group.c) and Tutti's host streams. */
 #include "api/api.h"
 
+#include "core/core.h"
 #include "tutti.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -16,9 +10,6 @@
 #ifndef TUTTI_VERSION_STRING
 #error "TUTTI_VERSION_STRING must be defined by the build (CMakeLists.txt)"
 #endif
-
-/* Open ncclGroupStart calls of this thread. */
-static _Thread_local int group_depth;
 
 TT_API ncclResult_t pncclGetVersion(int *version)
 {
@@ -72,21 +63,55 @@ TT_API_ALIAS(ncclResetDebugInit);
 
 TT_API ncclResult_t pncclGroupStart(void)
 {
-    group_depth++;
-    TT_TRACE(TT_SUB_CALL, "ncclGroupStart: depth %d", group_depth);
-    return ncclSuccess;
+    TT_TRACE(TT_SUB_CALL, "ncclGroupStart");
+    return tt_group_start();
 }
 TT_API_ALIAS(ncclGroupStart);
 
 TT_API ncclResult_t pncclGroupEnd(void)
 {
-    if (group_depth == 0)
-        return TT_ERROR(ncclInvalidUsage, "ncclGroupEnd: no ncclGroupStart is open on this "
-                                          "thread");
-    TT_TRACE(TT_SUB_CALL, "ncclGroupEnd: depth %d", group_depth);
-    group_depth--;
-    return ncclSuccess;
+    TT_TRACE(TT_SUB_CALL, "ncclGroupEnd");
+    return tt_group_end();
 }
 TT_API_ALIAS(ncclGroupEnd);
+
+TT_API ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
+{
+    TT_TRY(tt_api_check_ptr(simInfo, "ncclGroupSimulateEnd", "simInfo"));
+    if (simInfo->magic != 0x74685283u)
+        return TT_ERROR(ncclInvalidArgument, "ncclGroupSimulateEnd: simInfo was not "
+                                             "initialised with NCCL_SIM_INFO_INITIALIZER");
+    return tt_group_simulate_end(simInfo);
+}
+TT_API_ALIAS(ncclGroupSimulateEnd);
+
+TT_API ncclResult_t tuttiStreamCreate(cudaStream_t *stream)
+{
+    tt_error_clear();
+    TT_TRY(tt_api_check_ptr(stream, "tuttiStreamCreate", "stream"));
+    return tt_stream_create(stream);
+}
+
+TT_API ncclResult_t tuttiStreamDestroy(cudaStream_t stream)
+{
+    if (stream == NULL)
+        return TT_ERROR(ncclInvalidArgument, "tuttiStreamDestroy: stream is NULL");
+    TT_TRY(tt_stream_check(stream, "tuttiStreamDestroy"));
+    return tt_stream_destroy(stream);
+}
+
+TT_API ncclResult_t tuttiStreamSynchronize(cudaStream_t stream)
+{
+    if (stream == NULL) return ncclSuccess; /* NULL-stream work is complete on return */
+    TT_TRY(tt_stream_check(stream, "tuttiStreamSynchronize"));
+    return tt_stream_synchronize(stream);
+}
+
+TT_API ncclResult_t tuttiStreamQuery(cudaStream_t stream)
+{
+    if (stream == NULL) return ncclSuccess;
+    TT_TRY(tt_stream_check(stream, "tuttiStreamQuery"));
+    return tt_stream_query(stream);
+}
 
 TT_API const char *tuttiVersionString(void) { return TUTTI_VERSION_STRING; }

@@ -1,97 +1,141 @@
-/* Running a collective: resolve the reduction, build the op on the stack, start the ring
- * schedule and drive it to completion on the calling thread (stream NULL: complete on return).
- * The driving loop is the engine's blocking mode: progress, and when nothing moves, back off
- * (spin, yield, sleep) while checking the deadline (TUTTI_TIMEOUT_MS) and the abort flag. A
- * failure is latched on the communicator as its asynchronous error. */
+/* Issuing operations: expand the API's operation into tasks, then hand them to a group, a
+ * host stream, a nonblocking communicator's background queue, or run them right here.
+ *
+ * AlltoAll, Gather and Scatter are sets of sends and receives, plus a local copy of the rank's
+ * own block (skipped when in place), as in NCCL. A blocking single-task operation, the common
+ * case, lives on the stack: no allocation on that path. */
+#include <stdlib.h>
 #include <string.h>
 
-#include "algo/algo.h"
 #include "core/comm.h"
-#include "core/core.h"
+#include "core/group.h"
+#include "core/stream.h"
+#include "core/task.h"
 #include "util/err.h"
 #include "util/log.h"
-#include "util/time.h"
 
-static const char *wait_text(enum tt_op_wait waiting)
+static const char *at(const void *base, size_t elements, size_t elt_bytes)
 {
-    switch (waiting) {
-    case TT_OP_WAIT_DATA: return "data from";
-    case TT_OP_WAIT_CREDIT: return "free buffer space at";
-    case TT_OP_WAIT_FLUSH: return "the socket to accept data for";
-    default: return "progress with";
-    }
+    return (const char *)base + elements * elt_bytes;
 }
 
-static ncclResult_t latch(struct ncclComm *comm, ncclResult_t res)
+static ncclResult_t add_task(struct tt_batch *b, struct ncclComm *comm,
+                             const struct tt_coll_args *args, int peer)
 {
-    if (comm->async_error == ncclSuccess) comm->async_error = res;
-    return res;
+    struct tt_task *task;
+    TT_TRY(tt_task_create(comm, args, peer, &task));
+    tt_batch_add(b, task);
+    return ncclSuccess;
 }
 
-/* Drives `op` until done, the deadline, or an abort. */
-static ncclResult_t run_blocking(struct ncclComm *comm, struct tt_op *op, uint64_t seq)
+static ncclResult_t add_p2p(struct tt_batch *b, struct ncclComm *comm, enum tt_coll coll,
+                            const void *sendbuff, void *recvbuff, size_t count,
+                            ncclDataType_t dtype, int peer)
 {
-    uint64_t deadline = tt_deadline_after_ms(comm->timeout_ms);
-    struct tt_backoff backoff;
-    struct tt_wait_hint hint;
-    tt_backoff_init_spin(&backoff, comm->spin_limit);
-    for (;;) {
-        bool done, progressed;
-        ncclResult_t res = tt_algo_op_progress(op, &done, &progressed, &hint);
-        if (res != ncclSuccess)
-            return latch(comm, TT_ERROR(res, "%s #%llu (%zu elements of %s) failed on rank %d",
-                                        tt_coll_name(op->coll), (unsigned long long)seq,
-                                        op->count, tt_dtype_name(op->redop.dtype), comm->rank));
-        if (done) return ncclSuccess;
-        if (progressed) {
-            tt_backoff_reset(&backoff);
-            continue;
+    struct tt_coll_args a = {.coll = coll, .sendbuff = sendbuff, .recvbuff = recvbuff,
+                             .count = count, .dtype = dtype, .op = ncclSum, .peer = peer};
+    return add_task(b, comm, &a, peer);
+}
+
+/* Appends the tasks of one operation to `b`. */
+static ncclResult_t expand(struct tt_batch *b, struct ncclComm *comm,
+                           const struct tt_coll_args *args)
+{
+    size_t elt = tt_dtype_bytes(args->dtype);
+    int n = comm->nranks, me = comm->rank;
+    size_t count = args->count;
+    switch ((int)args->coll) {
+    case TT_COLL_ALLTOALL:
+        for (int p = 0; p < n; p++) {
+            const void *src = at(args->sendbuff, (size_t)p * count, elt);
+            void *dst = (void *)at(args->recvbuff, (size_t)p * count, elt);
+            if (p == me) {
+                TT_TRY(add_p2p(b, comm, TT_COLL_COPY, src, dst, count, args->dtype, p));
+            } else {
+                TT_TRY(add_p2p(b, comm, TT_COLL_SEND, src, NULL, count, args->dtype, p));
+                TT_TRY(add_p2p(b, comm, TT_COLL_RECV, NULL, dst, count, args->dtype, p));
+            }
         }
-        if (atomic_load_explicit(&comm->abort, memory_order_relaxed))
-            return latch(comm, TT_ERROR(ncclInvalidUsage, "%s #%llu: communicator aborted",
-                                        tt_coll_name(op->coll), (unsigned long long)seq));
-        if (tt_deadline_passed(deadline))
-            return latch(comm, TT_ERROR(ncclSystemError,
-                                        "%s #%llu (%zu elements of %s) timed out after %lld ms "
-                                        "on rank %d waiting for %s rank %d (TUTTI_TIMEOUT_MS)",
-                                        tt_coll_name(op->coll), (unsigned long long)seq,
-                                        op->count, tt_dtype_name(op->redop.dtype),
-                                        (long long)comm->timeout_ms, comm->rank,
-                                        wait_text(op->waiting), op->waiting_peer));
-        tt_backoff_pause(&backoff, &hint);
+        return ncclSuccess;
+    case TT_COLL_GATHER:
+        if (me != args->root)
+            return add_p2p(b, comm, TT_COLL_SEND, args->sendbuff, NULL, count, args->dtype,
+                           args->root);
+        for (int p = 0; p < n; p++) {
+            void *dst = (void *)at(args->recvbuff, (size_t)p * count, elt);
+            if (p != me)
+                TT_TRY(add_p2p(b, comm, TT_COLL_RECV, NULL, dst, count, args->dtype, p));
+            else if (dst != args->sendbuff)
+                TT_TRY(add_p2p(b, comm, TT_COLL_COPY, args->sendbuff, dst, count, args->dtype,
+                               p));
+        }
+        return ncclSuccess;
+    case TT_COLL_SCATTER:
+        if (me != args->root)
+            return add_p2p(b, comm, TT_COLL_RECV, NULL, args->recvbuff, count, args->dtype,
+                           args->root);
+        for (int p = 0; p < n; p++) {
+            const void *src = at(args->sendbuff, (size_t)p * count, elt);
+            if (p != me)
+                TT_TRY(add_p2p(b, comm, TT_COLL_SEND, src, NULL, count, args->dtype, p));
+            else if (src != args->recvbuff)
+                TT_TRY(add_p2p(b, comm, TT_COLL_COPY, src, args->recvbuff, count, args->dtype,
+                               p));
+        }
+        return ncclSuccess;
+    default:
+        return add_task(b, comm, args, args->peer);
     }
+}
+
+static bool expands(enum tt_coll coll)
+{
+    return coll == TT_COLL_ALLTOALL || coll == TT_COLL_GATHER || coll == TT_COLL_SCATTER;
+}
+
+/* Queues a heap batch for the engine thread: on a host stream, or on a nonblocking
+ * communicator's own queue. Takes ownership of `b`. */
+static ncclResult_t run_async(struct ncclComm *comm, cudaStream_t stream, struct tt_batch *b)
+{
+    ncclResult_t res = tt_batch_submit(b);
+    if (res != ncclSuccess) {
+        tt_batch_clear(b);
+        free(b);
+        return res;
+    }
+    TT_TRY(tt_stream_enqueue(stream != NULL ? stream : comm->background, b));
+    return stream != NULL ? ncclSuccess : ncclInProgress;
 }
 
 ncclResult_t tt_coll_run(ncclComm_t comm, const struct tt_coll_args *args)
 {
-    if (comm->async_error != ncclSuccess)
-        return TT_ERROR(comm->async_error,
-                        "%s: the communicator has failed before (error %d); destroy or abort it",
-                        tt_coll_name(args->coll), (int)comm->async_error);
-    struct tt_op op;
-    memset(&op, 0, sizeof op);
-    op.coll = args->coll;
-    op.sendbuff = args->sendbuff;
-    op.recvbuff = args->recvbuff;
-    op.count = args->count;
-    op.root = args->root;
-    op.rank = comm->rank;
-    op.nranks = comm->nranks;
-    op.elt_bytes = tt_dtype_bytes(args->dtype);
-    /* Ops without a reduction still carry the dtype (copies use it for element sizes). */
-    ncclRedOp_t red = (args->coll == TT_COLL_ALLREDUCE || args->coll == TT_COLL_REDUCE ||
-                       args->coll == TT_COLL_REDUCESCATTER) ? args->op : ncclSum;
-    TT_TRY(tt_redop_init(&op.redop, red, args->dtype, comm->nranks));
-    if (comm->nranks > 1) {
-        op.send = &comm->ring.send;
-        op.recv = &comm->ring.recv;
+    TT_TRY(tt_comm_check_usable(comm, tt_coll_name(args->coll)));
+    if (tt_group_depth() > 0) return tt_group_add(comm, args, expand);
+
+    bool async = args->stream != NULL || !comm->blocking;
+    if (!async && !expands(args->coll)) {
+        /* The blocking fast path: one task on the stack. */
+        struct tt_task task;
+        struct tt_batch batch;
+        TT_TRY(tt_task_init(&task, comm, args, args->peer));
+        tt_batch_init(&batch);
+        tt_batch_add(&batch, &task);
+        TT_TRY(tt_batch_submit(&batch));
+        return tt_batch_run(&batch);
     }
-    op.slice_count = comm->slot_bytes / op.elt_bytes;
-    op.chunk_count = op.slice_count * (TT_CONN_SLOTS / 2);
-    uint64_t seq = ++comm->op_seq;
-    TT_INFO(TT_SUB_COLL, "%s #%llu: count %zu %s root %d sendbuff %p recvbuff %p algo Ring",
-            tt_coll_name(op.coll), (unsigned long long)seq, op.count,
-            tt_dtype_name(args->dtype), op.root, op.sendbuff, op.recvbuff);
-    tt_algo_op_start(&op);
-    return run_blocking(comm, &op, seq);
+    struct tt_batch *b = malloc(sizeof *b);
+    if (b == NULL) return TT_ERROR(ncclSystemError, "out of memory for an operation");
+    tt_batch_init(b);
+    ncclResult_t res = expand(b, comm, args);
+    if (res != ncclSuccess) {
+        tt_batch_clear(b);
+        free(b);
+        return res;
+    }
+    if (async) return run_async(comm, args->stream, b);
+    res = tt_batch_submit(b);
+    if (res == ncclSuccess) res = tt_batch_run(b);
+    tt_batch_clear(b);
+    free(b);
+    return res;
 }

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "core/group.h"
+#include "core/stream.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -120,8 +122,9 @@ static uint32_t choose_spin_limit(const struct ncclComm *comm)
     return limit;
 }
 
-static const struct tt_transport *pick_transport(const struct ncclComm *comm, int peer)
+const struct tt_transport *tt_comm_pick_transport(const struct ncclComm *comm, int peer)
 {
+    if (peer == comm->rank) return &tt_transport_self;
     bool same_host = comm->peers[peer].host_hash == comm->peers[comm->rank].host_hash;
     if (same_host && tt_param_shm_disable() == 0 && tt_param_p2p_disable() == 0)
         return &tt_transport_shm;
@@ -138,10 +141,10 @@ static ncclResult_t connect_ring(struct ncclComm *comm)
     ring->next = (comm->rank + 1) % comm->nranks;
     if (comm->nranks == 1) return ncclSuccess;
 
-    ring->send = (struct tt_conn){.transport = pick_transport(comm, ring->next),
+    ring->send = (struct tt_conn){.transport = tt_comm_pick_transport(comm, ring->next),
                                   .peer = ring->next, .dir = TT_CONN_SEND,
                                   .slot_bytes = comm->slot_bytes};
-    ring->recv = (struct tt_conn){.transport = pick_transport(comm, ring->prev),
+    ring->recv = (struct tt_conn){.transport = tt_comm_pick_transport(comm, ring->prev),
                                   .peer = ring->prev, .dir = TT_CONN_RECV,
                                   .slot_bytes = comm->slot_bytes};
     struct tt_conn_info *infos = NULL;
@@ -223,14 +226,64 @@ static void comm_free(struct ncclComm *comm)
     registry_remove(comm);
     if (comm->ring.send.transport) comm->ring.send.transport->close(&comm->ring.send);
     if (comm->ring.recv.transport) comm->ring.recv.transport->close(&comm->ring.recv);
+    for (int r = 0; comm->p2p != NULL && r < comm->nranks; r++) {
+        struct tt_p2p_peer *p = &comm->p2p[r];
+        if (p->send.transport) p->send.transport->close(&p->send);
+        if (p->recv.transport) p->recv.transport->close(&p->recv);
+    }
+    free(comm->p2p);
     if (tt_transport_shm.ctx_fini) tt_transport_shm.ctx_fini(&comm->tctx);
     if (tt_transport_tcp.ctx_fini) tt_transport_tcp.ctx_fini(&comm->tctx);
     tt_bootstrap_destroy(comm->bootstrap);
+    tt_redop_table_destroy(comm->redops);
+    tt_reg_table_destroy(comm->regs);
+    pthread_mutex_destroy(&comm->bootstrap_lock);
     free(comm->peers);
     free(comm);
 }
 
-ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank)
+/* Whether `id` is the one every rank derives from NCCL_COMM_ID (whose root rank 0 starts):
+ * ids made by ncclGetUniqueId, split or shrink already have a running root. */
+static bool id_is_comm_id(const ncclUniqueId *id)
+{
+    const char *comm_id = tt_param_comm_id();
+    ncclUniqueId derived;
+    if (comm_id[0] == '\0' || tt_bootstrap_id_from_string(comm_id, &derived) != ncclSuccess)
+        return false;
+    return memcmp(&derived, id, sizeof derived) == 0;
+}
+
+/* Everything init does after the communicator exists: bootstrap, peers, ring, barrier. */
+static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
+{
+    /* As in NCCL: with NCCL_COMM_ID every rank derives the same id, and rank 0 hosts the root. */
+    if (comm->rank == 0 && id_is_comm_id(id)) TT_TRY(tt_bootstrap_root_start(id));
+    TT_TRY(tt_bootstrap_create(id, comm->rank, comm->nranks, &comm->abort, &comm->bootstrap));
+    comm->tctx.local_addr = *tt_bootstrap_local_addr(comm->bootstrap);
+    TT_TRY(exchange_peer_info(comm));
+    comm->spin_limit = choose_spin_limit(comm);
+    TT_TRY(connect_ring(comm));
+    /* Nobody returns before everyone is connected, so a failure anywhere fails init everywhere
+     * instead of surfacing in the first collective. */
+    TT_TRY(tt_bootstrap_barrier(comm->bootstrap));
+    TT_INFO(TT_SUB_INIT, "comm %p rank %d nranks %d pid %d ready", (void *)comm, comm->rank,
+            comm->nranks, (int)getpid());
+    return ncclSuccess;
+}
+
+static void *init_main(void *arg)
+{
+    struct ncclComm *comm = arg;
+    tt_log_set_rank(comm->rank);
+    ncclResult_t res = comm_connect(comm, &comm->init_id);
+    comm->init_result = res;
+    if (res != ncclSuccess) tt_comm_latch(comm, res);
+    atomic_store(&comm->state, res == ncclSuccess ? TT_COMM_READY : TT_COMM_FAILED);
+    return NULL;
+}
+
+ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank,
+                               const ncclConfig_t *config)
 {
     struct ncclComm *comm = NULL;
     ncclResult_t res = ncclSuccess;
@@ -240,46 +293,118 @@ ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *
     comm->nranks = nranks;
     comm->timeout_ms = tt_param_timeout_ms();
     comm->async_error = ncclSuccess;
+    comm->init_result = ncclSuccess;
     atomic_init(&comm->abort, 0);
+    atomic_init(&comm->state, TT_COMM_INITIALIZING);
+    pthread_mutex_init(&comm->bootstrap_lock, NULL);
     comm->tctx.rank = rank;
     comm->tctx.nranks = nranks;
     comm->tctx.abort = &comm->abort;
+    int64_t forced = tt_param_comm_blocking();
+    comm->blocking = forced >= 0 ? forced != 0 : (config == NULL || config->blocking != 0);
     tt_log_set_rank(rank);
     TT_TRY_GOTO(choose_slot_bytes(&comm->slot_bytes), res, fail);
-    /* As in NCCL: with NCCL_COMM_ID every rank derives the same id, and rank 0 hosts the root. */
-    if (rank == 0 && tt_param_comm_id()[0] != '\0')
-        TT_TRY_GOTO(tt_bootstrap_root_start(id), res, fail);
-    TT_TRY_GOTO(tt_bootstrap_create(id, rank, nranks, &comm->abort, &comm->bootstrap), res,
-                fail);
-    comm->tctx.local_addr = *tt_bootstrap_local_addr(comm->bootstrap);
-    TT_TRY_GOTO(exchange_peer_info(comm), res, fail);
-    comm->spin_limit = choose_spin_limit(comm);
-    TT_TRY_GOTO(connect_ring(comm), res, fail);
-    /* Nobody returns before everyone is connected, so a failure anywhere fails init everywhere
-     * instead of surfacing in the first collective. */
-    TT_TRY_GOTO(tt_bootstrap_barrier(comm->bootstrap), res, fail);
+    TT_TRY_GOTO(TT_CALLOC(&comm->p2p, (size_t)nranks), res, fail);
+
+    /* Nonblocking communicators, and inits issued inside a group (one thread may be
+     * initialising several ranks), finish in the background. */
+    bool in_group = tt_group_depth() > 0;
+    if (comm->blocking && !in_group) {
+        TT_TRY_GOTO(comm_connect(comm, id), res, fail);
+        atomic_store(&comm->state, TT_COMM_READY);
+        TT_TRY_GOTO(registry_add(comm), res, fail);
+        *out = comm;
+        return ncclSuccess;
+    }
+    if (!comm->blocking) TT_TRY_GOTO(tt_stream_create(&comm->background), res, fail);
+    comm->init_id = *id;
     TT_TRY_GOTO(registry_add(comm), res, fail);
-    TT_INFO(TT_SUB_INIT, "comm %p rank %d nranks %d pid %d ready", (void *)comm, rank, nranks,
-            (int)getpid());
+    int err = pthread_create(&comm->init_thread, NULL, init_main, comm);
+    if (err != 0) {
+        res = TT_ERROR(ncclSystemError, "cannot start the init thread: %s", strerror(err));
+        goto fail;
+    }
+    comm->init_thread_running = true;
     *out = comm;
-    return ncclSuccess;
+    if (in_group) return tt_group_add_init(comm);
+    return ncclInProgress;
 fail:
     comm_free(comm);
     return res;
 }
 
+ncclResult_t tt_comm_wait_ready(struct ncclComm *comm)
+{
+    if (comm->init_thread_running) {
+        pthread_join(comm->init_thread, NULL);
+        comm->init_thread_running = false;
+    }
+    return comm->init_result;
+}
+
+ncclResult_t tt_comm_check_usable(struct ncclComm *comm, const char *caller)
+{
+    int state = atomic_load(&comm->state);
+    if (state == TT_COMM_INITIALIZING)
+        return TT_ERROR(ncclInvalidUsage,
+                        "%s: rank %d's communicator is still initialising; poll "
+                        "ncclCommGetAsyncError until it returns ncclSuccess",
+                        caller, comm->rank);
+    if (state == TT_COMM_FAILED)
+        return TT_ERROR(comm->init_result, "%s: rank %d's communicator failed to initialise",
+                        caller, comm->rank);
+    if (atomic_load(&comm->revoked))
+        return TT_ERROR(ncclInvalidUsage, "%s: rank %d's communicator was revoked", caller,
+                        comm->rank);
+    if (comm->finalized)
+        return TT_ERROR(ncclInvalidUsage, "%s: rank %d's communicator was finalized", caller,
+                        comm->rank);
+    return ncclSuccess;
+}
+
+/* Joins the background init, waits for queued work on the communicator, frees it. */
+static void comm_teardown(struct ncclComm *comm)
+{
+    tt_comm_wait_ready(comm);
+    tt_stream_wait_comm_idle(comm);
+    if (comm->background != NULL) tt_stream_destroy(comm->background);
+    comm->background = NULL;
+    comm_free(comm);
+}
+
 ncclResult_t tt_comm_destroy(ncclComm_t comm)
 {
     TT_INFO(TT_SUB_INIT, "comm %p rank %d destroyed", (void *)comm, comm->rank);
-    comm_free(comm);
+    registry_remove(comm);
+    comm_teardown(comm);
     return ncclSuccess;
 }
 
 ncclResult_t tt_comm_abort(ncclComm_t comm)
 {
+    /* The flag makes the init thread, the engine and every waiter give up within one sleep. */
     atomic_store(&comm->abort, 1);
-    comm_free(comm);
+    registry_remove(comm);
+    comm_teardown(comm);
     return ncclSuccess;
+}
+
+ncclResult_t tt_comm_revoke(ncclComm_t comm)
+{
+    atomic_store(&comm->revoked, 1);
+    tt_stream_wait_comm_idle(comm);
+    return ncclSuccess;
+}
+
+ncclResult_t tt_comm_finalize(ncclComm_t comm)
+{
+    if (comm->finalized)
+        return TT_ERROR(ncclInvalidArgument, "ncclCommFinalize: rank %d's communicator is "
+                                             "already finalized", comm->rank);
+    TT_TRY(tt_comm_wait_ready(comm));
+    tt_stream_wait_comm_idle(comm);
+    comm->finalized = true;
+    return comm->async_error;
 }
 
 ncclResult_t tt_comm_check(ncclComm_t comm, const char *caller)
@@ -294,4 +419,10 @@ ncclResult_t tt_comm_check(ncclComm_t comm, const char *caller)
 
 int tt_comm_rank(ncclComm_t comm) { return comm->rank; }
 int tt_comm_nranks(ncclComm_t comm) { return comm->nranks; }
-ncclResult_t tt_comm_async_error(ncclComm_t comm) { return comm->async_error; }
+ncclResult_t tt_comm_async_error(ncclComm_t comm)
+{
+    if (atomic_load(&comm->state) == TT_COMM_INITIALIZING) return ncclInProgress;
+    if (comm->async_error != ncclSuccess) return comm->async_error;
+    if (comm->background != NULL && tt_stream_pending(comm->background) > 0) return ncclInProgress;
+    return ncclSuccess;
+}

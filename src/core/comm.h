@@ -4,10 +4,12 @@
 #ifndef TT_CORE_COMM_H
 #define TT_CORE_COMM_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
 #include "algo/algo.h"
+#include "core/task.h"
 #include "bootstrap/bootstrap.h"
 #include "transport/transport.h"
 
@@ -22,6 +24,16 @@ struct tt_peer_info {
     uint64_t nonce;
 };
 
+/* Point-to-point connections to one peer, made on first use (core/p2p.c). */
+struct tt_p2p_peer {
+    struct tt_conn send;
+    struct tt_conn recv;
+    bool send_ready;
+    bool recv_ready;
+    struct tt_lane send_lane;
+    struct tt_lane recv_lane;
+};
+
 struct tt_ring {
     int prev;
     int next;
@@ -29,19 +41,59 @@ struct tt_ring {
     struct tt_conn recv; /* from prev */
 };
 
+struct tt_redop_table; /* core/redop.c */
+struct tt_reg_table;   /* core/mem.c */
+
+enum tt_comm_state { TT_COMM_INITIALIZING, TT_COMM_READY, TT_COMM_FAILED };
+
 struct ncclComm {
     int rank;
     int nranks;
     struct tt_bootstrap *bootstrap;
+    pthread_mutex_t bootstrap_lock; /* the bootstrap is not thread-safe: hold this to use it */
     struct tt_peer_info *peers;
     struct tt_transport_ctx tctx;
     struct tt_ring ring;
+    struct tt_lane ring_lane;  /* orders the collectives that use the ring */
+    struct tt_p2p_peer *p2p;   /* [nranks] */
     size_t slot_bytes;
     int64_t timeout_ms;
     uint32_t spin_limit; /* polls before a blocked wait yields (see choose_spin_limit) */
     _Atomic int abort;
     ncclResult_t async_error;
+    bool blocking;              /* config.blocking (NCCL_COMM_BLOCKING overrides) */
+    _Atomic int state;          /* enum tt_comm_state */
+    ncclResult_t init_result;
+    bool init_thread_running;   /* a background init to join */
+    pthread_t init_thread;
+    ncclUniqueId init_id;
+    bool finalized;
+    _Atomic int revoked;
+    cudaStream_t background;    /* nonblocking communicators: their operations' queue */
     uint64_t op_seq;
+    struct tt_redop_table *redops; /* user ops; NULL until the first is created */
+    struct tt_reg_table *regs;     /* registrations and windows; NULL until the first */
 };
+
+/* Records `res` as the communicator's first error (ncclCommGetAsyncError); thread-safe. */
+static inline void tt_comm_latch(struct ncclComm *comm, ncclResult_t res)
+{
+    int expected = ncclSuccess;
+    __atomic_compare_exchange_n((int *)&comm->async_error, &expected, (int)res, false,
+                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+/* Waits for a background init to end and returns its result. */
+ncclResult_t tt_comm_wait_ready(struct ncclComm *comm);
+/* ncclSuccess when `comm` may take operations, else the reason (initialising, failed init,
+ * finalized) as an error naming `caller`. */
+ncclResult_t tt_comm_check_usable(struct ncclComm *comm, const char *caller);
+
+/* The transport for a connection to `peer`: self, shared memory or TCP (core/comm.c). */
+const struct tt_transport *tt_comm_pick_transport(const struct ncclComm *comm, int peer);
+
+/* Free the per-communicator tables (accept NULL). */
+void tt_redop_table_destroy(struct tt_redop_table *table);
+void tt_reg_table_destroy(struct tt_reg_table *table);
 
 #endif

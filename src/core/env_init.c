@@ -67,7 +67,7 @@ __attribute__((visibility("default"))) ncclResult_t tuttiCommInitFromEnv(ncclCom
             "rendezvous %s via %s", job.rank, job.nranks, job.rank_var ? job.rank_var : "-",
             job.nranks_var ? job.nranks_var : "-", job.launcher_name,
             job.addr[0] ? job.addr : "-", rdzv_name(job.rdzv));
-    TT_TRY_GOTO(tt_comm_init_rank(comm, job.nranks, &id, job.rank), res, out);
+    TT_TRY_GOTO(tt_comm_init_rank(comm, job.nranks, &id, job.rank, NULL), res, out);
 out:
     /* Once init has returned every rank has read the file (or never will). */
     if (job.rank == 0) tt_env_rdzv_remove(&job);

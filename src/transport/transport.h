@@ -90,5 +90,6 @@ struct tt_transport {
 
 extern const struct tt_transport tt_transport_shm;
 extern const struct tt_transport tt_transport_tcp;
+extern const struct tt_transport tt_transport_self;
 
 #endif

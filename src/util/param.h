@@ -35,8 +35,10 @@
       "Allowed algorithms, NCCL syntax (e.g. Ring, ^Tree, allreduce:ring)")                    \
     X(proto, "NCCL_PROTO", STR, "",                                                             \
       "Allowed protocols, NCCL syntax (e.g. Simple, ^LL)")                                      \
+    X(comm_blocking, "NCCL_COMM_BLOCKING", INT, -1,                                             \
+      "1 or 0: overrides config.blocking of every communicator (-1: use the config)")          \
     X(timeout_ms, "TUTTI_TIMEOUT_MS", INT, 300000,                                              \
-      "Deadline of every wait, in init and in operations, in milliseconds (0 = none)")          \
+      "Deadline of init and of every operation: milliseconds without progress (0 = none)")          \
     X(chunk_bytes, "TUTTI_CHUNK_BYTES", INT, 0,                                                 \
       "Test knob: bytes per FIFO slot instead of NCCL_BUFFSIZE/8, so tiny buffers cross many " \
       "chunks")                                                                                 \

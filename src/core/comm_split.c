@@ -1,0 +1,274 @@
+/* Communicators made from communicators (split, shrink) and several made at once (init all,
+ * scalable init). Each new communicator is an ordinary one: its members agree on a fresh unique
+ * id and call tt_comm_init_rank, so it owns its own bootstrap and transports and outlives its
+ * parent. The parent only carries the agreement: its lowest member of the new group (new rank
+ * 0) creates the id and sends it over the parent's bootstrap to the other members.
+ *
+ * Those messages use one tag per kind (split, shrink). The bootstrap matches messages by
+ * (peer, tag) in sending order, and every rank runs the splits and shrinks of one parent in the
+ * same order (as NCCL requires), so the k-th id a rank receives from a peer is always the one
+ * that peer sent for the k-th operation they share. */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/core.h"
+#include "util/err.h"
+#include "util/log.h"
+
+#define SPLIT_ID_TAG 0x73706c74  /* "splt" */
+#define SHRINK_ID_TAG 0x7368726b /* "shrk" */
+
+/* What each rank of the parent tells the others in a split. */
+struct split_entry {
+    int32_t color;
+    int32_t key;
+    int32_t rank;
+};
+
+/* tt_comm_init_rank's result, passed on as is: ncclInProgress is not an error (a nonblocking
+ * config returns at once and finishes in the background). */
+static ncclResult_t init_child(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank,
+                               const ncclConfig_t *config)
+{
+    int log_rank = tt_log_get_rank();
+    ncclResult_t res = tt_comm_init_rank(out, nranks, id, rank, config);
+    tt_log_set_rank(log_rank); /* init logs as the new rank; the caller still serves its own */
+    if (res != ncclSuccess && res != ncclInProgress) tt_error_trail(res, __FILE__, __LINE__);
+    return res;
+}
+
+/* The new group's members are parent ranks members[0..n); this rank is members[newrank]. New
+ * rank 0 creates the id and sends it to the others, who receive it from new rank 0. */
+static ncclResult_t share_id(struct ncclComm *comm, const int *members, int n, int newrank,
+                             int tag, ncclUniqueId *id)
+{
+    ncclResult_t res = ncclSuccess;
+    if (newrank == 0) TT_TRY(tt_bootstrap_get_unique_id(id));
+    pthread_mutex_lock(&comm->bootstrap_lock);
+    if (newrank == 0) {
+        for (int i = 1; i < n; i++)
+            TT_TRY_GOTO(tt_bootstrap_send(comm->bootstrap, members[i], tag, id, sizeof *id),
+                        res, out);
+    } else {
+        TT_TRY_GOTO(tt_bootstrap_recv(comm->bootstrap, members[0], tag, id, sizeof *id), res,
+                    out);
+    }
+out:
+    pthread_mutex_unlock(&comm->bootstrap_lock);
+    return res;
+}
+
+static ncclResult_t allgather_entries(struct ncclComm *comm, struct split_entry *all)
+{
+    pthread_mutex_lock(&comm->bootstrap_lock);
+    ncclResult_t res = tt_bootstrap_allgather(comm->bootstrap, all, sizeof *all);
+    pthread_mutex_unlock(&comm->bootstrap_lock);
+    return res;
+}
+
+/* The parent must be initialised, not finalized and idle (NCCL's rule for making communicators
+ * from it). Its latched error stops a split and a default shrink; a shrink with
+ * NCCL_SHRINK_ABORT is how a job leaves failed ranks behind, so it accepts a failed parent. */
+static ncclResult_t check_parent(struct ncclComm *comm, const char *caller, bool accept_failed)
+{
+    TT_TRY(tt_comm_check_usable(comm, caller));
+    ncclResult_t state = tt_comm_async_error(comm);
+    if (state == ncclInProgress)
+        return TT_ERROR(ncclInvalidUsage,
+                        "%s: rank %d's communicator still has operations in progress; wait "
+                        "until ncclCommGetAsyncError returns ncclSuccess",
+                        caller, comm->rank);
+    if (state != ncclSuccess && !accept_failed)
+        return TT_ERROR(state,
+                        "%s: rank %d's communicator has failed (error %d); only ncclCommShrink "
+                        "with NCCL_SHRINK_ABORT makes a new communicator from it",
+                        caller, comm->rank, (int)state);
+    return ncclSuccess;
+}
+
+/* Members of a colour are ordered by key, ties by parent rank. */
+static int compare_members(const void *a, const void *b)
+{
+    const struct split_entry *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* Every rank sees every colour, so a bad one fails the split on all ranks alike instead of
+ * leaving the others waiting for the rank that gave up. */
+static ncclResult_t check_colors(const struct ncclComm *comm, const struct split_entry *all)
+{
+    for (int r = 0; r < comm->nranks; r++) {
+        int color = all[r].color;
+        if (color >= 0 || color == NCCL_SPLIT_NOCOLOR) continue;
+        if (r == comm->rank)
+            return TT_ERROR(ncclInvalidArgument,
+                            "ncclCommSplit: color %d is invalid: it must be >= 0 or "
+                            "NCCL_SPLIT_NOCOLOR (%d)",
+                            color, NCCL_SPLIT_NOCOLOR);
+        return TT_ERROR(ncclInvalidArgument,
+                        "ncclCommSplit: rank %d of the parent passed the invalid color %d (it "
+                        "must be >= 0 or NCCL_SPLIT_NOCOLOR), so the split fails on every rank",
+                        r, color);
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t tt_comm_split(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                           const ncclConfig_t *config)
+{
+    ncclResult_t res = ncclSuccess;
+    struct split_entry *all = NULL;
+    int *members = NULL;
+    *newcomm = NULL;
+    TT_TRY(check_parent(comm, "ncclCommSplit", false));
+    TT_TRY(TT_CALLOC(&all, (size_t)comm->nranks));
+    all[comm->rank] = (struct split_entry){.color = color, .key = key, .rank = comm->rank};
+    TT_TRY_GOTO(allgather_entries(comm, all), res, out);
+    TT_TRY_GOTO(check_colors(comm, all), res, out);
+    if (color == NCCL_SPLIT_NOCOLOR) {
+        TT_INFO(TT_SUB_INIT, "split: rank %d joins no new communicator (NCCL_SPLIT_NOCOLOR)",
+                comm->rank);
+        goto out;
+    }
+
+    /* Keep this colour's entries, in order, and find this rank among them. */
+    int n = 0;
+    for (int r = 0; r < comm->nranks; r++)
+        if (all[r].color == color) all[n++] = all[r];
+    qsort(all, (size_t)n, sizeof *all, compare_members);
+    TT_TRY_GOTO(TT_CALLOC(&members, (size_t)n), res, out);
+    int newrank = -1;
+    for (int i = 0; i < n; i++) {
+        members[i] = all[i].rank;
+        if (all[i].rank == comm->rank) newrank = i;
+    }
+    TT_ASSERT(newrank >= 0);
+    TT_INFO(TT_SUB_INIT, "split: parent rank %d color %d key %d becomes rank %d of %d",
+            comm->rank, color, key, newrank, n);
+    ncclUniqueId id;
+    TT_TRY_GOTO(share_id(comm, members, n, newrank, SPLIT_ID_TAG, &id), res, out);
+    res = init_child(newcomm, n, &id, newrank, config);
+out:
+    free(members);
+    free(all);
+    return res;
+}
+
+ncclResult_t tt_comm_shrink(ncclComm_t comm, const int *exclude_ranks, int exclude_count,
+                            ncclComm_t *newcomm, const ncclConfig_t *config, int flags)
+{
+    ncclResult_t res = ncclSuccess;
+    bool *excluded = NULL;
+    int *members = NULL;
+    *newcomm = NULL;
+    /* With NCCL_SHRINK_ABORT the parent's operations would be aborted first; once a blocking
+     * call has returned none is in flight, so both flags take the same road from here. */
+    TT_TRY(check_parent(comm, "ncclCommShrink", (flags & NCCL_SHRINK_ABORT) != 0));
+    /* Only the survivors call shrink, so they cannot exchange anything with all ranks: each
+     * computes the survivor list from the exclude list, which they all pass alike. */
+    TT_TRY(TT_CALLOC(&excluded, (size_t)comm->nranks));
+    TT_TRY_GOTO(TT_CALLOC(&members, (size_t)comm->nranks), res, out);
+    for (int i = 0; i < exclude_count; i++) excluded[exclude_ranks[i]] = true;
+    int n = 0, newrank = -1;
+    for (int r = 0; r < comm->nranks; r++) {
+        if (excluded[r]) continue;
+        if (r == comm->rank) newrank = n;
+        members[n++] = r;
+    }
+    TT_ASSERT(newrank >= 0);
+    TT_INFO(TT_SUB_INIT, "shrink%s: parent rank %d becomes rank %d of %d (%d excluded)",
+            (flags & NCCL_SHRINK_ABORT) ? " (abort)" : "", comm->rank, newrank, n,
+            exclude_count);
+    ncclUniqueId id;
+    TT_TRY_GOTO(share_id(comm, members, n, newrank, SHRINK_ID_TAG, &id), res, out);
+    res = init_child(newcomm, n, &id, newrank, config);
+out:
+    free(members);
+    free(excluded);
+    return res;
+}
+
+/* One rank of ncclCommInitAll, run on a thread of its own. */
+struct init_all_rank {
+    ncclComm_t *out;
+    const ncclUniqueId *id;
+    int rank;
+    int nranks;
+    ncclResult_t res;
+    char error[512]; /* the thread's error message: the last error is per thread */
+};
+
+static void *init_all_main(void *arg)
+{
+    struct init_all_rank *t = arg;
+    t->res = tt_comm_init_rank(t->out, t->nranks, t->id, t->rank, NULL);
+    if (t->res != ncclSuccess && t->res != ncclInProgress)
+        snprintf(t->error, sizeof t->error, "%s", tt_error_last());
+    return NULL;
+}
+
+ncclResult_t tt_comm_init_all(ncclComm_t *comms, int ndev)
+{
+    ncclResult_t res = ncclSuccess;
+    struct init_all_rank *ranks = NULL;
+    pthread_t *threads = NULL;
+    int started = 0;
+    for (int i = 0; i < ndev; i++) comms[i] = NULL;
+    ncclUniqueId id;
+    TT_TRY(tt_bootstrap_get_unique_id(&id));
+    TT_TRY(TT_CALLOC(&ranks, (size_t)ndev));
+    TT_TRY_GOTO(TT_CALLOC(&threads, (size_t)ndev), res, out);
+    /* Every rank must be running before any can finish: init is a rendezvous of all ndev. */
+    for (; started < ndev; started++) {
+        struct init_all_rank *t = &ranks[started];
+        *t = (struct init_all_rank){.out = &comms[started], .id = &id, .rank = started,
+                                    .nranks = ndev, .res = ncclSuccess};
+        int err = pthread_create(&threads[started], NULL, init_all_main, t);
+        if (err != 0) {
+            res = TT_ERROR(ncclSystemError,
+                           "ncclCommInitAll: starting the thread of rank %d of %d failed: %s; "
+                           "the ranks already started fail at their deadline (TUTTI_TIMEOUT_MS)",
+                           started, ndev, strerror(err));
+            break;
+        }
+    }
+    for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
+    /* With NCCL_COMM_BLOCKING=0 each init returns ncclInProgress and finishes in the
+     * background; so does this call then. */
+    bool in_progress = false;
+    for (int i = 0; i < started && res == ncclSuccess; i++) {
+        if (ranks[i].res == ncclInProgress)
+            in_progress = true;
+        else if (ranks[i].res != ncclSuccess)
+            res = TT_ERROR(ranks[i].res, "ncclCommInitAll: rank %d of %d failed: %s", i, ndev,
+                           ranks[i].error);
+    }
+    if (res == ncclSuccess && in_progress) res = ncclInProgress;
+out:
+    if (res != ncclSuccess && res != ncclInProgress) {
+        for (int i = 0; i < ndev; i++) {
+            if (comms[i] != NULL) tt_comm_destroy(comms[i]);
+            comms[i] = NULL;
+        }
+    }
+    free(threads);
+    free(ranks);
+    return res;
+}
+
+ncclResult_t tt_comm_init_rank_scalable(ncclComm_t *out, int nranks, int rank, int id_count,
+                                        const ncclUniqueId *ids, const ncclConfig_t *config)
+{
+    /* One root serves every rank: the bootstrap's root only collects one address per rank and
+     * hands out ring successors, so spreading that over several roots buys little at the
+     * scale of host processes. ids[0] is the rendezvous; the other ids stay unused. */
+    TT_INFO(TT_SUB_INIT, "scalable init: rank %d of %d meets at the first of %d ids", rank,
+            nranks, id_count);
+    return init_child(out, nranks, &ids[0], rank, config);
+}

@@ -1,0 +1,279 @@
+/* The engine: tasks on lanes, batches progressed together, and the blocking driver.
+ *
+ * Progressing a batch walks its tasks once: a task whose lane serves its ticket starts (its
+ * schedule is reset) and then advances as far as its connections allow. A finished or failed
+ * task hands its lane to the next ticket at once, so a failure never blocks the operations
+ * queued behind it (they fail on the communicator's latched error instead). The blocking
+ * driver repeats this, backing off (spin, yield, sleep) while nothing moves, and fails the batch
+ * when nothing has moved for TUTTI_TIMEOUT_MS: a long operation that keeps moving never times
+ * out, a stuck one always does, naming the rank it waits for. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/task.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/time.h"
+
+static bool is_reduction(enum tt_coll coll)
+{
+    return coll == TT_COLL_ALLREDUCE || coll == TT_COLL_REDUCE || coll == TT_COLL_REDUCESCATTER;
+}
+
+ncclResult_t tt_task_init(struct tt_task *task, struct ncclComm *comm,
+                          const struct tt_coll_args *args, int peer)
+{
+    memset(task, 0, sizeof *task);
+    task->comm = comm;
+    task->peer = peer;
+    task->result = ncclSuccess;
+    struct tt_op *op = &task->op;
+    op->coll = args->coll;
+    op->sendbuff = args->sendbuff;
+    op->recvbuff = args->recvbuff;
+    op->count = args->count;
+    op->root = args->root;
+    op->rank = comm->rank;
+    op->nranks = comm->nranks;
+    op->elt_bytes = tt_dtype_bytes(args->dtype);
+    /* Operations without a reduction still carry the dtype: copies use it for element sizes. */
+    if (is_reduction(args->coll))
+        TT_TRY(tt_comm_redop_resolve(comm, args->op, args->dtype, &op->redop));
+    else
+        TT_TRY(tt_redop_init(&op->redop, ncclSum, args->dtype, comm->nranks));
+    op->slice_count = comm->slot_bytes / op->elt_bytes;
+    op->chunk_count = op->slice_count * (TT_CONN_SLOTS / 2);
+    switch (args->coll) {
+    case TT_COLL_SEND:
+        task->lane = &comm->p2p[peer].send_lane;
+        op->send = &comm->p2p[peer].send;
+        break;
+    case TT_COLL_RECV:
+        task->lane = &comm->p2p[peer].recv_lane;
+        op->recv = &comm->p2p[peer].recv;
+        break;
+    case TT_COLL_COPY:
+        task->lane = NULL;
+        break;
+    default:
+        task->lane = &comm->ring_lane;
+        if (comm->nranks > 1) {
+            op->send = &comm->ring.send;
+            op->recv = &comm->ring.recv;
+        }
+        break;
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t tt_task_create(struct ncclComm *comm, const struct tt_coll_args *args, int peer,
+                            struct tt_task **out)
+{
+    struct tt_task *task = malloc(sizeof *task);
+    if (task == NULL) return TT_ERROR(ncclSystemError, "out of memory for a task");
+    ncclResult_t res = tt_task_init(task, comm, args, peer);
+    if (res != ncclSuccess) {
+        free(task);
+        return res;
+    }
+    task->heap = true;
+    *out = task;
+    return ncclSuccess;
+}
+
+void tt_batch_add(struct tt_batch *b, struct tt_task *task)
+{
+    task->next = NULL;
+    if (b->tail) b->tail->next = task; else b->head = task;
+    b->tail = task;
+    b->count++;
+    b->pending++;
+}
+
+void tt_batch_clear(struct tt_batch *b)
+{
+    struct tt_task *t = b->head;
+    while (t) {
+        struct tt_task *next = t->next;
+        if (t->heap) free(t);
+        t = next;
+    }
+    tt_batch_init(b);
+}
+
+ncclResult_t tt_batch_submit(struct tt_batch *b)
+{
+    TT_TRY(tt_p2p_connect(b));
+    for (struct tt_task *t = b->head; t; t = t->next) {
+        t->seq = ++t->comm->op_seq;
+        if (t->lane) t->ticket = atomic_fetch_add(&t->lane->next_ticket, 1);
+        if (t->op.coll != TT_COLL_COPY)
+            TT_INFO(TT_SUB_COLL, "%s #%llu: count %zu %s root/peer %d send %p recv %p algo %s",
+                    tt_coll_name(t->op.coll), (unsigned long long)t->seq, t->op.count,
+                    tt_dtype_name(t->op.redop.dtype),
+                    t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV ? t->peer
+                                                                             : t->op.root,
+                    t->op.sendbuff, t->op.recvbuff,
+                    t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV ? "P2P" : "Ring");
+    }
+    b->last_progress_ns = tt_time_ns();
+    return ncclSuccess;
+}
+
+static void task_finish(struct tt_task *t, struct tt_batch *b, ncclResult_t res)
+{
+    t->done = true;
+    t->result = res;
+    b->pending--;
+    if (t->lane) atomic_fetch_add_explicit(&t->lane->serving, 1, memory_order_release);
+    if (res != ncclSuccess) tt_comm_latch(t->comm, res);
+}
+
+static const char *wait_text(enum tt_op_wait waiting)
+{
+    switch (waiting) {
+    case TT_OP_WAIT_DATA: return "data from";
+    case TT_OP_WAIT_CREDIT: return "free buffer space at";
+    case TT_OP_WAIT_FLUSH: return "the socket to take data for";
+    default: return "its turn on the connection to";
+    }
+}
+
+/* Advances one task; returns its error, if it failed. */
+static ncclResult_t task_progress(struct tt_task *t, struct tt_batch *b, bool *progressed,
+                                  struct tt_wait_hint *hint)
+{
+    struct ncclComm *comm = t->comm;
+    if (!t->started) {
+        if (t->lane &&
+            atomic_load_explicit(&t->lane->serving, memory_order_acquire) != t->ticket)
+            return ncclSuccess;
+        if (comm->async_error != ncclSuccess) {
+            ncclResult_t res = TT_ERROR(comm->async_error,
+                                        "%s #%llu not run: rank %d's communicator failed "
+                                        "before (error %d)",
+                                        tt_coll_name(t->op.coll), (unsigned long long)t->seq,
+                                        comm->rank, (int)comm->async_error);
+            task_finish(t, b, res);
+            return res;
+        }
+        t->started = true;
+        tt_algo_op_start(&t->op);
+    }
+    bool done = false, moved = false;
+    ncclResult_t res = tt_algo_op_progress(&t->op, &done, &moved, hint);
+    if (res != ncclSuccess) {
+        res = TT_ERROR(res, "%s #%llu (%zu elements of %s) failed on rank %d",
+                       tt_coll_name(t->op.coll), (unsigned long long)t->seq, t->op.count,
+                       tt_dtype_name(t->op.redop.dtype), comm->rank);
+        task_finish(t, b, res);
+        return res;
+    }
+    if (moved) *progressed = true;
+    if (done) {
+        task_finish(t, b, ncclSuccess);
+        *progressed = true;
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t tt_batch_progress(struct tt_batch *b, bool *done, bool *progressed,
+                               struct tt_wait_hint *hint)
+{
+    ncclResult_t first = ncclSuccess;
+    *progressed = false;
+    tt_wait_hint_clear(hint);
+    struct tt_wait_hint task_hint;
+    for (struct tt_task *t = b->head; t; t = t->next) {
+        if (t->done) {
+            if (first == ncclSuccess) first = t->result;
+            continue;
+        }
+        tt_wait_hint_clear(&task_hint);
+        ncclResult_t res = task_progress(t, b, progressed, &task_hint);
+        if (res != ncclSuccess && first == ncclSuccess) first = res;
+        /* Sleep on the first waiting task's word; the others are re-checked after it. */
+        if (!t->done && hint->word == NULL && hint->fd < 0) *hint = task_hint;
+    }
+    if (*progressed) b->last_progress_ns = tt_time_ns();
+    *done = b->pending == 0;
+    return *done ? first : ncclSuccess;
+}
+
+/* Fails every unfinished task of the batch with `res`. */
+static ncclResult_t batch_fail(struct tt_batch *b, ncclResult_t res)
+{
+    for (struct tt_task *t = b->head; t; t = t->next)
+        if (!t->done) task_finish(t, b, res);
+    return res;
+}
+
+ncclResult_t tt_batch_check_stall(struct tt_batch *b)
+{
+    for (struct tt_task *t = b->head; t; t = t->next) {
+        if (t->done) continue;
+        if (atomic_load_explicit(&t->comm->abort, memory_order_relaxed) ||
+            atomic_load_explicit(&t->comm->revoked, memory_order_relaxed))
+            return batch_fail(b, TT_ERROR(ncclInvalidUsage,
+                                          "%s #%llu: communicator of rank %d was %s",
+                                          tt_coll_name(t->op.coll), (unsigned long long)t->seq,
+                                          t->comm->rank,
+                                          atomic_load(&t->comm->abort) ? "aborted"
+                                                                       : "revoked"));
+    }
+    for (struct tt_task *t = b->head; t; t = t->next) {
+        if (t->done) continue;
+        int64_t timeout_ms = t->comm->timeout_ms;
+        if (timeout_ms <= 0 ||
+            tt_time_ns() - b->last_progress_ns < (uint64_t)timeout_ms * 1000000ull)
+            return ncclSuccess;
+        int peer = t->started ? t->op.waiting_peer
+                   : t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV ? t->peer
+                                                                               : -1;
+        return batch_fail(b, TT_ERROR(ncclSystemError,
+                                      "%s #%llu (%zu elements of %s) made no progress for %lld ms "
+                                      "on rank %d, waiting for %s rank %d (TUTTI_TIMEOUT_MS)",
+                                      tt_coll_name(t->op.coll), (unsigned long long)t->seq,
+                                      t->op.count, tt_dtype_name(t->op.redop.dtype),
+                                      (long long)timeout_ms, t->comm->rank,
+                                      t->started ? wait_text(t->op.waiting) : wait_text(0),
+                                      peer));
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t tt_batch_run(struct tt_batch *b)
+{
+    struct tt_backoff backoff;
+    struct tt_wait_hint hint;
+    tt_backoff_init_spin(&backoff, b->head ? b->head->comm->spin_limit : 0);
+    for (;;) {
+        bool done, progressed;
+        ncclResult_t res = tt_batch_progress(b, &done, &progressed, &hint);
+        if (done) return res;
+        if (progressed) {
+            tt_backoff_reset(&backoff);
+            continue;
+        }
+        TT_TRY(tt_batch_check_stall(b));
+        tt_backoff_pause(&backoff, &hint);
+    }
+}
+
+/* The selection model's estimate for one task: a per-step latency and a per-byte cost for each
+ * step of its schedule. The constants are this host's shared-memory figures (docs/design.md);
+ * ncclGroupSimulateEnd reports the sum. */
+float tt_task_estimate_us(const struct tt_task *t)
+{
+    const double step_us = 1.5, us_per_byte = 1.0 / 4000.0; /* ~4 GB/s per link */
+    double n = t->comm->nranks, bytes = (double)t->op.count * (double)t->op.elt_bytes;
+    switch (t->op.coll) {
+    case TT_COLL_ALLREDUCE: return (float)(2 * (n - 1) * (step_us + bytes / n * us_per_byte));
+    case TT_COLL_ALLGATHER: return (float)((n - 1) * (step_us + bytes * us_per_byte));
+    case TT_COLL_REDUCESCATTER: return (float)((n - 1) * (step_us + bytes * us_per_byte));
+    case TT_COLL_BROADCAST:
+    case TT_COLL_REDUCE: return (float)((n - 1) * step_us + bytes * us_per_byte);
+    default: return (float)(step_us + bytes * us_per_byte);
+    }
+}

@@ -1,0 +1,163 @@
+/* Group calls, with NCCL's rules: thread-local nesting; operations deferred to the outermost
+ * end; an error inside a group is returned by the call that caused it and again by the end,
+ * which then discards the whole group; blocking and nonblocking communicators may not be mixed
+ * in one group; all operations of a group use one stream. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/group.h"
+#include "core/stream.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/time.h"
+
+struct group_state {
+    int depth;
+    struct tt_batch batch;
+    ncclResult_t error;
+    cudaStream_t stream;
+    bool any_blocking;
+    bool any_nonblocking;
+    struct ncclComm **inits;
+    int init_count;
+    int init_cap;
+};
+
+static _Thread_local struct group_state group;
+
+int tt_group_depth(void) { return group.depth; }
+
+ncclResult_t tt_group_start(void)
+{
+    if (group.depth == 0) {
+        tt_batch_init(&group.batch);
+        group.error = ncclSuccess;
+        group.stream = NULL;
+        group.any_blocking = group.any_nonblocking = false;
+        group.init_count = 0;
+    }
+    group.depth++;
+    return ncclSuccess;
+}
+
+static ncclResult_t remember(ncclResult_t res)
+{
+    if (res != ncclSuccess && group.error == ncclSuccess) group.error = res;
+    return res;
+}
+
+void tt_group_note_error(ncclResult_t res)
+{
+    if (group.depth > 0) remember(res);
+}
+
+ncclResult_t tt_group_add(struct ncclComm *comm, const struct tt_coll_args *args,
+                          tt_group_expand_fn expand)
+{
+    if (group.batch.count > 0 && args->stream != group.stream)
+        return remember(TT_ERROR(ncclInvalidUsage,
+                                 "%s: all operations of a group must use the same stream",
+                                 tt_coll_name(args->coll)));
+    if ((comm->blocking && group.any_nonblocking) || (!comm->blocking && group.any_blocking))
+        return remember(TT_ERROR(ncclInvalidUsage,
+                                 "%s: a group may not mix blocking and nonblocking "
+                                 "communicators",
+                                 tt_coll_name(args->coll)));
+    group.stream = args->stream;
+    if (comm->blocking) group.any_blocking = true; else group.any_nonblocking = true;
+    return remember(expand(&group.batch, comm, args));
+}
+
+ncclResult_t tt_group_add_init(struct ncclComm *comm)
+{
+    if (group.init_count == group.init_cap) {
+        int cap = group.init_cap ? 2 * group.init_cap : 8;
+        struct ncclComm **grown = realloc(group.inits, (size_t)cap * sizeof *grown);
+        if (grown == NULL) return remember(TT_ERROR(ncclSystemError, "out of memory in a group"));
+        group.inits = grown;
+        group.init_cap = cap;
+    }
+    group.inits[group.init_count++] = comm;
+    return ncclSuccess;
+}
+
+/* Waits for the inits issued in the group; the first failure is the group's result. */
+static ncclResult_t wait_inits(void)
+{
+    ncclResult_t first = ncclSuccess;
+    for (int i = 0; i < group.init_count; i++) {
+        ncclResult_t res = tt_comm_wait_ready(group.inits[i]);
+        if (res != ncclSuccess && first == ncclSuccess) first = res;
+    }
+    group.init_count = 0;
+    return first;
+}
+
+/* Ends the group without running anything (error or simulation). */
+static void discard(void)
+{
+    tt_batch_clear(&group.batch);
+    group.depth = 0;
+    free(group.inits);
+    group.inits = NULL;
+    group.init_cap = 0;
+}
+
+ncclResult_t tt_group_end(void)
+{
+    if (group.depth == 0)
+        return TT_ERROR(ncclInvalidUsage, "ncclGroupEnd called without a matching "
+                                          "ncclGroupStart");
+    if (--group.depth > 0) return ncclSuccess;
+    ncclResult_t res = wait_inits();
+    if (group.error != ncclSuccess || res != ncclSuccess) {
+        ncclResult_t err = group.error != ncclSuccess ? group.error : res;
+        discard();
+        return TT_ERROR(err, "ncclGroupEnd: the group failed (error %d); none of its "
+                             "operations ran", (int)err);
+    }
+    if (group.batch.count == 0) {
+        discard();
+        return ncclSuccess;
+    }
+    /* The batch moves out of the thread-local state: a stream or a background queue owns it
+     * from here, and a new group may start at once. */
+    struct tt_batch *b = malloc(sizeof *b);
+    if (b == NULL) {
+        discard();
+        return TT_ERROR(ncclSystemError, "out of memory ending a group");
+    }
+    *b = group.batch;
+    tt_batch_init(&group.batch);
+    cudaStream_t stream = group.stream;
+    bool nonblocking = group.any_nonblocking;
+    discard();
+    res = tt_batch_submit(b);
+    if (res == ncclSuccess && (stream != NULL || nonblocking)) {
+        res = tt_stream_enqueue(stream != NULL ? stream : b->head->comm->background, b);
+        return res != ncclSuccess ? res : stream != NULL ? ncclSuccess : ncclInProgress;
+    }
+    if (res == ncclSuccess) res = tt_batch_run(b);
+    tt_batch_clear(b);
+    free(b);
+    return res;
+}
+
+/* Estimates the group's time with the selection model (a per-byte and a per-step cost for
+ * each task) and ends the group without running anything. */
+ncclResult_t tt_group_simulate_end(ncclSimInfo_t *sim)
+{
+    if (group.depth == 0)
+        return TT_ERROR(ncclInvalidUsage, "ncclGroupSimulateEnd called without a matching "
+                                          "ncclGroupStart");
+    if (--group.depth > 0) return ncclSuccess;
+    ncclResult_t err = group.error;
+    float estimate_us = 0.0f;
+    for (struct tt_task *t = group.batch.head; t; t = t->next)
+        estimate_us += tt_task_estimate_us(t);
+    discard();
+    if (err != ncclSuccess) return err;
+    sim->estimatedTime = estimate_us;
+    return ncclSuccess;
+}

@@ -1,0 +1,162 @@
+/* Point-to-point connections, made on first use. A send to peer p needs this rank's send side
+ * and p's receive side, set up at the same time: the matching operation on p is in p's batch
+ * (NCCL requires matching sends and receives), so both ranks reach this code for that pair.
+ *
+ * The exchange runs in four phases over every connection the batch needs, across all its
+ * communicators at once, so that one thread driving several communicators (ncclCommInitAll)
+ * never waits for itself: (1) set up each side and post its info to the peer, (2) receive the
+ * peers' infos, (3) connect every send side, (4) connect every receive side. Posting never
+ * waits for the receiver, and every rank connects sends before receives, so no rank waits for a
+ * step another rank can only take after it. A connection to oneself uses the self transport and
+ * skips the bootstrap. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/task.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/time.h"
+
+/* Bootstrap tags of the info exchange: the tag names the side the info describes. */
+#define TAG_P2P_SEND_INFO 0x50320001
+#define TAG_P2P_RECV_INFO 0x50320002
+
+struct need {
+    struct ncclComm *comm;
+    int peer;
+    enum tt_conn_dir dir;
+    struct tt_conn_info mine;
+    struct tt_conn_info theirs;
+};
+
+static struct tt_conn *need_conn(const struct need *n)
+{
+    struct tt_p2p_peer *p = &n->comm->p2p[n->peer];
+    return n->dir == TT_CONN_SEND ? &p->send : &p->recv;
+}
+
+static bool *need_ready(const struct need *n)
+{
+    struct tt_p2p_peer *p = &n->comm->p2p[n->peer];
+    return n->dir == TT_CONN_SEND ? &p->send_ready : &p->recv_ready;
+}
+
+static bool listed(const struct need *needs, int count, struct ncclComm *comm, int peer,
+                   enum tt_conn_dir dir)
+{
+    for (int i = 0; i < count; i++)
+        if (needs[i].comm == comm && needs[i].peer == peer && needs[i].dir == dir) return true;
+    return false;
+}
+
+/* Adds (comm, peer, dir) unless connected or listed; a self connection brings its other half. */
+static void add_need(struct need *needs, int *count, struct ncclComm *comm, int peer,
+                     enum tt_conn_dir dir)
+{
+    struct tt_p2p_peer *p = &comm->p2p[peer];
+    bool ready = dir == TT_CONN_SEND ? p->send_ready : p->recv_ready;
+    if (ready || listed(needs, *count, comm, peer, dir)) return;
+    needs[(*count)++] = (struct need){.comm = comm, .peer = peer, .dir = dir};
+    if (peer == comm->rank) add_need(needs, count, comm, peer, dir == TT_CONN_SEND ? TT_CONN_RECV
+                                                                                 : TT_CONN_SEND);
+}
+
+static int compare_comms(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(struct ncclComm *const *)a;
+    uintptr_t y = (uintptr_t)*(struct ncclComm *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+static ncclResult_t exchange(struct need *needs, int count)
+{
+    /* Phase 1: set up every side and post its description to the peer. */
+    for (int i = 0; i < count; i++) {
+        struct need *n = &needs[i];
+        struct tt_conn *conn = need_conn(n);
+        *conn = (struct tt_conn){.transport = tt_comm_pick_transport(n->comm, n->peer),
+                                 .peer = n->peer, .dir = n->dir,
+                                 .slot_bytes = n->comm->slot_bytes, .tag = 1};
+        TT_TRY(conn->transport->setup(&n->comm->tctx, conn, &n->mine));
+        if (n->peer != n->comm->rank)
+            TT_TRY(tt_bootstrap_send(n->comm->bootstrap, n->peer,
+                                     n->dir == TT_CONN_SEND ? TAG_P2P_SEND_INFO
+                                                            : TAG_P2P_RECV_INFO,
+                                     &n->mine, sizeof n->mine));
+    }
+    /* Phase 2: the peer's side of each connection. */
+    for (int i = 0; i < count; i++) {
+        struct need *n = &needs[i];
+        if (n->peer != n->comm->rank) {
+            TT_TRY(tt_bootstrap_recv(n->comm->bootstrap, n->peer,
+                                     n->dir == TT_CONN_SEND ? TAG_P2P_RECV_INFO
+                                                            : TAG_P2P_SEND_INFO,
+                                     &n->theirs, sizeof n->theirs));
+            continue;
+        }
+        for (int j = 0; j < count; j++)
+            if (needs[j].comm == n->comm && needs[j].peer == n->peer && needs[j].dir != n->dir)
+                n->theirs = needs[j].mine;
+    }
+    /* Phases 3 and 4: every send side, then every receive side. */
+    for (int pass = 0; pass < 2; pass++) {
+        enum tt_conn_dir dir = pass == 0 ? TT_CONN_SEND : TT_CONN_RECV;
+        for (int i = 0; i < count; i++) {
+            struct need *n = &needs[i];
+            if (n->dir != dir) continue;
+            struct tt_conn *conn = need_conn(n);
+            uint64_t deadline = tt_deadline_after_ms(n->comm->timeout_ms);
+            TT_TRY(conn->transport->connect(&n->comm->tctx, conn, &n->theirs, deadline));
+            *need_ready(n) = true;
+            TT_INFO(TT_SUB_P2P, "p2p: %d %s %d via %s", n->comm->rank,
+                    dir == TT_CONN_SEND ? "->" : "<-", n->peer, conn->transport->name);
+        }
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t tt_p2p_connect(struct tt_batch *b)
+{
+    int max = 0;
+    for (struct tt_task *t = b->head; t; t = t->next)
+        if (t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV) max += 2;
+    if (max == 0) return ncclSuccess;
+
+    struct need *needs = NULL;
+    struct ncclComm **comms = NULL;
+    int count = 0, ncomms = 0;
+    ncclResult_t res = ncclSuccess;
+    TT_TRY(TT_CALLOC(&needs, (size_t)max));
+    TT_TRY_GOTO(TT_CALLOC(&comms, (size_t)max), res, out);
+    for (struct tt_task *t = b->head; t; t = t->next) {
+        if (t->op.coll != TT_COLL_SEND && t->op.coll != TT_COLL_RECV) continue;
+        bool seen = false;
+        for (int i = 0; i < ncomms && !seen; i++) seen = comms[i] == t->comm;
+        if (!seen) comms[ncomms++] = t->comm;
+    }
+    /* The bootstrap is not thread-safe: lock every communicator involved, in address order so
+     * that two threads locking overlapping sets cannot deadlock. Checking what is connected
+     * happens under the locks, since another thread may connect the same pair meanwhile. */
+    qsort(comms, (size_t)ncomms, sizeof *comms, compare_comms);
+    for (int i = 0; i < ncomms; i++) pthread_mutex_lock(&comms[i]->bootstrap_lock);
+    for (struct tt_task *t = b->head; t; t = t->next) {
+        if (t->op.coll == TT_COLL_SEND) add_need(needs, &count, t->comm, t->peer, TT_CONN_SEND);
+        if (t->op.coll == TT_COLL_RECV) add_need(needs, &count, t->comm, t->peer, TT_CONN_RECV);
+    }
+    if (count > 0) res = exchange(needs, count);
+    for (int i = ncomms - 1; i >= 0; i--) pthread_mutex_unlock(&comms[i]->bootstrap_lock);
+    if (res != ncclSuccess) {
+        /* A half-made connection is closed, so the next attempt starts clean. */
+        for (int i = 0; i < count; i++) {
+            if (*need_ready(&needs[i])) continue;
+            struct tt_conn *conn = need_conn(&needs[i]);
+            if (conn->transport) conn->transport->close(conn);
+            memset(conn, 0, sizeof *conn);
+        }
+    }
+out:
+    free(comms);
+    free(needs);
+    return res;
+}

@@ -1,0 +1,284 @@
+/* Host streams and the engine thread.
+ *
+ * A stream is a mutex-protected FIFO of submitted batches. The engine thread, started with the
+ * first stream and stopped with the last, walks all streams and progresses the head batch of
+ * each; a finished batch is popped, its first error kept for the next synchronize or query,
+ * and waiters are woken. With nothing queued anywhere the thread sleeps on a condition
+ * variable; with work that cannot move it backs off like any waiter (spin, yield, short sleep).
+ * The handle given to the user is the struct's address, checked against the list of live
+ * streams before use, so a stale or foreign handle is an error, not a crash. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/comm.h"
+#include "core/stream.h"
+#include "util/err.h"
+#include "util/log.h"
+
+struct tt_stream {
+    pthread_mutex_t lock;
+    pthread_cond_t done_cond;
+    struct tt_batch *head;
+    struct tt_batch *tail;
+    uint64_t queued;
+    uint64_t completed;
+    ncclResult_t error; /* first error of completed batches, until reported */
+    struct tt_stream *next;
+};
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t work_cond;
+    struct tt_stream *streams;
+    int count;
+    bool running;
+    uint64_t gen; /* a thread runs while the generation it was started in is current */
+    pthread_t thread;
+    uint64_t work_seq; /* bumped by every enqueue, so the thread never misses one */
+} engine = {.lock = PTHREAD_MUTEX_INITIALIZER, .work_cond = PTHREAD_COND_INITIALIZER};
+
+static void batch_free(struct tt_batch *b)
+{
+    tt_batch_clear(b);
+    free(b);
+}
+
+/* One pass over every stream's head batch (engine lock held). Returns whether anything is
+ * still queued; *progressed and `hint` as for tt_batch_progress. */
+static bool engine_pass(bool *progressed, struct tt_wait_hint *hint)
+{
+    bool busy = false;
+    struct tt_wait_hint batch_hint;
+    tt_wait_hint_clear(hint);
+    for (struct tt_stream *s = engine.streams; s; s = s->next) {
+        pthread_mutex_lock(&s->lock);
+        struct tt_batch *b = s->head;
+        pthread_mutex_unlock(&s->lock);
+        if (b == NULL) continue;
+        busy = true;
+        bool done = false, moved = false;
+        ncclResult_t res = tt_batch_progress(b, &done, &moved, &batch_hint);
+        if (moved) *progressed = true;
+        if (!done) {
+            res = tt_batch_check_stall(b);
+            done = res != ncclSuccess;
+        }
+        if (!done) {
+            if (hint->word == NULL && hint->fd < 0) *hint = batch_hint;
+            continue;
+        }
+        *progressed = true;
+        pthread_mutex_lock(&s->lock);
+        s->head = b->next;
+        if (s->head == NULL) s->tail = NULL;
+        if (res != ncclSuccess && s->error == ncclSuccess) s->error = res;
+        s->completed++;
+        pthread_cond_broadcast(&s->done_cond);
+        pthread_mutex_unlock(&s->lock);
+        batch_free(b);
+    }
+    return busy;
+}
+
+static void *engine_main(void *arg)
+{
+    uint64_t gen = (uint64_t)(uintptr_t)arg;
+    tt_log_set_rank(-1);
+    struct tt_backoff backoff;
+    struct tt_wait_hint hint;
+    tt_backoff_init(&backoff);
+    pthread_mutex_lock(&engine.lock);
+    while (engine.gen == gen) {
+        bool progressed = false;
+        uint64_t seen = engine.work_seq;
+        bool busy = engine_pass(&progressed, &hint);
+        if (progressed) {
+            tt_backoff_reset(&backoff);
+            continue;
+        }
+        if (!busy) {
+            /* Idle: sleep until an enqueue (or a stream's creation/destruction) signals. */
+            while (engine.work_seq == seen && engine.gen == gen)
+                pthread_cond_wait(&engine.work_cond, &engine.lock);
+            tt_backoff_reset(&backoff);
+            continue;
+        }
+        /* Blocked: back off without the lock, so enqueues and stream changes go through. */
+        pthread_mutex_unlock(&engine.lock);
+        tt_backoff_pause(&backoff, &hint);
+        pthread_mutex_lock(&engine.lock);
+    }
+    pthread_mutex_unlock(&engine.lock);
+    return NULL;
+}
+
+static bool stream_live(const struct tt_stream *s)
+{
+    for (struct tt_stream *it = engine.streams; it; it = it->next)
+        if (it == s) return true;
+    return false;
+}
+
+ncclResult_t tt_stream_check(cudaStream_t stream, const char *caller)
+{
+    if (stream == NULL) return ncclSuccess;
+    pthread_mutex_lock(&engine.lock);
+    bool live = stream_live((const struct tt_stream *)(void *)stream);
+    pthread_mutex_unlock(&engine.lock);
+    if (!live)
+        return TT_ERROR(ncclInvalidUsage,
+                        "%s: stream %p is not a Tutti host stream (tuttiStreamCreate); CUDA "
+                        "streams need a CUDA build, and host buffers may also use stream NULL",
+                        caller, (void *)stream);
+    return ncclSuccess;
+}
+
+ncclResult_t tt_stream_create(cudaStream_t *out)
+{
+    struct tt_stream *s = calloc(1, sizeof *s);
+    if (s == NULL) return TT_ERROR(ncclSystemError, "out of memory creating a stream");
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->done_cond, NULL);
+    s->error = ncclSuccess;
+    pthread_mutex_lock(&engine.lock);
+    if (!engine.running) {
+        int err = pthread_create(&engine.thread, NULL, engine_main,
+                                 (void *)(uintptr_t)engine.gen);
+        if (err != 0) {
+            pthread_mutex_unlock(&engine.lock);
+            free(s);
+            return TT_ERROR(ncclSystemError, "cannot start the progress thread: %s",
+                            strerror(err));
+        }
+        engine.running = true;
+    }
+    s->next = engine.streams;
+    engine.streams = s;
+    engine.count++;
+    pthread_mutex_unlock(&engine.lock);
+    *out = (cudaStream_t)(void *)s;
+    return ncclSuccess;
+}
+
+ncclResult_t tt_stream_enqueue(cudaStream_t stream, struct tt_batch *b)
+{
+    struct tt_stream *s = (struct tt_stream *)(void *)stream;
+    b->next = NULL;
+    pthread_mutex_lock(&s->lock);
+    if (s->tail) s->tail->next = b; else s->head = b;
+    s->tail = b;
+    s->queued++;
+    pthread_mutex_unlock(&s->lock);
+    pthread_mutex_lock(&engine.lock);
+    engine.work_seq++;
+    pthread_cond_signal(&engine.work_cond);
+    pthread_mutex_unlock(&engine.lock);
+    return ncclSuccess;
+}
+
+uint64_t tt_stream_pending(cudaStream_t stream)
+{
+    struct tt_stream *s = (struct tt_stream *)(void *)stream;
+    pthread_mutex_lock(&s->lock);
+    uint64_t pending = s->queued - s->completed;
+    pthread_mutex_unlock(&s->lock);
+    return pending;
+}
+
+/* Waits until the batches queued before the call have finished. The engine fails a stuck
+ * batch after TUTTI_TIMEOUT_MS without progress, so this wait ends. */
+static void wait_drained(struct tt_stream *s)
+{
+    pthread_mutex_lock(&s->lock);
+    uint64_t target = s->queued;
+    while (s->completed < target) pthread_cond_wait(&s->done_cond, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static ncclResult_t take_error(struct tt_stream *s)
+{
+    pthread_mutex_lock(&s->lock);
+    ncclResult_t res = s->error;
+    s->error = ncclSuccess;
+    pthread_mutex_unlock(&s->lock);
+    return res;
+}
+
+ncclResult_t tt_stream_synchronize(cudaStream_t stream)
+{
+    struct tt_stream *s = (struct tt_stream *)(void *)stream;
+    wait_drained(s);
+    ncclResult_t res = take_error(s);
+    if (res != ncclSuccess)
+        return TT_ERROR(res, "tuttiStreamSynchronize: an operation on stream %p failed "
+                             "(error %d); see the message logged when it failed",
+                        (void *)stream, (int)res);
+    return ncclSuccess;
+}
+
+ncclResult_t tt_stream_query(cudaStream_t stream)
+{
+    struct tt_stream *s = (struct tt_stream *)(void *)stream;
+    pthread_mutex_lock(&s->lock);
+    bool busy = s->completed < s->queued;
+    pthread_mutex_unlock(&s->lock);
+    if (busy) return ncclInProgress;
+    return take_error(s);
+}
+
+ncclResult_t tt_stream_destroy(cudaStream_t stream)
+{
+    struct tt_stream *s = (struct tt_stream *)(void *)stream;
+    wait_drained(s);
+    pthread_mutex_lock(&engine.lock);
+    for (struct tt_stream **it = &engine.streams; *it; it = &(*it)->next) {
+        if (*it == s) {
+            *it = s->next;
+            break;
+        }
+    }
+    bool last = --engine.count == 0;
+    if (last) {
+        engine.gen++;
+        engine.running = false;
+        pthread_cond_signal(&engine.work_cond);
+    }
+    pthread_t thread = engine.thread;
+    pthread_mutex_unlock(&engine.lock);
+    if (last) pthread_join(thread, NULL);
+    pthread_cond_destroy(&s->done_cond);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+    return ncclSuccess;
+}
+
+/* Whether any queued batch has a task of `comm` (engine lock held). */
+static bool comm_queued(const struct ncclComm *comm)
+{
+    for (struct tt_stream *s = engine.streams; s; s = s->next) {
+        pthread_mutex_lock(&s->lock);
+        bool found = false;
+        for (struct tt_batch *b = s->head; b && !found; b = b->next)
+            for (struct tt_task *t = b->head; t && !found; t = t->next)
+                found = t->comm == comm;
+        pthread_mutex_unlock(&s->lock);
+        if (found) return true;
+    }
+    return false;
+}
+
+void tt_stream_wait_comm_idle(const struct ncclComm *comm)
+{
+    for (;;) {
+        pthread_mutex_lock(&engine.lock);
+        bool queued = comm_queued(comm);
+        pthread_mutex_unlock(&engine.lock);
+        if (!queued) return;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 500000};
+        nanosleep(&ts, NULL);
+    }
+}
