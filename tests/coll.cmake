@@ -1,0 +1,88 @@
+# The collective correctness matrix (label coll): coll_matrix runs as every rank under tutti-run
+# and checks every element bit for bit (tests/coll_matrix.c). The entries below span ranks
+# {1,2,3,4,5,8} x transport {shm, tcp}; every dtype x op runs at 2, 3 and 4 ranks on both
+# transports. TUTTI_CHUNK_BYTES shrinks the slots so that small counts cross many chunks and wrap
+# the FIFO; the big counts (a few MiB) run with the default slots only, trimmed to a few dtypes
+# and ops at 5 and 8 ranks, so that the whole label stays within about 6 minutes on 2 cores.
+add_executable(coll_matrix ${CMAKE_SOURCE_DIR}/tests/coll_matrix.c
+                           ${CMAKE_SOURCE_DIR}/tests/harness.c)
+target_include_directories(coll_matrix PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+target_compile_options(coll_matrix PRIVATE ${TUTTI_WARNINGS})
+target_link_libraries(coll_matrix PRIVATE tutti m)
+
+if(TARGET tutti-run)
+  # tutti_coll_test(NAME RANKS shm|tcp TIMEOUT seconds [CHUNK bytes] [ENV VAR=value...]
+  #                 ARGS coll_matrix-args...); ENV selects, for example, an algorithm (NCCL_ALGO).
+  function(tutti_coll_test name nranks transport)
+    cmake_parse_arguments(T "" "TIMEOUT;CHUNK" "ENV;ARGS" ${ARGN})
+    # An operation that hangs fails on its own deadline, well before CTest's timeout.
+    set(env "TUTTI_TIMEOUT_MS=60000" ${T_ENV})
+    if(transport STREQUAL "tcp")
+      list(APPEND env "NCCL_SHM_DISABLE=1")
+    endif()
+    if(T_CHUNK)
+      list(APPEND env "TUTTI_CHUNK_BYTES=${T_CHUNK}")
+    endif()
+    math(EXPR run_timeout "${T_TIMEOUT} - 10")
+    add_test(NAME ${name}
+             COMMAND $<TARGET_FILE:tutti-run> -n ${nranks} --timeout ${run_timeout}
+                     $<TARGET_FILE:coll_matrix> ${T_ARGS})
+    set(procs 1)
+    if(nranks GREATER 1)
+      set(procs 2)
+    endif()
+    set_tests_properties(${name} PROPERTIES LABELS coll TIMEOUT ${T_TIMEOUT}
+                         ENVIRONMENT "${env}" PROCESSORS ${procs} SKIP_RETURN_CODE 77)
+  endfunction()
+
+  set(small_counts --counts 0,1,7,chunk-1,chunk,chunk+1,4099 --iters 2)
+  set(tiny_counts --counts 0,1,7,chunk-1,chunk,chunk+1,257)
+  set(big_counts --counts chunk-1,chunk,chunk+1,big)
+
+  # Every dtype x op x collective x root x in-place form, small and medium counts, 256-byte slots.
+  foreach(n 1 2 3 4 5 8)
+    foreach(tr shm tcp)
+      if(n EQUAL 1 AND tr STREQUAL "tcp")
+        continue() # one rank has no peer: no transport to choose
+      endif()
+      tutti_coll_test(coll_n${n}_${tr} ${n} ${tr} TIMEOUT 180 CHUNK 256 ARGS ${small_counts})
+    endforeach()
+  endforeach()
+
+  # Tiny slots: 64 bytes; 24 (3 elements of the widest dtype); 36, which cuts 8-byte elements
+  # across slots; and 8, one widest element per slot.
+  tutti_coll_test(coll_n3_shm_chunk64 3 shm TIMEOUT 120 CHUNK 64 ARGS ${tiny_counts})
+  tutti_coll_test(coll_n4_tcp_chunk64 4 tcp TIMEOUT 120 CHUNK 64 ARGS ${tiny_counts})
+  tutti_coll_test(coll_n4_shm_chunk24 4 shm TIMEOUT 120 CHUNK 24 ARGS ${tiny_counts})
+  tutti_coll_test(coll_n3_tcp_chunk24 3 tcp TIMEOUT 120 CHUNK 24 ARGS ${tiny_counts})
+  tutti_coll_test(coll_n8_shm_chunk24 8 shm TIMEOUT 120 CHUNK 24 ARGS ${tiny_counts})
+  tutti_coll_test(coll_n5_shm_chunk36 5 shm TIMEOUT 120 CHUNK 36 ARGS ${tiny_counts})
+  tutti_coll_test(coll_n4_tcp_chunk36 4 tcp TIMEOUT 120 CHUNK 36 ARGS ${tiny_counts})
+  tutti_coll_test(coll_n3_shm_chunk8 3 shm TIMEOUT 120 CHUNK 8 ARGS --counts 1,7,8,9,65)
+
+  # Default slots, counts around one slot and a few MiB: every dtype and op at 2-4 ranks, a
+  # trimmed set at 1, 5 and 8.
+  tutti_coll_test(coll_n1_shm_big 1 shm TIMEOUT 180 ARGS ${big_counts} --ops sum,avg)
+  foreach(tr shm tcp)
+    foreach(n 2 3)
+      tutti_coll_test(coll_n${n}_${tr}_big ${n} ${tr} TIMEOUT 300 ARGS ${big_counts})
+    endforeach()
+    tutti_coll_test(coll_n4_${tr}_big 4 ${tr} TIMEOUT 300 ARGS --counts chunk+1,big)
+    tutti_coll_test(coll_n5_${tr}_big 5 ${tr} TIMEOUT 300
+                    ARGS --counts big --dtypes int8,bfloat16,float32 --ops sum,avg --roots few)
+    tutti_coll_test(coll_n8_${tr}_big 8 ${tr} TIMEOUT 300
+                    ARGS --counts big --dtypes bfloat16,float32 --ops sum,avg)
+  endforeach()
+endif()
+
+# tutti-perf's own check (-c 1) over every collective, dtype and op at a few sizes: it must find
+# no wrong element, and it keeps the benchmark's command line working.
+if(TARGET tutti-run AND TARGET tutti-perf)
+  foreach(coll all_reduce all_gather reduce_scatter broadcast reduce)
+    add_test(NAME perf_check_${coll}
+             COMMAND $<TARGET_FILE:tutti-run> -n 3 --timeout 110 $<TARGET_FILE:tutti-perf>
+                     -t ${coll} -b 8 -e 1M -f 16 -d all -o all -r 1 -n 2 -w 1 -c 1)
+    set_tests_properties(perf_check_${coll} PROPERTIES LABELS perf TIMEOUT 120
+                         ENVIRONMENT "TUTTI_TIMEOUT_MS=60000" PROCESSORS 2)
+  endforeach()
+endif()

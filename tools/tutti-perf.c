@@ -1,0 +1,703 @@
+/* tutti-perf: an nccl-tests-style benchmark, run as every rank under a launcher
+ * (`tutti-run -n 4 tutti-perf -b 8 -e 64M`). Rank 0 prints nccl-tests' table: size, count, type,
+ * redop, root, then time, algbw, busbw and #wrong for the out-of-place and the in-place forms.
+ *
+ * Timing is barrier-free, as in nccl-tests: after `warmup` calls, `iters` calls run back to back
+ * and the per-call time is their elapsed time divided by `iters`; ranks' times are combined with
+ * the library's own AllReduce (-a: rank 0's, average, min or max). With -c 1 each size and form
+ * also runs one call on exact inputs and counts the elements that differ from the independent
+ * reference of tests/harness.h; the exit status is 1 when any did. New collectives are one more
+ * entry of the `colls` table. Uses the public API only. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "nccl.h"
+#include "tutti.h"
+
+/* One call of a collective: `count` is NCCL's count argument. */
+struct call {
+    ncclComm_t comm;
+    const struct th_dtype *type;
+    ncclRedOp_t op;
+    int root;
+    size_t count;
+};
+
+struct coll_desc {
+    const char *name;   /* nccl-tests' name: "all_reduce" */
+    enum th_coll model; /* the harness's model, for -c */
+    bool has_op;
+    bool has_root;
+    /* Ranks whose data each rank's buffer holds: NCCL's count argument is total / per_rank. */
+    bool per_rank;
+    double (*bus_factor)(int nranks);
+    ncclResult_t (*run)(const struct call *c, const void *send, void *recv);
+};
+
+static double factor_allreduce(int n)
+{
+    return 2.0 * (n - 1) / n;
+}
+
+static double factor_gather(int n)
+{
+    return (double)(n - 1) / n;
+}
+
+static double factor_one(int n)
+{
+    (void)n;
+    return 1.0;
+}
+
+static ncclResult_t run_allreduce(const struct call *c, const void *send, void *recv)
+{
+    return ncclAllReduce(send, recv, c->count, c->type->dtype, c->op, c->comm, NULL);
+}
+
+static ncclResult_t run_allgather(const struct call *c, const void *send, void *recv)
+{
+    return ncclAllGather(send, recv, c->count, c->type->dtype, c->comm, NULL);
+}
+
+static ncclResult_t run_reducescatter(const struct call *c, const void *send, void *recv)
+{
+    return ncclReduceScatter(send, recv, c->count, c->type->dtype, c->op, c->comm, NULL);
+}
+
+static ncclResult_t run_broadcast(const struct call *c, const void *send, void *recv)
+{
+    return ncclBroadcast(send, recv, c->count, c->type->dtype, c->root, c->comm, NULL);
+}
+
+static ncclResult_t run_reduce(const struct call *c, const void *send, void *recv)
+{
+    return ncclReduce(send, recv, c->count, c->type->dtype, c->op, c->root, c->comm, NULL);
+}
+
+/* Bus bandwidth factors as NCCL documents them (nccl-tests' PERFORMANCE.md). */
+static const struct coll_desc colls[] = {
+    {"all_reduce", TH_ALLREDUCE, true, false, false, factor_allreduce, run_allreduce},
+    {"all_gather", TH_ALLGATHER, false, false, true, factor_gather, run_allgather},
+    {"reduce_scatter", TH_REDUCESCATTER, true, false, true, factor_gather, run_reducescatter},
+    {"broadcast", TH_BROADCAST, false, true, false, factor_one, run_broadcast},
+    {"reduce", TH_REDUCE, true, true, false, factor_one, run_reduce},
+};
+#define NUM_COLLS (sizeof(colls) / sizeof(colls[0]))
+
+struct options {
+    size_t min_bytes;
+    size_t max_bytes;
+    size_t step_bytes; /* additive steps when non-zero, else step_factor */
+    double step_factor;
+    int iters;
+    int warmup;
+    int check;
+    int average; /* 0: rank 0's time, 1: average, 2: min, 3: max */
+    int blocking;
+    int root;
+    const struct coll_desc *coll;
+    const struct th_dtype *dtypes[TH_NUM_DTYPES];
+    int ndtypes;
+    ncclRedOp_t ops[TH_NUM_OPS];
+    int nops;
+    const char *json_path;
+    bool csv;
+};
+
+/* The measurement of one size: [0] out-of-place, [1] in-place. */
+struct row {
+    size_t bytes;
+    size_t count;
+    const struct th_dtype *type;
+    const char *redop;
+    int root;
+    double time_us[2];
+    double algbw[2];
+    double busbw[2];
+    double wrong[2]; /* -1 when not checked */
+};
+
+struct bench {
+    ncclComm_t comm;
+    int rank;
+    int nranks;
+    struct options opt;
+    unsigned char *send_buf;
+    unsigned char *recv_buf;
+    unsigned char *want;
+    struct row *rows;
+    size_t nrows;
+    size_t cap_rows;
+    double wrong_total;
+    double busbw_sum;
+    size_t busbw_n;
+};
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: tutti-run -n N tutti-perf [options]\n"
+            "  -t, --collective NAME  all_reduce (default), all_gather, reduce_scatter,\n"
+            "                         broadcast, reduce\n"
+            "  -b, --minbytes SIZE    smallest size (default 32M); suffixes K, M, G\n"
+            "  -e, --maxbytes SIZE    largest size (default 32M)\n"
+            "  -f, --stepfactor F     multiply the size by F (default 2)\n"
+            "  -i, --stepbytes SIZE   add SIZE instead of multiplying\n"
+            "  -n, --iters N          timed calls per size (default 20)\n"
+            "  -w, --warmup_iters N   untimed calls first (default 5)\n"
+            "  -c, --check 0|1        check one call per size and form (default 1)\n"
+            "  -o, --op OP            sum, prod, max, min, avg or all (default sum)\n"
+            "  -d, --datatype TYPE    int8 uint8 int32 uint32 int64 uint64 half float double\n"
+            "                         bfloat16 f8e4m3 f8e5m2, or all (default float)\n"
+            "  -r, --root R           root of broadcast and reduce (default 0)\n"
+            "  -z, --blocking 0|1     accepted for nccl-tests compatibility\n"
+            "  -a, --average 0..3     time shown: 0 rank 0, 1 average, 2 min, 3 max (default 1)\n"
+            "      --json FILE        also write the results as JSON\n"
+            "      --csv              print CSV instead of the table\n");
+}
+
+static bool parse_size(const char *text, size_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno != 0 || end == text || v < 0) {
+        return false;
+    }
+    switch (*end) {
+    case 'k':
+    case 'K':
+        v *= 1024.0;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        v *= 1024.0 * 1024.0;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        v *= 1024.0 * 1024.0 * 1024.0;
+        end++;
+        break;
+    default:
+        break;
+    }
+    if (*end != '\0') {
+        return false;
+    }
+    *out = (size_t)v;
+    return true;
+}
+
+static bool parse_int(const char *text, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) {
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
+static bool parse_options(int argc, char **argv, struct options *o)
+{
+    static const struct option longopts[] = {
+        {"collective", required_argument, NULL, 't'},
+        {"minbytes", required_argument, NULL, 'b'},
+        {"maxbytes", required_argument, NULL, 'e'},
+        {"stepfactor", required_argument, NULL, 'f'},
+        {"stepbytes", required_argument, NULL, 'i'},
+        {"iters", required_argument, NULL, 'n'},
+        {"warmup_iters", required_argument, NULL, 'w'},
+        {"check", required_argument, NULL, 'c'},
+        {"op", required_argument, NULL, 'o'},
+        {"datatype", required_argument, NULL, 'd'},
+        {"root", required_argument, NULL, 'r'},
+        {"blocking", required_argument, NULL, 'z'},
+        {"average", required_argument, NULL, 'a'},
+        {"json", required_argument, NULL, 'J'},
+        {"csv", no_argument, NULL, 'C'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    memset(o, 0, sizeof(*o));
+    o->min_bytes = 32u << 20;
+    o->max_bytes = 32u << 20;
+    o->step_factor = 2.0;
+    o->iters = 20;
+    o->warmup = 5;
+    o->check = 1;
+    o->average = 1;
+    o->blocking = 1;
+    o->coll = &colls[0];
+    o->dtypes[o->ndtypes++] = th_dtype_find(ncclFloat32);
+    o->ops[o->nops++] = ncclSum;
+    int ch;
+    bool ok = true;
+    while (ok && (ch = getopt_long(argc, argv, "t:b:e:f:i:n:w:c:o:d:r:z:a:h", longopts, NULL)) !=
+                     -1) {
+        switch (ch) {
+        case 't': {
+            enum th_coll model;
+            ok = false;
+            for (size_t i = 0; i < NUM_COLLS; i++) {
+                if (th_coll_parse(optarg, &model) && colls[i].model == model) {
+                    o->coll = &colls[i];
+                    ok = true;
+                }
+            }
+            break;
+        }
+        case 'b':
+            ok = parse_size(optarg, &o->min_bytes);
+            break;
+        case 'e':
+            ok = parse_size(optarg, &o->max_bytes);
+            break;
+        case 'f':
+            o->step_factor = strtod(optarg, NULL);
+            o->step_bytes = 0;
+            ok = o->step_factor > 1.0;
+            break;
+        case 'i':
+            ok = parse_size(optarg, &o->step_bytes) && o->step_bytes > 0;
+            break;
+        case 'n':
+            ok = parse_int(optarg, 1, 1 << 30, &o->iters);
+            break;
+        case 'w':
+            ok = parse_int(optarg, 0, 1 << 30, &o->warmup);
+            break;
+        case 'c':
+            ok = parse_int(optarg, 0, 1, &o->check);
+            break;
+        case 'z':
+            ok = parse_int(optarg, 0, 1, &o->blocking);
+            break;
+        case 'a':
+            ok = parse_int(optarg, 0, 3, &o->average);
+            break;
+        case 'r':
+            ok = parse_int(optarg, 0, 1 << 30, &o->root);
+            break;
+        case 'o':
+            o->nops = 0;
+            if (strcmp(optarg, "all") == 0) {
+                for (int p = 0; p < TH_NUM_OPS; p++) {
+                    o->ops[o->nops++] = (ncclRedOp_t)p;
+                }
+            } else {
+                ok = th_op_parse(optarg, &o->ops[o->nops++]);
+            }
+            break;
+        case 'd':
+            o->ndtypes = 0;
+            if (strcmp(optarg, "all") == 0) {
+                for (int d = 0; d < TH_NUM_DTYPES; d++) {
+                    o->dtypes[o->ndtypes++] = &th_dtypes[d];
+                }
+            } else {
+                o->dtypes[o->ndtypes] = th_dtype_parse(optarg);
+                ok = o->dtypes[o->ndtypes++] != NULL;
+            }
+            break;
+        case 'J':
+            o->json_path = optarg;
+            break;
+        case 'C':
+            o->csv = true;
+            break;
+        default:
+            ok = false;
+            break;
+        }
+        if (!ok && ch != 'h' && ch != '?') {
+            fprintf(stderr, "tutti-perf: bad value '%s' for -%c\n", optarg, ch);
+        }
+    }
+    if (!ok || optind != argc || o->min_bytes > o->max_bytes) {
+        usage();
+        return false;
+    }
+    return true;
+}
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+/* Ends the run on a failed library call: the ranks are out of step from here on. */
+static void check_call(struct bench *b, ncclResult_t res, const char *what)
+{
+    if (res != ncclSuccess) {
+        fprintf(stderr, "tutti-perf: rank %d: %s failed: %s: %s\n", b->rank, what,
+                ncclGetErrorString(res), ncclGetLastError(b->comm));
+        ncclCommAbort(b->comm);
+        exit(1);
+    }
+}
+
+static void *alloc_or_die(size_t bytes)
+{
+    void *p = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096 + 4096);
+    if (p == NULL) {
+        fprintf(stderr, "tutti-perf: out of memory (%zu bytes)\n", bytes);
+        exit(1);
+    }
+    memset(p, 0, bytes);
+    return p;
+}
+
+/* nccl-tests' header: the parameters, then one line per rank with its pid and host, gathered
+ * with the library's AllGather. */
+static void print_header(struct bench *b)
+{
+    enum { HOST_BYTES = 60 };
+    struct rank_info {
+        int32_t pid;
+        char host[HOST_BYTES];
+    } self, *all = calloc((size_t)b->nranks, sizeof(self));
+    if (all == NULL) {
+        fprintf(stderr, "tutti-perf: out of memory\n");
+        exit(1);
+    }
+    memset(&self, 0, sizeof(self));
+    self.pid = (int32_t)getpid();
+    gethostname(self.host, HOST_BYTES - 1);
+    check_call(b, ncclAllGather(&self, all, sizeof(self), ncclUint8, b->comm, NULL),
+               "ncclAllGather of the rank table");
+    const struct options *o = &b->opt;
+    if (b->rank == 0 && !o->csv) {
+        printf("# Collective test starting: tutti-perf %s\n", o->coll->name);
+        printf("# nRanks %d minBytes %zu maxBytes %zu step: ", b->nranks, o->min_bytes,
+               o->max_bytes);
+        if (o->step_bytes > 0) {
+            printf("%zu(bytes)", o->step_bytes);
+        } else {
+            printf("%g(factor)", o->step_factor);
+        }
+        printf(" warmup iters: %d iters: %d agg iters: 1 validation: %d blocking: %d "
+               "average: %d\n#\n# Using devices\n",
+               o->warmup, o->iters, o->check, o->blocking, o->average);
+        for (int r = 0; r < b->nranks; r++) {
+            all[r].host[HOST_BYTES - 1] = '\0';
+            printf("#  Rank %2d Group  0 Pid %6d on %10s device  - [host] CPU\n", r,
+                   (int)all[r].pid, all[r].host);
+        }
+        printf("#\n");
+        printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       "
+               "in-place          \n",
+               "", "", "", "", "");
+        printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size",
+               "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
+               "algbw", "busbw", "#wrong");
+        printf("#%11s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)",
+               "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
+               "(GB/s)", "");
+        fflush(stdout);
+    } else if (b->rank == 0) {
+        printf("collective,nranks,size,count,type,redop,root,oop_time_us,oop_algbw,oop_busbw,"
+               "oop_wrong,ip_time_us,ip_algbw,ip_busbw,ip_wrong\n");
+    }
+    free(all);
+}
+
+/* Where the send and receive data of one form live in the two buffers. In place, AllGather
+ * sends from this rank's block of the receive buffer and ReduceScatter receives into this
+ * rank's block of the send buffer, as NCCL defines it; the others pass one pointer twice. */
+static void place(struct bench *b, const struct th_case *tc, bool inplace, void **send,
+                  void **recv)
+{
+    size_t off = th_inplace_offset(tc) * tc->type->bytes;
+    *send = b->send_buf;
+    *recv = b->recv_buf;
+    if (!inplace) {
+        return;
+    }
+    if (tc->coll == TH_REDUCESCATTER) {
+        *recv = b->send_buf + off;
+    } else if (tc->coll == TH_ALLGATHER) {
+        *send = b->recv_buf + off;
+    } else {
+        *send = b->recv_buf;
+    }
+}
+
+/* One checked call on exact inputs: the number of receive elements that differ from the
+ * reference (for a non-root of Reduce, from the buffer as it was). */
+static double check_once(struct bench *b, const struct call *c, const struct th_case *tc,
+                         bool inplace)
+{
+    void *send;
+    void *recv;
+    size_t elt = tc->type->bytes;
+    size_t recv_n = th_recv_count(tc);
+    place(b, tc, inplace, &send, &recv);
+    if (!inplace || tc->coll == TH_ALLGATHER) {
+        th_fill_pattern(b->recv_buf, recv_n * elt, 0x5e57);
+    }
+    th_fill_send(tc, send);
+    if (!th_fill_expect(tc, b->want, 0, recv_n)) {
+        memcpy(b->want, recv, recv_n * elt);
+    }
+    check_call(b, b->opt.coll->run(c, send, recv), b->opt.coll->name);
+    double wrong = 0;
+    if (memcmp(recv, b->want, recv_n * elt) != 0) {
+        for (size_t j = 0; j < recv_n; j++) {
+            wrong += th_load(recv, j, elt) != th_load(b->want, j, elt);
+        }
+    }
+    return wrong;
+}
+
+/* Times one form: `warmup` calls, then `iters` back to back; returns microseconds per call. */
+static double time_form(struct bench *b, const struct call *c, const struct th_case *tc,
+                        bool inplace)
+{
+    void *send;
+    void *recv;
+    place(b, tc, inplace, &send, &recv);
+    th_fill_send(tc, send);
+    for (int i = 0; i < b->opt.warmup; i++) {
+        check_call(b, b->opt.coll->run(c, send, recv), b->opt.coll->name);
+    }
+    double t0 = now_us();
+    for (int i = 0; i < b->opt.iters; i++) {
+        check_call(b, b->opt.coll->run(c, send, recv), b->opt.coll->name);
+    }
+    return (now_us() - t0) / b->opt.iters;
+}
+
+static void format_time(double us, char *buf, size_t bytes)
+{
+    if (us >= 10000.0) {
+        snprintf(buf, bytes, "%7.0f", us);
+    } else if (us >= 100.0) {
+        snprintf(buf, bytes, "%7.1f", us);
+    } else {
+        snprintf(buf, bytes, "%7.2f", us);
+    }
+}
+
+static void print_row(const struct bench *b, const struct row *r)
+{
+    if (b->opt.csv) {
+        printf("%s,%d,%zu,%zu,%s,%s,%d", b->opt.coll->name, b->nranks, r->bytes, r->count,
+               r->type->perf_name, r->redop, r->root);
+        for (int f = 0; f < 2; f++) {
+            printf(",%.3f,%.4f,%.4f,", r->time_us[f], r->algbw[f], r->busbw[f]);
+            if (r->wrong[f] >= 0) {
+                printf("%.0f", r->wrong[f]);
+            }
+        }
+        printf("\n");
+        fflush(stdout);
+        return;
+    }
+    printf("%12zu  %12zu  %8s  %6s  %6d", r->bytes, r->count, r->type->perf_name, r->redop,
+           r->root);
+    for (int f = 0; f < 2; f++) {
+        char t[32];
+        char w[32];
+        format_time(r->time_us[f], t, sizeof(t));
+        if (r->wrong[f] >= 0) {
+            snprintf(w, sizeof(w), "%.0f", r->wrong[f]);
+        } else {
+            snprintf(w, sizeof(w), "N/A");
+        }
+        printf("  %7s  %6.2f  %6.2f  %5s", t, r->algbw[f], r->busbw[f], w);
+    }
+    printf("\n");
+    fflush(stdout);
+}
+
+static void keep_row(struct bench *b, const struct row *r)
+{
+    if (b->nrows == b->cap_rows) {
+        b->cap_rows = b->cap_rows ? 2 * b->cap_rows : 64;
+        b->rows = realloc(b->rows, b->cap_rows * sizeof(*b->rows));
+        if (b->rows == NULL) {
+            fprintf(stderr, "tutti-perf: out of memory\n");
+            exit(1);
+        }
+    }
+    b->rows[b->nrows++] = *r;
+}
+
+/* One size: both forms timed (and checked), combined across ranks, printed by rank 0. */
+static void bench_size(struct bench *b, const struct th_dtype *t, ncclRedOp_t op, size_t bytes)
+{
+    const struct coll_desc *d = b->opt.coll;
+    size_t total = bytes / t->bytes;
+    size_t count = d->per_rank ? total / (size_t)b->nranks : total;
+    struct call c = {b->comm, t, op, b->opt.root, count};
+    struct th_case tc = {
+        .coll = d->model,
+        .type = t,
+        .op = op,
+        .count = count,
+        .root = b->opt.root,
+        .rank = b->rank,
+        .nranks = b->nranks,
+        .seed = th_mix64(bytes * 31u + (uint64_t)t->dtype * 7u + (uint64_t)op),
+    };
+    struct row r = {
+        .bytes = (d->per_rank ? count * (size_t)b->nranks : count) * t->bytes,
+        .count = d->per_rank ? count * (size_t)b->nranks : count,
+        .type = t,
+        .redop = d->has_op ? th_op_name(op) : "none",
+        .root = d->has_root ? b->opt.root : -1,
+    };
+    double times[2];
+    double wrong[2] = {0, 0};
+    for (int f = 0; f < 2; f++) {
+        times[f] = time_form(b, &c, &tc, f == 1);
+        if (b->opt.check) {
+            wrong[f] = check_once(b, &c, &tc, f == 1);
+        }
+    }
+    /* Combine across ranks: the times as -a asks, the wrong counts summed. */
+    static const ncclRedOp_t time_ops[4] = {ncclSum, ncclSum, ncclMin, ncclMax};
+    if (b->opt.average != 0) {
+        check_call(b, ncclAllReduce(times, times, 2, ncclFloat64, time_ops[b->opt.average],
+                                    b->comm, NULL),
+                   "ncclAllReduce of the times");
+        if (b->opt.average == 1) {
+            times[0] /= b->nranks;
+            times[1] /= b->nranks;
+        }
+    }
+    if (b->opt.check) {
+        check_call(b, ncclAllReduce(wrong, wrong, 2, ncclFloat64, ncclSum, b->comm, NULL),
+                   "ncclAllReduce of the error counts");
+    }
+    for (int f = 0; f < 2; f++) {
+        r.time_us[f] = times[f];
+        r.algbw[f] = times[f] > 0 ? (double)r.bytes / times[f] / 1e3 : 0.0;
+        r.busbw[f] = r.algbw[f] * d->bus_factor(b->nranks);
+        r.wrong[f] = b->opt.check ? wrong[f] : -1;
+        b->wrong_total += b->opt.check ? wrong[f] : 0;
+        b->busbw_sum += r.busbw[f];
+        b->busbw_n++;
+    }
+    if (b->rank == 0) {
+        print_row(b, &r);
+        keep_row(b, &r);
+    }
+}
+
+static size_t next_size(const struct options *o, size_t bytes, size_t elt)
+{
+    if (o->step_bytes > 0) {
+        return bytes + o->step_bytes;
+    }
+    size_t next = (size_t)((double)bytes * o->step_factor);
+    return next > bytes ? next : bytes + elt;
+}
+
+static void write_json(const struct bench *b)
+{
+    FILE *f = fopen(b->opt.json_path, "w");
+    if (f == NULL) {
+        fprintf(stderr, "tutti-perf: cannot write %s: %s\n", b->opt.json_path, strerror(errno));
+        return;
+    }
+    fprintf(f, "{\n  \"tool\": \"tutti-perf\",\n  \"collective\": \"%s\",\n  \"nranks\": %d,\n",
+            b->opt.coll->name, b->nranks);
+    fprintf(f, "  \"iters\": %d,\n  \"warmup_iters\": %d,\n  \"check\": %d,\n  \"average\": %d,\n",
+            b->opt.iters, b->opt.warmup, b->opt.check, b->opt.average);
+    fprintf(f, "  \"results\": [");
+    for (size_t i = 0; i < b->nrows; i++) {
+        const struct row *r = &b->rows[i];
+        fprintf(f,
+                "%s\n    {\"size\": %zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", "
+                "\"root\": %d",
+                i ? "," : "", r->bytes, r->count, r->type->perf_name, r->redop, r->root);
+        static const char *const forms[2] = {"out_of_place", "in_place"};
+        for (int k = 0; k < 2; k++) {
+            fprintf(f, ", \"%s\": {\"time_us\": %.3f, \"algbw_gbs\": %.4f, \"busbw_gbs\": %.4f, ",
+                    forms[k], r->time_us[k], r->algbw[k], r->busbw[k]);
+            if (r->wrong[k] >= 0) {
+                fprintf(f, "\"wrong\": %.0f}", r->wrong[k]);
+            } else {
+                fprintf(f, "\"wrong\": null}");
+            }
+        }
+        fprintf(f, "}");
+    }
+    fprintf(f, "\n  ],\n  \"wrong_total\": %.0f,\n  \"avg_busbw_gbs\": %.6f\n}\n", b->wrong_total,
+            b->busbw_n ? b->busbw_sum / (double)b->busbw_n : 0.0);
+    fclose(f);
+}
+
+int main(int argc, char **argv)
+{
+    struct bench b;
+    memset(&b, 0, sizeof(b));
+    if (!parse_options(argc, argv, &b.opt)) {
+        return 2;
+    }
+    ncclResult_t res = tuttiCommInitFromEnv(&b.comm);
+    if (res != ncclSuccess) {
+        fprintf(stderr, "tutti-perf: tuttiCommInitFromEnv failed: %s: %s (run under tutti-run)\n",
+                ncclGetErrorString(res), ncclGetLastError(NULL));
+        return 1;
+    }
+    check_call(&b, ncclCommCount(b.comm, &b.nranks), "ncclCommCount");
+    check_call(&b, ncclCommUserRank(b.comm, &b.rank), "ncclCommUserRank");
+    if (b.opt.coll->has_root && b.opt.root >= b.nranks) {
+        fprintf(stderr, "tutti-perf: root %d is not a rank of %d\n", b.opt.root, b.nranks);
+        ncclCommDestroy(b.comm);
+        return 2;
+    }
+    b.send_buf = alloc_or_die(b.opt.max_bytes);
+    b.recv_buf = alloc_or_die(b.opt.max_bytes);
+    b.want = alloc_or_die(b.opt.max_bytes);
+    print_header(&b);
+
+    int nops = b.opt.coll->has_op ? b.opt.nops : 1;
+    for (int d = 0; d < b.opt.ndtypes; d++) {
+        for (int p = 0; p < nops; p++) {
+            const struct th_dtype *t = b.opt.dtypes[d];
+            for (size_t bytes = b.opt.min_bytes; bytes <= b.opt.max_bytes;
+                 bytes = next_size(&b.opt, bytes, t->bytes)) {
+                bench_size(&b, t, b.opt.ops[p], bytes);
+            }
+        }
+    }
+
+    if (b.rank == 0 && !b.opt.csv) {
+        printf("# Out of bounds values : %.0f %s\n", b.wrong_total,
+               b.wrong_total > 0 ? "FAILED" : "OK");
+        printf("# Avg bus bandwidth    : %g \n#\n",
+               b.busbw_n ? b.busbw_sum / (double)b.busbw_n : 0.0);
+    }
+    if (b.rank == 0 && b.opt.json_path != NULL) {
+        write_json(&b);
+    }
+    /* A last collective keeps every rank alive until rank 0 has printed: a launcher stops the
+     * others as soon as one exits non-zero. */
+    fflush(stdout);
+    double done = 0;
+    check_call(&b, ncclAllReduce(&done, &done, 1, ncclFloat64, ncclSum, b.comm, NULL),
+               "ncclAllReduce at the end");
+    check_call(&b, ncclCommDestroy(b.comm), "ncclCommDestroy");
+    free(b.send_buf);
+    free(b.recv_buf);
+    free(b.want);
+    free(b.rows);
+    return b.wrong_total > 0 ? 1 : 0;
+}
