@@ -5,8 +5,11 @@
  * masks and computes float16, bfloat16, fp8 and float32 in double, rounding to float after each
  * operation (exact: double holds more than twice float's precision plus two bits). float64 is
  * computed in double as it stands. A NaN produced by arithmetic may carry any payload and sign,
- * so there any NaN is accepted; everywhere else the bits must match. Exit 0 when every check
- * passes, 1 otherwise, after printing each mismatch (dtype, op, index, got, want). */
+ * so there any NaN is accepted; everywhere else the bits must match. The kernels are checked at
+ * every level the CPU has (scalar, AVX2, AVX-512), forced one after the other, through
+ * tt_reduce_copy, tt_reduce_combine and tt_reduce_combine2; then, with flush-to-zero and
+ * denormals-are-zero on, every level must still match the scalar one. Exit 0 when every check
+ * passes, 1 otherwise, after printing each mismatch (level, dtype, op, index, got, want). */
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
@@ -18,7 +21,12 @@
 #include "reduce/reduce.h"
 #include "util/err.h"
 
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
 static int failures;
+static const char *level_name = "scalar"; /* the kernel level under test, for messages */
 static uint64_t checked; /* elements compared, reported at the end */
 
 static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -560,6 +568,8 @@ struct call {
     int alias;    /* 0: dst apart, 1: dst == local (or src), 2: dst == in */
     int unary;    /* tt_reduce_copy instead of tt_reduce_combine */
     size_t count;
+    int second;   /* combine only: 0: no second destination; tt_reduce_combine2 with 1: a second
+                   * buffer, 2: dst2 == dst, 3: dst2 == in */
 };
 
 static enum ref_op resolve(const struct call *c)
@@ -591,22 +601,25 @@ static enum ref_op resolve(const struct call *c)
 #define GUARD 8
 
 /* Runs one call on inputs `a` and `b` (b unused for the copy), at element offsets that vary the
- * alignment, and checks every element of the result, that nothing past `count` was written and
- * that an input not aliased by dst is left intact. */
+ * alignment, and checks every element of the result (in both destinations of a combine2), that
+ * nothing past `count` was written and that an input not aliased by dst is left intact. */
 static void run_call(const struct call *c, const uint64_t *a, const uint64_t *b)
 {
     const struct type *t = c->t;
     size_t n = c->count, w = t->bytes, len = n + 2 * GUARD;
     unsigned char *buf_a = malloc(len * w), *buf_b = malloc(len * w), *buf_d = malloc(len * w);
-    if (!buf_a || !buf_b || !buf_d) {
+    unsigned char *buf_d2 = malloc(len * w);
+    if (!buf_a || !buf_b || !buf_d || !buf_d2) {
         fprintf(stderr, "out of memory\n");
         exit(1);
     }
     size_t off_a = 1 + n % 3, off_b = 2 + n % 5, off_d = 3; /* elements, all within GUARD */
+    size_t off_d2 = 1 + n % 7;
     for (size_t i = 0; i < len; i++) {
         store(buf_a, i, w, 0xa5a5a5a5a5a5a5a5u);
         store(buf_b, i, w, 0x5a5a5a5a5a5a5a5au);
         store(buf_d, i, w, 0xc3c3c3c3c3c3c3c3u);
+        store(buf_d2, i, w, 0x3c3c3c3c3c3c3c3cu);
     }
     void *pa = buf_a + off_a * w, *pb = buf_b + off_b * w;
     for (size_t i = 0; i < n; i++) {
@@ -615,8 +628,11 @@ static void run_call(const struct call *c, const uint64_t *a, const uint64_t *b)
     }
     unsigned char *dst_buf = c->alias == 1 ? buf_a : c->alias == 2 ? buf_b : buf_d;
     void *pd = c->alias == 1 ? pa : c->alias == 2 ? pb : buf_d + off_d * w;
+    void *pd2 = c->second == 1 ? buf_d2 + off_d2 * w : c->second == 3 ? pb : pd;
     if (c->unary)
         tt_reduce_copy(&c->op, pd, pa, n, c->flags);
+    else if (c->second)
+        tt_reduce_combine2(&c->op, pd, pd2, pa, pb, n, c->flags);
     else
         tt_reduce_combine(&c->op, pd, pa, pb, n, c->flags);
 
@@ -624,22 +640,23 @@ static void run_call(const struct call *c, const uint64_t *a, const uint64_t *b)
     double s = c->op.scalar.f;
     int reported = 0;
     for (size_t i = 0; i < n && reported < 3; i++) {
-        uint64_t got = load(pd, i, w), want;
+        uint64_t got = load(pd, i, w), got2 = load(pd2, i, w), want;
         int any_nan = 0;
         checked++;
         if (t->family == INT_SIGNED || t->family == INT_UNSIGNED)
             want = ref_int(t, rop, a[i], b[i], c->op.scalar.u, c->op.divisor);
         else
             want = ref_float(t, rop, a[i], b[i], s, c->op.divisor, &any_nan);
-        if (got == want || (any_nan && is_nan_bits(t, got)))
+        if ((got == want || (any_nan && is_nan_bits(t, got))) && got2 == got)
             continue;
         reported++;
-        fail("%s %s (%s, %s, flags %u, alias %d, count %zu, scalar %a = 0x%" PRIx64
+        fail("[%s] %s %s (%s, %s, flags %u, alias %d, second %d, count %zu, scalar %a = 0x%" PRIx64
              ", divisor %" PRIu64 ") index %zu: a 0x%" PRIx64 " b 0x%" PRIx64 ": got 0x%" PRIx64
-             ", want 0x%" PRIx64 "%s",
-             t->name, ref_op_names[rop], c->unary ? "copy" : "combine", kind_names[c->op.kind],
-             c->flags, c->alias, n, s, c->op.scalar.u, c->op.divisor, i, a[i],
-             c->unary ? 0 : b[i], got, want, any_nan ? " (or any NaN)" : "");
+             " (second destination 0x%" PRIx64 "), want 0x%" PRIx64 "%s",
+             level_name, t->name, ref_op_names[rop],
+             c->unary ? "copy" : c->second ? "combine2" : "combine", kind_names[c->op.kind],
+             c->flags, c->alias, c->second, n, s, c->op.scalar.u, c->op.divisor, i, a[i],
+             c->unary ? 0 : b[i], got, got2, want, any_nan ? " (or any NaN)" : "");
     }
     /* Guards around dst, and the inputs dst does not alias. */
     size_t off_dst = c->alias == 1 ? off_a : c->alias == 2 ? off_b : off_d;
@@ -649,18 +666,25 @@ static void run_call(const struct call *c, const uint64_t *a, const uint64_t *b)
         uint64_t fill = c->alias == 1 ? 0xa5a5a5a5a5a5a5a5u
                         : c->alias == 2 ? 0x5a5a5a5a5a5a5a5au : 0xc3c3c3c3c3c3c3c3u;
         if (load(dst_buf, i, w) != (fill & mask_of(w)))
-            fail("%s %s: count %zu: element %td outside dst was written", t->name,
-                 ref_op_names[rop], n, (ptrdiff_t)i - (ptrdiff_t)off_dst);
+            fail("[%s] %s %s: count %zu: element %td outside dst was written", level_name,
+                 t->name, ref_op_names[rop], n, (ptrdiff_t)i - (ptrdiff_t)off_dst);
+        if (c->second == 1 && (i < off_d2 || i >= off_d2 + n) &&
+            load(buf_d2, i, w) != (0x3c3c3c3c3c3c3c3cu & mask_of(w)))
+            fail("[%s] %s %s: count %zu: element %td outside dst2 was written", level_name,
+                 t->name, ref_op_names[rop], n, (ptrdiff_t)i - (ptrdiff_t)off_d2);
     }
     for (size_t i = 0; i < n; i++) {
         if (c->alias != 1 && load(pa, i, w) != a[i])
-            fail("%s %s: count %zu: input a[%zu] was modified", t->name, ref_op_names[rop], n, i);
-        if (c->alias != 2 && load(pb, i, w) != b[i])
-            fail("%s %s: count %zu: input b[%zu] was modified", t->name, ref_op_names[rop], n, i);
+            fail("[%s] %s %s: count %zu: input a[%zu] was modified", level_name, t->name,
+                 ref_op_names[rop], n, i);
+        if (c->alias != 2 && c->second != 3 && load(pb, i, w) != b[i])
+            fail("[%s] %s %s: count %zu: input b[%zu] was modified", level_name, t->name,
+                 ref_op_names[rop], n, i);
     }
     free(buf_a);
     free(buf_b);
     free(buf_d);
+    free(buf_d2);
 }
 
 /* The ops a dtype is tested with: the four plain ones, Avg as tt_redop_init resolves it,
@@ -681,8 +705,12 @@ static int make_ops(const struct type *t, struct tt_redop *ops, int nranks)
         if (tt_redop_init_premulsum(&ops[n++], t->dtype, raw) != ncclSuccess)
             fail("%s: tt_redop_init_premulsum failed", t->name);
     }
-    const uint64_t divisors[] = {1, 3, 8, 7};
-    for (int i = 0; i < 4; i++) {
+    /* For integers, also divisors past 2^24 (no longer exact in float, which the SIMD kernels
+     * divide 8-bit integers in) up to INT32_MAX, the largest allowed. Floating types divide in
+     * their compute type, float for most, where such divisors would round first. */
+    const uint64_t divisors[] = {1, 3, 8, 7, 255, (1u << 24) + 1, INT32_MAX};
+    int is_int = t->family == INT_SIGNED || t->family == INT_UNSIGNED;
+    for (int i = 0; i < (is_int ? 7 : 5); i++) {
         struct tt_redop *op = &ops[n++];
         memset(op, 0, sizeof(*op));
         op->kind = TT_RED_SUMPOSTDIV;
@@ -712,10 +740,13 @@ static void test_kernels(const struct type *t)
         for (int o = 0; o < nops; o++)
             for (unsigned flags = 0; flags < 4; flags++)
                 for (int unary = 0; unary < 2; unary++)
-                    for (int alias = 0; alias < (unary ? 2 : 3); alias++) {
-                        struct call c = {t, ops[o], flags, alias, unary, n};
-                        run_call(&c, a, b);
-                    }
+                    for (int alias = 0; alias < (unary ? 2 : 3); alias++)
+                        for (int second = 0; second < (unary ? 1 : 4); second++) {
+                            if (second == 3 && alias == 2)
+                                continue; /* the same call as second == 2 */
+                            struct call c = {t, ops[o], flags, alias, unary, n, second};
+                            run_call(&c, a, b);
+                        }
     }
     /* fp8: every pair of codes, through every op. */
     if (t->bytes == 1 && t->family == SMALL) {
@@ -733,15 +764,101 @@ static void test_kernels(const struct type *t)
         }
         for (int o = 0; o < nops; o++)
             for (int unary = 0; unary < 2; unary++) {
-                struct call c = {t, ops[o], TT_REDUCE_PRE | TT_REDUCE_POST, 0, unary, 65536};
+                struct call c = {t, ops[o], TT_REDUCE_PRE | TT_REDUCE_POST, 0, unary, 65536,
+                                 !unary};
                 run_call(&c, a, b);
             }
     }
     /* count 0 must not touch its pointers. */
     tt_reduce_combine(&ops[0], NULL, NULL, NULL, 0, TT_REDUCE_PRE | TT_REDUCE_POST);
+    tt_reduce_combine2(&ops[0], NULL, NULL, NULL, NULL, 0, TT_REDUCE_PRE | TT_REDUCE_POST);
     tt_reduce_copy(&ops[5], NULL, NULL, 0, TT_REDUCE_PRE | TT_REDUCE_POST);
     free(a);
     free(b);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Flush modes. */
+
+#if defined(__x86_64__)
+/* An input for the flush-mode check: half of the floats (float32, float64, bfloat16) sit in the
+ * lowest binades, so that inputs and results are subnormal; the rest as gen() makes them. */
+static uint64_t gen_tiny(const struct type *t)
+{
+    uint64_t r = rnd();
+    if (r >> 63)
+        return gen(t);
+    if (t->family == FLOAT32)
+        return (r & 0x807fffffu) | ((r >> 40) % 3) << 23;
+    if (t->family == FLOAT64)
+        return (r & 0x800fffffffffffffu) | ((r >> 40) % 3) << 52;
+    if (t->fmt == &fmt_bf16)
+        return (r & 0x807fu) | ((r >> 40) % 3) << 7;
+    return gen(t);
+}
+#endif
+
+/* With flush-to-zero and denormals-are-zero on, the reference no longer applies (the float
+ * arithmetic flushes), but every level must still compute the scalar level's bits: each (dtype,
+ * op, flags) runs at both levels on the same inputs, and the results must match but for NaNs made
+ * by arithmetic, whose payload may differ. */
+static void test_flush_modes(int level)
+{
+#if defined(__x86_64__)
+    const size_t n = 777;
+    const unsigned csr = _mm_getcsr();
+    unsigned char *in_a = malloc(n * 8), *in_b = malloc(n * 8), *want = malloc(n * 8);
+    unsigned char *got = malloc(n * 8);
+    if (!in_a || !in_b || !want || !got) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    _mm_setcsr(csr | 0x8040); /* FTZ is bit 15, DAZ bit 6 */
+    for (size_t ti = 0; ti < NUM_TYPES; ti++) {
+        const struct type *t = &types[ti];
+        struct tt_redop ops[16];
+        int nops = make_ops(t, ops, 7);
+        for (size_t i = 0; i < n; i++) {
+            store(in_a, i, t->bytes, gen_tiny(t));
+            store(in_b, i, t->bytes, gen_tiny(t));
+        }
+        for (int o = 0; o < nops; o++)
+            for (unsigned flags = 0; flags < 4; flags++)
+                for (int unary = 0; unary < 2; unary++) {
+                    struct call c = {t, ops[o], flags, 0, unary, n, 0};
+                    enum ref_op rop = resolve(&c);
+                    int bits_exact = rop == R_COPY || rop == R_MAX || rop == R_MIN ||
+                                     t->family == INT_SIGNED || t->family == INT_UNSIGNED;
+                    for (int pass = 0; pass < 2; pass++) {
+                        unsigned char *out = pass ? got : want;
+                        tt_reduce_force_level(pass ? level : TT_REDUCE_LEVEL_SCALAR);
+                        if (unary)
+                            tt_reduce_copy(&c.op, out, in_a, n, flags);
+                        else
+                            tt_reduce_combine(&c.op, out, in_a, in_b, n, flags);
+                    }
+                    for (size_t i = 0; i < n; i++) {
+                        uint64_t g = load(got, i, t->bytes), wv = load(want, i, t->bytes);
+                        checked++;
+                        if (g == wv || (!bits_exact && is_nan_bits(t, g) && is_nan_bits(t, wv)))
+                            continue;
+                        fail("[%s, FTZ+DAZ] %s %s (%s, flags %u) index %zu: a 0x%" PRIx64
+                             " b 0x%" PRIx64 ": got 0x%" PRIx64 ", scalar level 0x%" PRIx64,
+                             level_name, t->name, ref_op_names[rop], kind_names[c.op.kind], flags,
+                             i, load(in_a, i, t->bytes), unary ? 0 : load(in_b, i, t->bytes), g,
+                             wv);
+                        break;
+                    }
+                }
+    }
+    _mm_setcsr(csr);
+    free(in_a);
+    free(in_b);
+    free(want);
+    free(got);
+#else
+    (void)level;
+#endif
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -889,11 +1006,41 @@ int main(void)
     printf("conversions: %d failures\n", failures);
     test_ops();
     printf("ops: %d failures so far\n", failures);
-    for (size_t i = 0; i < NUM_TYPES; i++) {
-        int before = failures;
-        test_kernels(&types[i]);
-        printf("kernels %-10s: %d failures\n", types[i].name, failures - before);
+    int best = tt_reduce_level_best();
+    for (int level = 0; level < TT_REDUCE_LEVEL_COUNT; level++) {
+        level_name = tt_reduce_level_name(level);
+        if (level > best) {
+            printf("kernels [%s]: skipped, this CPU (or build) lacks it\n", level_name);
+            continue;
+        }
+        if (tt_reduce_force_level(level) != ncclSuccess || tt_reduce_level() != level)
+            fail("tt_reduce_force_level(%d) failed: level now %d", level, tt_reduce_level());
+        rng_state = 0x9e3779b97f4a7c15u + (uint64_t)level; /* other inputs at each level */
+        for (size_t i = 0; i < NUM_TYPES; i++) {
+            int before = failures;
+            test_kernels(&types[i]);
+            printf("kernels [%s] %-10s: %d failures\n", level_name, types[i].name,
+                   failures - before);
+        }
+        if (level > TT_REDUCE_LEVEL_SCALAR) {
+            int before = failures;
+            test_flush_modes(level);
+            printf("kernels [%s] under FTZ+DAZ match the scalar level: %d failures\n", level_name,
+                   failures - before);
+        }
     }
+    /* Levels past the CPU's, and nonsense, are refused with a message. */
+    const int bad_levels[] = {-1, best + 1, TT_REDUCE_LEVEL_COUNT};
+    for (size_t i = 0; i < sizeof(bad_levels) / sizeof(bad_levels[0]); i++) {
+        tt_error_clear();
+        if (tt_reduce_force_level(bad_levels[i]) != ncclInvalidArgument ||
+            tt_error_last()[0] == '\0')
+            fail("tt_reduce_force_level(%d) was accepted (best level %d)", bad_levels[i], best);
+    }
+    if (strcmp(tt_reduce_level_name(TT_REDUCE_LEVEL_AVX512), "avx512") ||
+        strcmp(tt_reduce_level_name(7), "invalid"))
+        fail("tt_reduce_level_name: %s, %s", tt_reduce_level_name(TT_REDUCE_LEVEL_AVX512),
+             tt_reduce_level_name(7));
     for (int i = 0; i < 4; i++) {
         free(fmts[i]->value);
         free(fmts[i]->code);

@@ -21,7 +21,17 @@
  *   included), as NCCL's SATFINITE conversions do. A NaN converted to float16 or bfloat16 keeps
  *   its sign and the top of its payload, made quiet; to fp8 it becomes 0x7f. Decoding keeps a
  *   NaN's sign and payload (e4m3's one NaN per sign decodes to a quiet NaN).
- * - 1/nranks for ncclAvg is rounded correctly into the dtype directly, not through float. */
+ * - 1/nranks for ncclAvg is rounded correctly into the dtype directly, not through float.
+ * - A NaN produced by arithmetic (sum, prod, premulsum, division) is a quiet NaN whose sign and
+ *   payload are unspecified: with two NaN operands, which one's payload survives may differ
+ *   between kernel levels. Every other result is bit-identical at every level.
+ * - With the x86 denormals-are-zero mode on, max and min compare float32, float64 and bfloat16
+ *   subnormals as zeros, as the FPU does, at every level (and still return an input's bits).
+ *
+ * Kernel levels: the loops exist as portable C (SCALAR, which the compiler may still vectorise
+ * with the baseline instruction set), AVX2 with F16C, and AVX-512 (F, BW, DQ). The best level the
+ * CPU supports is detected once, on first use, and logged at INFO; the binary runs on any x86-64
+ * (and other architectures get SCALAR). Tests and benchmarks may force a level. */
 #ifndef TT_REDUCE_H
 #define TT_REDUCE_H
 
@@ -73,6 +83,30 @@ void tt_reduce_copy(const struct tt_redop *op, void *dst, const void *src, size_
 /* dst[i] = post(pre(local[i]) OP in[i]): `in` is a partial result, already pre-multiplied. */
 void tt_reduce_combine(const struct tt_redop *op, void *dst, const void *local, const void *in,
                        size_t count, unsigned flags);
+
+/* dst1[i] = dst2[i] = post(pre(local[i]) OP in[i]) in one pass over the inputs: the result goes
+ * to the output buffer and to the next send slot at once. Either destination may alias an input
+ * exactly, or the other destination. */
+void tt_reduce_combine2(const struct tt_redop *op, void *dst1, void *dst2, const void *local,
+                        const void *in, size_t count, unsigned flags);
+
+enum tt_reduce_level {
+    TT_REDUCE_LEVEL_SCALAR,
+    TT_REDUCE_LEVEL_AVX2,   /* AVX2 and F16C */
+    TT_REDUCE_LEVEL_AVX512, /* AVX-512 F, BW and DQ */
+    TT_REDUCE_LEVEL_COUNT,
+};
+
+/* The best level this CPU and build support (detected once, thread-safe). */
+int tt_reduce_level_best(void);
+/* The level the kernels use now: the best one unless a test forced another. */
+int tt_reduce_level(void);
+/* "scalar", "avx2", "avx512" or "invalid". */
+const char *tt_reduce_level_name(int level);
+/* For tests and benchmarks: run every later call at `level`, which must not exceed
+ * tt_reduce_level_best() (ncclInvalidArgument otherwise). Process-wide and safe at any time: a
+ * call in flight finishes at the level it started with. */
+ncclResult_t tt_reduce_force_level(int level);
 
 /* Conversions (round to nearest even; fp8 saturating). */
 float tt_half_to_float(uint16_t h);
