@@ -86,3 +86,18 @@ if(TARGET tutti-run AND TARGET tutti-perf)
                          ENVIRONMENT "TUTTI_TIMEOUT_MS=60000" PROCESSORS 2)
   endforeach()
 endif()
+
+# Every algorithm forced in turn (the cost model otherwise mixes them by size): the matrix must
+# pass whichever one runs. OneShot takes counts that fit its mailbox; Direct and Ring all sizes.
+if(TARGET tutti-run)
+  foreach(algo Ring OneShot Direct)
+    string(TOLOWER ${algo} lower)
+    set(counts --counts 0,1,7,chunk-1,chunk,chunk+1,4099)
+    if(NOT algo STREQUAL "OneShot")
+      set(counts --counts 0,1,7,4099,big --big 600000)
+    endif()
+    tutti_coll_test(coll_n3_shm_${lower} 3 shm TIMEOUT 240 ENV NCCL_ALGO=${algo} ARGS ${counts})
+    tutti_coll_test(coll_n2_shm_${lower} 2 shm TIMEOUT 240 ENV NCCL_ALGO=${algo}
+                    ARGS ${counts} --dtypes float32,bfloat16,int8,int64,fp8e4m3)
+  endforeach()
+endif()

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "reduce/reduce.h"
+#include "transport/host.h"
 #include "transport/transport.h"
 #include "util/wait.h"
 
@@ -43,6 +44,20 @@ struct tt_prim {
 };
 
 struct tt_op;
+/* Algorithms that read peers directly (OneShot, Direct) are state machines instead of
+ * primitive schedules: this advances one as far as it can without waiting. */
+typedef ncclResult_t (*tt_algo_step_fn)(struct tt_op *op, bool *done, bool *progressed,
+                                        struct tt_wait_hint *hint);
+
+/* Per-communicator scratch of the Direct algorithm: peers' buffer addresses and a piece of
+ * cache-resident staging. */
+struct tt_direct_scratch {
+    uintptr_t *send; /* [nranks] */
+    uintptr_t *recv; /* [nranks] */
+    void *tmp;
+    size_t tmp_bytes;
+};
+
 /* Fills *prim with the op's next primitive and returns true, or returns false at the end. */
 typedef bool (*tt_algo_next_fn)(struct tt_op *op, struct tt_prim *prim);
 
@@ -65,6 +80,14 @@ struct tt_op {
     size_t slice_count;   /* elements per slot */
     size_t chunk_count;   /* elements per primitive (per rank per loop for ring collectives) */
 
+    /* Direct-access algorithms: set instead of `next` (then `next` is NULL). */
+    tt_algo_step_fn step_fn;
+    struct tt_host *host;
+    struct tt_direct_scratch *scratch;
+    int state;
+    int slot;
+    uint64_t event_base;
+
     /* The schedule's cursor, owned by `next`. */
     tt_algo_next_fn next;
     size_t loop_off;
@@ -79,8 +102,17 @@ struct tt_op {
     int waiting_peer;
 };
 
-/* Chooses the schedule for op->coll and resets the cursors (ring algorithms for now). */
+/* Resets the op's cursors and picks its schedule: the ring for op->coll, unless step_fn was
+ * set (OneShot, Direct). */
 void tt_algo_op_start(struct tt_op *op);
+
+/* OneShot (algo/oneshot.c): every collective but Send/Recv, all ranks on one host, payload per
+ * rank at most the mailbox slot. Direct (algo/direct.c): AllReduce with cross-memory attach. */
+ncclResult_t tt_oneshot_step(struct tt_op *op, bool *done, bool *progressed,
+                             struct tt_wait_hint *hint);
+size_t tt_oneshot_payload_bytes(const struct tt_op *op);
+ncclResult_t tt_direct_step(struct tt_op *op, bool *done, bool *progressed,
+                            struct tt_wait_hint *hint);
 /* Advances the op. *done is set once its output is complete and everything it sent has left
  * this process; *progressed tells whether anything moved (to reset the caller's backoff). On a
  * stall `hint` names what to sleep on. Errors come from the transports (peer failures). */

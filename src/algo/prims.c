@@ -52,8 +52,8 @@ static void slice_compute(const struct tt_op *op, const struct tt_prim *p, const
         tt_reduce_combine(&op->redop, dst, src, in, count, p->flags);
         break;
     case TT_PRIM_RECV_REDUCE_COPY_SEND:
-        tt_reduce_combine(&op->redop, dst, src, in, count, p->flags);
-        memcpy(out, dst, bytes);
+        /* One pass writes the result both to the output and to the next slot. */
+        tt_reduce_combine2(&op->redop, dst, out, src, in, count, p->flags);
         break;
     }
 }
@@ -114,6 +114,7 @@ ncclResult_t tt_algo_op_progress(struct tt_op *op, bool *done, bool *progressed,
     *progressed = false;
     tt_wait_hint_clear(hint);
     op->waiting = TT_OP_WAIT_NONE;
+    if (op->step_fn != NULL) return op->step_fn(op, done, progressed, hint);
     while (!op->finished) {
         if (!op->have_prim) {
             if (!op->next(op, &op->prim)) {

@@ -414,6 +414,9 @@ static ncclResult_t serve(struct root *root)
         if (pfds[0].revents != 0) TT_TRY_GOTO(accept_all(root), res, out);
     }
     if (root->nranks != 0 && root->arrived == root->nranks) {
+        /* Free the port before anyone learns that init can finish: a process that creates its
+         * next communicator from the same NCCL_COMM_ID at once must be able to listen there. */
+        tt_sock_close(&root->listen_fd);
         reply_all(root);
         TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap root at %s: all %d ranks arrived; root done",
                 root->addr_text, root->nranks);

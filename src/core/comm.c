@@ -102,6 +102,54 @@ static ncclResult_t exchange_peer_info(struct ncclComm *comm)
     return ncclSuccess;
 }
 
+/* Mailboxes for the OneShot and Direct algorithms, when every rank is on this host and shared
+ * memory is allowed. Cross-memory attach is used only if it works between every pair, which
+ * the ranks agree on with one more allgather (selection must be identical everywhere). */
+static ncclResult_t setup_host_direct(struct ncclComm *comm)
+{
+    comm->nhosts = 0;
+    for (int r = 0; r < comm->nranks; r++) {
+        bool seen = false;
+        for (int q = 0; q < r && !seen; q++) seen = comm->peers[q].host_hash == comm->peers[r].host_hash;
+        comm->nhosts += !seen;
+    }
+    int64_t slot = tt_param_oneshot_bytes();
+    if (comm->nhosts != 1 || comm->nranks < 2 || slot <= 0 || tt_param_shm_disable() != 0 ||
+        tt_param_p2p_disable() != 0)
+        return ncclSuccess;
+    struct tt_host_info *infos = NULL;
+    ncclResult_t res = ncclSuccess;
+    TT_TRY(TT_CALLOC(&infos, (size_t)comm->nranks));
+    TT_TRY_GOTO(tt_host_create(comm->rank, comm->nranks, comm->tctx.comm_hash, (size_t)slot,
+                               &comm->host, &infos[comm->rank]),
+                res, out);
+    TT_TRY_GOTO(tt_bootstrap_allgather(comm->bootstrap, infos, sizeof *infos), res, out);
+    TT_TRY_GOTO(tt_host_attach(comm->host, infos), res, out);
+    uint8_t *cma = (uint8_t *)infos; /* reuse: one byte per rank */
+    memset(cma, 0, (size_t)comm->nranks);
+    cma[comm->rank] = tt_host_cma_works(comm->host);
+    TT_TRY_GOTO(tt_bootstrap_allgather(comm->bootstrap, cma, 1), res, out);
+    comm->direct_ok = true;
+    for (int r = 0; r < comm->nranks; r++) comm->direct_ok &= cma[r] != 0;
+    if (comm->direct_ok) {
+        struct tt_direct_scratch *sc = &comm->scratch;
+        sc->tmp_bytes = 256 << 10; /* a piece stays in L2 between the copy and the fold */
+        sc->tmp = malloc(sc->tmp_bytes);
+        TT_TRY_GOTO(TT_CALLOC(&sc->send, (size_t)comm->nranks), res, out);
+        TT_TRY_GOTO(TT_CALLOC(&sc->recv, (size_t)comm->nranks), res, out);
+        if (sc->tmp == NULL) {
+            res = TT_ERROR(ncclSystemError, "out of memory for %zu bytes of staging",
+                           sc->tmp_bytes);
+            goto out;
+        }
+    }
+    TT_INFO(TT_SUB_INIT | TT_SUB_SHM, "one host: OneShot mailboxes of %lld bytes, Direct %s",
+            (long long)slot, comm->direct_ok ? "on (cross-memory attach)" : "off");
+out:
+    free(infos);
+    return res;
+}
+
 /* Spinning only pays when every rank of this host has a core of its own: with more ranks than
  * cores a spinning waiter burns the time slice the rank it waits for needs. So unless TUTTI_SPIN
  * is set explicitly, an oversubscribed host yields at once. */
@@ -232,6 +280,10 @@ static void comm_free(struct ncclComm *comm)
         if (p->recv.transport) p->recv.transport->close(&p->recv);
     }
     free(comm->p2p);
+    tt_host_destroy(comm->host);
+    free(comm->scratch.tmp);
+    free(comm->scratch.send);
+    free(comm->scratch.recv);
     if (tt_transport_shm.ctx_fini) tt_transport_shm.ctx_fini(&comm->tctx);
     if (tt_transport_tcp.ctx_fini) tt_transport_tcp.ctx_fini(&comm->tctx);
     tt_bootstrap_destroy(comm->bootstrap);
@@ -261,11 +313,14 @@ static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
     TT_TRY(tt_bootstrap_create(id, comm->rank, comm->nranks, &comm->abort, &comm->bootstrap));
     comm->tctx.local_addr = *tt_bootstrap_local_addr(comm->bootstrap);
     TT_TRY(exchange_peer_info(comm));
-    comm->spin_limit = choose_spin_limit(comm);
+    comm->spin_limit = comm->spin_max = choose_spin_limit(comm);
+    TT_TRY(tt_tune_init(&comm->tune));
+    TT_TRY(setup_host_direct(comm));
     TT_TRY(connect_ring(comm));
     /* Nobody returns before everyone is connected, so a failure anywhere fails init everywhere
      * instead of surfacing in the first collective. */
     TT_TRY(tt_bootstrap_barrier(comm->bootstrap));
+    tt_host_unlink(comm->host); /* every peer has mapped it: nothing may leak in /dev/shm */
     TT_INFO(TT_SUB_INIT, "comm %p rank %d nranks %d pid %d ready", (void *)comm, comm->rank,
             comm->nranks, (int)getpid());
     return ncclSuccess;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "algo/algo.h"
+#include "algo/tune.h"
 #include "core/task.h"
 #include "bootstrap/bootstrap.h"
 #include "transport/transport.h"
@@ -56,9 +57,15 @@ struct ncclComm {
     struct tt_ring ring;
     struct tt_lane ring_lane;  /* orders the collectives that use the ring */
     struct tt_p2p_peer *p2p;   /* [nranks] */
+    int nhosts;
+    struct tt_host *host;      /* mailboxes, when every rank is on this host (else NULL) */
+    bool direct_ok;            /* cross-memory attach works between every pair */
+    struct tt_direct_scratch scratch;
+    struct tt_tune tune;
     size_t slot_bytes;
     int64_t timeout_ms;
-    uint32_t spin_limit; /* polls before a blocked wait yields (see choose_spin_limit) */
+    uint32_t spin_limit; /* polls before a blocked wait yields, adapted (core/engine.c) */
+    uint32_t spin_max;   /* its ceiling (see choose_spin_limit) */
     _Atomic int abort;
     ncclResult_t async_error;
     bool blocking;              /* config.blocking (NCCL_COMM_BLOCKING overrides) */

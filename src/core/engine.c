@@ -21,6 +21,44 @@ static bool is_reduction(enum tt_coll coll)
     return coll == TT_COLL_ALLREDUCE || coll == TT_COLL_REDUCE || coll == TT_COLL_REDUCESCATTER;
 }
 
+/* What the cost model needs to know about a collective task. */
+static void tune_input(const struct tt_task *task, const struct ncclComm *comm,
+                       struct tt_tune_input *out)
+{
+    const struct tt_op *op = &task->op;
+    size_t slot = comm->host ? tt_host_slot_bytes(comm->host) : 0;
+    *out = (struct tt_tune_input){
+        .coll = (enum tt_coll)op->coll,
+        .bytes = op->count * op->elt_bytes,
+        .nranks = comm->nranks,
+        .nhosts = comm->nhosts,
+        .oneshot_ok = comm->host != NULL,
+        /* ReduceScatter publishes its whole input: nranks blocks. */
+        .oneshot_max_bytes = op->coll == TT_COLL_REDUCESCATTER ? slot / (size_t)comm->nranks
+                                                               : slot,
+        .direct_ok = comm->direct_ok,
+    };
+}
+
+/* Asks the cost model which algorithm runs this collective and sets the op up for it. */
+static void choose_algorithm(struct tt_task *task, struct ncclComm *comm)
+{
+    struct tt_op *op = &task->op;
+    task->choice = (struct tt_tune_choice){.algo = TT_ALGO_RING, .proto = TT_PROTO_SIMPLE};
+    if (comm->nranks < 2) return;
+    struct tt_tune_input in;
+    tune_input(task, comm, &in);
+    tt_tune_select(&comm->tune, &in, &task->choice);
+    if (task->choice.algo == TT_ALGO_ONESHOT) {
+        op->step_fn = tt_oneshot_step;
+        op->host = comm->host;
+    } else if (task->choice.algo == TT_ALGO_DIRECT) {
+        op->step_fn = tt_direct_step;
+        op->host = comm->host;
+        op->scratch = &comm->scratch;
+    }
+}
+
 ncclResult_t tt_task_init(struct tt_task *task, struct ncclComm *comm,
                           const struct tt_coll_args *args, int peer)
 {
@@ -62,6 +100,7 @@ ncclResult_t tt_task_init(struct tt_task *task, struct ncclComm *comm,
             op->send = &comm->ring.send;
             op->recv = &comm->ring.recv;
         }
+        choose_algorithm(task, comm);
         break;
     }
     return ncclSuccess;
@@ -108,14 +147,20 @@ ncclResult_t tt_batch_submit(struct tt_batch *b)
     for (struct tt_task *t = b->head; t; t = t->next) {
         t->seq = ++t->comm->op_seq;
         if (t->lane) t->ticket = atomic_fetch_add(&t->lane->next_ticket, 1);
-        if (t->op.coll != TT_COLL_COPY)
-            TT_INFO(TT_SUB_COLL, "%s #%llu: count %zu %s root/peer %d send %p recv %p algo %s",
+        bool p2p = t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV;
+        if (p2p)
+            TT_INFO(TT_SUB_P2P, "%s #%llu: count %zu %s peer %d buff %p",
                     tt_coll_name(t->op.coll), (unsigned long long)t->seq, t->op.count,
-                    tt_dtype_name(t->op.redop.dtype),
-                    t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV ? t->peer
-                                                                             : t->op.root,
-                    t->op.sendbuff, t->op.recvbuff,
-                    t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV ? "P2P" : "Ring");
+                    tt_dtype_name(t->op.redop.dtype), t->peer,
+                    t->op.coll == TT_COLL_SEND ? t->op.sendbuff : t->op.recvbuff);
+        else if (t->op.coll != TT_COLL_COPY)
+            TT_INFO(TT_SUB_COLL | TT_SUB_TUNING,
+                    "%s #%llu: count %zu %s root %d send %p recv %p: algo %s proto %s (%s)",
+                    tt_coll_name(t->op.coll), (unsigned long long)t->seq, t->op.count,
+                    tt_dtype_name(t->op.redop.dtype), t->op.root, t->op.sendbuff,
+                    t->op.recvbuff, tt_algo_name(t->choice.algo),
+                    tt_proto_name(t->choice.proto),
+                    t->choice.reason[0] ? t->choice.reason : "single rank");
     }
     b->last_progress_ns = tt_time_ns();
     return ncclSuccess;
@@ -243,37 +288,52 @@ ncclResult_t tt_batch_check_stall(struct tt_batch *b)
     return ncclSuccess;
 }
 
+/* Adapts a communicator's spin budget to what its waits have been: a wait that had to sleep
+ * anyway (the peer was not running: a loaded or oversubscribed host) halves it, a wait that
+ * ended while spinning doubles it back, up to the configured budget. */
+static void adapt_spin(struct ncclComm *comm, uint32_t longest_wait)
+{
+    uint32_t spin = comm->spin_limit;
+    if (longest_wait > spin) spin = spin / 2 > 16 ? spin / 2 : 16;
+    else if (spin < comm->spin_max) spin = spin * 2 < comm->spin_max ? spin * 2 : comm->spin_max;
+    comm->spin_limit = spin;
+}
+
 ncclResult_t tt_batch_run(struct tt_batch *b)
 {
     struct tt_backoff backoff;
     struct tt_wait_hint hint;
-    tt_backoff_init_spin(&backoff, b->head ? b->head->comm->spin_limit : 0);
+    struct ncclComm *comm = b->head ? b->head->comm : NULL;
+    uint32_t longest_wait = 0;
+    tt_backoff_init_spin(&backoff, comm ? comm->spin_limit : 0);
     for (;;) {
         bool done, progressed;
         ncclResult_t res = tt_batch_progress(b, &done, &progressed, &hint);
-        if (done) return res;
-        if (progressed) {
+        if (done || progressed) {
+            if (backoff.polls > longest_wait) longest_wait = backoff.polls;
             tt_backoff_reset(&backoff);
-            continue;
         }
+        if (done) {
+            if (comm != NULL && comm->spin_max > 0) adapt_spin(comm, longest_wait);
+            return res;
+        }
+        if (progressed) continue;
         TT_TRY(tt_batch_check_stall(b));
         tt_backoff_pause(&backoff, &hint);
     }
 }
 
-/* The selection model's estimate for one task: a per-step latency and a per-byte cost for each
- * step of its schedule. The constants are this host's shared-memory figures (docs/design.md);
- * ncclGroupSimulateEnd reports the sum. */
+/* The cost model's estimate for one task (ncclGroupSimulateEnd). Point-to-point tasks, local
+ * copies and the collectives of a single rank (a copy too) are costed as one Ring step of their
+ * size. */
 float tt_task_estimate_us(const struct tt_task *t)
 {
-    const double step_us = 1.5, us_per_byte = 1.0 / 4000.0; /* ~4 GB/s per link */
-    double n = t->comm->nranks, bytes = (double)t->op.count * (double)t->op.elt_bytes;
-    switch (t->op.coll) {
-    case TT_COLL_ALLREDUCE: return (float)(2 * (n - 1) * (step_us + bytes / n * us_per_byte));
-    case TT_COLL_ALLGATHER: return (float)((n - 1) * (step_us + bytes * us_per_byte));
-    case TT_COLL_REDUCESCATTER: return (float)((n - 1) * (step_us + bytes * us_per_byte));
-    case TT_COLL_BROADCAST:
-    case TT_COLL_REDUCE: return (float)((n - 1) * step_us + bytes * us_per_byte);
-    default: return (float)(step_us + bytes * us_per_byte);
+    struct tt_tune_input in;
+    tune_input(t, t->comm, &in);
+    bool coll = t->op.coll <= TT_COLL_REDUCESCATTER && t->comm->nranks > 1;
+    if (!coll) {
+        in.coll = TT_COLL_BROADCAST;
+        in.nranks = 2;
     }
+    return tt_tune_estimate_us(&in, coll ? t->choice.algo : TT_ALGO_RING);
 }

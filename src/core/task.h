@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "algo/algo.h"
+#include "algo/tune.h"
 #include "core/core.h"
 
 struct ncclComm;
@@ -34,6 +35,7 @@ struct tt_task {
     struct tt_op op;
     struct tt_lane *lane; /* NULL: local work that needs no lane */
     int peer;             /* send/recv: the peer */
+    struct tt_tune_choice choice; /* collectives: the algorithm chosen and why */
     uint64_t ticket;
     uint64_t seq;
     bool started;

@@ -39,6 +39,8 @@
       "1 or 0: overrides config.blocking of every communicator (-1: use the config)")          \
     X(timeout_ms, "TUTTI_TIMEOUT_MS", INT, 300000,                                              \
       "Deadline of init and of every operation: milliseconds without progress (0 = none)")          \
+    X(oneshot_bytes, "TUTTI_ONESHOT_BYTES", INT, 65536,                                         \
+      "Payload bytes of each rank's mailbox slot: the largest OneShot message (0 disables)")   \
     X(chunk_bytes, "TUTTI_CHUNK_BYTES", INT, 0,                                                 \
       "Test knob: bytes per FIFO slot instead of NCCL_BUFFSIZE/8, so tiny buffers cross many " \
       "chunks")                                                                                 \

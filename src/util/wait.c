@@ -13,7 +13,9 @@
 
 #include "util/param.h"
 
-#define YIELDS 64
+/* Few yields: with a CPU-bound stranger on the core, each sched_yield can hand it a whole time
+ * slice (milliseconds), while a futex sleep is woken by the publisher within microseconds. */
+#define YIELDS 4
 
 void tt_backoff_init_spin(struct tt_backoff *b, uint32_t spin_limit)
 {

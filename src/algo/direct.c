@@ -1,0 +1,208 @@
+/* Direct: single-copy collectives for large messages on one host, with cross-memory attach.
+ * After the ranks publish their buffer addresses, each one copies what it needs straight out of
+ * its peers' buffers:
+ *   AllGather: block p of the output from rank p's send buffer;
+ *   Broadcast: the root's send buffer;
+ *   ReduceScatter: block r of every peer's input, folded into the output;
+ *   Reduce: the root folds every peer's whole input;
+ *   AllReduce: described next.
+ *
+ * AllReduce cuts the buffer into nranks blocks. After the ranks publish their buffer addresses, rank r
+ * reduces block r: it copies each peer's piece of block r out of the peer's send buffer into a
+ * small cache-resident staging area (one kernel copy) and folds it into its own receive buffer,
+ * own contribution first, then the peers in rank order. Once every rank has posted "block
+ * done", each copies the other blocks straight from their owners' receive buffers into its own.
+ * A last event keeps every buffer in use until all ranks have finished reading it.
+ *
+ * Block r is computed by rank r alone and copied bit for bit by the others, so all ranks end
+ * with identical results. Events: 1 addresses published, 2 my block reduced (AllReduce only),
+ * then one "done reading" event that keeps every buffer in use until all ranks have read it. */
+#include <string.h>
+
+#include "algo/algo.h"
+#include "algo/coll.h"
+#include "util/err.h"
+
+enum { RESERVE, PUBLISH, ADDRESSES, REDUCE, GATHER_WAIT, GATHER, DONE_WAIT };
+
+struct addresses {
+    uint64_t send;
+    uint64_t recv;
+};
+
+static void block_of(const struct tt_op *op, int r, size_t *first, size_t *count)
+{
+    size_t n = (size_t)op->nranks, per = (op->count + n - 1) / n;
+    size_t start = per * (size_t)r;
+    *first = start;
+    *count = start >= op->count ? 0 : (op->count - start < per ? op->count - start : per);
+}
+
+/* Folds elements [first, first + count) of every rank's send buffer, own contribution first and
+ * then the peers in rank order, into dst (piece by piece through the staging area). */
+static ncclResult_t fold(struct tt_op *op, size_t first, size_t count, char *dst_base)
+{
+    struct tt_direct_scratch *sc = op->scratch;
+    size_t elt = op->elt_bytes;
+    size_t piece = sc->tmp_bytes / elt;
+    bool premul = op->redop.kind == TT_RED_PREMULSUM;
+    int last = op->rank == op->nranks - 1 ? op->nranks - 2 : op->nranks - 1;
+    for (size_t done = 0; done < count; done += piece) {
+        size_t n = count - done < piece ? count - done : piece;
+        size_t off = (first + done) * elt;
+        char *dst = dst_base + done * elt;
+        const char *own = (const char *)op->sendbuff + off;
+        bool first_peer = true;
+        for (int p = 0; p < op->nranks; p++) {
+            if (p == op->rank) continue;
+            TT_TRY(tt_host_read(op->host, p, sc->tmp, (uintptr_t)sc->send[p] + off, n * elt));
+            if (premul) tt_reduce_copy(&op->redop, sc->tmp, sc->tmp, n, TT_REDUCE_PRE);
+            unsigned flags = p == last ? TT_REDUCE_POST : 0;
+            if (first_peer)
+                tt_reduce_combine(&op->redop, dst, own, sc->tmp, n, flags | TT_REDUCE_PRE);
+            else
+                tt_reduce_combine(&op->redop, dst, dst, sc->tmp, n, flags);
+            first_peer = false;
+        }
+    }
+    return ncclSuccess;
+}
+
+/* The work between "addresses published" and the last event, per collective. */
+static ncclResult_t copy_work(struct tt_op *op)
+{
+    struct tt_direct_scratch *sc = op->scratch;
+    size_t elt = op->elt_bytes, bytes = op->count * elt;
+    switch (op->coll) {
+    case TT_COLL_ALLREDUCE: {
+        size_t first, count;
+        block_of(op, op->rank, &first, &count);
+        return fold(op, first, count, (char *)op->recvbuff + first * elt);
+    }
+    case TT_COLL_REDUCESCATTER:
+        return fold(op, (size_t)op->rank * op->count, op->count, op->recvbuff);
+    case TT_COLL_REDUCE:
+        return op->rank == op->root ? fold(op, 0, op->count, op->recvbuff) : ncclSuccess;
+    case TT_COLL_BROADCAST:
+        if (op->rank != op->root)
+            return tt_host_read(op->host, op->root, op->recvbuff, sc->send[op->root], bytes);
+        if (op->recvbuff != op->sendbuff) memcpy(op->recvbuff, op->sendbuff, bytes);
+        return ncclSuccess;
+    case TT_COLL_ALLGATHER:
+        for (int p = 0; p < op->nranks; p++) {
+            char *dst = (char *)op->recvbuff + (size_t)p * bytes;
+            if (p != op->rank)
+                TT_TRY(tt_host_read(op->host, p, dst, sc->send[p], bytes));
+            else if (dst != op->sendbuff)
+                memcpy(dst, op->sendbuff, bytes);
+        }
+        return ncclSuccess;
+    default:
+        return TT_ERROR(ncclInternalError, "Direct has no schedule for collective %d", op->coll);
+    }
+}
+
+static ncclResult_t gather_blocks(struct tt_op *op)
+{
+    struct tt_direct_scratch *sc = op->scratch;
+    for (int p = 0; p < op->nranks; p++) {
+        if (p == op->rank) continue;
+        size_t first, count;
+        block_of(op, p, &first, &count);
+        size_t off = first * op->elt_bytes;
+        if (count > 0)
+            TT_TRY(tt_host_read(op->host, p, (char *)op->recvbuff + off,
+                                (uintptr_t)sc->recv[p] + off, count * op->elt_bytes));
+    }
+    return ncclSuccess;
+}
+
+/* Whether every peer reached `event`; otherwise records whom we wait for. */
+static bool all_reached(struct tt_op *op, uint64_t event, struct tt_wait_hint *hint)
+{
+    for (int p = 0; p < op->nranks; p++) {
+        if (p != op->rank && !tt_host_reached(op->host, p, event, hint)) {
+            op->waiting = TT_OP_WAIT_DATA;
+            op->waiting_peer = p;
+            return false;
+        }
+    }
+    return true;
+}
+
+/* AllReduce's events: addresses, block reduced, done reading; the others skip the middle one. */
+static int event_count(const struct tt_op *op) { return op->coll == TT_COLL_ALLREDUCE ? 3 : 2; }
+static uint64_t last_event(const struct tt_op *op)
+{
+    return op->event_base + (uint64_t)event_count(op);
+}
+
+ncclResult_t tt_direct_step(struct tt_op *op, bool *done, bool *progressed,
+                            struct tt_wait_hint *hint)
+{
+    uint64_t base = op->event_base;
+    switch (op->state) {
+    case RESERVE:
+        if (op->count == 0) {
+            *done = true;
+            return ncclSuccess;
+        }
+        tt_host_op_begin(op->host, event_count(op), &op->event_base, &op->slot);
+        base = op->event_base;
+        op->state = PUBLISH;
+        /* fall through */
+    case PUBLISH: {
+        if (!tt_host_slot_free(op->host, op->slot, hint)) {
+            op->waiting = TT_OP_WAIT_CREDIT;
+            return ncclSuccess;
+        }
+        struct addresses *mine = tt_host_my_slot(op->host, op->slot);
+        mine->send = (uint64_t)(uintptr_t)op->sendbuff;
+        mine->recv = (uint64_t)(uintptr_t)op->recvbuff;
+        tt_host_post(op->host, base + 1);
+        op->state = ADDRESSES;
+        *progressed = true;
+    }
+        /* fall through */
+    case ADDRESSES:
+        if (!all_reached(op, base + 1, hint)) return ncclSuccess;
+        for (int p = 0; p < op->nranks; p++) {
+            const struct addresses *a = tt_host_peer_slot(op->host, p, op->slot);
+            op->scratch->send[p] = (uintptr_t)a->send;
+            op->scratch->recv[p] = (uintptr_t)a->recv;
+        }
+        op->state = REDUCE;
+        /* fall through */
+    case REDUCE:
+        TT_TRY(copy_work(op));
+        *progressed = true;
+        if (op->coll != TT_COLL_ALLREDUCE) {
+            /* One copy phase only: its end is the last event. */
+            tt_host_post(op->host, last_event(op));
+            tt_host_op_end(op->host, op->slot, last_event(op));
+            op->state = DONE_WAIT;
+            goto done_wait;
+        }
+        tt_host_post(op->host, base + 2);
+        op->state = GATHER_WAIT;
+        /* fall through */
+    case GATHER_WAIT:
+        if (!all_reached(op, base + 2, hint)) return ncclSuccess;
+        op->state = GATHER;
+        /* fall through */
+    case GATHER:
+        TT_TRY(gather_blocks(op));
+        tt_host_post(op->host, last_event(op));
+        tt_host_op_end(op->host, op->slot, last_event(op));
+        op->state = DONE_WAIT;
+        *progressed = true;
+        /* fall through */
+    case DONE_WAIT:
+    done_wait:
+        if (!all_reached(op, last_event(op), hint)) return ncclSuccess;
+        *done = true;
+        return ncclSuccess;
+    default:
+        return TT_ERROR(ncclInternalError, "Direct AllReduce in unknown state %d", op->state);
+    }
+}

@@ -1,0 +1,642 @@
+/* Selection of algorithm and protocol: NCCL_ALGO / NCCL_PROTO parsed into per-collective allowed
+ * sets once per communicator, and an alpha-beta cost model evaluated on every collective. The
+ * model's constants live in one table, cost_table below; everything else is arithmetic on the
+ * operation's shape, so every rank that sees the same variables makes the same choice.
+ * Invariant: after tt_tune_init every schedulable collective allows at least one (algorithm,
+ * protocol) pair that Tutti implements for it, and tt_tune_select neither allocates nor logs. */
+#include "algo/tune.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "util/err.h"
+#include "util/log.h"
+#include "util/param.h"
+
+/* ---- The cost model ------------------------------------------------------------------------ */
+
+enum tune_link { TUNE_LINK_SHM, TUNE_LINK_TCP, TUNE_LINK_COUNT };
+
+/* The cost of one algorithm over one kind of link: an operation costs
+ *     alpha_us * steps + bytes_moved / gbytes_per_s + syscall_us * syscalls
+ * where steps, bytes_moved and syscalls come from the algorithm's shape (see the estimators). */
+struct tune_cost {
+    double alpha_us;     /* one step: publishing data and seeing the peer's flag or credit */
+    double gbytes_per_s; /* bytes per second (1e9) along the critical path, copies included */
+    double syscall_us;   /* Direct: one process_vm_readv call */
+    size_t chunk_bytes;  /* Ring: pipeline chunk of Broadcast/Reduce; Direct: bytes per call */
+};
+
+/* THE table of constants, in microseconds, GB/s (1e9 bytes per second) and bytes.
+ *
+ * How to measure them (docs/tuning.md, "Measuring the constants"): run tutti-perf with one
+ * algorithm forced (NCCL_ALGO=Ring, OneShot or Direct) on the target machine; alpha_us is the
+ * time of an 8-byte operation divided by its steps (Ring AllReduce: 2(n-1), OneShot: 1,
+ * Direct: 2), and gbytes_per_s is bytes_moved / time at 64 MiB (Ring, Direct) or at the largest
+ * mailbox payload (OneShot), bytes_moved as the estimators below count it. syscall_us is the
+ * time of one process_vm_readv of a few bytes. TCP rows come from the same runs across two
+ * hosts. The shared-memory values were measured on the 2-core development VM with 2 ranks,
+ * float32 sum AllReduce, each algorithm forced (tutti-perf -b 64K -e 256M -f 16): Ring moved
+ * 1 MiB at ~7 GB/s but 16-256 MiB at 3-7 GB/s, Direct 6.8-7 GB/s from 1 to 256 MiB, OneShot
+ * 32 KiB in 6 us. The TCP row is still a seed. Check crossovers with tools/tutti-tune. */
+static const struct tune_cost cost_table[TT_ALGO_COUNT][TUNE_LINK_COUNT] = {
+    [TT_ALGO_RING] = {
+        [TUNE_LINK_SHM] = {.alpha_us = 1.5, .gbytes_per_s = 6.0, .chunk_bytes = 524288},
+        [TUNE_LINK_TCP] = {.alpha_us = 15.0, .gbytes_per_s = 2.0, .chunk_bytes = 524288},
+    },
+    /* OneShot and Direct exist within one host only: no TCP row. */
+    [TT_ALGO_ONESHOT] = {
+        [TUNE_LINK_SHM] = {.alpha_us = 0.4, .gbytes_per_s = 16.0},
+    },
+    [TT_ALGO_DIRECT] = {
+        [TUNE_LINK_SHM] = {.alpha_us = 5.0, .gbytes_per_s = 7.0, .syscall_us = 2.0,
+                           .chunk_bytes = 262144},
+    },
+};
+
+/* Which collectives each algorithm implements (algo/ring.c, algo/oneshot.c, algo/direct.c);
+ * keep in step with them. Send, Recv and Copy always run on the connections (Ring/Simple). */
+static const bool implements[TT_ALGO_COUNT][TT_COLL_COUNT_] = {
+    [TT_ALGO_RING] = {[TT_COLL_ALLREDUCE] = true, [TT_COLL_BROADCAST] = true,
+                      [TT_COLL_REDUCE] = true, [TT_COLL_ALLGATHER] = true,
+                      [TT_COLL_REDUCESCATTER] = true},
+    [TT_ALGO_ONESHOT] = {[TT_COLL_ALLREDUCE] = true, [TT_COLL_BROADCAST] = true,
+                         [TT_COLL_REDUCE] = true, [TT_COLL_ALLGATHER] = true,
+                         [TT_COLL_REDUCESCATTER] = true},
+    [TT_ALGO_DIRECT] = {[TT_COLL_ALLREDUCE] = true, [TT_COLL_BROADCAST] = true,
+                        [TT_COLL_REDUCE] = true, [TT_COLL_ALLGATHER] = true,
+                        [TT_COLL_REDUCESCATTER] = true},
+};
+
+/* The (algorithm, protocol) pairs that exist, in tie-breaking order (first wins a tie). */
+struct tune_pair {
+    enum tt_algo_id algo;
+    enum tt_proto_id proto;
+};
+static const struct tune_pair pairs[] = {
+    {TT_ALGO_RING, TT_PROTO_SIMPLE},
+    {TT_ALGO_ONESHOT, TT_PROTO_LL},
+    {TT_ALGO_DIRECT, TT_PROTO_SIMPLE},
+};
+enum { NPAIRS = sizeof pairs / sizeof pairs[0] };
+
+static bool selectable(enum tt_coll coll)
+{
+    return coll == TT_COLL_ALLREDUCE || coll == TT_COLL_BROADCAST || coll == TT_COLL_REDUCE ||
+           coll == TT_COLL_ALLGATHER || coll == TT_COLL_REDUCESCATTER;
+}
+
+/* Microseconds to move `bytes` at `gbytes_per_s` (1 GB/s is 1000 bytes per microsecond). */
+static double transfer_us(double bytes, double gbytes_per_s)
+{
+    return bytes / (gbytes_per_s * 1e3);
+}
+
+/* Ring. AllReduce is a reduce-scatter then an allgather around the ring: 2(n-1) steps, each
+ * moving one n-th of the buffer over every link at once. AllGather and ReduceScatter are one of
+ * the two halves: n-1 steps, each moving one rank's block (`bytes`, NCCL's per-rank count).
+ * Broadcast and Reduce are a chain of n-1 hops, pipelined in chunks: the whole buffer crosses
+ * the first link, and the last chunk then needs n-2 more hops to reach the end of the chain. */
+static double ring_us(const struct tt_tune_input *in, const struct tune_cost *c)
+{
+    double n = in->nranks, bytes = (double)in->bytes;
+    double steps, moved;
+    switch (in->coll) {
+    case TT_COLL_ALLREDUCE:
+        steps = 2 * (n - 1);
+        moved = 2 * (n - 1) / n * bytes;
+        break;
+    case TT_COLL_ALLGATHER:
+    case TT_COLL_REDUCESCATTER:
+        steps = n - 1;
+        moved = (n - 1) * bytes;
+        break;
+    case TT_COLL_BROADCAST:
+    case TT_COLL_REDUCE:
+        steps = n - 1;
+        moved = bytes + (n > 2 ? n - 2 : 0) * fmin(bytes, (double)c->chunk_bytes);
+        break;
+    default: /* one connection, one way */
+        steps = 1;
+        moved = bytes;
+        break;
+    }
+    return c->alpha_us * steps + transfer_us(moved, c->gbytes_per_s);
+}
+
+/* OneShot: one step. A rank copies its payload into its mailbox slot (ReduceScatter publishes
+ * its whole input, n blocks), then reads what it needs from the slots: all n of them for
+ * AllReduce, AllGather, ReduceScatter (its own block of each) and Reduce (at the root, the
+ * critical path), the root's alone for Broadcast. */
+static double oneshot_us(const struct tt_tune_input *in, const struct tune_cost *c)
+{
+    double n = in->nranks, bytes = (double)in->bytes;
+    double moved;
+    switch (in->coll) {
+    case TT_COLL_BROADCAST:
+        moved = 2 * bytes;
+        break;
+    case TT_COLL_REDUCESCATTER:
+        moved = n * bytes + n * bytes;
+        break;
+    default:
+        moved = bytes + n * bytes;
+        break;
+    }
+    return c->alpha_us + transfer_us(moved, c->gbytes_per_s);
+}
+
+/* Direct. AllReduce has two phases, each ending when every rank has finished it: a rank reads
+ * its n-th of the buffer from each of its n-1 peers by cross-memory attach, one call per chunk,
+ * and reduces it; then it reads the n-1 other reduced n-ths, one call per peer. The others have
+ * one phase: AllGather reads n-1 whole blocks (one call each), Broadcast one buffer, and
+ * ReduceScatter/Reduce fold n-1 peers' blocks through the staging chunks. */
+static double direct_us(const struct tt_tune_input *in, const struct tune_cost *c)
+{
+    double n = in->nranks, bytes = (double)in->bytes, chunk = (double)c->chunk_bytes;
+    double phases = 1, calls, moved;
+    switch (in->coll) {
+    case TT_COLL_ALLREDUCE: {
+        double slice = bytes / n;
+        phases = 2;
+        calls = (n - 1) * (ceil(slice / chunk) + 1);
+        moved = 2 * (n - 1) * slice;
+        break;
+    }
+    case TT_COLL_ALLGATHER:
+        calls = n - 1;
+        moved = (n - 1) * bytes;
+        break;
+    case TT_COLL_BROADCAST:
+        calls = 1;
+        moved = bytes;
+        break;
+    default: /* ReduceScatter, Reduce: n-1 peers' blocks through the staging area */
+        calls = (n - 1) * ceil(bytes / chunk);
+        moved = (n - 1) * bytes;
+        break;
+    }
+    return phases * c->alpha_us + transfer_us(moved, c->gbytes_per_s) + c->syscall_us * calls;
+}
+
+float tt_tune_estimate_us(const struct tt_tune_input *in, enum tt_algo_id algo)
+{
+    if ((unsigned)algo >= TT_ALGO_COUNT) return INFINITY;
+    bool one_host = in->nhosts <= 1;
+    /* Across hosts every ring step waits for a TCP hop, so TCP's costs govern the ring. */
+    const struct tune_cost *c = &cost_table[algo][one_host ? TUNE_LINK_SHM : TUNE_LINK_TCP];
+    if (!selectable(in->coll)) return algo == TT_ALGO_RING ? (float)ring_us(in, c) : INFINITY;
+    if (!implements[algo][in->coll]) return INFINITY;
+    switch (algo) {
+    case TT_ALGO_RING: return (float)ring_us(in, c);
+    case TT_ALGO_ONESHOT: return one_host ? (float)oneshot_us(in, c) : INFINITY;
+    case TT_ALGO_DIRECT: return one_host ? (float)direct_us(in, c) : INFINITY;
+    default: return INFINITY;
+    }
+}
+
+/* ---- Selection ----------------------------------------------------------------------------- */
+
+/* Whether `algo` can run this operation on this communicator (the variables aside). */
+static bool runs_here(const struct tt_tune_input *in, enum tt_algo_id algo)
+{
+    if (!implements[algo][in->coll]) return false;
+    switch (algo) {
+    case TT_ALGO_RING: return true;
+    case TT_ALGO_ONESHOT: return in->oneshot_ok && in->bytes <= in->oneshot_max_bytes;
+    case TT_ALGO_DIRECT: return in->direct_ok;
+    default: return false;
+    }
+}
+
+/* "NCCL_ALGO", "NCCL_PROTO" or both, from a mask of 1 (algo) and 2 (proto). */
+static const char *vars_named(unsigned which)
+{
+    static const char *const names[4] = {"", "NCCL_ALGO", "NCCL_PROTO", "NCCL_ALGO/NCCL_PROTO"};
+    return names[which & 3];
+}
+
+/* The reason is written on every collective, so it is built by hand: snprintf's "%.1f" alone
+ * costs more than the whole selection. A writer truncates silently and always terminates. */
+struct writer {
+    char *at;
+    char *end; /* the last byte, kept for the terminator */
+};
+
+static void put(struct writer *w, const char *text)
+{
+    while (*text != '\0' && w->at < w->end) *w->at++ = *text++;
+    *w->at = '\0';
+}
+
+/* "12.3 us": microseconds to one decimal. */
+static void put_us(struct writer *w, float us)
+{
+    if (!(us < 1e15f)) {
+        put(w, "inf us");
+        return;
+    }
+    uint64_t tenths = (uint64_t)((double)us * 10 + 0.5);
+    char digits[24], *d = digits + sizeof digits;
+    *--d = '\0';
+    *--d = (char)('0' + tenths % 10);
+    *--d = '.';
+    tenths /= 10;
+    do {
+        *--d = (char)('0' + tenths % 10);
+        tenths /= 10;
+    } while (tenths != 0);
+    put(w, d);
+    put(w, " us");
+}
+
+void tt_tune_select(const struct tt_tune *tune, const struct tt_tune_input *in,
+                    struct tt_tune_choice *out)
+{
+    struct writer w = {out->reason, out->reason + sizeof out->reason - 1};
+    out->algo = TT_ALGO_RING;
+    out->proto = TT_PROTO_SIMPLE;
+    if (!selectable(in->coll) || in->nranks <= 1) {
+        out->estimate_us = tt_tune_estimate_us(in, TT_ALGO_RING);
+        put(&w, selectable(in->coll) ? "single rank" : "point-to-point");
+        return;
+    }
+
+    /* The cheapest and the runner-up among the allowed pairs that can run, and the cheapest of
+     * all that can run, to say what the variables changed. */
+    int best = -1, second = -1, best_any = -1;
+    float est[NPAIRS] = {0};
+    unsigned excluded_by = 0; /* 1: NCCL_ALGO excluded a pair that could run; 2: NCCL_PROTO */
+    for (int k = 0; k < NPAIRS; k++) {
+        if (!runs_here(in, pairs[k].algo)) continue;
+        est[k] = tt_tune_estimate_us(in, pairs[k].algo);
+        if (best_any < 0 || est[k] < est[best_any]) best_any = k;
+        unsigned why = (tune->algo_allowed[in->coll][pairs[k].algo] ? 0u : 1u) |
+                       (tune->proto_allowed[in->coll][pairs[k].proto] ? 0u : 2u);
+        if (why != 0) {
+            excluded_by |= why;
+            continue;
+        }
+        if (best < 0 || est[k] < est[best]) {
+            second = best;
+            best = k;
+        } else if (second < 0 || est[k] < est[second]) {
+            second = k;
+        }
+    }
+
+    if (best < 0) {
+        /* The variables allow only algorithms that cannot run this operation here. */
+        out->estimate_us = tt_tune_estimate_us(in, TT_ALGO_RING);
+        put(&w, "fallback: nothing ");
+        put(&w, vars_named((tune->algo_forced ? 1u : 0u) | (tune->proto_forced ? 2u : 0u)));
+        put(&w, " allows can run here");
+        return;
+    }
+    out->algo = pairs[best].algo;
+    out->proto = pairs[best].proto;
+    out->estimate_us = est[best];
+    /* "cost model: 0.4 us vs Ring 9.0 us[, within NCCL_ALGO]" when the model chose among
+     * several; "NCCL_ALGO: 18.0 us; cost model alone: OneShot 0.4 us" when a variable left one;
+     * "only candidate: 9.0 us" when nothing else can run here. */
+    if (second >= 0) {
+        put(&w, "cost model: ");
+        put_us(&w, est[best]);
+        put(&w, " vs ");
+        put(&w, tt_algo_name(pairs[second].algo));
+        put(&w, " ");
+        put_us(&w, est[second]);
+        if (excluded_by != 0) {
+            put(&w, ", within ");
+            put(&w, vars_named(excluded_by));
+        }
+    } else if (excluded_by == 0) {
+        put(&w, "only candidate: ");
+        put_us(&w, est[best]);
+    } else {
+        put(&w, vars_named(excluded_by));
+        put(&w, ": ");
+        put_us(&w, est[best]);
+        if (best_any != best) {
+            put(&w, "; cost model alone: ");
+            put(&w, tt_algo_name(pairs[best_any].algo));
+            put(&w, " ");
+            put_us(&w, est[best_any]);
+        } else {
+            put(&w, ", also the cost model's pick");
+        }
+    }
+}
+
+const char *tt_algo_name(enum tt_algo_id algo)
+{
+    static const char *const names[TT_ALGO_COUNT] = {
+        [TT_ALGO_RING] = "Ring", [TT_ALGO_ONESHOT] = "OneShot", [TT_ALGO_DIRECT] = "Direct"};
+    return (unsigned)algo < TT_ALGO_COUNT ? names[algo] : "Unknown";
+}
+
+const char *tt_proto_name(enum tt_proto_id proto)
+{
+    static const char *const names[TT_PROTO_COUNT] = {[TT_PROTO_SIMPLE] = "Simple",
+                                                      [TT_PROTO_LL] = "LL"};
+    return (unsigned)proto < TT_PROTO_COUNT ? names[proto] : "Unknown";
+}
+
+/* ---- Parsing NCCL_ALGO and NCCL_PROTO -------------------------------------------------------- */
+
+/* NCCL's syntax: entries separated by ';'. The first entry may be a bare list, which applies to
+ * every collective; the others are "collective:list". A list is comma-separated names,
+ * case-insensitive; a leading '^' makes it the names to exclude. An entry replaces whatever an
+ * earlier one said about its collectives; a collective no entry names allows everything. */
+
+/* A variable's vocabulary. Name i stands for bit bit_of[i] of a mask (bit i when bit_of is
+ * NULL); bits [0, ntutti) have a Tutti meaning, the others are NCCL's algorithms that Tutti does
+ * not implement, accepted and ignored. */
+struct tune_var {
+    const char *env;
+    const char *what;
+    const char *const *names;
+    const unsigned char *bit_of;
+    int count;
+    int nbits;
+    int ntutti;
+};
+
+/* Tutti's algorithms first, in enum tt_algo_id order, then NCCL's others. */
+static const char *const algo_names[] = {"Ring",         "OneShot", "Direct", "Tree",
+                                         "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree",
+                                         "PAT"};
+enum { NALGO_NAMES = sizeof algo_names / sizeof algo_names[0] };
+static const struct tune_var algo_var = {"NCCL_ALGO", "algorithm", algo_names, NULL, NALGO_NAMES,
+                                         NALGO_NAMES, TT_ALGO_COUNT};
+
+/* NCCL's protocols, in enum tt_proto_id's bits. LL128 is another name of LL for Tutti (a CPU
+ * has no 128-byte stores to exploit): listing either allows LL, excluding either excludes it. */
+static const char *const proto_names[] = {"Simple", "LL", "LL128"};
+static const unsigned char proto_bits[] = {TT_PROTO_SIMPLE, TT_PROTO_LL, TT_PROTO_LL};
+enum { NPROTO_NAMES = sizeof proto_names / sizeof proto_names[0] };
+static const struct tune_var proto_var = {"NCCL_PROTO", "protocol", proto_names, proto_bits,
+                                          NPROTO_NAMES, TT_PROTO_COUNT, TT_PROTO_COUNT};
+
+enum { PREFIX_ALL = -1, PREFIX_IGNORED = -2 };
+
+/* Collective prefixes: NCCL's function names, plus Tutti's other collectives; the ones that are
+ * not selected here (they are made of sends and receives) are accepted and ignored. */
+static const struct {
+    const char *name;
+    int coll;
+} prefixes[] = {
+    {"AllReduce", TT_COLL_ALLREDUCE}, {"Broadcast", TT_COLL_BROADCAST},
+    {"Reduce", TT_COLL_REDUCE},       {"AllGather", TT_COLL_ALLGATHER},
+    {"ReduceScatter", TT_COLL_REDUCESCATTER},
+    {"SendRecv", PREFIX_IGNORED},     {"Send", PREFIX_IGNORED},
+    {"Recv", PREFIX_IGNORED},         {"AlltoAll", PREFIX_IGNORED},
+    {"Gather", PREFIX_IGNORED},       {"Scatter", PREFIX_IGNORED},
+};
+enum { NPREFIXES = sizeof prefixes / sizeof prefixes[0] };
+
+struct span {
+    const char *p;
+    size_t len;
+};
+
+static struct span trim(struct span s)
+{
+    while (s.len > 0 && (s.p[0] == ' ' || s.p[0] == '\t')) {
+        s.p++;
+        s.len--;
+    }
+    while (s.len > 0 && (s.p[s.len - 1] == ' ' || s.p[s.len - 1] == '\t')) s.len--;
+    return s;
+}
+
+/* Cuts the next `sep`-separated token off *rest; false once *rest is exhausted. */
+static bool next_token(struct span *rest, char sep, struct span *token)
+{
+    if (rest->p == NULL) return false;
+    const char *at = memchr(rest->p, sep, rest->len);
+    if (at == NULL) {
+        *token = *rest;
+        rest->p = NULL;
+        rest->len = 0;
+    } else {
+        *token = (struct span){rest->p, (size_t)(at - rest->p)};
+        rest->len -= (size_t)(at - rest->p) + 1;
+        rest->p = at + 1;
+    }
+    *token = trim(*token);
+    return true;
+}
+
+static bool span_is(struct span s, const char *name)
+{
+    return strlen(name) == s.len && strncasecmp(s.p, name, s.len) == 0;
+}
+
+/* Appends to the string in buf[bytes] whose length is *used; truncates silently. */
+static void append(char *buf, size_t bytes, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void append(char *buf, size_t bytes, size_t *used, const char *fmt, ...)
+{
+    if (*used + 1 >= bytes) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *used, bytes - *used, fmt, ap);
+    va_end(ap);
+    if (n > 0) *used = *used + (size_t)n < bytes ? *used + (size_t)n : bytes - 1;
+}
+
+/* "a, b, c" from a table of names, for messages. */
+static void join_names(const char *const *names, int count, char *buf, size_t bytes)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < count; i++) append(buf, bytes, &used, "%s%s", i ? ", " : "", names[i]);
+}
+
+/* Parses one list into a mask of the variable's bits; *seen (if not NULL) collects the bits
+ * mentioned. */
+static ncclResult_t parse_list(const struct tune_var *v, const char *text, struct span list,
+                               uint32_t *mask, uint32_t *seen)
+{
+    bool exclude = list.len > 0 && list.p[0] == '^';
+    if (exclude) {
+        list.p++;
+        list.len--;
+    }
+    uint32_t listed = 0;
+    struct span name;
+    while (next_token(&list, ',', &name)) {
+        if (name.len == 0) continue;
+        int i = 0;
+        while (i < v->count && !span_is(name, v->names[i])) i++;
+        if (i == v->count) {
+            char valid[160];
+            join_names(v->names, v->count, valid, sizeof valid);
+            return TT_ERROR(ncclInvalidArgument,
+                            "%s=\"%s\": unknown %s \"%.*s\"; valid names (any case): %s, "
+                            "comma-separated, '^' first to exclude, \"allreduce:...;...\" per "
+                            "collective",
+                            v->env, text, v->what, (int)name.len, name.p, valid);
+        }
+        listed |= 1u << (v->bit_of != NULL ? v->bit_of[i] : i);
+    }
+    if (!exclude && listed == 0)
+        return TT_ERROR(ncclInvalidArgument, "%s=\"%s\": an empty list of %ss allows nothing",
+                        v->env, text, v->what);
+    if (seen != NULL) *seen |= listed;
+    *mask = exclude ? ((1u << v->nbits) - 1) & ~listed : listed;
+    return ncclSuccess;
+}
+
+/* Parses a variable into one mask of allowed names per collective. */
+static ncclResult_t parse_var(const struct tune_var *v, const char *text,
+                              uint32_t masks[TT_COLL_COUNT_], uint32_t *seen)
+{
+    for (int c = 0; c < TT_COLL_COUNT_; c++) masks[c] = (1u << v->nbits) - 1;
+    struct span rest = {text, strlen(text)}, entry;
+    bool first = true;
+    while (next_token(&rest, ';', &entry)) {
+        if (entry.len == 0) continue;
+        struct span list = entry;
+        int target = PREFIX_ALL;
+        const char *colon = memchr(entry.p, ':', entry.len);
+        if (colon != NULL) {
+            struct span name = trim((struct span){entry.p, (size_t)(colon - entry.p)});
+            list = trim((struct span){colon + 1, entry.len - (size_t)(colon - entry.p) - 1});
+            int i = 0;
+            while (i < NPREFIXES && !span_is(name, prefixes[i].name)) i++;
+            if (i == NPREFIXES)
+                return TT_ERROR(ncclInvalidArgument,
+                                "%s=\"%s\": unknown collective \"%.*s\"; valid: AllReduce, "
+                                "Broadcast, Reduce, AllGather, ReduceScatter (any case; "
+                                "SendRecv, Send, Recv, AlltoAll, Gather, Scatter are ignored)",
+                                v->env, text, (int)name.len, name.p);
+            target = prefixes[i].coll;
+            if (target == PREFIX_IGNORED)
+                TT_INFO(TT_SUB_TUNING | TT_SUB_ENV,
+                        "%s: entry \"%.*s\" ignored: %s is not selected by the cost model", v->env,
+                        (int)entry.len, entry.p, prefixes[i].name);
+        } else if (!first) {
+            return TT_ERROR(ncclInvalidArgument,
+                            "%s=\"%s\": only the first entry may omit the collective; write "
+                            "\"collective:list\" for \"%.*s\"",
+                            v->env, text, (int)entry.len, entry.p);
+        }
+        first = false;
+        uint32_t mask = 0;
+        TT_TRY(parse_list(v, text, list, &mask, seen));
+        for (int c = 0; c < TT_COLL_COUNT_; c++)
+            if (target == c || (target == PREFIX_ALL && selectable((enum tt_coll)c)))
+                masks[c] = mask;
+    }
+    return ncclSuccess;
+}
+
+static bool has_text(const char *text)
+{
+    for (; *text != '\0'; text++)
+        if (*text != ' ' && *text != '\t' && *text != ';') return true;
+    return false;
+}
+
+/* Whether some pair Tutti implements for `coll` is allowed by both variables. */
+static bool some_pair_allowed(const struct tt_tune *tune, enum tt_coll coll)
+{
+    for (int k = 0; k < NPAIRS; k++)
+        if (implements[pairs[k].algo][coll] && tune->algo_allowed[coll][pairs[k].algo] &&
+            tune->proto_allowed[coll][pairs[k].proto])
+            return true;
+    return false;
+}
+
+/* "AllReduce Ring,OneShot/Simple,LL; Broadcast ..." for the INFO summary. */
+static void describe(const struct tt_tune *tune, char *buf, size_t bytes)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int c = 0; c < TT_COLL_COUNT_; c++) {
+        if (!selectable((enum tt_coll)c)) continue;
+        append(buf, bytes, &used, "%s%s", used ? "; " : "", tt_coll_name((enum tt_coll)c));
+        char sep = ' ';
+        for (int a = 0; a < TT_ALGO_COUNT; a++) {
+            if (!tune->algo_allowed[c][a] || !implements[a][c]) continue;
+            append(buf, bytes, &used, "%c%s", sep, tt_algo_name((enum tt_algo_id)a));
+            sep = ',';
+        }
+        sep = '/';
+        for (int p = 0; p < TT_PROTO_COUNT; p++) {
+            if (!tune->proto_allowed[c][p]) continue;
+            append(buf, bytes, &used, "%c%s", sep, tt_proto_name((enum tt_proto_id)p));
+            sep = ',';
+        }
+    }
+}
+
+ncclResult_t tt_tune_init(struct tt_tune *tune)
+{
+    const char *algo_text = tt_param_algo(), *proto_text = tt_param_proto();
+    uint32_t algo_masks[TT_COLL_COUNT_], proto_masks[TT_COLL_COUNT_];
+    uint32_t algo_seen = 0;
+    TT_TRY(parse_var(&algo_var, algo_text, algo_masks, &algo_seen));
+    TT_TRY(parse_var(&proto_var, proto_text, proto_masks, NULL));
+
+    memset(tune, 0, sizeof *tune);
+    tune->algo_forced = has_text(algo_text);
+    tune->proto_forced = has_text(proto_text);
+    for (int c = 0; c < TT_COLL_COUNT_; c++) {
+        if (!selectable((enum tt_coll)c)) {
+            tune->algo_allowed[c][TT_ALGO_RING] = true;
+            tune->proto_allowed[c][TT_PROTO_SIMPLE] = true;
+            continue;
+        }
+        for (int a = 0; a < TT_ALGO_COUNT; a++)
+            tune->algo_allowed[c][a] = (algo_masks[c] >> a) & 1;
+        for (int p = 0; p < TT_PROTO_COUNT; p++)
+            tune->proto_allowed[c][p] = (proto_masks[c] >> p) & 1;
+    }
+
+    uint32_t foreign = algo_seen & ~((1u << algo_var.ntutti) - 1);
+    if (foreign != 0) {
+        const char *names[NALGO_NAMES];
+        int count = 0;
+        for (int i = algo_var.ntutti; i < algo_var.count; i++)
+            if ((foreign >> i) & 1) names[count++] = algo_names[i];
+        char list[128];
+        join_names(names, count, list, sizeof list);
+        TT_INFO(TT_SUB_TUNING | TT_SUB_ENV,
+                "NCCL_ALGO: %s ignored (no Tutti implementation; Tutti has Ring, OneShot, Direct)",
+                list);
+    }
+
+    /* A collective left with no pair it can use runs on Ring/Simple, said once here. */
+    char empty[96];
+    size_t used = 0;
+    empty[0] = '\0';
+    for (int c = 0; c < TT_COLL_COUNT_; c++) {
+        if (!selectable((enum tt_coll)c) || some_pair_allowed(tune, (enum tt_coll)c)) continue;
+        memset(tune->algo_allowed[c], 0, sizeof tune->algo_allowed[c]);
+        memset(tune->proto_allowed[c], 0, sizeof tune->proto_allowed[c]);
+        tune->algo_allowed[c][TT_ALGO_RING] = true;
+        tune->proto_allowed[c][TT_PROTO_SIMPLE] = true;
+        append(empty, sizeof empty, &used, "%s%s", used ? ", " : "",
+               tt_coll_name((enum tt_coll)c));
+    }
+    if (used > 0)
+        TT_WARN("NCCL_ALGO=\"%s\" NCCL_PROTO=\"%s\" allow nothing Tutti implements for %s "
+                "(Ring and Direct use Simple, OneShot uses LL): "
+                "using Ring/Simple there",
+                algo_text, proto_text, empty);
+
+    if (tune->algo_forced || tune->proto_forced) {
+        char summary[512];
+        describe(tune, summary, sizeof summary);
+        TT_INFO(TT_SUB_TUNING | TT_SUB_ENV, "NCCL_ALGO=\"%s\" NCCL_PROTO=\"%s\" allow: %s",
+                algo_text, proto_text, summary);
+    }
+    return ncclSuccess;
+}

@@ -1,0 +1,74 @@
+/* Algorithm and protocol selection: an alpha-beta cost model per (collective, algorithm,
+ * bytes, ranks, hosts), restricted by NCCL_ALGO and NCCL_PROTO with NCCL's syntax. The choice is
+ * a pure function of the operation and the communicator's shape, so every rank makes the same
+ * choice without talking to the others (the variables must therefore be equal on all ranks).
+ *
+ * Algorithms: Ring (pipelined through the connection FIFOs; every collective; any topology),
+ * OneShot (all ranks on one host: each rank publishes its whole input in its shared mailbox
+ * and reads everyone's; latency-optimal, small messages; protocol LL), Direct (all ranks on one
+ * host: each rank reduces its slice reading its peers' buffers with cross-memory attach, then
+ * gathers; one copy, large messages; protocol Simple). */
+#ifndef TT_ALGO_TUNE_H
+#define TT_ALGO_TUNE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "algo/coll.h"
+#include "nccl.h"
+
+enum tt_algo_id { TT_ALGO_RING, TT_ALGO_ONESHOT, TT_ALGO_DIRECT, TT_ALGO_COUNT };
+enum tt_proto_id { TT_PROTO_SIMPLE, TT_PROTO_LL, TT_PROTO_COUNT };
+
+/* What selection looks at. `bytes` is the size of the operation's per-rank buffer as NCCL's
+ * count describes it (count * element size). */
+struct tt_tune_input {
+    enum tt_coll coll;
+    size_t bytes;
+    int nranks;
+    int nhosts;
+    bool oneshot_ok;          /* every rank on one host, mailboxes mapped */
+    size_t oneshot_max_bytes; /* largest `bytes` OneShot takes: the mailbox slot's payload, divided
+                                 by nranks for ReduceScatter (it publishes its whole input) */
+    bool direct_ok;           /* every rank on one host, cross-memory attach works */
+};
+
+struct tt_tune_choice {
+    enum tt_algo_id algo;
+    enum tt_proto_id proto;
+    float estimate_us;
+    char reason[128]; /* "cost model: 0.4 us vs Ring 9.0 us", "NCCL_ALGO: 9.0 us; ..." */
+};
+
+/* The allowed algorithms and protocols per collective, parsed once per communicator. An
+ * algorithm allowed for a collective it does not implement (Direct for Broadcast) is never
+ * chosen for it. Send, Recv and Copy allow Ring/Simple only. */
+struct tt_tune {
+    bool algo_allowed[TT_COLL_COUNT_][TT_ALGO_COUNT];
+    bool proto_allowed[TT_COLL_COUNT_][TT_PROTO_COUNT];
+    bool algo_forced;  /* NCCL_ALGO was set */
+    bool proto_forced; /* NCCL_PROTO was set */
+};
+
+/* Parses NCCL_ALGO and NCCL_PROTO (tt_param_algo(), tt_param_proto()). A name that is not an
+ * algorithm or protocol is ncclInvalidArgument naming the variable and listing the valid
+ * names. NCCL's algorithms that Tutti lacks (Tree, NVLS, ...) are accepted and ignored, LL128
+ * is another name of LL; a collective left with no (algorithm, protocol) pair Tutti implements
+ * for it gets Ring/Simple, with one WARN. Logs the resulting sets at INFO (TUNING, ENV) when
+ * either variable is set. The syntax and examples: docs/tuning.md. */
+ncclResult_t tt_tune_init(struct tt_tune *tune);
+/* Picks the cheapest allowed (algorithm, protocol) that can run this operation; Ring/Simple
+ * always can, and is the fallback when the variables exclude everything that could. Send, Recv,
+ * Copy (and anything else not selectable) and one-rank communicators get Ring/Simple. Runs on
+ * every collective: no allocation, no logging (the caller logs the choice and its reason), about
+ * 50 ns. The reason's forms are listed in docs/tuning.md. */
+void tt_tune_select(const struct tt_tune *tune, const struct tt_tune_input *in,
+                    struct tt_tune_choice *out);
+/* The model's estimate for one algorithm (ncclGroupSimulateEnd, logs, docs): +infinity when
+ * the algorithm does not implement the collective or needs one host and there are several. The
+ * other conditions (oneshot_ok, oneshot_max_bytes, direct_ok) are checked by tt_tune_select. */
+float tt_tune_estimate_us(const struct tt_tune_input *in, enum tt_algo_id algo);
+const char *tt_algo_name(enum tt_algo_id algo);
+const char *tt_proto_name(enum tt_proto_id proto);
+
+#endif

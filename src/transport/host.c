@@ -1,0 +1,241 @@
+/* Mailboxes and cross-memory attach for one host (see host.h). The segment layout is one header
+ * cache line (event counter, sleeper count), a line with the nonce the CMA probe reads, then two
+ * 64-byte aligned payload slots. Peers map each other's segments read-only in spirit (the
+ * mapping is read-write only so futex sleepers can count themselves). */
+#include "transport/host.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "util/err.h"
+#include "util/log.h"
+
+#define LINE 64
+
+struct mailbox {
+    _Alignas(LINE) _Atomic uint64_t posted;
+    _Atomic uint32_t sleepers;
+    _Alignas(LINE) uint64_t nonce;
+    _Alignas(LINE) unsigned char slots[];
+};
+
+struct tt_host {
+    int rank;
+    int nranks;
+    size_t slot_bytes;
+    size_t slot_stride;
+    size_t map_bytes;
+    char name[48];
+    bool unlinked;
+    bool cma;
+    struct mailbox *mine;
+    struct mailbox **boxes; /* [nranks], boxes[rank] == mine */
+    int32_t *pids;
+    uint64_t events;          /* events reserved so far by this rank */
+    uint64_t op_index;
+    uint64_t slot_end[2];     /* event ending the last operation that used each slot */
+};
+
+static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+static size_t segment_bytes(size_t slot_bytes)
+{
+    return sizeof(struct mailbox) + 2 * round_up(slot_bytes, LINE);
+}
+
+ncclResult_t tt_host_create(int rank, int nranks, uint64_t comm_hash, size_t slot_bytes,
+                            struct tt_host **out, struct tt_host_info *info)
+{
+    struct tt_host *h = NULL;
+    ncclResult_t res = ncclSuccess;
+    TT_TRY(TT_CALLOC(&h, 1));
+    h->rank = rank;
+    h->nranks = nranks;
+    h->slot_bytes = slot_bytes;
+    h->slot_stride = round_up(slot_bytes, LINE);
+    h->map_bytes = segment_bytes(slot_bytes);
+    TT_TRY_GOTO(TT_CALLOC(&h->boxes, (size_t)nranks), res, fail);
+    TT_TRY_GOTO(TT_CALLOC(&h->pids, (size_t)nranks), res, fail);
+    snprintf(h->name, sizeof h->name, "/tutti-%016llx-mbox-%d", (unsigned long long)comm_hash,
+             rank);
+    int fd = shm_open(h->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        res = TT_ERROR(ncclSystemError, "cannot create shared memory %s: %s", h->name,
+                       strerror(errno));
+        goto fail;
+    }
+    /* Reserve the pages now, so a full /dev/shm fails here rather than as SIGBUS later. */
+    int err = posix_fallocate(fd, 0, (off_t)h->map_bytes);
+    if (err == 0) {
+        h->mine = mmap(NULL, h->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (h->mine == MAP_FAILED) err = errno;
+    }
+    close(fd);
+    if (err != 0) {
+        h->mine = NULL;
+        shm_unlink(h->name);
+        res = TT_ERROR(ncclSystemError, "cannot map %zu bytes of shared memory for %s: %s",
+                       h->map_bytes, h->name, strerror(err));
+        goto fail;
+    }
+    if (getrandom(&h->mine->nonce, sizeof h->mine->nonce, 0) != (ssize_t)sizeof(uint64_t))
+        h->mine->nonce = comm_hash ^ (uint64_t)getpid();
+    h->boxes[rank] = h->mine;
+    memset(info, 0, sizeof *info);
+    snprintf(info->name, sizeof info->name, "%s", h->name);
+    info->nonce = h->mine->nonce;
+    info->probe_addr = (uint64_t)(uintptr_t)&h->mine->nonce;
+    info->pid = (int32_t)getpid();
+    info->slot_bytes = (uint32_t)slot_bytes;
+    *out = h;
+    return ncclSuccess;
+fail:
+    tt_host_destroy(h);
+    return res;
+}
+
+ncclResult_t tt_host_attach(struct tt_host *h, const struct tt_host_info *infos)
+{
+    bool cma = true;
+    for (int p = 0; p < h->nranks; p++) {
+        h->pids[p] = infos[p].pid;
+        if (p == h->rank) continue;
+        if (infos[p].slot_bytes != h->slot_bytes)
+            return TT_ERROR(ncclInvalidUsage,
+                            "mailbox slot size differs: rank %d has %u bytes, rank %d %zu; set "
+                            "TUTTI_ONESHOT_BYTES alike on every rank",
+                            p, infos[p].slot_bytes, h->rank, h->slot_bytes);
+        char name[sizeof infos[p].name + 1];
+        memcpy(name, infos[p].name, sizeof infos[p].name);
+        name[sizeof infos[p].name] = '\0';
+        int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+        if (fd < 0)
+            return TT_ERROR(ncclSystemError, "cannot open rank %d's mailbox %s: %s", p, name,
+                            strerror(errno));
+        void *map = mmap(NULL, h->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        int err = errno;
+        close(fd);
+        if (map == MAP_FAILED)
+            return TT_ERROR(ncclSystemError, "cannot map rank %d's mailbox %s: %s", p, name,
+                            strerror(err));
+        h->boxes[p] = map;
+        if (h->boxes[p]->nonce != infos[p].nonce)
+            return TT_ERROR(ncclRemoteError, "rank %d's mailbox %s holds a foreign nonce", p,
+                            name);
+        /* Probe cross-memory attach on the nonce: it must read back what the mapping shows. */
+        uint64_t probe = 0;
+        struct iovec local = {.iov_base = &probe, .iov_len = sizeof probe};
+        struct iovec remote = {.iov_base = (void *)(uintptr_t)infos[p].probe_addr,
+                               .iov_len = sizeof probe};
+        if (process_vm_readv(infos[p].pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof probe ||
+            probe != infos[p].nonce) {
+            if (cma)
+                TT_INFO(TT_SUB_SHM, "cross-memory attach to rank %d (pid %d) does not work "
+                                    "(%s): single-copy algorithms disabled",
+                        p, infos[p].pid, strerror(errno));
+            cma = false;
+        }
+    }
+    h->cma = cma;
+    return ncclSuccess;
+}
+
+void tt_host_unlink(struct tt_host *h)
+{
+    if (h != NULL && !h->unlinked && h->mine != NULL) {
+        shm_unlink(h->name);
+        h->unlinked = true;
+    }
+}
+
+void tt_host_destroy(struct tt_host *h)
+{
+    if (h == NULL) return;
+    tt_host_unlink(h);
+    for (int p = 0; h->boxes != NULL && p < h->nranks; p++)
+        if (h->boxes[p] != NULL) munmap(h->boxes[p], h->map_bytes);
+    free(h->boxes);
+    free(h->pids);
+    free(h);
+}
+
+bool tt_host_cma_works(const struct tt_host *h) { return h->cma; }
+size_t tt_host_slot_bytes(const struct tt_host *h) { return h->slot_bytes; }
+
+void tt_host_op_begin(struct tt_host *h, int events, uint64_t *event_base, int *slot)
+{
+    *event_base = h->events;
+    *slot = (int)(h->op_index++ & 1);
+    h->events += (uint64_t)events;
+}
+
+void tt_host_op_end(struct tt_host *h, int slot, uint64_t end_event)
+{
+    h->slot_end[slot] = end_event;
+}
+
+bool tt_host_slot_free(struct tt_host *h, int slot, struct tt_wait_hint *hint)
+{
+    for (int p = 0; p < h->nranks; p++)
+        if (p != h->rank && !tt_host_reached(h, p, h->slot_end[slot], hint)) return false;
+    return true;
+}
+
+void *tt_host_my_slot(struct tt_host *h, int slot)
+{
+    return h->mine->slots + (size_t)slot * h->slot_stride;
+}
+
+const void *tt_host_peer_slot(const struct tt_host *h, int peer, int slot)
+{
+    return h->boxes[peer]->slots + (size_t)slot * h->slot_stride;
+}
+
+void tt_host_post(struct tt_host *h, uint64_t event)
+{
+    /* Sequentially consistent so the sleeper check in tt_wait_wake cannot be reordered
+     * before the store (see util/wait.c). */
+    atomic_store(&h->mine->posted, event);
+    tt_wait_wake(&h->mine->posted, &h->mine->sleepers);
+}
+
+bool tt_host_reached(const struct tt_host *h, int peer, uint64_t event, struct tt_wait_hint *hint)
+{
+    struct mailbox *box = h->boxes[peer];
+    uint64_t seen = atomic_load_explicit(&box->posted, memory_order_acquire);
+    if (seen >= event) return true;
+    tt_wait_hint_clear(hint);
+    hint->word = &box->posted;
+    hint->seen = seen;
+    hint->sleepers = &box->sleepers;
+    return false;
+}
+
+ncclResult_t tt_host_read(const struct tt_host *h, int peer, void *local, uintptr_t remote,
+                          size_t bytes)
+{
+    char *dst = local;
+    while (bytes > 0) {
+        struct iovec l = {.iov_base = dst, .iov_len = bytes};
+        struct iovec r = {.iov_base = (void *)remote, .iov_len = bytes};
+        ssize_t got = process_vm_readv(h->pids[peer], &l, 1, &r, 1, 0);
+        if (got <= 0) {
+            if (got < 0 && errno == EINTR) continue;
+            return TT_ERROR(ncclRemoteError,
+                            "cross-memory read of %zu bytes from rank %d (pid %d) failed: %s",
+                            bytes, peer, (int)h->pids[peer],
+                            got < 0 ? strerror(errno) : "no progress");
+        }
+        dst += got;
+        remote += (uintptr_t)got;
+        bytes -= (size_t)got;
+    }
+    return ncclSuccess;
+}

@@ -1,0 +1,70 @@
+/* Direct access among the ranks of one host, for algorithms that skip the connection FIFOs.
+ *
+ * Every rank owns a mailbox: a small shared segment it alone writes and every local peer maps.
+ * It holds a monotonic event counter and two payload slots. A rank *posts* an event by storing
+ * the next value of its counter (release); a peer waits for "rank p reached event e" with an
+ * acquire load, so whatever p wrote before posting e is visible. All ranks of a communicator run
+ * the same sequence of operations, so they agree on every event number without talking.
+ * Payloads go into slot (op index & 1): a rank may refill a slot only once every peer has
+ * posted the event that ends the operation that last used it (tt_host_slot_free).
+ *
+ * Cross-memory attach (process_vm_readv) lets a rank copy straight out of a peer's user buffer,
+ * one copy instead of two through a FIFO. It needs ptrace permission over the peer (same user,
+ * no Yama restriction, or CAP_SYS_PTRACE); tt_host_attach probes it and reports whether it
+ * works. Not thread-safe: one operation at a time uses a communicator's mailboxes (the ring
+ * lane orders them). */
+#ifndef TT_TRANSPORT_HOST_H
+#define TT_TRANSPORT_HOST_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl.h"
+#include "util/wait.h"
+
+/* What a rank tells its local peers about its mailbox (allgathered by the core). */
+struct tt_host_info {
+    char name[48];
+    uint64_t nonce;
+    uint64_t probe_addr; /* address of the nonce in the owner's process, for the CMA probe */
+    int32_t pid;
+    uint32_t slot_bytes;
+};
+
+struct tt_host;
+
+/* Creates this rank's mailbox with slots of `slot_bytes` payload bytes. */
+ncclResult_t tt_host_create(int rank, int nranks, uint64_t comm_hash, size_t slot_bytes,
+                            struct tt_host **out, struct tt_host_info *info);
+/* Maps every peer's mailbox (`infos` has nranks entries) and probes cross-memory attach. */
+ncclResult_t tt_host_attach(struct tt_host *h, const struct tt_host_info *infos);
+/* Removes this rank's segment name once every peer has mapped it (after a barrier). */
+void tt_host_unlink(struct tt_host *h);
+void tt_host_destroy(struct tt_host *h);
+
+bool tt_host_cma_works(const struct tt_host *h);
+size_t tt_host_slot_bytes(const struct tt_host *h);
+
+/* Reserves `count` events and one slot for the next operation: returns the event number
+ * before its first event and the slot it owns. Every rank calls it in the same order. */
+void tt_host_op_begin(struct tt_host *h, int events, uint64_t *event_base, int *slot);
+/* Records that the operation that owns `slot` ends at event `end_event`. */
+void tt_host_op_end(struct tt_host *h, int slot, uint64_t end_event);
+/* Whether every peer has finished the previous user of `slot`; otherwise fills `hint`. */
+bool tt_host_slot_free(struct tt_host *h, int slot, struct tt_wait_hint *hint);
+
+/* This rank's payload area of `slot`, to fill before posting. */
+void *tt_host_my_slot(struct tt_host *h, int slot);
+/* Rank `peer`'s payload area of `slot` (read only; valid once the peer posted the event). */
+const void *tt_host_peer_slot(const struct tt_host *h, int peer, int slot);
+/* Posts this rank's event `event` and wakes sleepers. */
+void tt_host_post(struct tt_host *h, uint64_t event);
+/* Whether `peer` reached `event`; otherwise fills `hint` (sleep on its counter). */
+bool tt_host_reached(const struct tt_host *h, int peer, uint64_t event, struct tt_wait_hint *hint);
+/* Copies `bytes` from address `remote` in `peer`'s process to `local` (cross-memory attach). */
+ncclResult_t tt_host_read(const struct tt_host *h, int peer, void *local, uintptr_t remote,
+                          size_t bytes);
+
+#endif

@@ -1,0 +1,161 @@
+/* tutti-tune: prints what the selection cost model (src/algo/tune.c) estimates and chooses for a
+ * communicator shape, collective by collective, at sizes from -b to -e: one markdown table per
+ * collective, the form docs/tuning.md includes. It honours NCCL_ALGO and NCCL_PROTO like a
+ * communicator would, so it also previews what a setting of them does. It runs no collective:
+ * to check the model against the machine, compare its estimates with tutti-perf's times. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "algo/coll.h"
+#include "algo/tune.h"
+#include "util/err.h"
+#include "util/param.h"
+
+static const enum tt_coll colls[] = {TT_COLL_ALLREDUCE, TT_COLL_BROADCAST, TT_COLL_REDUCE,
+                                     TT_COLL_ALLGATHER, TT_COLL_REDUCESCATTER};
+enum { NCOLLS = sizeof colls / sizeof colls[0] };
+
+static void usage(FILE *to)
+{
+    fprintf(to,
+            "usage: tutti-tune [-n ranks] [-N hosts] [-m oneshot_max_bytes] [-D] [-O]\n"
+            "                  [-b min_bytes] [-e max_bytes] [-f factor] [-c collective]\n"
+            "  -n  ranks in the communicator (default 4)\n"
+            "  -N  hosts they span (default 1; more than 1 rules out OneShot and Direct)\n"
+            "  -m  largest OneShot payload per rank (default: TUTTI_ONESHOT_BYTES, the slot)\n"
+            "  -D  cross-memory attach unavailable (no Direct)\n"
+            "  -O  mailboxes unavailable (no OneShot)\n"
+            "  -b, -e  smallest and largest size in bytes, K/M/G suffixes (default 8, 256M)\n"
+            "  -f  size step factor (default 4)\n"
+            "  -c  only this collective (allreduce, broadcast, reduce, allgather, reducescatter)\n"
+            "Sizes are NCCL's count times the element size: the whole buffer for AllReduce,\n"
+            "Broadcast and Reduce, one rank's block for AllGather and ReduceScatter.\n");
+}
+
+/* "64K" -> 65536; 0 on a malformed value. */
+static size_t parse_bytes(const char *text)
+{
+    char *end;
+    unsigned long long v = strtoull(text, &end, 10);
+    switch (*end) {
+    case 'k': case 'K': v <<= 10; end++; break;
+    case 'm': case 'M': v <<= 20; end++; break;
+    case 'g': case 'G': v <<= 30; end++; break;
+    default: break;
+    }
+    return *end == '\0' ? (size_t)v : 0;
+}
+
+/* "8 B", "64 KiB", "256 MiB" when exact, else bytes. */
+static const char *human(size_t bytes, char *buf, size_t buf_bytes)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB"};
+    int u = 0;
+    while (u < 3 && bytes >= 1024 && bytes % 1024 == 0) {
+        bytes /= 1024;
+        u++;
+    }
+    snprintf(buf, buf_bytes, "%zu %s", bytes, units[u]);
+    return buf;
+}
+
+/* Whether the selector could run `algo` here; mirrors tune.c's rules for display. */
+static bool can_run(const struct tt_tune_input *in, enum tt_algo_id algo)
+{
+    float e = tt_tune_estimate_us(in, algo);
+    if (isinf(e)) return false;
+    if (algo == TT_ALGO_ONESHOT) return in->oneshot_ok && in->bytes <= in->oneshot_max_bytes;
+    if (algo == TT_ALGO_DIRECT) return in->direct_ok;
+    return true;
+}
+
+static void print_table(const struct tt_tune *tune, struct tt_tune_input in, size_t min_bytes,
+                        size_t max_bytes, size_t factor)
+{
+    /* As the engine does: ReduceScatter publishes its whole input, nranks blocks. */
+    if (in.coll == TT_COLL_REDUCESCATTER) in.oneshot_max_bytes /= (size_t)in.nranks;
+    printf("\n### %s: %d ranks, %d host%s\n\n", tt_coll_name(in.coll), in.nranks, in.nhosts,
+           in.nhosts == 1 ? "" : "s");
+    printf("| bytes |");
+    for (int a = 0; a < TT_ALGO_COUNT; a++) printf(" %s us |", tt_algo_name((enum tt_algo_id)a));
+    printf(" choice |\n|---:|");
+    for (int a = 0; a < TT_ALGO_COUNT; a++) printf("---:|");
+    printf("---|\n");
+    /* Sizes min, min*factor, ... and max itself, each once. */
+    for (size_t bytes = min_bytes;;) {
+        in.bytes = bytes;
+        char size[32];
+        printf("| %s |", human(bytes, size, sizeof size));
+        for (int a = 0; a < TT_ALGO_COUNT; a++) {
+            if (can_run(&in, (enum tt_algo_id)a))
+                printf(" %.1f |", (double)tt_tune_estimate_us(&in, (enum tt_algo_id)a));
+            else
+                printf(" - |");
+        }
+        struct tt_tune_choice c;
+        tt_tune_select(tune, &in, &c);
+        printf(" %s/%s |\n", tt_algo_name(c.algo), tt_proto_name(c.proto));
+        if (bytes >= max_bytes) break;
+        bytes = bytes > max_bytes / factor ? max_bytes : bytes * factor;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct tt_tune_input in = {.nranks = 4, .nhosts = 1, .oneshot_ok = true,
+                               .oneshot_max_bytes = (size_t)tt_param_oneshot_bytes(),
+                               .direct_ok = true};
+    size_t min_bytes = 8, max_bytes = (size_t)256 << 20, factor = 4;
+    int only = -1;
+    int opt;
+    while ((opt = getopt(argc, argv, "n:N:m:DOb:e:f:c:h")) != -1) {
+        switch (opt) {
+        case 'n': in.nranks = atoi(optarg); break;
+        case 'N': in.nhosts = atoi(optarg); break;
+        case 'm': in.oneshot_max_bytes = parse_bytes(optarg); break;
+        case 'D': in.direct_ok = false; break;
+        case 'O': in.oneshot_ok = false; break;
+        case 'b': min_bytes = parse_bytes(optarg); break;
+        case 'e': max_bytes = parse_bytes(optarg); break;
+        case 'f': factor = parse_bytes(optarg); break;
+        case 'c':
+            for (int i = 0; i < NCOLLS; i++)
+                if (strcasecmp(optarg, tt_coll_name(colls[i])) == 0) only = i;
+            if (only < 0) {
+                usage(stderr);
+                return 2;
+            }
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (in.nranks < 1 || in.nhosts < 1 || in.nhosts > in.nranks || min_bytes == 0 ||
+        max_bytes < min_bytes || factor < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (in.nhosts > 1) in.oneshot_ok = in.direct_ok = false;
+    if (in.oneshot_max_bytes == 0) in.oneshot_ok = false;
+
+    struct tt_tune tune;
+    if (tt_tune_init(&tune) != ncclSuccess) {
+        fprintf(stderr, "tutti-tune: %s\n", tt_error_last());
+        return 1;
+    }
+    printf("Cost model of Tutti's selection: estimated microseconds per operation ('-': cannot "
+           "run here),\nand the choice (NCCL_ALGO=\"%s\", NCCL_PROTO=\"%s\"). OneShot slot: %zu "
+           "bytes; Direct: %s.\n",
+           tt_param_algo(), tt_param_proto(), in.oneshot_ok ? in.oneshot_max_bytes : 0,
+           in.direct_ok ? "available" : "unavailable");
+    for (int i = 0; i < NCOLLS; i++) {
+        if (only >= 0 && i != only) continue;
+        in.coll = colls[i];
+        print_table(&tune, in, min_bytes, max_bytes, factor);
+    }
+    return 0;
+}
