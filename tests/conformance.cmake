@@ -1,0 +1,41 @@
+# API conformance (label api) and the point-to-point stress test (label coll), each run as every
+# rank under tutti-run: api_conformance at 4 ranks over shared memory, at 4 over TCP
+# (NCCL_SHM_DISABLE=1) and at 3; stream_overlap at 4, and its error case at 3; p2p_stress at
+# 8 ranks, 1000 groups, over shared memory and over TCP, at 5 ranks with 256-byte slots so that
+# most messages cross many chunks, and at 4 ranks with messages up to 8 MiB, twice
+# NCCL_BUFFSIZE's default.
+# TUTTI_TIMEOUT_MS makes a hang fail on the library's own deadline before tutti-run's --timeout,
+# which comes before CTest's.
+if(TARGET tutti-run)
+  foreach(t api_conformance p2p_stress stream_overlap)
+    add_executable(${t} ${CMAKE_SOURCE_DIR}/tests/${t}.c)
+    target_compile_options(${t} PRIVATE ${TUTTI_WARNINGS})
+    target_link_libraries(${t} PRIVATE tutti m)
+  endforeach()
+
+  # tutti_conformance_test(NAME RANKS TIMEOUT LABEL ENV PROGRAM ARGS...)
+  function(tutti_conformance_test name nranks timeout label env program)
+    math(EXPR run_timeout "${timeout} - 10")
+    add_test(NAME ${name}
+             COMMAND $<TARGET_FILE:tutti-run> -n ${nranks} --timeout ${run_timeout}
+                     $<TARGET_FILE:${program}> ${ARGN})
+    set_tests_properties(${name} PROPERTIES LABELS ${label} TIMEOUT ${timeout} PROCESSORS 2
+                         ENVIRONMENT "${env}" SKIP_RETURN_CODE 77)
+  endfunction()
+
+  set(env "TUTTI_TIMEOUT_MS=30000")
+  tutti_conformance_test(api_conformance_n4 4 120 api "${env}" api_conformance)
+  tutti_conformance_test(api_conformance_n4_tcp 4 120 api "${env};NCCL_SHM_DISABLE=1"
+                         api_conformance)
+  tutti_conformance_test(api_conformance_n3 3 120 api "${env}" api_conformance)
+  tutti_conformance_test(stream_overlap_n4 4 120 api "${env}" stream_overlap)
+  # A peer's abort may surface only as the deadline, so this one runs with a short deadline.
+  tutti_conformance_test(stream_errors_n3 3 60 api "TUTTI_TIMEOUT_MS=3000" stream_overlap errors)
+  tutti_conformance_test(p2p_stress_n8 8 240 coll "${env}" p2p_stress --groups 1000)
+  tutti_conformance_test(p2p_stress_n8_tcp 8 240 coll "${env};NCCL_SHM_DISABLE=1" p2p_stress
+                         --groups 1000 --seed 2)
+  tutti_conformance_test(p2p_stress_n5_chunk256 5 240 coll "${env};TUTTI_CHUNK_BYTES=256"
+                         p2p_stress --groups 1000 --seed 3 --prob 0.4)
+  tutti_conformance_test(p2p_stress_n4_big 4 240 coll "${env}" p2p_stress --groups 200 --seed 4
+                         --max-bytes 8388608)
+endif()
