@@ -74,7 +74,12 @@ static uint8_t block_byte(int rank, size_t i) { return (uint8_t)(rank * 31 + i *
 
 static void check_allgather(struct tt_bootstrap *bs, int rank, int nranks, size_t block_bytes)
 {
+    if (nranks < 1 || block_bytes == 0) return;
     uint8_t *data = calloc((size_t)nranks, block_bytes);
+    if (data == NULL) {
+        fprintf(stderr, "rank %d: out of memory for the allgather\n", rank);
+        exit(1);
+    }
     for (size_t i = 0; i < block_bytes; i++)
         data[(size_t)rank * block_bytes + i] = block_byte(rank, i);
     CHECK_OK(tt_bootstrap_allgather(bs, data, block_bytes));
