@@ -224,6 +224,11 @@ out:
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ncclComm **registry;
 static size_t registry_count, registry_cap;
+/* Bumped by every registry change; a thread's cached positive lookup holds while it stands. */
+static _Atomic uint64_t registry_gen = 1;
+static _Thread_local const struct ncclComm *cached_comm __attribute__((tls_model("initial-exec")));
+static _Thread_local uint64_t cached_gen __attribute__((tls_model("initial-exec")));
+
 
 static ncclResult_t registry_add(struct ncclComm *comm)
 {
@@ -239,6 +244,7 @@ static ncclResult_t registry_add(struct ncclComm *comm)
         registry_cap = cap;
     }
     registry[registry_count++] = comm;
+    atomic_fetch_add_explicit(&registry_gen, 1, memory_order_acq_rel);
     pthread_mutex_unlock(&registry_lock);
     return ncclSuccess;
 }
@@ -251,6 +257,7 @@ static bool registry_remove(const struct ncclComm *comm)
     for (size_t i = 0; i < registry_count; i++) {
         if (registry[i] == comm) {
             registry[i] = registry[--registry_count];
+            atomic_fetch_add_explicit(&registry_gen, 1, memory_order_acq_rel);
             found = true;
             break;
         }
@@ -261,10 +268,17 @@ static bool registry_remove(const struct ncclComm *comm)
 
 static bool registry_has(const struct ncclComm *comm)
 {
+    uint64_t gen = atomic_load_explicit(&registry_gen, memory_order_acquire);
+    if (comm == cached_comm && gen == cached_gen) return true;
     bool found = false;
     pthread_mutex_lock(&registry_lock);
     for (size_t i = 0; i < registry_count && !found; i++) found = registry[i] == comm;
+    gen = atomic_load_explicit(&registry_gen, memory_order_acquire);
     pthread_mutex_unlock(&registry_lock);
+    if (found) {
+        cached_comm = comm;
+        cached_gen = gen;
+    }
     return found;
 }
 

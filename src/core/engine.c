@@ -162,7 +162,7 @@ ncclResult_t tt_batch_submit(struct tt_batch *b)
                     tt_proto_name(t->choice.proto),
                     t->choice.reason[0] ? t->choice.reason : "single rank");
     }
-    b->last_progress_ns = tt_time_ns();
+    b->last_progress_ns = 0; /* read the clock only once a wait stalls */
     return ncclSuccess;
 }
 
@@ -241,7 +241,7 @@ ncclResult_t tt_batch_progress(struct tt_batch *b, bool *done, bool *progressed,
         /* Sleep on the first waiting task's word; the others are re-checked after it. */
         if (!t->done && hint->word == NULL && hint->fd < 0) *hint = task_hint;
     }
-    if (*progressed) b->last_progress_ns = tt_time_ns();
+    if (*progressed) b->last_progress_ns = 0;
     *done = b->pending == 0;
     return *done ? first : ncclSuccess;
 }
@@ -266,6 +266,12 @@ ncclResult_t tt_batch_check_stall(struct tt_batch *b)
                                           t->comm->rank,
                                           atomic_load(&t->comm->abort) ? "aborted"
                                                                        : "revoked"));
+    }
+    /* The stall clock starts at the first check after progress, so the fast path (a batch
+     * that never stalls) reads no clock at all. */
+    if (b->last_progress_ns == 0) {
+        b->last_progress_ns = tt_time_ns();
+        return ncclSuccess;
     }
     for (struct tt_task *t = b->head; t; t = t->next) {
         if (t->done) continue;

@@ -25,8 +25,10 @@ struct group_state {
 };
 
 static _Thread_local struct group_state group;
+/* Mirrors group.depth for the check every operation makes, without __tls_get_addr. */
+static _Thread_local int group_depth_fast __attribute__((tls_model("initial-exec")));
 
-int tt_group_depth(void) { return group.depth; }
+int tt_group_depth(void) { return group_depth_fast; }
 
 ncclResult_t tt_group_start(void)
 {
@@ -37,7 +39,7 @@ ncclResult_t tt_group_start(void)
         group.any_blocking = group.any_nonblocking = false;
         group.init_count = 0;
     }
-    group.depth++;
+    group_depth_fast = ++group.depth;
     return ncclSuccess;
 }
 
@@ -98,7 +100,7 @@ static ncclResult_t wait_inits(void)
 static void discard(void)
 {
     tt_batch_clear(&group.batch);
-    group.depth = 0;
+    group.depth = group_depth_fast = 0;
     free(group.inits);
     group.inits = NULL;
     group.init_cap = 0;
@@ -109,7 +111,8 @@ ncclResult_t tt_group_end(void)
     if (group.depth == 0)
         return TT_ERROR(ncclInvalidUsage, "ncclGroupEnd called without a matching "
                                           "ncclGroupStart");
-    if (--group.depth > 0) return ncclSuccess;
+    group_depth_fast = --group.depth;
+    if (group.depth > 0) return ncclSuccess;
     ncclResult_t res = wait_inits();
     if (group.error != ncclSuccess || res != ncclSuccess) {
         ncclResult_t err = group.error != ncclSuccess ? group.error : res;
@@ -151,7 +154,8 @@ ncclResult_t tt_group_simulate_end(ncclSimInfo_t *sim)
     if (group.depth == 0)
         return TT_ERROR(ncclInvalidUsage, "ncclGroupSimulateEnd called without a matching "
                                           "ncclGroupStart");
-    if (--group.depth > 0) return ncclSuccess;
+    group_depth_fast = --group.depth;
+    if (group.depth > 0) return ncclSuccess;
     ncclResult_t err = group.error;
     float estimate_us = 0.0f;
     for (struct tt_task *t = group.batch.head; t; t = t->next)

@@ -22,7 +22,8 @@ unsigned tt_log_subsys_now = TT_SUB_INIT | TT_SUB_ENV | TT_SUB_BOOTSTRAP;
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static FILE *log_file;
 static char log_host[64];
-static _Thread_local int log_rank = -1;
+/* initial-exec: a few bytes, read on every call; no __tls_get_addr on the fast path. */
+static _Thread_local int log_rank __attribute__((tls_model("initial-exec"))) = -1;
 static _Thread_local char last_error[1024];
 
 static const struct {
@@ -181,7 +182,10 @@ void tt_error_trail(ncclResult_t res, const char *file, int line)
 }
 
 const char *tt_error_last(void) { return last_error; }
-void tt_error_clear(void) { last_error[0] = '\0'; }
+void tt_error_clear(void)
+{
+    if (last_error[0] != '\0') last_error[0] = '\0';
+}
 
 ncclResult_t tt_calloc_at(void **out, size_t n, size_t elem_bytes, const char *file, int line)
 {

@@ -49,14 +49,16 @@ void tt_log_set_rank(int rank);
 int tt_log_get_rank(void);
 
 #define TT_WARN(...) tt_log_at(TT_LOG_WARN, TT_SUB_ALL, __FILE__, __LINE__, __VA_ARGS__)
+/* The level is checked inline first: a disabled INFO or TRACE costs one load on hot paths. */
+#define TT_LOG_MAYBE(level) (tt_log_level_now < 0 || tt_log_level_now >= (int)(level))
 #define TT_INFO(sub, ...)                                                                       \
     do {                                                                                        \
-        if (tt_log_enabled(TT_LOG_INFO, (sub)))                                                 \
+        if (TT_LOG_MAYBE(TT_LOG_INFO) && tt_log_enabled(TT_LOG_INFO, (sub)))                    \
             tt_log_at(TT_LOG_INFO, (sub), __FILE__, __LINE__, __VA_ARGS__);                     \
     } while (0)
 #define TT_TRACE(sub, ...)                                                                      \
     do {                                                                                        \
-        if (tt_log_enabled(TT_LOG_TRACE, (sub)))                                                \
+        if (TT_LOG_MAYBE(TT_LOG_TRACE) && tt_log_enabled(TT_LOG_TRACE, (sub)))                  \
             tt_log_at(TT_LOG_TRACE, (sub), __FILE__, __LINE__, __VA_ARGS__);                    \
     } while (0)
 
