@@ -85,6 +85,20 @@ if(TARGET tutti-run AND TARGET tutti-perf)
     set_tests_properties(perf_check_${coll} PROPERTIES LABELS perf TIMEOUT 120
                          ENVIRONMENT "TUTTI_TIMEOUT_MS=60000" PROCESSORS 2)
   endforeach()
+  # The movement-only collectives (no op), at a root other than 0 where there is one; AlltoAll
+  # once more at 4 ranks over TCP alone.
+  foreach(coll alltoall gather scatter sendrecv)
+    add_test(NAME perf_check_${coll}
+             COMMAND $<TARGET_FILE:tutti-run> -n 3 --timeout 110 $<TARGET_FILE:tutti-perf>
+                     -t ${coll} -b 8 -e 1M -f 16 -d all -r 1 -n 2 -w 1 -c 1)
+    set_tests_properties(perf_check_${coll} PROPERTIES LABELS perf TIMEOUT 120
+                         ENVIRONMENT "TUTTI_TIMEOUT_MS=60000" PROCESSORS 2)
+  endforeach()
+  add_test(NAME perf_check_alltoall_n4_tcp
+           COMMAND $<TARGET_FILE:tutti-run> -n 4 --timeout 110 $<TARGET_FILE:tutti-perf>
+                   -t alltoall -b 8 -e 1M -f 16 -d all -n 2 -w 1 -c 1)
+  set_tests_properties(perf_check_alltoall_n4_tcp PROPERTIES LABELS perf TIMEOUT 120
+                       ENVIRONMENT "TUTTI_TIMEOUT_MS=60000;NCCL_SHM_DISABLE=1" PROCESSORS 2)
 endif()
 
 # Every algorithm forced in turn (the cost model otherwise mixes them by size): the matrix must

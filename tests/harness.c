@@ -51,10 +51,11 @@ static const char *const dtype_aliases[TH_NUM_DTYPES][4] = {
 
 static const char *const op_names[TH_NUM_OPS] = {"sum", "prod", "max", "min", "avg"};
 
-static const char *const coll_names[TH_NUM_COLLS][2] = {
-    {"allreduce", "all_reduce"},     {"broadcast", "broadcast"},
-    {"reduce", "reduce"},            {"allgather", "all_gather"},
-    {"reducescatter", "reduce_scatter"},
+static const char *const coll_names[TH_NUM_ALL_COLLS][2] = {
+    {"allreduce", "all_reduce"},         {"broadcast", "broadcast"}, {"reduce", "reduce"},
+    {"allgather", "all_gather"},         {"reducescatter", "reduce_scatter"},
+    {"alltoall", "all_to_all"},          {"gather", "gather"},       {"scatter", "scatter"},
+    {"sendrecv", "send_recv"},
 };
 
 const struct th_dtype *th_dtype_find(ncclDataType_t dtype)
@@ -101,7 +102,7 @@ bool th_op_parse(const char *name, ncclRedOp_t *op)
 
 const char *th_coll_name(enum th_coll coll)
 {
-    return (unsigned)coll < TH_NUM_COLLS ? coll_names[coll][0] : "invalid";
+    return (unsigned)coll < TH_NUM_ALL_COLLS ? coll_names[coll][0] : "invalid";
 }
 
 bool th_coll_parse(const char *name, enum th_coll *coll)
@@ -122,7 +123,7 @@ bool th_coll_has_op(enum th_coll coll)
 
 bool th_coll_has_root(enum th_coll coll)
 {
-    return coll == TH_BROADCAST || coll == TH_REDUCE;
+    return coll == TH_BROADCAST || coll == TH_REDUCE || coll == TH_GATHER || coll == TH_SCATTER;
 }
 
 /* Small float formats (float16, bfloat16, fp8), from the bits of the double: the significand
@@ -571,23 +572,27 @@ static uint64_t gen_expect(const struct gen *g, size_t index)
 
 size_t th_send_count(const struct th_case *c)
 {
-    return c->coll == TH_REDUCESCATTER ? c->count * (size_t)c->nranks : c->count;
+    bool all_ranks = c->coll == TH_REDUCESCATTER || c->coll == TH_SCATTER ||
+                     c->coll == TH_ALLTOALL;
+    return all_ranks ? c->count * (size_t)c->nranks : c->count;
 }
 
 size_t th_recv_count(const struct th_case *c)
 {
-    return c->coll == TH_ALLGATHER ? c->count * (size_t)c->nranks : c->count;
+    bool all_ranks = c->coll == TH_ALLGATHER || c->coll == TH_GATHER || c->coll == TH_ALLTOALL;
+    return all_ranks ? c->count * (size_t)c->nranks : c->count;
 }
 
 size_t th_inplace_offset(const struct th_case *c)
 {
-    if (c->coll == TH_ALLGATHER || c->coll == TH_REDUCESCATTER) {
+    if (c->coll == TH_ALLGATHER || c->coll == TH_REDUCESCATTER || c->coll == TH_GATHER ||
+        c->coll == TH_SCATTER) {
         return (size_t)c->rank * c->count;
     }
     return 0;
 }
 
-/* Movement-only data (Broadcast, AllGather): elements [first, first + count) of `rank`'s
+/* Movement-only data (every collective without an op): elements [first, first + count) of `rank`'s
  * stream, any bit pattern at all (NaNs included), since the library must copy bytes without
  * interpreting them. */
 static void fill_raw(const struct th_case *c, int rank, void *buf, size_t at, size_t first,
@@ -649,13 +654,27 @@ bool th_fill_expect(const struct th_case *c, void *recv, size_t first, size_t co
     case TH_BROADCAST:
         fill_raw(c, c->root, recv, first, first, count);
         return true;
+    case TH_SCATTER:
+        /* Block `rank` of the root's send buffer. */
+        fill_raw(c, c->root, recv, first, (size_t)c->rank * c->count + first, count);
+        return true;
+    case TH_SENDRECV:
+        fill_raw(c, (c->rank + c->nranks - 1) % c->nranks, recv, first, first, count);
+        return true;
+    case TH_GATHER:
+        if (c->rank != c->root) {
+            return false;
+        }
+        /* fall through */
     default:
-        /* AllGather: block r of the receive buffer is rank r's send buffer. */
+        /* AllGather, Gather and AlltoAll: block r of the receive buffer comes from rank r; its
+         * whole send buffer, or for AlltoAll the block of it addressed to this rank. */
         for (size_t k = first; k < first + count;) {
             size_t r = k / c->count;
             size_t j = k % c->count;
             size_t n = c->count - j < first + count - k ? c->count - j : first + count - k;
-            fill_raw(c, (int)r, recv, k, j, n);
+            size_t from = c->coll == TH_ALLTOALL ? (size_t)c->rank * c->count + j : j;
+            fill_raw(c, (int)r, recv, k, from, n);
             k += n;
         }
         return true;

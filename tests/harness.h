@@ -51,8 +51,11 @@ uint64_t th_load(const void *buf, size_t index, size_t bytes);
 void th_store(void *buf, size_t index, size_t bytes, uint64_t bits);
 
 /* The collectives the harness models, with NCCL's meaning of `count`: AllReduce, Broadcast and
- * Reduce: elements of the buffer; AllGather: elements each rank sends; ReduceScatter: elements
- * each rank receives. */
+ * Reduce: elements of the buffer; AllGather and Gather: elements each rank sends; ReduceScatter
+ * and Scatter: elements each rank receives; AlltoAll: elements each rank sends to each peer;
+ * SendRecv (every rank sends to rank + 1 and receives from rank - 1 in one group): elements of
+ * each message. The first TH_NUM_COLLS form coll_matrix's matrix; the movement-only ones after
+ * them are modelled for tutti-perf's checker. */
 enum th_coll {
     TH_ALLREDUCE,
     TH_BROADCAST,
@@ -60,11 +63,18 @@ enum th_coll {
     TH_ALLGATHER,
     TH_REDUCESCATTER,
     TH_NUM_COLLS,
+    TH_ALLTOALL = TH_NUM_COLLS,
+    TH_GATHER,
+    TH_SCATTER,
+    TH_SENDRECV,
+    TH_NUM_ALL_COLLS,
 };
 
-/* "allreduce", "broadcast", "reduce", "allgather", "reducescatter". */
+/* "allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall", "gather",
+ * "scatter", "sendrecv". */
 const char *th_coll_name(enum th_coll coll);
-/* Accepts the names above and nccl-tests' ("all_reduce", "reduce_scatter" ...). */
+/* Accepts the names of the first TH_NUM_COLLS collectives and nccl-tests' ("all_reduce",
+ * "reduce_scatter" ...); the others are not parsed, so *coll always indexes the matrix. */
 bool th_coll_parse(const char *name, enum th_coll *coll);
 bool th_coll_has_op(enum th_coll coll);
 bool th_coll_has_root(enum th_coll coll);
@@ -75,7 +85,7 @@ struct th_case {
     const struct th_dtype *type;
     ncclRedOp_t op; /* ignored by Broadcast and AllGather */
     size_t count;
-    int root; /* ignored by AllReduce, AllGather and ReduceScatter */
+    int root; /* used by Broadcast, Reduce, Gather and Scatter only */
     int rank;
     int nranks;
     uint64_t seed;
@@ -84,8 +94,8 @@ struct th_case {
 /* Elements of the send and the receive buffer of this case. */
 size_t th_send_count(const struct th_case *c);
 size_t th_recv_count(const struct th_case *c);
-/* Element offset of the send (AllGather) or receive (ReduceScatter) data inside the other
- * buffer for the in-place form; 0 for the other collectives. */
+/* Element offset of the send (AllGather, Gather) or receive (ReduceScatter, Scatter) data
+ * inside the other buffer for the in-place form; 0 for the other collectives. */
 size_t th_inplace_offset(const struct th_case *c);
 
 /* Writes this rank's send buffer (th_send_count elements). For Broadcast every rank gets data
@@ -93,7 +103,7 @@ size_t th_inplace_offset(const struct th_case *c);
 void th_fill_send(const struct th_case *c, void *send);
 /* Writes the expected receive buffer (th_recv_count elements), elements [first, first + count)
  * of it only. Returns false, writing nothing, when this rank's receive buffer must be left as it
- * was (Reduce on a non-root). */
+ * was (Reduce and Gather on a non-root). */
 bool th_fill_expect(const struct th_case *c, void *recv, size_t first, size_t count);
 
 /* A byte pattern that depends on its position and `salt`: sentinels and guards. */

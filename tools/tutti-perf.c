@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,6 +28,8 @@ struct call {
     ncclRedOp_t op;
     int root;
     size_t count;
+    int rank;
+    int nranks;
 };
 
 struct coll_desc {
@@ -34,8 +37,9 @@ struct coll_desc {
     enum th_coll model; /* the harness's model, for -c */
     bool has_op;
     bool has_root;
-    /* Ranks whose data each rank's buffer holds: NCCL's count argument is total / per_rank. */
+    /* The size covers every rank's block: NCCL's count argument is total / nranks. */
     bool per_rank;
+    bool has_inplace; /* false: NCCL defines no in-place form, printed as N/A */
     double (*bus_factor)(int nranks);
     ncclResult_t (*run)(const struct call *c, const void *send, void *recv);
 };
@@ -81,13 +85,51 @@ static ncclResult_t run_reduce(const struct call *c, const void *send, void *rec
     return ncclReduce(send, recv, c->count, c->type->dtype, c->op, c->root, c->comm, NULL);
 }
 
-/* Bus bandwidth factors as NCCL documents them (nccl-tests' PERFORMANCE.md). */
+static ncclResult_t run_alltoall(const struct call *c, const void *send, void *recv)
+{
+    return ncclAlltoAll(send, recv, c->count, c->type->dtype, c->comm, NULL);
+}
+
+static ncclResult_t run_gather(const struct call *c, const void *send, void *recv)
+{
+    return ncclGather(send, recv, c->count, c->type->dtype, c->root, c->comm, NULL);
+}
+
+static ncclResult_t run_scatter(const struct call *c, const void *send, void *recv)
+{
+    return ncclScatter(send, recv, c->count, c->type->dtype, c->root, c->comm, NULL);
+}
+
+/* A ring shift, as nccl-tests' sendrecv: one group that sends to rank + 1 and receives from
+ * rank - 1. The group is always ended, so that a failed Send leaves no group open. */
+static ncclResult_t run_sendrecv(const struct call *c, const void *send, void *recv)
+{
+    int next = (c->rank + 1) % c->nranks;
+    int prev = (c->rank + c->nranks - 1) % c->nranks;
+    ncclResult_t res = ncclGroupStart();
+    if (res != ncclSuccess) {
+        return res;
+    }
+    res = ncclSend(send, c->count, c->type->dtype, next, c->comm, NULL);
+    if (res == ncclSuccess) {
+        res = ncclRecv(recv, c->count, c->type->dtype, prev, c->comm, NULL);
+    }
+    ncclResult_t end = ncclGroupEnd();
+    return res != ncclSuccess ? res : end;
+}
+
+/* Bus bandwidth factors as nccl-tests computes them (its PERFORMANCE.md and *_perf.cu). */
 static const struct coll_desc colls[] = {
-    {"all_reduce", TH_ALLREDUCE, true, false, false, factor_allreduce, run_allreduce},
-    {"all_gather", TH_ALLGATHER, false, false, true, factor_gather, run_allgather},
-    {"reduce_scatter", TH_REDUCESCATTER, true, false, true, factor_gather, run_reducescatter},
-    {"broadcast", TH_BROADCAST, false, true, false, factor_one, run_broadcast},
-    {"reduce", TH_REDUCE, true, true, false, factor_one, run_reduce},
+    {"all_reduce", TH_ALLREDUCE, true, false, false, true, factor_allreduce, run_allreduce},
+    {"all_gather", TH_ALLGATHER, false, false, true, true, factor_gather, run_allgather},
+    {"reduce_scatter", TH_REDUCESCATTER, true, false, true, true, factor_gather,
+     run_reducescatter},
+    {"broadcast", TH_BROADCAST, false, true, false, true, factor_one, run_broadcast},
+    {"reduce", TH_REDUCE, true, true, false, true, factor_one, run_reduce},
+    {"alltoall", TH_ALLTOALL, false, false, true, false, factor_gather, run_alltoall},
+    {"gather", TH_GATHER, false, true, true, true, factor_gather, run_gather},
+    {"scatter", TH_SCATTER, false, true, true, true, factor_gather, run_scatter},
+    {"sendrecv", TH_SENDRECV, false, false, false, false, factor_one, run_sendrecv},
 };
 #define NUM_COLLS (sizeof(colls) / sizeof(colls[0]))
 
@@ -118,7 +160,7 @@ struct row {
     const struct th_dtype *type;
     const char *redop;
     int root;
-    double time_us[2];
+    double time_us[2]; /* -1 when the form does not exist (in place: see has_inplace) */
     double algbw[2];
     double busbw[2];
     double wrong[2]; /* -1 when not checked */
@@ -145,7 +187,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: tutti-run -n N tutti-perf [options]\n"
             "  -t, --collective NAME  all_reduce (default), all_gather, reduce_scatter,\n"
-            "                         broadcast, reduce\n"
+            "                         broadcast, reduce, alltoall, gather, scatter, sendrecv\n"
             "  -b, --minbytes SIZE    smallest size (default 32M); suffixes K, M, G\n"
             "  -e, --maxbytes SIZE    largest size (default 32M)\n"
             "  -f, --stepfactor F     multiply the size by F (default 2)\n"
@@ -156,7 +198,7 @@ static void usage(void)
             "  -o, --op OP            sum, prod, max, min, avg or all (default sum)\n"
             "  -d, --datatype TYPE    int8 uint8 int32 uint32 int64 uint64 half float double\n"
             "                         bfloat16 f8e4m3 f8e5m2, or all (default float)\n"
-            "  -r, --root R           root of broadcast and reduce (default 0)\n"
+            "  -r, --root R           root of broadcast, reduce, gather, scatter (default 0)\n"
             "  -z, --blocking 0|1     accepted for nccl-tests compatibility\n"
             "  -a, --average 0..3     time shown: 0 rank 0, 1 average, 2 min, 3 max (default 1)\n"
             "      --json FILE        also write the results as JSON\n"
@@ -247,17 +289,17 @@ static bool parse_options(int argc, char **argv, struct options *o)
     while (ok && (ch = getopt_long(argc, argv, "t:b:e:f:i:n:w:c:o:d:r:z:a:h", longopts, NULL)) !=
                      -1) {
         switch (ch) {
-        case 't': {
-            enum th_coll model;
+        case 't':
+            /* nccl-tests' name or the harness's ("allreduce"). */
             ok = false;
             for (size_t i = 0; i < NUM_COLLS; i++) {
-                if (th_coll_parse(optarg, &model) && colls[i].model == model) {
+                if (strcasecmp(optarg, colls[i].name) == 0 ||
+                    strcasecmp(optarg, th_coll_name(colls[i].model)) == 0) {
                     o->coll = &colls[i];
                     ok = true;
                 }
             }
             break;
-        }
         case 'b':
             ok = parse_size(optarg, &o->min_bytes);
             break;
@@ -415,9 +457,11 @@ static void print_header(struct bench *b)
     free(all);
 }
 
-/* Where the send and receive data of one form live in the two buffers. In place, AllGather
- * sends from this rank's block of the receive buffer and ReduceScatter receives into this
- * rank's block of the send buffer, as NCCL defines it; the others pass one pointer twice. */
+/* Where the send and receive data of one form live in the two buffers. In place, AllGather and
+ * Gather send from this rank's block of the receive buffer and ReduceScatter and Scatter receive
+ * into this rank's block of the send buffer, as NCCL defines it (for Gather and Scatter it is
+ * in place at the root only; the other ranks use the same offsets, as nccl-tests does); the
+ * others pass one pointer twice. */
 static void place(struct bench *b, const struct th_case *tc, bool inplace, void **send,
                   void **recv)
 {
@@ -427,9 +471,9 @@ static void place(struct bench *b, const struct th_case *tc, bool inplace, void 
     if (!inplace) {
         return;
     }
-    if (tc->coll == TH_REDUCESCATTER) {
+    if (tc->coll == TH_REDUCESCATTER || tc->coll == TH_SCATTER) {
         *recv = b->send_buf + off;
-    } else if (tc->coll == TH_ALLGATHER) {
+    } else if (tc->coll == TH_ALLGATHER || tc->coll == TH_GATHER) {
         *send = b->recv_buf + off;
     } else {
         *send = b->recv_buf;
@@ -437,7 +481,7 @@ static void place(struct bench *b, const struct th_case *tc, bool inplace, void 
 }
 
 /* One checked call on exact inputs: the number of receive elements that differ from the
- * reference (for a non-root of Reduce, from the buffer as it was). */
+ * reference (for a non-root of Reduce and Gather, from the buffer as it was). */
 static double check_once(struct bench *b, const struct call *c, const struct th_case *tc,
                          bool inplace)
 {
@@ -446,7 +490,7 @@ static double check_once(struct bench *b, const struct call *c, const struct th_
     size_t elt = tc->type->bytes;
     size_t recv_n = th_recv_count(tc);
     place(b, tc, inplace, &send, &recv);
-    if (!inplace || tc->coll == TH_ALLGATHER) {
+    if (!inplace || tc->coll == TH_ALLGATHER || tc->coll == TH_GATHER) {
         th_fill_pattern(b->recv_buf, recv_n * elt, 0x5e57);
     }
     th_fill_send(tc, send);
@@ -498,6 +542,10 @@ static void print_row(const struct bench *b, const struct row *r)
         printf("%s,%d,%zu,%zu,%s,%s,%d", b->opt.coll->name, b->nranks, r->bytes, r->count,
                r->type->perf_name, r->redop, r->root);
         for (int f = 0; f < 2; f++) {
+            if (r->time_us[f] < 0) {
+                printf(",,,,");
+                continue;
+            }
             printf(",%.3f,%.4f,%.4f,", r->time_us[f], r->algbw[f], r->busbw[f]);
             if (r->wrong[f] >= 0) {
                 printf("%.0f", r->wrong[f]);
@@ -512,6 +560,10 @@ static void print_row(const struct bench *b, const struct row *r)
     for (int f = 0; f < 2; f++) {
         char t[32];
         char w[32];
+        if (r->time_us[f] < 0) {
+            printf("  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
+            continue;
+        }
         format_time(r->time_us[f], t, sizeof(t));
         if (r->wrong[f] >= 0) {
             snprintf(w, sizeof(w), "%.0f", r->wrong[f]);
@@ -543,7 +595,7 @@ static void bench_size(struct bench *b, const struct th_dtype *t, ncclRedOp_t op
     const struct coll_desc *d = b->opt.coll;
     size_t total = bytes / t->bytes;
     size_t count = d->per_rank ? total / (size_t)b->nranks : total;
-    struct call c = {b->comm, t, op, b->opt.root, count};
+    struct call c = {b->comm, t, op, b->opt.root, count, b->rank, b->nranks};
     struct th_case tc = {
         .coll = d->model,
         .type = t,
@@ -561,9 +613,10 @@ static void bench_size(struct bench *b, const struct th_dtype *t, ncclRedOp_t op
         .redop = d->has_op ? th_op_name(op) : "none",
         .root = d->has_root ? b->opt.root : -1,
     };
-    double times[2];
+    double times[2] = {0, 0};
     double wrong[2] = {0, 0};
-    for (int f = 0; f < 2; f++) {
+    int nforms = d->has_inplace ? 2 : 1;
+    for (int f = 0; f < nforms; f++) {
         times[f] = time_form(b, &c, &tc, f == 1);
         if (b->opt.check) {
             wrong[f] = check_once(b, &c, &tc, f == 1);
@@ -585,7 +638,11 @@ static void bench_size(struct bench *b, const struct th_dtype *t, ncclRedOp_t op
                    "ncclAllReduce of the error counts");
     }
     for (int f = 0; f < 2; f++) {
-        r.time_us[f] = times[f];
+        r.time_us[f] = f < nforms ? times[f] : -1;
+        if (f >= nforms) {
+            r.wrong[f] = -1;
+            continue;
+        }
         r.algbw[f] = times[f] > 0 ? (double)r.bytes / times[f] / 1e3 : 0.0;
         r.busbw[f] = r.algbw[f] * d->bus_factor(b->nranks);
         r.wrong[f] = b->opt.check ? wrong[f] : -1;
@@ -628,6 +685,11 @@ static void write_json(const struct bench *b)
                 i ? "," : "", r->bytes, r->count, r->type->perf_name, r->redop, r->root);
         static const char *const forms[2] = {"out_of_place", "in_place"};
         for (int k = 0; k < 2; k++) {
+            if (r->time_us[k] < 0) {
+                fprintf(f, ", \"%s\": {\"time_us\": null, \"algbw_gbs\": null, "
+                        "\"busbw_gbs\": null, \"wrong\": null}", forms[k]);
+                continue;
+            }
             fprintf(f, ", \"%s\": {\"time_us\": %.3f, \"algbw_gbs\": %.4f, \"busbw_gbs\": %.4f, ",
                     forms[k], r->time_us[k], r->algbw[k], r->busbw[k]);
             if (r->wrong[k] >= 0) {
