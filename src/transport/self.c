@@ -33,11 +33,10 @@ static ncclResult_t self_setup(struct tt_transport_ctx *ctx, struct tt_conn *con
     struct self_fifo *fifo = NULL;
     TT_TRY(TT_CALLOC(&fifo, 1));
     fifo->slot_bytes = conn->slot_bytes;
-    fifo->slots = malloc(TT_CONN_SLOTS * conn->slot_bytes);
-    if (fifo->slots == NULL) {
+    size_t ring_bytes = TT_CONN_SLOTS * tt_conn_slot_stride(conn->slot_bytes);
+    if (posix_memalign((void **)&fifo->slots, 64, ring_bytes) != 0) {
         free(fifo);
-        return TT_ERROR(ncclSystemError, "out of memory for a %zu-byte self FIFO",
-                        TT_CONN_SLOTS * conn->slot_bytes);
+        return TT_ERROR(ncclSystemError, "out of memory for a %zu-byte self FIFO", ring_bytes);
     }
     atomic_init(&fifo->refs, 1);
     conn->priv = fifo;
@@ -68,8 +67,8 @@ static ncclResult_t self_send_acquire(struct tt_conn *conn, void **slot, struct 
     struct self_fifo *fifo = conn->priv;
     uint64_t tail = atomic_load_explicit(&fifo->tail, memory_order_relaxed);
     uint64_t head = atomic_load_explicit(&fifo->head, memory_order_acquire);
-    *slot = tail - head < TT_CONN_SLOTS ? fifo->slots + (tail % TT_CONN_SLOTS) * fifo->slot_bytes
-                                        : NULL;
+    size_t stride = tt_conn_slot_stride(fifo->slot_bytes);
+    *slot = tail - head < TT_CONN_SLOTS ? fifo->slots + (tail % TT_CONN_SLOTS) * stride : NULL;
     return ncclSuccess;
 }
 
@@ -93,7 +92,7 @@ static ncclResult_t self_recv_peek(struct tt_conn *conn, const void **data, size
         *data = NULL;
         return ncclSuccess;
     }
-    *data = fifo->slots + (head % TT_CONN_SLOTS) * fifo->slot_bytes;
+    *data = fifo->slots + (head % TT_CONN_SLOTS) * tt_conn_slot_stride(fifo->slot_bytes);
     *bytes = fifo->lengths[head % TT_CONN_SLOTS];
     return ncclSuccess;
 }

@@ -76,7 +76,7 @@ struct tcp_conn {
     uint64_t nonce;
     ncclResult_t failed; /* sticky: once the stream is broken every call returns this */
     bool eof;            /* receiver: the peer closed after a whole frame */
-    uint8_t *staging;    /* TT_CONN_SLOTS x slot_bytes */
+    uint8_t *staging;    /* TT_CONN_SLOTS slots, tt_conn_slot_stride(slot_bytes) apart */
     uint32_t len[TT_CONN_SLOTS];
     /* Sender: frames committed (posted) and fully written (done), bytes of frame `done`
      * already written (header included), and each queued frame's encoded header.
@@ -224,7 +224,11 @@ static ncclResult_t tcp_setup(struct tt_transport_ctx *ctx, struct tt_conn *conn
     TT_TRY(TT_CALLOC(&tc, 1));
     tc->fd = -1;
     conn->priv = tc;
-    TT_TRY(TT_CALLOC(&tc->staging, TT_CONN_SLOTS * conn->slot_bytes));
+    /* 64-byte aligned so that every slot is aligned for any element type. */
+    size_t ring_bytes = TT_CONN_SLOTS * tt_conn_slot_stride(conn->slot_bytes);
+    if (posix_memalign((void **)&tc->staging, 64, ring_bytes) != 0)
+        return TT_ERROR(ncclSystemError, "out of memory for a %zu-byte TCP staging ring",
+                        ring_bytes);
     if (conn->dir == TT_CONN_SEND) return ncclSuccess;
 
     if (ctx->tcp == NULL) {
@@ -423,7 +427,7 @@ static ncclResult_t io_error(struct tt_conn *conn, struct tcp_conn *tc, const ch
 
 static uint8_t *slot_of(const struct tt_conn *conn, const struct tcp_conn *tc, uint64_t frame)
 {
-    return tc->staging + (frame % TT_CONN_SLOTS) * conn->slot_bytes;
+    return tc->staging + (frame % TT_CONN_SLOTS) * tt_conn_slot_stride(conn->slot_bytes);
 }
 
 /* Sender: write queued frames until the socket stops taking bytes, gathering every queued

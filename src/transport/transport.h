@@ -31,6 +31,13 @@
 
 enum tt_conn_dir { TT_CONN_SEND = 0, TT_CONN_RECV = 1 };
 
+/* Distance between two slots of a FIFO: a whole number of cache lines, so every slot starts
+ * aligned for any element type (and slots never share a line) whatever slot_bytes is. */
+static inline size_t tt_conn_slot_stride(size_t slot_bytes)
+{
+    return (slot_bytes + 63) & ~(size_t)63;
+}
+
 /* The opaque blob one side of a connection gives the other at setup. */
 struct tt_conn_info {
     uint8_t bytes[TT_CONN_INFO_BYTES];
