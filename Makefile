@@ -21,7 +21,7 @@ test: build
 
 # Tutti's main job: a 4-process AllReduce benchmark with correctness checking, 8 B to 64 MiB.
 demo: build
-	$(BUILD)/tutti-run -n 4 $(BUILD)/tutti-perf -b 8 -e 64M -f 4 -c 1
+	$(BUILD)/tutti-run -n 4 $(BUILD)/tutti-perf -b 8 -e 64M -f 2 -c 1
 
 asan:
 	$(MAKE) test PRESET=asan

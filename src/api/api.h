@@ -32,7 +32,5 @@ ncclResult_t tt_api_check_rank(int rank, int nranks, const char *caller, const c
 ncclResult_t tt_api_check_buffer(const void *buff, size_t count, const char *caller,
                                  const char *arg);
 
-/* Returns ncclInvalidUsage with the message "<name> is not implemented yet in Tutti". */
-ncclResult_t tt_api_not_implemented(const char *name);
 
 #endif

@@ -57,7 +57,3 @@ ncclResult_t tt_api_check_buffer(const void *buff, size_t count, const char *cal
     return ncclSuccess;
 }
 
-ncclResult_t tt_api_not_implemented(const char *name)
-{
-    return TT_ERROR(ncclInvalidUsage, "%s is not implemented yet in Tutti", name);
-}

@@ -49,12 +49,8 @@ TT_API const char *pncclGetLastError(ncclComm_t comm)
 }
 TT_API_ALIAS(ncclGetLastError);
 
-/* The logging variables are read once per process (src/util/log.c) and cannot be re-read yet;
- * NCCL itself deprecates this call. Being void, it can only report that. */
-TT_API void pncclResetDebugInit(void)
-{
-    tt_api_not_implemented("ncclResetDebugInit");
-}
+/* Re-reads NCCL_DEBUG and NCCL_DEBUG_SUBSYS, as NCCL's (deprecated) call does. */
+TT_API void pncclResetDebugInit(void) { tt_log_reload(); }
 /* The alias must name the function that nccl.h marks deprecated; that use is intended. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"

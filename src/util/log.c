@@ -117,6 +117,14 @@ static void log_init_once(void)
 
 void tt_log_init(void) { pthread_once(&log_once, log_init_once); }
 
+void tt_log_reload(void)
+{
+    tt_log_init();
+    tt_param_reload();
+    tt_log_subsys_now = parse_subsys(tt_param_debug_subsys());
+    __atomic_store_n(&tt_log_level_now, parse_level(tt_param_debug()), __ATOMIC_RELEASE);
+}
+
 bool tt_log_enabled(enum tt_log_level level, unsigned subsys)
 {
     int now = __atomic_load_n(&tt_log_level_now, __ATOMIC_ACQUIRE);

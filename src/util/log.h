@@ -41,6 +41,8 @@ extern int tt_log_level_now;     /* -1 until the environment has been read */
 extern unsigned tt_log_subsys_now;
 
 void tt_log_init(void);
+/* Re-reads NCCL_DEBUG and NCCL_DEBUG_SUBSYS (ncclResetDebugInit); the log file stays. */
+void tt_log_reload(void);
 bool tt_log_enabled(enum tt_log_level level, unsigned subsys);
 void tt_log_at(enum tt_log_level level, unsigned subsys, const char *file, int line,
                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
