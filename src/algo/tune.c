@@ -42,10 +42,11 @@ struct tune_cost {
  * hosts. The shared-memory values were measured on the 2-core development VM with 2 ranks,
  * float32 sum AllReduce, each algorithm forced (tutti-perf -b 64K -e 256M -f 16): Ring moved
  * 1 MiB at ~7 GB/s but 16-256 MiB at 3-7 GB/s, Direct 6.8-7 GB/s from 1 to 256 MiB, OneShot
- * 32 KiB in 6 us. The TCP row is still a seed. Check crossovers with tools/tutti-tune. */
+ * 32 KiB in 6 us; a Ring step at 8 B took ~0.6 us (AllReduce 1.3 us in 2 steps, Broadcast
+ * 0.56 us in one). The TCP row is still a seed. Check crossovers with tools/tutti-tune. */
 static const struct tune_cost cost_table[TT_ALGO_COUNT][TUNE_LINK_COUNT] = {
     [TT_ALGO_RING] = {
-        [TUNE_LINK_SHM] = {.alpha_us = 1.5, .gbytes_per_s = 6.0, .chunk_bytes = 524288},
+        [TUNE_LINK_SHM] = {.alpha_us = 0.6, .gbytes_per_s = 6.0, .chunk_bytes = 524288},
         [TUNE_LINK_TCP] = {.alpha_us = 15.0, .gbytes_per_s = 2.0, .chunk_bytes = 524288},
     },
     /* OneShot and Direct exist within one host only: no TCP row. */
@@ -136,8 +137,13 @@ static double oneshot_us(const struct tt_tune_input *in, const struct tune_cost 
 {
     double n = in->nranks, bytes = (double)in->bytes;
     double moved;
+    double alpha = c->alpha_us;
     switch (in->coll) {
     case TT_COLL_BROADCAST:
+        /* The root may refill its slot only after every reader's "done" event, so it cannot
+         * run ahead as down a pipelined chain: measured 0.8-2.1 us at 2-4 ranks against the
+         * ring's 0.5-0.6 us, hence a hand-off per reader, both ways. */
+        alpha *= 2 * (n - 1);
         moved = 2 * bytes;
         break;
     case TT_COLL_REDUCESCATTER:
@@ -147,7 +153,7 @@ static double oneshot_us(const struct tt_tune_input *in, const struct tune_cost 
         moved = bytes + n * bytes;
         break;
     }
-    return c->alpha_us + transfer_us(moved, c->gbytes_per_s);
+    return alpha + transfer_us(moved, c->gbytes_per_s);
 }
 
 /* Direct. AllReduce has two phases, each ending when every rank has finished it: a rank reads
