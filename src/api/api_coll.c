@@ -14,11 +14,6 @@
 #include "util/err.h"
 #include "util/log.h"
 
-static bool coll_reduces(enum tt_coll coll)
-{
-    return coll == TT_COLL_ALLREDUCE || coll == TT_COLL_REDUCE || coll == TT_COLL_REDUCESCATTER;
-}
-
 static bool coll_has_root(enum tt_coll coll)
 {
     return coll == TT_COLL_BROADCAST || coll == TT_COLL_REDUCE || coll == TT_COLL_GATHER ||
@@ -56,9 +51,8 @@ static ncclResult_t check_and_run(const char *caller, const struct tt_coll_args 
     tt_log_set_rank(rank);
     TT_TRY(tt_api_check_stream(args->stream, caller));
     TT_TRY(tt_api_check_dtype(args->dtype, caller));
-    struct tt_redop redop; /* resolving checks built-in and user operators alike */
-    if (coll_reduces(args->coll))
-        TT_TRY(tt_comm_redop_resolve(comm, args->op, args->dtype, &redop));
+    /* The reduction operator (built-in or user-created) is checked where it is resolved, once,
+     * when the core builds the operation's task (core/engine.c), with the same error. */
     if (coll_has_root(args->coll)) TT_TRY(tt_api_check_rank(args->root, nranks, caller, "root"));
 
     if (args->coll == TT_COLL_SEND || args->coll == TT_COLL_RECV)
