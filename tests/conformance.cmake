@@ -12,6 +12,10 @@ if(TARGET tutti-run)
     target_compile_options(${t} PRIVATE ${TUTTI_WARNINGS})
     target_link_libraries(${t} PRIVATE tutti m)
   endforeach()
+  # api_conformance's tests are spread over three files that share one set of helpers.
+  target_sources(api_conformance PRIVATE ${CMAKE_SOURCE_DIR}/tests/api_conformance_colls.c
+                                         ${CMAKE_SOURCE_DIR}/tests/api_conformance_groups.c
+                                         ${CMAKE_SOURCE_DIR}/tests/api_conformance_common.c)
 
   # tutti_conformance_test(NAME RANKS TIMEOUT LABEL ENV PROGRAM ARGS...)
   function(tutti_conformance_test name nranks timeout label env program)

@@ -12,7 +12,7 @@
  * partially overlap), and with count 0 the pointers are not touched (they may be NULL). They
  * never fail: callers validated the dtype and op.
  *
- * The details, each checked bit for bit by tests/unit_reduce.c:
+ * The details, each checked bit for bit by tests/unit_reduce*.c:
  * - max/min return one input's own bits: the non-NaN one if exactly one is NaN, `in` if both
  *   are, `local` on equal operands (so max(+0, -0) keeps local's zero).
  * - PREMULSUM on integers multiplies and adds with wrap-around; SUMPOSTDIV on floating types

@@ -1,0 +1,413 @@
+/* API conformance, point to point and groups (NCCL 2.28): ring shifts and all-pairs exchanges
+ * with posting-order matching, send to self, group errors and nesting, groups spanning two
+ * communicators, collectives mixed with point to point in one group, many aggregated collectives,
+ * group state owned by its thread, simultaneous 8 MiB exchanges in both directions, and
+ * ncclGroupSimulateEnd. Each test runs on every rank in the order of api_conformance.c's table;
+ * buffers hold int64 values, so every expected result is exact. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_conformance_common.h"
+#include "nccl.h"
+
+/* ---- Point to point ------------------------------------------------------------------------ */
+
+/* Ring shift inside a group, with the send posted first and then the receive first. */
+void test_sendrecv_ring(void)
+{
+    static const size_t counts[] = {0, 1, 4099, 100000};
+    int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        size_t count = counts[c];
+        int64_t *send = alloc_i64(count, 0), *recv = alloc_i64(count, SENTINEL);
+        int64_t *want = alloc_i64(count, 0);
+        for (size_t i = 0; i < count; i++) {
+            send[i] = pair_val(rank, next, i);
+            want[i] = pair_val(prev, rank, i);
+        }
+        for (int recv_first = 0; recv_first < 2; recv_first++) {
+            for (size_t i = 0; i < count; i++) recv[i] = SENTINEL;
+            EXPECT(ncclGroupStart(), ncclSuccess);
+            if (recv_first) EXPECT(ncclRecv(recv, count, ncclInt64, prev, comm, NULL), ncclSuccess);
+            EXPECT(ncclSend(send, count, ncclInt64, next, comm, NULL), ncclSuccess);
+            if (!recv_first)
+                EXPECT(ncclRecv(recv, count, ncclInt64, prev, comm, NULL), ncclSuccess);
+            EXPECT(ncclGroupEnd(), ncclSuccess);
+            check_i64(recv_first ? "ring shift (recv posted first)" : "ring shift", recv, want,
+                      count);
+        }
+        free(send);
+        free(recv);
+        free(want);
+    }
+}
+
+/* Every rank sends to every rank (itself included) in one group, with a different count per
+ * ordered pair, and two messages to each peer that must match in posting order. */
+static size_t pair_count(int src, int dst, int msg)
+{
+    return (size_t)(1 + (src * 37 + dst * 11 + msg * 5) % 97) * (msg == 0 ? 1 : 13);
+}
+
+void test_sendrecv_all_pairs(void)
+{
+    int n = nranks;
+    int64_t **sends = xcalloc((size_t)n * 2, sizeof *sends);
+    int64_t **recvs = xcalloc((size_t)n * 2, sizeof *recvs);
+    for (int p = 0; p < n; p++)
+        for (int m = 0; m < 2; m++) {
+            size_t out = pair_count(rank, p, m), in = pair_count(p, rank, m);
+            sends[p * 2 + m] = alloc_i64(out, 0);
+            recvs[p * 2 + m] = alloc_i64(in, SENTINEL);
+            for (size_t i = 0; i < out; i++) sends[p * 2 + m][i] = pair_val(rank, p, i) + m;
+        }
+    /* Receives posted in reverse peer order, sends in forward order. */
+    EXPECT(ncclGroupStart(), ncclSuccess);
+    for (int p = n - 1; p >= 0; p--)
+        for (int m = 0; m < 2; m++)
+            EXPECT(ncclRecv(recvs[p * 2 + m], pair_count(p, rank, m), ncclInt64, p, comm, NULL),
+                   ncclSuccess);
+    for (int p = 0; p < n; p++)
+        for (int m = 0; m < 2; m++)
+            EXPECT(ncclSend(sends[p * 2 + m], pair_count(rank, p, m), ncclInt64, p, comm, NULL),
+                   ncclSuccess);
+    EXPECT(ncclGroupEnd(), ncclSuccess);
+    for (int p = 0; p < n; p++)
+        for (int m = 0; m < 2; m++) {
+            size_t in = pair_count(p, rank, m);
+            int64_t *want = alloc_i64(in, 0);
+            for (size_t i = 0; i < in; i++) want[i] = pair_val(p, rank, i) + m;
+            char what[64];
+            snprintf(what, sizeof what, "all pairs: from rank %d message %d", p, m);
+            check_i64(what, recvs[p * 2 + m], want, in);
+            free(want);
+        }
+    for (int k = 0; k < n * 2; k++) {
+        free(sends[k]);
+        free(recvs[k]);
+    }
+    free(sends);
+    free(recvs);
+}
+
+void test_send_to_self(void)
+{
+    const size_t count = 1000;
+    int64_t *send = alloc_i64(count, 0), *recv = alloc_i64(count, SENTINEL);
+    for (size_t i = 0; i < count; i++) send[i] = pair_val(rank, rank, i);
+    EXPECT(ncclGroupStart(), ncclSuccess);
+    EXPECT(ncclSend(send, count, ncclInt64, rank, comm, NULL), ncclSuccess);
+    EXPECT(ncclRecv(recv, count, ncclInt64, rank, comm, NULL), ncclSuccess);
+    EXPECT(ncclGroupEnd(), ncclSuccess);
+    check_i64("send to self", recv, send, count);
+    free(send);
+    free(recv);
+}
+
+/* ---- Groups -------------------------------------------------------------------------------- */
+
+/* An invalid argument inside a group fails the call and the group's End; the communicator stays
+ * usable. ncclGroupEnd (and SimulateEnd) without a Start is ncclInvalidUsage. */
+void test_group_errors(void)
+{
+    int64_t send[4] = {1, 2, 3, 4}, recv[4];
+    ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+    EXPECT(ncclGroupEnd(), ncclInvalidUsage);
+    EXPECT(ncclGroupSimulateEnd(&sim), ncclInvalidUsage);
+
+    EXPECT(ncclGroupStart(), ncclSuccess);
+    EXPECT(ncclAllReduce(send, recv, 4, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    EXPECT(ncclAllReduce(send, recv, 4, (ncclDataType_t)99, ncclSum, comm, NULL),
+           ncclInvalidArgument);
+    EXPECT_ERROR(ncclGroupEnd());
+
+    EXPECT(ncclGroupStart(), ncclSuccess);
+    EXPECT(ncclSend(send, 4, ncclInt64, nranks, comm, NULL), ncclInvalidArgument);
+    EXPECT_ERROR(ncclGroupEnd());
+
+    EXPECT(ncclGroupStart(), ncclSuccess);
+    EXPECT_ERROR(ncclAllReduce(send, recv, 4, ncclInt64, ncclSum, NULL, NULL));
+    EXPECT_ERROR(ncclGroupEnd());
+
+    /* The failed groups left nothing behind: a group and a plain call both work. */
+    EXPECT(ncclGroupEnd(), ncclInvalidUsage);
+    EXPECT(ncclGroupStart(), ncclSuccess);
+    EXPECT(ncclGroupEnd(), ncclSuccess);
+    memset(recv, 0, sizeof recv);
+    EXPECT(ncclAllReduce(send, recv, 4, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    for (int i = 0; i < 4; i++)
+        CHECK(recv[i] == send[i] * nranks, "AllReduce after failed groups: index %d: got %lld, "
+              "want %lld", i, (long long)recv[i], (long long)(send[i] * nranks));
+    ncclResult_t async = ncclInternalError;
+    EXPECT(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+    CHECK(async == ncclSuccess, "an argument error latched an asynchronous error %d", (int)async);
+}
+
+/* Nested groups: nothing runs before the outermost End. */
+void test_nested_groups(void)
+{
+    const size_t count = 8;
+    int64_t *send = alloc_i64(count, 0), *recv = alloc_i64(count, SENTINEL);
+    int64_t *ring = alloc_i64(count, SENTINEL), *want = alloc_i64(count, 0);
+    int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+    for (size_t i = 0; i < count; i++) send[i] = val(rank, i);
+
+    EXPECT(ncclGroupStart(), ncclSuccess);
+    EXPECT(ncclGroupStart(), ncclSuccess);
+    EXPECT(ncclAllReduce(send, recv, count, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    EXPECT(ncclSend(send, count, ncclInt64, next, comm, NULL), ncclSuccess);
+    EXPECT(ncclGroupEnd(), ncclSuccess);
+    check_all_equal("inner ncclGroupEnd ran an operation (recvbuff changed)", recv, SENTINEL,
+                    count);
+    EXPECT(ncclGroupStart(), ncclSuccess);
+    EXPECT(ncclRecv(ring, count, ncclInt64, prev, comm, NULL), ncclSuccess);
+    EXPECT(ncclGroupEnd(), ncclSuccess);
+    check_all_equal("inner ncclGroupEnd ran a receive", ring, SENTINEL, count);
+    EXPECT(ncclGroupEnd(), ncclSuccess);
+
+    for (size_t i = 0; i < count; i++) {
+        want[i] = 0;
+        for (int r = 0; r < nranks; r++) want[i] += val(r, i);
+    }
+    check_i64("nested group AllReduce", recv, want, count);
+    for (size_t i = 0; i < count; i++) want[i] = val(prev, i);
+    check_i64("nested group ring shift", ring, want, count);
+    free(send);
+    free(recv);
+    free(ring);
+    free(want);
+}
+
+/* Two communicators driven from one thread in one group, issued in opposite orders on even and
+ * odd ranks: only a group that progresses them together completes. */
+void test_multi_comm_group(void)
+{
+    ncclComm_t second = make_comm(NULL);
+    if (second == NULL) return;
+    int64_t a = rank + 1, b = 10 * (rank + 1), a_sum = 0, b_sum = 0;
+    EXPECT(ncclGroupStart(), ncclSuccess);
+    if (rank % 2 == 0) {
+        EXPECT(ncclAllReduce(&a, &a_sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+        EXPECT(ncclAllReduce(&b, &b_sum, 1, ncclInt64, ncclSum, second, NULL), ncclSuccess);
+    } else {
+        EXPECT(ncclAllReduce(&b, &b_sum, 1, ncclInt64, ncclSum, second, NULL), ncclSuccess);
+        EXPECT(ncclAllReduce(&a, &a_sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    }
+    EXPECT(ncclGroupEnd(), ncclSuccess);
+    int64_t want = (int64_t)nranks * (nranks + 1) / 2;
+    CHECK(a_sum == want && b_sum == 10 * want, "two communicators in one group: got %lld and "
+          "%lld, want %lld and %lld", (long long)a_sum, (long long)b_sum, (long long)want,
+          (long long)(10 * want));
+    EXPECT(ncclCommDestroy(second), ncclSuccess);
+}
+
+/* Collectives and point to point mixed in one group on one communicator: every result as if
+ * each had run alone, in issue order for the collectives. */
+void test_mixed_group(void)
+{
+    const size_t count = 33, total = count * (size_t)nranks;
+    int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+    int64_t *send = alloc_i64(total, 0), *sum = alloc_i64(count, SENTINEL);
+    int64_t *ring = alloc_i64(count, SENTINEL), *bcast = alloc_i64(count, SENTINEL);
+    int64_t *a2a = alloc_i64(total, SENTINEL), *gathered = alloc_i64(total, SENTINEL);
+    int64_t *want = alloc_i64(total, 0);
+    for (size_t k = 0; k < total; k++) send[k] = pair_val(rank, (int)(k / count), k % count);
+
+    /* AlltoAll and Gather move their data as sends and receives between the same peers as the
+     * ring shift; NCCL matches a pair's messages in posting order, so every rank posts the
+     * ring shift before them. */
+    EXPECT(ncclGroupStart(), ncclSuccess);
+    EXPECT(ncclAllReduce(send, sum, count, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    EXPECT(ncclRecv(ring, count, ncclInt64, prev, comm, NULL), ncclSuccess);
+    EXPECT(ncclBroadcast(send, bcast, count, ncclInt64, nranks - 1, comm, NULL), ncclSuccess);
+    EXPECT(ncclSend(send, count, ncclInt64, next, comm, NULL), ncclSuccess);
+    EXPECT(ncclAlltoAll(send, a2a, count, ncclInt64, comm, NULL), ncclSuccess);
+    EXPECT(ncclGather(send, gathered, count, ncclInt64, 0, comm, NULL), ncclSuccess);
+    EXPECT(ncclGroupEnd(), ncclSuccess);
+
+    for (size_t i = 0; i < count; i++) {
+        want[i] = 0;
+        for (int r = 0; r < nranks; r++) want[i] += pair_val(r, 0, i);
+    }
+    check_i64("mixed group: AllReduce", sum, want, count);
+    for (size_t i = 0; i < count; i++) want[i] = pair_val(prev, 0, i);
+    check_i64("mixed group: ring shift", ring, want, count);
+    for (size_t i = 0; i < count; i++) want[i] = pair_val(nranks - 1, 0, i);
+    check_i64("mixed group: Broadcast", bcast, want, count);
+    for (size_t k = 0; k < total; k++) want[k] = pair_val((int)(k / count), rank, k % count);
+    check_i64("mixed group: AlltoAll", a2a, want, total);
+    for (size_t k = 0; k < total; k++)
+        want[k] = rank == 0 ? pair_val((int)(k / count), 0, k % count) : SENTINEL;
+    check_i64("mixed group: Gather", gathered, want, total);
+    free(send);
+    free(sum);
+    free(ring);
+    free(bcast);
+    free(a2a);
+    free(gathered);
+    free(want);
+}
+
+/* Many collectives aggregated in one group, each with its own buffers, operator and count. */
+void test_aggregated_group(void)
+{
+    enum { OPS = 64 };
+    static const ncclRedOp_t ops[] = {ncclSum, ncclMax, ncclMin, ncclProd};
+    int64_t *in[OPS], *out[OPS];
+    EXPECT(ncclGroupStart(), ncclSuccess);
+    for (int k = 0; k < OPS; k++) {
+        size_t count = (size_t)(1 + k * 37);
+        in[k] = alloc_i64(count, 0);
+        out[k] = alloc_i64(count, SENTINEL);
+        for (size_t i = 0; i < count; i++) in[k][i] = (int64_t)((rank + k + (int)i) % 3 + 1);
+        EXPECT(ncclAllReduce(in[k], out[k], count, ncclInt64, ops[k % 4], comm, NULL),
+               ncclSuccess);
+    }
+    EXPECT(ncclGroupEnd(), ncclSuccess);
+    for (int k = 0; k < OPS; k++) {
+        size_t count = (size_t)(1 + k * 37);
+        int shown = 0;
+        for (size_t i = 0; i < count; i++) {
+            int64_t want = ops[k % 4] == ncclSum || ops[k % 4] == ncclMax ? 0 : 4;
+            if (ops[k % 4] == ncclProd) want = 1;
+            for (int r = 0; r < nranks; r++) {
+                int64_t v = (int64_t)((r + k + (int)i) % 3 + 1);
+                if (ops[k % 4] == ncclSum) want += v;
+                if (ops[k % 4] == ncclProd) want *= v;
+                if (ops[k % 4] == ncclMax && v > want) want = v;
+                if (ops[k % 4] == ncclMin && v < want) want = v;
+            }
+            if (out[k][i] != want && shown++ < 3)
+                FAIL("aggregated group: operation %d, index %zu: got %lld, want %lld", k, i,
+                     (long long)out[k][i], (long long)want);
+        }
+        free(in[k]);
+        free(out[k]);
+    }
+}
+
+/* Group state belongs to the calling thread: two threads, each with its own communicator,
+ * open, fill and end groups concurrently without seeing each other's operations. */
+struct group_thread {
+    ncclComm_t comm;
+    int64_t base; /* distinct inputs per thread */
+    long errors;
+};
+
+static void *run_group_thread(void *arg)
+{
+    struct group_thread *t = arg;
+    enum { ROUNDS = 200, COUNT = 17 };
+    int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+    int64_t in[COUNT], sum[COUNT], ring[COUNT];
+    for (int round = 0; round < ROUNDS && t->errors == 0; round++) {
+        for (int i = 0; i < COUNT; i++) in[i] = t->base + rank * 1000 + round * 10 + i;
+        ncclResult_t res[6];
+        res[0] = ncclGroupStart();
+        res[1] = ncclGroupStart();
+        res[2] = ncclAllReduce(in, sum, COUNT, ncclInt64, ncclSum, t->comm, NULL);
+        res[3] = ncclGroupEnd();
+        ncclGroupStart();
+        res[4] = ncclSend(in, COUNT, ncclInt64, next, t->comm, NULL);
+        res[4] = res[4] != ncclSuccess ? res[4]
+                                       : ncclRecv(ring, COUNT, ncclInt64, prev, t->comm, NULL);
+        ncclGroupEnd();
+        res[5] = ncclGroupEnd();
+        for (int k = 0; k < 6; k++)
+            if (res[k] != ncclSuccess) {
+                fprintf(stderr, "rank %d: thread with base %lld, round %d: call %d returned %d "
+                        "(%s)\n", rank, (long long)t->base, round, k, (int)res[k],
+                        ncclGetErrorString(res[k]));
+                t->errors++;
+            }
+        for (int i = 0; i < COUNT && t->errors == 0; i++) {
+            int64_t want_sum = 0;
+            for (int r = 0; r < nranks; r++) want_sum += t->base + r * 1000 + round * 10 + i;
+            int64_t want_ring = t->base + prev * 1000 + round * 10 + i;
+            if (sum[i] != want_sum || ring[i] != want_ring) {
+                fprintf(stderr, "rank %d: thread with base %lld, round %d, index %d: sum %lld "
+                        "(want %lld), ring %lld (want %lld)\n", rank, (long long)t->base, round,
+                        i, (long long)sum[i], (long long)want_sum, (long long)ring[i],
+                        (long long)want_ring);
+                t->errors++;
+            }
+        }
+    }
+    return NULL;
+}
+
+void test_thread_groups(void)
+{
+    struct group_thread threads[2] = {{comm, 0, 0}, {make_comm(NULL), 1000000, 0}};
+    if (threads[1].comm == NULL) return;
+    pthread_t other;
+    if (pthread_create(&other, NULL, run_group_thread, &threads[1]) != 0) {
+        FAIL("pthread_create failed");
+        ncclCommDestroy(threads[1].comm);
+        return;
+    }
+    run_group_thread(&threads[0]);
+    pthread_join(other, NULL);
+    CHECK(threads[0].errors == 0 && threads[1].errors == 0,
+          "groups on two threads: %ld and %ld errors", threads[0].errors, threads[1].errors);
+    EXPECT(ncclCommDestroy(threads[1].comm), ncclSuccess);
+}
+
+/* Each rank exchanges 8 MiB with both neighbours at once (twice NCCL_BUFFSIZE's default), which
+ * completes only if all four transfers progress together. Needs 3 ranks, so that the two
+ * neighbours differ. */
+void test_sendrecv_bidirectional(void)
+{
+    if (nranks < 3) return;
+    const size_t count = (size_t)1 << 20;
+    int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+    int64_t *to_next = alloc_i64(count, 0), *to_prev = alloc_i64(count, 0);
+    int64_t *from_next = alloc_i64(count, SENTINEL), *from_prev = alloc_i64(count, SENTINEL);
+    int64_t *want = alloc_i64(count, 0);
+    for (size_t i = 0; i < count; i++) {
+        to_next[i] = pair_val(rank, next, i);
+        to_prev[i] = pair_val(rank, prev, i);
+    }
+    EXPECT(ncclGroupStart(), ncclSuccess);
+    EXPECT(ncclSend(to_next, count, ncclInt64, next, comm, NULL), ncclSuccess);
+    EXPECT(ncclSend(to_prev, count, ncclInt64, prev, comm, NULL), ncclSuccess);
+    EXPECT(ncclRecv(from_next, count, ncclInt64, next, comm, NULL), ncclSuccess);
+    EXPECT(ncclRecv(from_prev, count, ncclInt64, prev, comm, NULL), ncclSuccess);
+    EXPECT(ncclGroupEnd(), ncclSuccess);
+    for (size_t i = 0; i < count; i++) want[i] = pair_val(next, rank, i);
+    check_i64("bidirectional: from next", from_next, want, count);
+    for (size_t i = 0; i < count; i++) want[i] = pair_val(prev, rank, i);
+    check_i64("bidirectional: from prev", from_prev, want, count);
+    free(to_next);
+    free(to_prev);
+    free(from_next);
+    free(from_prev);
+    free(want);
+}
+
+/* ncclGroupSimulateEnd estimates a positive time for a non-empty group and runs nothing, then
+ * or later: the next real operation leaves the simulated one's recvbuff alone. */
+void test_simulate_end(void)
+{
+    const size_t count = 1024;
+    int64_t *send = alloc_i64(count, 3), *recv = alloc_i64(count, SENTINEL);
+    int64_t *real = alloc_i64(count, SENTINEL);
+    ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+    EXPECT(ncclGroupStart(), ncclSuccess);
+    EXPECT(ncclAllReduce(send, recv, count, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    EXPECT(ncclGroupSimulateEnd(&sim), ncclSuccess);
+    CHECK(sim.estimatedTime > 0.0f, "ncclGroupSimulateEnd: estimatedTime %g, want > 0",
+          (double)sim.estimatedTime);
+    check_all_equal("ncclGroupSimulateEnd ran the AllReduce", recv, SENTINEL, count);
+    EXPECT(ncclGroupStart(), ncclSuccess);
+    EXPECT(ncclAllReduce(send, real, count, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    EXPECT(ncclGroupEnd(), ncclSuccess);
+    check_all_equal("AllReduce after ncclGroupSimulateEnd", real, 3 * (int64_t)nranks, count);
+    check_all_equal("the simulated AllReduce ran with the next group", recv, SENTINEL, count);
+    free(send);
+    free(recv);
+    free(real);
+}
