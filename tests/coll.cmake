@@ -94,6 +94,15 @@ if(TARGET tutti-run AND TARGET tutti-perf)
     set_tests_properties(perf_check_${coll} PROPERTIES LABELS perf TIMEOUT 120
                          ENVIRONMENT "TUTTI_TIMEOUT_MS=60000" PROCESSORS 2)
   endforeach()
+  # Direct forced over ncclMemAlloc buffers (-R 1): peers map each other's buffers and read them
+  # with plain loads instead of cross-memory attach.
+  foreach(coll all_reduce all_gather reduce_scatter broadcast reduce)
+    add_test(NAME perf_check_mapped_${coll}
+             COMMAND $<TARGET_FILE:tutti-run> -n 3 --timeout 110 $<TARGET_FILE:tutti-perf>
+                     -t ${coll} -b 8 -e 1M -f 64 -d all -o all -r 2 -n 2 -w 1 -c 1 -R 1)
+    set_tests_properties(perf_check_mapped_${coll} PROPERTIES LABELS perf TIMEOUT 120
+                         ENVIRONMENT "TUTTI_TIMEOUT_MS=60000;NCCL_ALGO=Direct" PROCESSORS 2)
+  endforeach()
   add_test(NAME perf_check_alltoall_n4_tcp
            COMMAND $<TARGET_FILE:tutti-run> -n 4 --timeout 110 $<TARGET_FILE:tutti-perf>
                    -t alltoall -b 8 -e 1M -f 16 -d all -n 2 -w 1 -c 1)

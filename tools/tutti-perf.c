@@ -144,6 +144,7 @@ struct options {
     int average; /* 0: rank 0's time, 1: average, 2: min, 3: max */
     int blocking;
     int root;
+    int local_register; /* 1: buffers from ncclMemAlloc, registered with the communicator */
     const struct coll_desc *coll;
     const struct th_dtype *dtypes[TH_NUM_DTYPES];
     int ndtypes;
@@ -173,6 +174,8 @@ struct bench {
     struct options opt;
     unsigned char *send_buf;
     unsigned char *recv_buf;
+    void *send_handle; /* registrations, with -R 1 */
+    void *recv_handle;
     unsigned char *want;
     struct row *rows;
     size_t nrows;
@@ -201,6 +204,9 @@ static void usage(void)
             "  -r, --root R           root of broadcast, reduce, gather, scatter (default 0)\n"
             "  -z, --blocking 0|1     accepted for nccl-tests compatibility\n"
             "  -a, --average 0..3     time shown: 0 rank 0, 1 average, 2 min, 3 max (default 1)\n"
+            "  -R, --local_register 0|1\n"
+            "                         1: send and receive buffers from ncclMemAlloc, registered\n"
+            "                         with ncclCommRegister (peers then map them: no kernel copy)\n"
             "      --json FILE        also write the results as JSON\n"
             "      --csv              print CSV instead of the table\n");
 }
@@ -267,6 +273,7 @@ static bool parse_options(int argc, char **argv, struct options *o)
         {"root", required_argument, NULL, 'r'},
         {"blocking", required_argument, NULL, 'z'},
         {"average", required_argument, NULL, 'a'},
+        {"local_register", required_argument, NULL, 'R'},
         {"json", required_argument, NULL, 'J'},
         {"csv", no_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'},
@@ -286,7 +293,7 @@ static bool parse_options(int argc, char **argv, struct options *o)
     o->ops[o->nops++] = ncclSum;
     int ch;
     bool ok = true;
-    while (ok && (ch = getopt_long(argc, argv, "t:b:e:f:i:n:w:c:o:d:r:z:a:h", longopts, NULL)) !=
+    while (ok && (ch = getopt_long(argc, argv, "t:b:e:f:i:n:w:c:o:d:r:z:a:R:h", longopts, NULL)) !=
                      -1) {
         switch (ch) {
         case 't':
@@ -328,6 +335,9 @@ static bool parse_options(int argc, char **argv, struct options *o)
             break;
         case 'a':
             ok = parse_int(optarg, 0, 3, &o->average);
+            break;
+        case 'R':
+            ok = parse_int(optarg, 0, 1, &o->local_register);
             break;
         case 'r':
             ok = parse_int(optarg, 0, 1 << 30, &o->root);
@@ -403,6 +413,17 @@ static void *alloc_or_die(size_t bytes)
     return p;
 }
 
+/* A buffer other ranks of the host can map (-R 1): ncclMemAlloc memory, registered. */
+static void *shared_alloc_or_die(struct bench *b, size_t bytes, void **handle)
+{
+    void *p = NULL;
+    size_t size = (bytes + 4095) / 4096 * 4096 + 4096;
+    check_call(b, ncclMemAlloc(&p, size), "ncclMemAlloc");
+    check_call(b, ncclCommRegister(b->comm, p, size, handle), "ncclCommRegister");
+    memset(p, 0, bytes);
+    return p;
+}
+
 /* nccl-tests' header: the parameters, then one line per rank with its pid and host, gathered
  * with the library's AllGather. */
 static void print_header(struct bench *b)
@@ -432,8 +453,8 @@ static void print_header(struct bench *b)
             printf("%g(factor)", o->step_factor);
         }
         printf(" warmup iters: %d iters: %d agg iters: 1 validation: %d blocking: %d "
-               "average: %d\n#\n# Using devices\n",
-               o->warmup, o->iters, o->check, o->blocking, o->average);
+               "average: %d local_register: %d\n#\n# Using devices\n",
+               o->warmup, o->iters, o->check, o->blocking, o->average, o->local_register);
         for (int r = 0; r < b->nranks; r++) {
             all[r].host[HOST_BYTES - 1] = '\0';
             printf("#  Rank %2d Group  0 Pid %6d on %10s device  - [host] CPU\n", r,
@@ -725,8 +746,13 @@ int main(int argc, char **argv)
         ncclCommDestroy(b.comm);
         return 2;
     }
-    b.send_buf = alloc_or_die(b.opt.max_bytes);
-    b.recv_buf = alloc_or_die(b.opt.max_bytes);
+    if (b.opt.local_register) {
+        b.send_buf = shared_alloc_or_die(&b, b.opt.max_bytes, &b.send_handle);
+        b.recv_buf = shared_alloc_or_die(&b, b.opt.max_bytes, &b.recv_handle);
+    } else {
+        b.send_buf = alloc_or_die(b.opt.max_bytes);
+        b.recv_buf = alloc_or_die(b.opt.max_bytes);
+    }
     b.want = alloc_or_die(b.opt.max_bytes);
     print_header(&b);
 
@@ -756,9 +782,16 @@ int main(int argc, char **argv)
     double done = 0;
     check_call(&b, ncclAllReduce(&done, &done, 1, ncclFloat64, ncclSum, b.comm, NULL),
                "ncclAllReduce at the end");
+    if (b.opt.local_register) {
+        check_call(&b, ncclCommDeregister(b.comm, b.send_handle), "ncclCommDeregister");
+        check_call(&b, ncclCommDeregister(b.comm, b.recv_handle), "ncclCommDeregister");
+        check_call(&b, ncclMemFree(b.send_buf), "ncclMemFree");
+        check_call(&b, ncclMemFree(b.recv_buf), "ncclMemFree");
+    } else {
+        free(b.send_buf);
+        free(b.recv_buf);
+    }
     check_call(&b, ncclCommDestroy(b.comm), "ncclCommDestroy");
-    free(b.send_buf);
-    free(b.recv_buf);
     free(b.want);
     free(b.rows);
     return b.wrong_total > 0 ? 1 : 0;

@@ -49,11 +49,14 @@ struct tt_op;
 typedef ncclResult_t (*tt_algo_step_fn)(struct tt_op *op, bool *done, bool *progressed,
                                         struct tt_wait_hint *hint);
 
-/* Per-communicator scratch of the Direct algorithm: peers' buffer addresses and a piece of
- * cache-resident staging. */
+/* Per-communicator scratch of the Direct algorithm: peers' buffer addresses (in their own
+ * address spaces, for cross-memory attach), the same buffers mapped here when they live in
+ * ncclMemAlloc memory (else NULL), and a piece of cache-resident staging. */
 struct tt_direct_scratch {
-    uintptr_t *send; /* [nranks] */
-    uintptr_t *recv; /* [nranks] */
+    uintptr_t *send;      /* [nranks] */
+    uintptr_t *recv;      /* [nranks] */
+    const char **send_map; /* [nranks] */
+    const char **recv_map; /* [nranks] */
     void *tmp;
     size_t tmp_bytes;
 };
@@ -84,6 +87,8 @@ struct tt_op {
     tt_algo_step_fn step_fn;
     struct tt_host *host;
     struct tt_direct_scratch *scratch;
+    struct tt_host_region send_region; /* the buffers' ncclMemAlloc blocks (Direct) */
+    struct tt_host_region recv_region;
     int state;
     int slot;
     uint64_t event_base;

@@ -14,6 +14,11 @@
  * done", each copies the other blocks straight from their owners' receive buffers into its own.
  * A last event keeps every buffer in use until all ranks have finished reading it.
  *
+ * Buffers in ncclMemAlloc memory are published with their memory file as well: a peer maps the
+ * file once (cached) and then reads the buffer with plain loads, folding straight out of the
+ * peer's memory with no kernel copy and no staging; other buffers go through cross-memory
+ * attach. Each buffer of each peer takes whichever path is open to it.
+ *
  * Block r is computed by rank r alone and copied bit for bit by the others, so all ranks end
  * with identical results. Events: 1 addresses published, 2 my block reduced (AllReduce only),
  * then one "done reading" event that keeps every buffer in use until all ranks have read it. */
@@ -28,6 +33,8 @@ enum { RESERVE, PUBLISH, ADDRESSES, REDUCE, GATHER_WAIT, GATHER, DONE_WAIT };
 struct addresses {
     uint64_t send;
     uint64_t recv;
+    struct tt_host_region send_region;
+    struct tt_host_region recv_region;
 };
 
 static void block_of(const struct tt_op *op, int r, size_t *first, size_t *count)
@@ -55,23 +62,44 @@ static ncclResult_t fold(struct tt_op *op, size_t first, size_t count, char *dst
         bool first_peer = true;
         for (int p = 0; p < op->nranks; p++) {
             if (p == op->rank) continue;
-            TT_TRY(tt_host_read(op->host, p, sc->tmp, (uintptr_t)sc->send[p] + off, n * elt));
-            if (premul) tt_reduce_copy(&op->redop, sc->tmp, sc->tmp, n, TT_REDUCE_PRE);
+            const void *in = sc->tmp;
+            if (sc->send_map[p] != NULL) {
+                in = sc->send_map[p] + off;
+                if (premul) tt_reduce_copy(&op->redop, sc->tmp, in, n, TT_REDUCE_PRE);
+            } else {
+                TT_TRY(tt_host_read(op->host, p, sc->tmp, (uintptr_t)sc->send[p] + off,
+                                    n * elt));
+                if (premul) tt_reduce_copy(&op->redop, sc->tmp, sc->tmp, n, TT_REDUCE_PRE);
+            }
+            if (premul) in = sc->tmp;
             unsigned flags = p == last ? TT_REDUCE_POST : 0;
             if (first_peer)
-                tt_reduce_combine(&op->redop, dst, own, sc->tmp, n, flags | TT_REDUCE_PRE);
+                tt_reduce_combine(&op->redop, dst, own, in, n, flags | TT_REDUCE_PRE);
             else
-                tt_reduce_combine(&op->redop, dst, dst, sc->tmp, n, flags);
+                tt_reduce_combine(&op->redop, dst, dst, in, n, flags);
             first_peer = false;
         }
     }
     return ncclSuccess;
 }
 
+/* Copies `bytes` at offset `off` of peer p's send (or receive) buffer to `dst`: with plain loads
+ * when the buffer is mapped here, else with cross-memory attach. */
+static ncclResult_t copy_from(struct tt_op *op, int p, bool from_recv, size_t off, void *dst,
+                              size_t bytes)
+{
+    struct tt_direct_scratch *sc = op->scratch;
+    const char *map = from_recv ? sc->recv_map[p] : sc->send_map[p];
+    if (map != NULL) {
+        memcpy(dst, map + off, bytes);
+        return ncclSuccess;
+    }
+    return tt_host_read(op->host, p, dst, (from_recv ? sc->recv[p] : sc->send[p]) + off, bytes);
+}
+
 /* The work between "addresses published" and the last event, per collective. */
 static ncclResult_t copy_work(struct tt_op *op)
 {
-    struct tt_direct_scratch *sc = op->scratch;
     size_t elt = op->elt_bytes, bytes = op->count * elt;
     switch (op->coll) {
     case TT_COLL_ALLREDUCE: {
@@ -84,15 +112,14 @@ static ncclResult_t copy_work(struct tt_op *op)
     case TT_COLL_REDUCE:
         return op->rank == op->root ? fold(op, 0, op->count, op->recvbuff) : ncclSuccess;
     case TT_COLL_BROADCAST:
-        if (op->rank != op->root)
-            return tt_host_read(op->host, op->root, op->recvbuff, sc->send[op->root], bytes);
+        if (op->rank != op->root) return copy_from(op, op->root, false, 0, op->recvbuff, bytes);
         if (op->recvbuff != op->sendbuff) memcpy(op->recvbuff, op->sendbuff, bytes);
         return ncclSuccess;
     case TT_COLL_ALLGATHER:
         for (int p = 0; p < op->nranks; p++) {
             char *dst = (char *)op->recvbuff + (size_t)p * bytes;
             if (p != op->rank)
-                TT_TRY(tt_host_read(op->host, p, dst, sc->send[p], bytes));
+                TT_TRY(copy_from(op, p, false, 0, dst, bytes));
             else if (dst != op->sendbuff)
                 memcpy(dst, op->sendbuff, bytes);
         }
@@ -104,15 +131,14 @@ static ncclResult_t copy_work(struct tt_op *op)
 
 static ncclResult_t gather_blocks(struct tt_op *op)
 {
-    struct tt_direct_scratch *sc = op->scratch;
     for (int p = 0; p < op->nranks; p++) {
         if (p == op->rank) continue;
         size_t first, count;
         block_of(op, p, &first, &count);
         size_t off = first * op->elt_bytes;
         if (count > 0)
-            TT_TRY(tt_host_read(op->host, p, (char *)op->recvbuff + off,
-                                (uintptr_t)sc->recv[p] + off, count * op->elt_bytes));
+            TT_TRY(copy_from(op, p, true, off, (char *)op->recvbuff + off,
+                             count * op->elt_bytes));
     }
     return ncclSuccess;
 }
@@ -159,6 +185,8 @@ ncclResult_t tt_direct_step(struct tt_op *op, bool *done, bool *progressed,
         struct addresses *mine = tt_host_my_slot(op->host, op->slot);
         mine->send = (uint64_t)(uintptr_t)op->sendbuff;
         mine->recv = (uint64_t)(uintptr_t)op->recvbuff;
+        mine->send_region = op->send_region;
+        mine->recv_region = op->recv_region;
         tt_host_post(op->host, base + 1);
         op->state = ADDRESSES;
         *progressed = true;
@@ -170,6 +198,11 @@ ncclResult_t tt_direct_step(struct tt_op *op, bool *done, bool *progressed,
             const struct addresses *a = tt_host_peer_slot(op->host, p, op->slot);
             op->scratch->send[p] = (uintptr_t)a->send;
             op->scratch->recv[p] = (uintptr_t)a->recv;
+            op->scratch->send_map[p] = NULL;
+            op->scratch->recv_map[p] = NULL;
+            if (p == op->rank) continue;
+            op->scratch->send_map[p] = tt_host_map(op->host, p, &a->send_region);
+            op->scratch->recv_map[p] = tt_host_map(op->host, p, &a->recv_region);
         }
         op->state = REDUCE;
         /* fall through */

@@ -95,6 +95,10 @@ ncclResult_t tt_comm_redop_resolve(ncclComm_t comm, ncclRedOp_t op, ncclDataType
  * registrations and windows are recorded per communicator for the zero-copy paths. */
 ncclResult_t tt_mem_alloc(void **ptr, size_t bytes);
 ncclResult_t tt_mem_free(void *ptr);
+/* Whether [ptr, ptr + bytes) lies inside one ncclMemAlloc block; fills *out for peers to map it
+ * (out->fd = -1 otherwise). */
+struct tt_host_region;
+bool tt_mem_region(const void *ptr, size_t bytes, struct tt_host_region *out);
 ncclResult_t tt_comm_register(ncclComm_t comm, void *buff, size_t bytes, void **handle);
 ncclResult_t tt_comm_deregister(ncclComm_t comm, void *handle);
 ncclResult_t tt_comm_window_register(ncclComm_t comm, void *buff, size_t bytes,

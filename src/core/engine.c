@@ -56,6 +56,13 @@ static void choose_algorithm(struct tt_task *task, struct ncclComm *comm)
         op->step_fn = tt_direct_step;
         op->host = comm->host;
         op->scratch = &comm->scratch;
+        /* Buffers in ncclMemAlloc memory are mapped by the peers instead of copied out. */
+        size_t bytes = op->count * op->elt_bytes;
+        size_t all = bytes * (size_t)comm->nranks;
+        tt_mem_region(op->sendbuff, op->coll == TT_COLL_REDUCESCATTER ? all : bytes,
+                      &op->send_region);
+        tt_mem_region(op->recvbuff, op->coll == TT_COLL_ALLGATHER ? all : bytes,
+                      &op->recv_region);
     }
 }
 

@@ -5,10 +5,12 @@
  * each block's address to its file and size, and ncclMemFree accepts only addresses found there.
  * Registrations (ncclCommRegister) and windows (ncclCommWindowRegister) are recorded in the
  * communicator's table; their handles are the records themselves, accepted back only when found
- * in that table, so a stale or forged handle is never dereferenced. For now they are bookkeeping
- * that the zero-copy paths will consult. */
+ * in that table, so a stale or forged handle is never dereferenced. The Direct algorithm asks
+ * tt_mem_region whether a buffer lies in a block, so that its peers map the block and read the
+ * buffer with plain loads; registrations and windows are bookkeeping only. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 
 #include "core/comm.h"
 #include "core/core.h"
+#include "transport/host.h"
 #include "util/err.h"
 #include "util/log.h"
 
@@ -26,11 +29,14 @@ struct mem_block {
     void *ptr;
     size_t bytes;
     int fd;
+    uint64_t id; /* process-unique, never reused: peers cache their mappings by it */
     struct mem_block *next;
 };
 
 static pthread_mutex_t blocks_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mem_block *blocks;
+static uint64_t next_block_id = 1;
+static _Atomic size_t live_blocks; /* lets tt_mem_region skip the lock when there are none */
 
 ncclResult_t tt_mem_alloc(void **ptr, size_t bytes)
 {
@@ -57,8 +63,10 @@ ncclResult_t tt_mem_alloc(void **ptr, size_t bytes)
     block->bytes = bytes;
     block->fd = fd;
     pthread_mutex_lock(&blocks_lock);
+    block->id = next_block_id++;
     block->next = blocks;
     blocks = block;
+    atomic_fetch_add(&live_blocks, 1);
     pthread_mutex_unlock(&blocks_lock);
     TT_INFO(TT_SUB_ALLOC, "ncclMemAlloc: %zu bytes at %p (memfd %d)", bytes, map, fd);
     *ptr = map;
@@ -77,6 +85,7 @@ ncclResult_t tt_mem_free(void *ptr)
         if ((*p)->ptr == ptr) {
             block = *p;
             *p = block->next;
+            atomic_fetch_sub(&live_blocks, 1);
             break;
         }
     }
@@ -90,6 +99,25 @@ ncclResult_t tt_mem_free(void *ptr)
     close(block->fd);
     free(block);
     return ncclSuccess;
+}
+
+bool tt_mem_region(const void *ptr, size_t bytes, struct tt_host_region *out)
+{
+    *out = (struct tt_host_region){.fd = -1};
+    if (ptr == NULL || atomic_load_explicit(&live_blocks, memory_order_relaxed) == 0)
+        return false;
+    uintptr_t lo = (uintptr_t)ptr;
+    pthread_mutex_lock(&blocks_lock);
+    for (const struct mem_block *b = blocks; b != NULL; b = b->next) {
+        uintptr_t base = (uintptr_t)b->ptr;
+        if (lo >= base && lo - base <= b->bytes && bytes <= b->bytes - (lo - base)) {
+            *out = (struct tt_host_region){.fd = b->fd, .id = b->id, .offset = lo - base,
+                                           .bytes = b->bytes};
+            break;
+        }
+    }
+    pthread_mutex_unlock(&blocks_lock);
+    return out->fd >= 0;
 }
 
 /* ---- registrations and windows ------------------------------------------------------------ */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -18,12 +19,22 @@
 #include "util/log.h"
 
 #define LINE 64
+#define MAP_CACHE 32 /* peers' blocks mapped at once, per communicator */
 
 struct mailbox {
     _Alignas(LINE) _Atomic uint64_t posted;
     _Atomic uint32_t sleepers;
     _Alignas(LINE) uint64_t nonce;
     _Alignas(LINE) unsigned char slots[];
+};
+
+/* One peer's shareable block mapped here. */
+struct peer_map {
+    int peer;
+    uint64_t id;
+    void *base;
+    size_t bytes;
+    uint64_t last_use;
 };
 
 struct tt_host {
@@ -41,6 +52,9 @@ struct tt_host {
     uint64_t events;          /* events reserved so far by this rank */
     uint64_t op_index;
     uint64_t slot_end[2];     /* event ending the last operation that used each slot */
+    int *pidfds;              /* [nranks]: -1 not opened yet, -2 mapping impossible */
+    struct peer_map maps[MAP_CACHE];
+    uint64_t map_clock;
 };
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
@@ -63,6 +77,8 @@ ncclResult_t tt_host_create(int rank, int nranks, uint64_t comm_hash, size_t slo
     h->map_bytes = segment_bytes(slot_bytes);
     TT_TRY_GOTO(TT_CALLOC(&h->boxes, (size_t)nranks), res, fail);
     TT_TRY_GOTO(TT_CALLOC(&h->pids, (size_t)nranks), res, fail);
+    TT_TRY_GOTO(TT_CALLOC(&h->pidfds, (size_t)nranks), res, fail);
+    for (int p = 0; p < nranks; p++) h->pidfds[p] = -1;
     snprintf(h->name, sizeof h->name, "/tutti-%016llx-mbox-%d", (unsigned long long)comm_hash,
              rank);
     int fd = shm_open(h->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
@@ -161,8 +177,13 @@ void tt_host_destroy(struct tt_host *h)
     tt_host_unlink(h);
     for (int p = 0; h->boxes != NULL && p < h->nranks; p++)
         if (h->boxes[p] != NULL) munmap(h->boxes[p], h->map_bytes);
+    for (int p = 0; h->pidfds != NULL && p < h->nranks; p++)
+        if (h->pidfds[p] >= 0) close(h->pidfds[p]);
+    for (int i = 0; i < MAP_CACHE; i++)
+        if (h->maps[i].base != NULL) munmap(h->maps[i].base, h->maps[i].bytes);
     free(h->boxes);
     free(h->pids);
+    free(h->pidfds);
     free(h);
 }
 
@@ -238,4 +259,61 @@ ncclResult_t tt_host_read(const struct tt_host *h, int peer, void *local, uintpt
         bytes -= (size_t)got;
     }
     return ncclSuccess;
+}
+
+/* Maps a peer's block: its memory file's descriptor is duplicated into this process through a
+ * pidfd (the same ptrace permission cross-memory attach needs), mapped and closed again. */
+static void *map_block(struct tt_host *h, int peer, const struct tt_host_region *r)
+{
+    if (h->pidfds[peer] == -1) {
+        long fd = syscall(SYS_pidfd_open, (pid_t)h->pids[peer], 0);
+        h->pidfds[peer] = fd >= 0 ? (int)fd : -2;
+        if (fd < 0)
+            TT_INFO(TT_SUB_SHM, "pidfd_open of rank %d (pid %d) failed (%s): its ncclMemAlloc "
+                                "buffers are read with cross-memory attach",
+                    peer, (int)h->pids[peer], strerror(errno));
+    }
+    if (h->pidfds[peer] < 0) return NULL;
+    long fd = syscall(SYS_pidfd_getfd, h->pidfds[peer], r->fd, 0);
+    if (fd < 0) {
+        TT_INFO(TT_SUB_SHM, "pidfd_getfd of rank %d's memory file %d failed (%s): its "
+                            "ncclMemAlloc buffers are read with cross-memory attach",
+                peer, (int)r->fd, strerror(errno));
+        close(h->pidfds[peer]);
+        h->pidfds[peer] = -2;
+        return NULL;
+    }
+    void *base = mmap(NULL, r->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, 0);
+    int err = errno;
+    close((int)fd);
+    if (base == MAP_FAILED) {
+        TT_INFO(TT_SUB_SHM, "mapping %llu bytes of rank %d's memory file failed: %s",
+                (unsigned long long)r->bytes, peer, strerror(err));
+        return NULL;
+    }
+    return base;
+}
+
+const void *tt_host_map(struct tt_host *h, int peer, const struct tt_host_region *r)
+{
+    if (r->fd < 0 || r->offset > r->bytes) return NULL;
+    struct peer_map *victim = &h->maps[0];
+    for (int i = 0; i < MAP_CACHE; i++) {
+        struct peer_map *m = &h->maps[i];
+        if (m->base != NULL && m->peer == peer && m->id == r->id && m->bytes == r->bytes) {
+            m->last_use = ++h->map_clock;
+            return (const char *)m->base + r->offset;
+        }
+        /* The victim: an empty entry, else the least recently used one. */
+        if (victim->base != NULL && (m->base == NULL || m->last_use < victim->last_use))
+            victim = m;
+    }
+    void *base = map_block(h, peer, r);
+    if (base == NULL) return NULL;
+    if (victim->base != NULL) munmap(victim->base, victim->bytes);
+    *victim = (struct peer_map){.peer = peer, .id = r->id, .base = base, .bytes = r->bytes,
+                                .last_use = ++h->map_clock};
+    TT_INFO(TT_SUB_SHM, "mapped rank %d's ncclMemAlloc block %llu (%llu bytes)", peer,
+            (unsigned long long)r->id, (unsigned long long)r->bytes);
+    return (const char *)base + r->offset;
 }

@@ -67,4 +67,21 @@ bool tt_host_reached(const struct tt_host *h, int peer, uint64_t event, struct t
 ncclResult_t tt_host_read(const struct tt_host *h, int peer, void *local, uintptr_t remote,
                           size_t bytes);
 
+/* A buffer inside shareable memory (an ncclMemAlloc block: a memory file): the owner's
+ * descriptor of the file, the block's process-unique id and size, and the buffer's offset in it.
+ * fd < 0 means the buffer is ordinary private memory. */
+struct tt_host_region {
+    int32_t fd;
+    uint32_t reserved;
+    uint64_t id;
+    uint64_t offset;
+    uint64_t bytes;
+};
+
+/* The buffer `r` of `peer` mapped into this process (zero-copy access with plain loads), or NULL
+ * when it is not shareable or cannot be mapped (then use tt_host_read). Mappings are cached per
+ * peer and block id and live until evicted or tt_host_destroy, which keeps the pages of a block
+ * the peer has since freed alive meanwhile (never reused: ids are not recycled). */
+const void *tt_host_map(struct tt_host *h, int peer, const struct tt_host_region *r);
+
 #endif
