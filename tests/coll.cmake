@@ -96,7 +96,7 @@ if(TARGET tutti-run AND TARGET tutti-perf)
   endforeach()
   # Direct forced over ncclMemAlloc buffers (-R 1): peers map each other's buffers and read them
   # with plain loads instead of cross-memory attach.
-  foreach(coll all_reduce all_gather reduce_scatter broadcast reduce)
+  foreach(coll all_reduce all_gather reduce_scatter broadcast reduce alltoall)
     add_test(NAME perf_check_mapped_${coll}
              COMMAND $<TARGET_FILE:tutti-run> -n 3 --timeout 110 $<TARGET_FILE:tutti-perf>
                      -t ${coll} -b 8 -e 1M -f 64 -d all -o all -r 2 -n 2 -w 1 -c 1 -R 1)

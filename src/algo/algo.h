@@ -91,7 +91,7 @@ struct tt_op {
     struct tt_host_region recv_region;
     int state;
     int slot;
-    uint64_t event_base;
+    uint64_t event_base; /* the host events before this op's first (flagged ops: its sequence) */
 
     /* The schedule's cursor, owned by `next`. */
     tt_algo_next_fn next;

@@ -4,6 +4,7 @@
  *   AllGather: block p of the output from rank p's send buffer;
  *   Broadcast: the root's send buffer;
  *   ReduceScatter: block r of every peer's input, folded into the output;
+ *   AlltoAll: block r of every peer's send buffer, into block p of the output;
  *   Reduce: the root folds every peer's whole input;
  *   AllReduce: described next.
  *
@@ -114,6 +115,16 @@ static ncclResult_t copy_work(struct tt_op *op)
     case TT_COLL_BROADCAST:
         if (op->rank != op->root) return copy_from(op, op->root, false, 0, op->recvbuff, bytes);
         if (op->recvbuff != op->sendbuff) memcpy(op->recvbuff, op->sendbuff, bytes);
+        return ncclSuccess;
+    case TT_COLL_ALLTOALL:
+        for (int p = 0; p < op->nranks; p++) {
+            char *dst = (char *)op->recvbuff + (size_t)p * bytes;
+            size_t off = (size_t)op->rank * bytes;
+            if (p != op->rank)
+                TT_TRY(copy_from(op, p, false, off, dst, bytes));
+            else
+                memcpy(dst, (const char *)op->sendbuff + off, bytes);
+        }
         return ncclSuccess;
     case TT_COLL_ALLGATHER:
         for (int p = 0; p < op->nranks; p++) {

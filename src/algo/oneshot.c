@@ -5,8 +5,12 @@
  * of 2(n-1) ring steps.
  *
  * Every rank reduces the contributions in rank order, so all ranks compute bit-identical
- * results. Each operation uses two events: "my slot is published" and "I am done reading", the
- * second being what lets a peer refill the slot two operations later. */
+ * results. AllReduce, AllGather and ReduceScatter, where every rank reads every slot, publish
+ * through the slot's flag word (tt_host_publish): the flag shares the first cache line with the
+ * payload, and seeing every peer's flag is all the synchronization an operation needs. Broadcast
+ * and Reduce, where some ranks read nothing, use two events instead: "my slot is published" and
+ * "I am done reading", the second being what lets a peer refill the slot two operations
+ * later. */
 #include <string.h>
 
 #include "algo/algo.h"
@@ -23,6 +27,13 @@ size_t tt_oneshot_payload_bytes(const struct tt_op *op)
 {
     size_t bytes = op->count * op->elt_bytes;
     return op->coll == TT_COLL_REDUCESCATTER ? bytes * (size_t)op->nranks : bytes;
+}
+
+/* Whether every rank reads every peer's slot (then the operation is flagged). */
+static bool all_read(const struct tt_op *op)
+{
+    return op->coll == TT_COLL_ALLREDUCE || op->coll == TT_COLL_ALLGATHER ||
+           op->coll == TT_COLL_REDUCESCATTER;
 }
 
 /* Does this rank publish data (every rank posts both events regardless)? */
@@ -94,9 +105,14 @@ ncclResult_t tt_oneshot_step(struct tt_op *op, bool *done, bool *progressed,
         *done = true;
         return ncclSuccess;
     }
+    bool flagged = all_read(op);
     if (op->state == RESERVE) {
-        /* The op's events and slot, reserved when it starts: in lane order on every rank. */
-        tt_host_op_begin(op->host, 2, &op->event_base, &op->slot);
+        /* The op's slot (and events, or sequence number when flagged), reserved when it
+         * starts: in lane order on every rank. */
+        if (flagged)
+            tt_host_op_begin_flagged(op->host, &op->event_base, &op->slot);
+        else
+            tt_host_op_begin(op->host, 2, &op->event_base, &op->slot);
         op->state = PUBLISH;
     }
     if (op->state == PUBLISH) {
@@ -112,22 +128,30 @@ ncclResult_t tt_oneshot_step(struct tt_op *op, bool *done, bool *progressed,
             tt_reduce_copy(&op->redop, tt_host_my_slot(op->host, op->slot), op->sendbuff, count,
                            flags);
         }
-        tt_host_post(op->host, op->event_base + 1);
+        if (flagged)
+            tt_host_publish(op->host, op->slot, op->event_base);
+        else
+            tt_host_post(op->host, op->event_base + 1);
         op->state = GATHER;
         *progressed = true;
     }
     if (op->state == GATHER) {
         for (int p = 0; p < op->nranks; p++) {
             if (p == op->rank || !reads_from(op, p)) continue;
-            if (!tt_host_reached(op->host, p, op->event_base + 1, hint)) {
+            if (flagged ? !tt_host_published(op->host, p, op->slot, op->event_base, hint)
+                        : !tt_host_reached(op->host, p, op->event_base + 1, hint)) {
                 op->waiting = TT_OP_WAIT_DATA;
                 op->waiting_peer = p;
                 return ncclSuccess;
             }
         }
         finish(op);
-        tt_host_post(op->host, op->event_base + 2);
-        tt_host_op_end(op->host, op->slot, op->event_base + 2);
+        if (flagged) {
+            tt_host_op_seen_all(op->host, op->event_base);
+        } else {
+            tt_host_post(op->host, op->event_base + 2);
+            tt_host_op_end(op->host, op->slot, op->event_base + 2);
+        }
         op->state = FINISH;
         *progressed = true;
     }

@@ -47,6 +47,17 @@ struct tt_reg_table;   /* core/mem.c */
 
 enum tt_comm_state { TT_COMM_INITIALIZING, TT_COMM_READY, TT_COMM_FAILED };
 
+/* The cost model's last answer (core/engine.c), reused for a repeat of the same collective and
+ * size: the model is deterministic, so every rank still makes the same choice. */
+struct tt_tune_memo {
+    bool valid;
+    int coll;
+    size_t bytes;
+    enum tt_algo_id algo;
+    enum tt_proto_id proto;
+    float estimate_us;
+};
+
 struct ncclComm {
     int rank;
     int nranks;
@@ -62,6 +73,7 @@ struct ncclComm {
     bool direct_ok;            /* cross-memory attach works between every pair */
     struct tt_direct_scratch scratch;
     struct tt_tune tune;
+    struct tt_tune_memo tune_memo;
     size_t slot_bytes;
     int64_t timeout_ms;
     uint32_t spin_limit; /* polls before a blocked wait yields, adapted (core/engine.c) */

@@ -7,6 +7,8 @@
  * driver repeats this, backing off (spin, yield, sleep) while nothing moves, and fails the batch
  * when nothing has moved for TUTTI_TIMEOUT_MS: a long operation that keeps moving never times
  * out, a stuck one always does, naming the rank it waits for. */
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,36 +42,58 @@ static void tune_input(const struct tt_task *task, const struct ncclComm *comm,
     };
 }
 
+/* Sets the op up for Direct, whose buffers span `send_bytes` and `recv_bytes`: those in
+ * ncclMemAlloc memory are mapped by the peers instead of copied out. */
+static void set_direct(struct tt_op *op, struct ncclComm *comm, size_t send_bytes,
+                       size_t recv_bytes)
+{
+    op->step_fn = tt_direct_step;
+    op->host = comm->host;
+    op->scratch = &comm->scratch;
+    tt_mem_region(op->sendbuff, send_bytes, &op->send_region);
+    tt_mem_region(op->recvbuff, recv_bytes, &op->recv_region);
+}
+
 /* Asks the cost model which algorithm runs this collective and sets the op up for it. */
 static void choose_algorithm(struct tt_task *task, struct ncclComm *comm)
 {
     struct tt_op *op = &task->op;
-    task->choice = (struct tt_tune_choice){.algo = TT_ALGO_RING, .proto = TT_PROTO_SIMPLE};
     if (comm->nranks < 2) return;
-    struct tt_tune_input in;
-    tune_input(task, comm, &in);
-    tt_tune_select(&comm->tune, &in, &task->choice);
+    /* The model's answer depends only on the collective and its size on a given communicator:
+     * a repeat of the last one reuses it, unless INFO logging wants the reason spelled out. */
+    size_t bytes = op->count * op->elt_bytes;
+    struct tt_tune_memo *memo = &comm->tune_memo;
+    if (memo->valid && memo->coll == op->coll && memo->bytes == bytes &&
+        !TT_LOG_MAYBE(TT_LOG_INFO)) {
+        task->choice.algo = memo->algo;
+        task->choice.proto = memo->proto;
+        task->choice.estimate_us = memo->estimate_us;
+    } else {
+        struct tt_tune_input in;
+        tune_input(task, comm, &in);
+        tt_tune_select(&comm->tune, &in, &task->choice);
+        *memo = (struct tt_tune_memo){.valid = true, .coll = op->coll, .bytes = bytes,
+                                      .algo = task->choice.algo, .proto = task->choice.proto,
+                                      .estimate_us = task->choice.estimate_us};
+    }
     if (task->choice.algo == TT_ALGO_ONESHOT) {
         op->step_fn = tt_oneshot_step;
         op->host = comm->host;
     } else if (task->choice.algo == TT_ALGO_DIRECT) {
-        op->step_fn = tt_direct_step;
-        op->host = comm->host;
-        op->scratch = &comm->scratch;
-        /* Buffers in ncclMemAlloc memory are mapped by the peers instead of copied out. */
-        size_t bytes = op->count * op->elt_bytes;
         size_t all = bytes * (size_t)comm->nranks;
-        tt_mem_region(op->sendbuff, op->coll == TT_COLL_REDUCESCATTER ? all : bytes,
-                      &op->send_region);
-        tt_mem_region(op->recvbuff, op->coll == TT_COLL_ALLGATHER ? all : bytes,
-                      &op->recv_region);
+        set_direct(op, comm, op->coll == TT_COLL_REDUCESCATTER ? all : bytes,
+                   op->coll == TT_COLL_ALLGATHER ? all : bytes);
     }
 }
 
 ncclResult_t tt_task_init(struct tt_task *task, struct ncclComm *comm,
                           const struct tt_coll_args *args, int peer)
 {
-    memset(task, 0, sizeof *task);
+    memset(task, 0, offsetof(struct tt_task, choice));
+    task->choice.algo = TT_ALGO_RING;
+    task->choice.proto = TT_PROTO_SIMPLE;
+    task->choice.estimate_us = 0;
+    task->choice.reason[0] = '\0';
     task->comm = comm;
     task->peer = peer;
     task->result = ncclSuccess;
@@ -100,6 +124,15 @@ ncclResult_t tt_task_init(struct tt_task *task, struct ncclComm *comm,
         break;
     case TT_COLL_COPY:
         task->lane = NULL;
+        break;
+    case TT_COLL_ALLTOALL:
+        /* The core submits an AlltoAll whole only when it runs over Direct. */
+        task->lane = &comm->ring_lane;
+        task->choice.algo = TT_ALGO_DIRECT;
+        snprintf(task->choice.reason, sizeof task->choice.reason,
+                 "AlltoAll blocks copied straight from the peers");
+        set_direct(op, comm, op->count * op->elt_bytes * (size_t)comm->nranks,
+                   op->count * op->elt_bytes * (size_t)comm->nranks);
         break;
     default:
         task->lane = &comm->ring_lane;
@@ -331,7 +364,9 @@ ncclResult_t tt_batch_run(struct tt_batch *b)
             return res;
         }
         if (progressed) continue;
-        TT_TRY(tt_batch_check_stall(b));
+        /* While spinning, the clock and the abort flags are read every 64th poll only. */
+        if (backoff.polls >= backoff.spin_limit || (backoff.polls & 63) == 63)
+            TT_TRY(tt_batch_check_stall(b));
         tt_backoff_pause(&backoff, &hint);
     }
 }

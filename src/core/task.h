@@ -35,7 +35,6 @@ struct tt_task {
     struct tt_op op;
     struct tt_lane *lane; /* NULL: local work that needs no lane */
     int peer;             /* send/recv: the peer */
-    struct tt_tune_choice choice; /* collectives: the algorithm chosen and why */
     uint64_t ticket;
     uint64_t seq;
     bool started;
@@ -43,6 +42,8 @@ struct tt_task {
     bool heap;            /* allocated by tt_task_create (freed with its batch) */
     ncclResult_t result;
     struct tt_task *next;
+    /* Last, so that tt_task_init clears everything before it and only the head of the reason. */
+    struct tt_tune_choice choice; /* collectives: the algorithm chosen and why */
 };
 
 struct tt_batch {

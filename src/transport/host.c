@@ -1,6 +1,6 @@
 /* Mailboxes and cross-memory attach for one host (see host.h). The segment layout is one header
  * cache line (event counter, sleeper count), a line with the nonce the CMA probe reads, then two
- * 64-byte aligned payload slots. Peers map each other's segments read-only in spirit (the
+ * 64-byte aligned slots, each an 8-byte flag word followed by the payload. Peers map each other's segments read-only in spirit (the
  * mapping is read-write only so futex sleepers can count themselves). */
 #include "transport/host.h"
 
@@ -19,6 +19,7 @@
 #include "util/log.h"
 
 #define LINE 64
+#define FLAG_BYTES 8 /* the flag word before each slot's payload */
 #define MAP_CACHE 32 /* peers' blocks mapped at once, per communicator */
 
 struct mailbox {
@@ -52,6 +53,8 @@ struct tt_host {
     uint64_t events;          /* events reserved so far by this rank */
     uint64_t op_index;
     uint64_t slot_end[2];     /* event ending the last operation that used each slot */
+    uint64_t slot_seq[2];     /* that operation's sequence number when it was flagged, else 0 */
+    uint64_t seen_all;        /* every peer published this operation (flagged) */
     int *pidfds;              /* [nranks]: -1 not opened yet, -2 mapping impossible */
     struct peer_map maps[MAP_CACHE];
     uint64_t map_clock;
@@ -61,7 +64,7 @@ static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
 static size_t segment_bytes(size_t slot_bytes)
 {
-    return sizeof(struct mailbox) + 2 * round_up(slot_bytes, LINE);
+    return sizeof(struct mailbox) + 2 * round_up(FLAG_BYTES + slot_bytes, LINE);
 }
 
 ncclResult_t tt_host_create(int rank, int nranks, uint64_t comm_hash, size_t slot_bytes,
@@ -73,7 +76,7 @@ ncclResult_t tt_host_create(int rank, int nranks, uint64_t comm_hash, size_t slo
     h->rank = rank;
     h->nranks = nranks;
     h->slot_bytes = slot_bytes;
-    h->slot_stride = round_up(slot_bytes, LINE);
+    h->slot_stride = round_up(FLAG_BYTES + slot_bytes, LINE);
     h->map_bytes = segment_bytes(slot_bytes);
     TT_TRY_GOTO(TT_CALLOC(&h->boxes, (size_t)nranks), res, fail);
     TT_TRY_GOTO(TT_CALLOC(&h->pids, (size_t)nranks), res, fail);
@@ -193,17 +196,65 @@ size_t tt_host_slot_bytes(const struct tt_host *h) { return h->slot_bytes; }
 void tt_host_op_begin(struct tt_host *h, int events, uint64_t *event_base, int *slot)
 {
     *event_base = h->events;
-    *slot = (int)(h->op_index++ & 1);
+    *slot = (int)(++h->op_index & 1);
     h->events += (uint64_t)events;
 }
 
 void tt_host_op_end(struct tt_host *h, int slot, uint64_t end_event)
 {
     h->slot_end[slot] = end_event;
+    h->slot_seq[slot] = 0;
+}
+
+/* A flagged operation k ends, for its slot's next user, when every peer has been seen to
+ * publish a later flagged operation (seen_all), or has posted the first event reserved after
+ * k: peers do either only after finishing k. */
+void tt_host_op_begin_flagged(struct tt_host *h, uint64_t *seq, int *slot)
+{
+    *seq = ++h->op_index;
+    *slot = (int)(*seq & 1);
+}
+
+void tt_host_op_seen_all(struct tt_host *h, uint64_t seq)
+{
+    if (seq > h->seen_all) h->seen_all = seq;
+}
+
+static _Atomic uint64_t *slot_flag(const struct mailbox *box, size_t stride, int slot)
+{
+    return (_Atomic uint64_t *)(box->slots + (size_t)slot * stride);
+}
+
+void tt_host_publish(struct tt_host *h, int slot, uint64_t seq)
+{
+    /* Sequentially consistent for the sleeper check, as in tt_host_post. */
+    _Atomic uint64_t *flag = slot_flag(h->mine, h->slot_stride, slot);
+    /* The slot's previous user is over (the caller checked tt_host_slot_free): record how this
+     * one will end (see tt_host_op_begin_flagged). */
+    h->slot_end[slot] = h->events + 1;
+    h->slot_seq[slot] = seq;
+    atomic_store(flag, seq);
+    tt_wait_wake(flag, &h->mine->sleepers);
+}
+
+bool tt_host_published(const struct tt_host *h, int peer, int slot, uint64_t seq,
+                       struct tt_wait_hint *hint)
+{
+    struct mailbox *box = h->boxes[peer];
+    _Atomic uint64_t *flag = slot_flag(box, h->slot_stride, slot);
+    uint64_t seen = atomic_load_explicit(flag, memory_order_acquire);
+    if (seen == seq) return true;
+    tt_wait_hint_clear(hint);
+    hint->word = flag;
+    hint->seen = seen;
+    hint->sleepers = &box->sleepers;
+    return false;
 }
 
 bool tt_host_slot_free(struct tt_host *h, int slot, struct tt_wait_hint *hint)
 {
+    /* Every peer finished a flagged previous user once a later flagged operation was seen. */
+    if (h->slot_seq[slot] != 0 && h->seen_all > h->slot_seq[slot]) return true;
     for (int p = 0; p < h->nranks; p++)
         if (p != h->rank && !tt_host_reached(h, p, h->slot_end[slot], hint)) return false;
     return true;
@@ -211,12 +262,12 @@ bool tt_host_slot_free(struct tt_host *h, int slot, struct tt_wait_hint *hint)
 
 void *tt_host_my_slot(struct tt_host *h, int slot)
 {
-    return h->mine->slots + (size_t)slot * h->slot_stride;
+    return h->mine->slots + (size_t)slot * h->slot_stride + FLAG_BYTES;
 }
 
 const void *tt_host_peer_slot(const struct tt_host *h, int peer, int slot)
 {
-    return h->boxes[peer]->slots + (size_t)slot * h->slot_stride;
+    return h->boxes[peer]->slots + (size_t)slot * h->slot_stride + FLAG_BYTES;
 }
 
 void tt_host_post(struct tt_host *h, uint64_t event)

@@ -55,6 +55,22 @@ void tt_host_op_end(struct tt_host *h, int slot, uint64_t end_event);
 /* Whether every peer has finished the previous user of `slot`; otherwise fills `hint`. */
 bool tt_host_slot_free(struct tt_host *h, int slot, struct tt_wait_hint *hint);
 
+/* Flagged operations post no events: each rank publishes its slot by storing the operation's
+ * sequence number in the slot's flag word, right before the payload (NCCL's LL idea: a small
+ * payload shares the flag's cache line, so a reader pays one line transfer). They suit
+ * operations in which every rank reads every peer's slot: once a rank has seen all peers'
+ * flags for operation k, all of them have finished everything before k, which is what frees
+ * slots without "done" events. Reserves the slot and returns the sequence number (never 0). */
+void tt_host_op_begin_flagged(struct tt_host *h, uint64_t *seq, int *slot);
+/* Publishes this rank's `slot` for operation `seq` (the payload is written) and wakes
+ * sleepers. */
+void tt_host_publish(struct tt_host *h, int slot, uint64_t seq);
+/* Whether `peer` published `slot` for operation `seq`; otherwise fills `hint`. */
+bool tt_host_published(const struct tt_host *h, int peer, int slot, uint64_t seq,
+                       struct tt_wait_hint *hint);
+/* Records that every peer published operation `seq` (so finished all operations before it). */
+void tt_host_op_seen_all(struct tt_host *h, uint64_t seq);
+
 /* This rank's payload area of `slot`, to fill before posting. */
 void *tt_host_my_slot(struct tt_host *h, int slot);
 /* Rank `peer`'s payload area of `slot` (read only; valid once the peer posted the event). */
