@@ -213,7 +213,9 @@ ncclResult_t tt_direct_step(struct tt_op *op, bool *done, bool *progressed,
             op->scratch->recv_map[p] = NULL;
             if (p == op->rank) continue;
             op->scratch->send_map[p] = tt_host_map(op->host, p, &a->send_region);
-            op->scratch->recv_map[p] = tt_host_map(op->host, p, &a->recv_region);
+            /* Only AllReduce reads the peers' outputs. */
+            if (op->coll == TT_COLL_ALLREDUCE)
+                op->scratch->recv_map[p] = tt_host_map(op->host, p, &a->recv_region);
         }
         op->state = REDUCE;
         /* fall through */
