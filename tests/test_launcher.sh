@@ -159,8 +159,10 @@ start_ranks() {
 }
 
 case_forward() {
-    # The ranks catch SIGTERM, say so and exit 5: the signal reached each of them.
-    start_ranks 'trap "echo got-TERM; exit 5" TERM
+    # The ranks catch SIGTERM, say so and exit 5: the signal reached each of them. The handler
+    # ignores further SIGTERMs: once one rank exits 5, tutti-run stops the others with another
+    # SIGTERM, which could otherwise re-enter a handler that has not exited yet.
+    start_ranks 'trap "trap \"\" TERM; echo got-TERM; exit 5" TERM
                  echo "$$" >"$D/ready.$RANK"
                  while :; do sleep 0.1; done'
     kill -TERM $tpid
