@@ -103,6 +103,15 @@ if(TARGET tutti-run AND TARGET tutti-perf)
     set_tests_properties(perf_check_mapped_${coll} PROPERTIES LABELS perf TIMEOUT 120
                          ENVIRONMENT "TUTTI_TIMEOUT_MS=60000;NCCL_ALGO=Direct" PROCESSORS 2)
   endforeach()
+  # Symmetric windows (-R 2) under the cost model's own choice: OneShot for the smallest sizes,
+  # Direct over mapped buffers from a few KiB (AlltoAll from its smallest blocks).
+  foreach(coll all_reduce all_gather reduce_scatter broadcast alltoall)
+    add_test(NAME perf_check_sym_${coll}
+             COMMAND $<TARGET_FILE:tutti-run> -n 4 --timeout 110 $<TARGET_FILE:tutti-perf>
+                     -t ${coll} -b 8 -e 1M -f 8 -d all -o all -r 3 -n 2 -w 1 -c 1 -R 2)
+    set_tests_properties(perf_check_sym_${coll} PROPERTIES LABELS perf TIMEOUT 120
+                         ENVIRONMENT "TUTTI_TIMEOUT_MS=60000" PROCESSORS 2)
+  endforeach()
   add_test(NAME perf_check_alltoall_n4_tcp
            COMMAND $<TARGET_FILE:tutti-run> -n 4 --timeout 110 $<TARGET_FILE:tutti-perf>
                    -t alltoall -b 8 -e 1M -f 16 -d all -n 2 -w 1 -c 1)
@@ -123,4 +132,17 @@ if(TARGET tutti-run)
     tutti_coll_test(coll_n2_shm_${lower} 2 shm TIMEOUT 240 ENV NCCL_ALGO=${algo}
                     ARGS ${counts} --dtypes float32,bfloat16,int8,int64,fp8e4m3)
   endforeach()
+endif()
+
+# Direct over ncclMemAlloc buffers: mapped by every peer (shared: AllReduce pushes its block into
+# the peers' outputs), and on even ranks only (mixed: every rank meets mapped and copied peers,
+# pushers and pullers in one AllReduce).
+if(TARGET tutti-run)
+  set(counts --counts 0,1,7,4099,big --big 600000)
+  tutti_coll_test(coll_n2_shm_direct_mem 2 shm TIMEOUT 240 ENV NCCL_ALGO=Direct
+                  ARGS ${counts} --mem shared --dtypes float32,bfloat16,int8,int64,fp8e4m3)
+  tutti_coll_test(coll_n3_shm_direct_mem 3 shm TIMEOUT 240 ENV NCCL_ALGO=Direct
+                  ARGS ${counts} --mem shared)
+  tutti_coll_test(coll_n4_shm_direct_mixed 4 shm TIMEOUT 240 ENV NCCL_ALGO=Direct
+                  ARGS ${counts} --mem mixed --dtypes float32,float16,uint8,float64)
 endif()

@@ -38,6 +38,7 @@ struct options {
     uint64_t seed;
     int max_report;
     bool verbose;
+    const char *mem; /* --mem: plain, shared (ncclMemAlloc on every rank) or mixed (even ranks) */
 };
 
 /* A buffer image computed for one case and reused by the next cases with the same data: both
@@ -94,6 +95,8 @@ static void usage(void)
             "few)\n"
             "  --iters K        repeat the matrix K times with new data (default 1)\n"
             "  --seed S         base seed (default 1)\n"
+            "  --mem plain|shared|mixed   buffers from malloc, from ncclMemAlloc, or from\n"
+            "                   ncclMemAlloc on even ranks only (default plain)\n"
             "  --max-report N   mismatches printed per rank (default 10)\n"
             "  --verbose        rank 0 prints every case\n");
 }
@@ -205,7 +208,7 @@ static bool parse_options(int argc, char **argv, struct options *o)
         {"roots", required_argument, NULL, 'r'},  {"iters", required_argument, NULL, 'i'},
         {"seed", required_argument, NULL, 's'},   {"max-report", required_argument, NULL, 'm'},
         {"verbose", no_argument, NULL, 'v'},      {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"mem", required_argument, NULL, 'M'},    {NULL, 0, NULL, 0},
     };
     const char *colls = "all";
     const char *dtypes = "all";
@@ -218,6 +221,7 @@ static bool parse_options(int argc, char **argv, struct options *o)
     o->iters = 1;
     o->seed = 1;
     o->max_report = 10;
+    o->mem = "plain";
     int ch;
     while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (ch) {
@@ -256,6 +260,14 @@ static bool parse_options(int argc, char **argv, struct options *o)
             break;
         case 'v':
             o->verbose = true;
+            break;
+        case 'M':
+            o->mem = optarg;
+            if (strcmp(optarg, "plain") != 0 && strcmp(optarg, "shared") != 0 &&
+                strcmp(optarg, "mixed") != 0) {
+                fprintf(stderr, "coll_matrix: bad --mem '%s' (plain, shared or mixed)\n", optarg);
+                return false;
+            }
             break;
         default:
             usage();
@@ -365,10 +377,19 @@ static void *xmalloc(size_t bytes)
     return p;
 }
 
+/* Whether this rank's buffers come from ncclMemAlloc (--mem), which peers map instead of copying
+ * them through the kernel: "mixed" makes even ranks do so and odd ones not, so that every path
+ * meets every other. */
+static bool shared_mem;
+
 static void region_alloc(struct region *r, size_t body_bytes, uint32_t salt)
 {
     size_t total = (FRONT_GUARD + body_bytes + BACK_GUARD + 63) / 64 * 64;
-    r->base = aligned_alloc(64, total);
+    if (shared_mem) {
+        if (ncclMemAlloc((void **)&r->base, total) != ncclSuccess) r->base = NULL;
+    } else {
+        r->base = aligned_alloc(64, total);
+    }
     if (r->base == NULL) {
         fprintf(stderr, "coll_matrix: out of memory (%zu bytes)\n", total);
         exit(2);
@@ -377,6 +398,14 @@ static void region_alloc(struct region *r, size_t body_bytes, uint32_t salt)
     r->body_bytes = body_bytes;
     th_fill_pattern(r->base, FRONT_GUARD, salt);
     th_fill_pattern(r->body + body_bytes, BACK_GUARD, salt + 1);
+}
+
+static void region_free(struct region *r)
+{
+    if (shared_mem)
+        ncclMemFree(r->base);
+    else
+        free(r->base);
 }
 
 static void describe(const struct th_case *c, bool inplace, char *buf, size_t bytes)
@@ -575,7 +604,7 @@ static void run_inplace(struct matrix *m, const struct th_case *c, const unsigne
         compare(m, c, true, "non-root buffer (must be unchanged)", recv, send_img, recv_n,
                 c->type, 0);
     }
-    free(r.base);
+    region_free(&r);
 }
 
 static void run_outofplace(struct matrix *m, const struct th_case *c,
@@ -606,8 +635,8 @@ static void run_outofplace(struct matrix *m, const struct th_case *c,
                 c->type, 0);
         free(sentinel);
     }
-    free(s.base);
-    free(r.base);
+    region_free(&s);
+    region_free(&r);
 }
 
 static void run_case(struct matrix *m, const struct th_case *c)
@@ -703,6 +732,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "coll_matrix: cannot query the communicator\n");
         return 1;
     }
+    shared_mem = strcmp(m.opt.mem, "shared") == 0 ||
+                 (strcmp(m.opt.mem, "mixed") == 0 && m.rank % 2 == 0);
     if (m.rank == 0) {
         printf("coll_matrix: %d ranks, chunk %zu bytes, %d dtypes, %d ops, counts %s, iters %d\n",
                m.nranks, m.chunk_bytes, m.opt.ndtypes, m.opt.nops, m.opt.counts_spec,

@@ -10,6 +10,7 @@
  * scalar one. Exit 0 when every check passes, 1 otherwise, after printing each mismatch (level,
  * dtype, op, index, got, want). The conversions and the op resolution are unit_reduce_dtypes's. */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -421,6 +422,35 @@ static void test_flush_modes(int level)
 #endif
 }
 
+/* tt_copy_stream at the active level: every length around the 64-byte lines and the 128/256-byte
+ * loop steps, at every destination and source misalignment within a line, copies exactly the
+ * source bytes and touches nothing on either side (checked byte by byte against the source). */
+static void test_copy_stream(void)
+{
+    enum { SIDE = 64, MAXLEN = 1100 };
+    static unsigned char src[MAXLEN + 64], dst[SIDE + MAXLEN + 64 + SIDE];
+    const size_t lens[] = {0, 1, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 700, 1024, 1099};
+    for (size_t i = 0; i < sizeof src; i++) src[i] = (unsigned char)(rnd() >> 24);
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+        for (size_t doff = 0; doff < 64; doff += 7)
+            for (size_t soff = 0; soff < 64; soff += 13) {
+                size_t len = lens[li];
+                memset(dst, 0xa5, sizeof dst);
+                unsigned char *d = dst + SIDE + doff;
+                tt_copy_stream(d, src + soff, len);
+                for (size_t k = 0; k < sizeof dst; k++) {
+                    unsigned char *at = dst + k;
+                    bool inside = at >= d && at < d + len;
+                    unsigned char want = inside ? src[soff + (size_t)(at - d)] : 0xa5;
+                    if (*at != want) {
+                        fail("[%s] tt_copy_stream len %zu dst+%zu src+%zu: byte %td is 0x%02x, "
+                             "want 0x%02x", level_name, len, doff, soff, at - d, *at, want);
+                        return;
+                    }
+                }
+            }
+}
+
 int main(void)
 {
     fmts_build();
@@ -440,6 +470,9 @@ int main(void)
             printf("kernels [%s] %-10s: %d failures\n", level_name, types[i].name,
                    failures - before);
         }
+        int copy_before = failures;
+        test_copy_stream();
+        printf("copy_stream [%s]: %d failures\n", level_name, failures - copy_before);
         if (level > TT_REDUCE_LEVEL_SCALAR) {
             int before = failures;
             test_flush_modes(level);

@@ -403,6 +403,27 @@ static void test_select_model(void)
         expect_choice(&t, &in, TT_ALGO_RING, TT_PROTO_SIMPLE, "only candidate");
     }
 
+    where = "symmetric windows: Direct from mid sizes, never without cross-memory attach";
+    for (int n = 2; n <= 8; n += 2) {
+        /* 64 KiB: without windows the peers' buffers would go through the kernel, and Direct
+         * loses; with them it wins, and it keeps the reason's note. */
+        struct tt_tune_input in = one_host(TT_COLL_ALLREDUCE, 64u << 10, n);
+        struct tt_tune_choice c;
+        tt_tune_select(&t, &in, &c);
+        CHECK(c.algo != TT_ALGO_DIRECT, "%d ranks, 64 KiB, plain buffers: Direct chosen", n);
+        in.symmetric = true;
+        expect_choice(&t, &in, TT_ALGO_DIRECT, TT_PROTO_SIMPLE, "symmetric windows");
+        CHECK(tt_tune_estimate_us(&in, TT_ALGO_DIRECT) <
+                  est(TT_COLL_ALLREDUCE, 64u << 10, n, 1, TT_ALGO_DIRECT),
+              "%d ranks: mapped Direct not cheaper than Direct through the kernel", n);
+        in.direct_ok = false;
+        expect_choice(&t, &in, TT_ALGO_RING, TT_PROTO_SIMPLE, NULL);
+        /* The smallest messages stay with OneShot's single hand-off. */
+        struct tt_tune_input small = one_host(TT_COLL_ALLREDUCE, 8, n);
+        small.symmetric = true;
+        expect_choice(&t, &small, TT_ALGO_ONESHOT, TT_PROTO_LL, "symmetric windows");
+    }
+
     where = "one host, large, Direct not available: Ring";
     for (int i = 0; i < NCOLLS; i++) {
         struct tt_tune_input in = one_host(colls[i], 64u << 20, 4);

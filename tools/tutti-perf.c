@@ -144,7 +144,7 @@ struct options {
     int average; /* 0: rank 0's time, 1: average, 2: min, 3: max */
     int blocking;
     int root;
-    int local_register; /* 1: buffers from ncclMemAlloc, registered with the communicator */
+    int local_register; /* 1: ncclMemAlloc buffers, registered; 2: symmetric windows */
     const struct coll_desc *coll;
     const struct th_dtype *dtypes[TH_NUM_DTYPES];
     int ndtypes;
@@ -174,7 +174,7 @@ struct bench {
     struct options opt;
     unsigned char *send_buf;
     unsigned char *recv_buf;
-    void *send_handle; /* registrations, with -R 1 */
+    void *send_handle; /* registrations (-R 1) or windows (-R 2) */
     void *recv_handle;
     unsigned char *want;
     struct row *rows;
@@ -204,9 +204,11 @@ static void usage(void)
             "  -r, --root R           root of broadcast, reduce, gather, scatter (default 0)\n"
             "  -z, --blocking 0|1     accepted for nccl-tests compatibility\n"
             "  -a, --average 0..3     time shown: 0 rank 0, 1 average, 2 min, 3 max (default 1)\n"
-            "  -R, --local_register 0|1\n"
+            "  -R, --local_register 0|1|2\n"
             "                         1: send and receive buffers from ncclMemAlloc, registered\n"
-            "                         with ncclCommRegister (peers then map them: no kernel copy)\n"
+            "                         with ncclCommRegister (peers then map them: no kernel copy);\n"
+            "                         2: the same as symmetric windows (ncclCommWindowRegister),\n"
+            "                         which also lets the cost model count on the mapping\n"
             "      --json FILE        also write the results as JSON\n"
             "      --csv              print CSV instead of the table\n");
 }
@@ -337,7 +339,7 @@ static bool parse_options(int argc, char **argv, struct options *o)
             ok = parse_int(optarg, 0, 3, &o->average);
             break;
         case 'R':
-            ok = parse_int(optarg, 0, 1, &o->local_register);
+            ok = parse_int(optarg, 0, 2, &o->local_register);
             break;
         case 'r':
             ok = parse_int(optarg, 0, 1 << 30, &o->root);
@@ -413,13 +415,18 @@ static void *alloc_or_die(size_t bytes)
     return p;
 }
 
-/* A buffer other ranks of the host can map (-R 1): ncclMemAlloc memory, registered. */
+/* A buffer other ranks of the host can map: ncclMemAlloc memory, registered (-R 1) or a
+ * symmetric window (-R 2; every rank registers alike, as the window call is collective). */
 static void *shared_alloc_or_die(struct bench *b, size_t bytes, void **handle)
 {
     void *p = NULL;
     size_t size = (bytes + 4095) / 4096 * 4096 + 4096;
     check_call(b, ncclMemAlloc(&p, size), "ncclMemAlloc");
-    check_call(b, ncclCommRegister(b->comm, p, size, handle), "ncclCommRegister");
+    if (b->opt.local_register == 2)
+        check_call(b, ncclCommWindowRegister(b->comm, p, size, (ncclWindow_t *)handle,
+                                             NCCL_WIN_COLL_SYMMETRIC), "ncclCommWindowRegister");
+    else
+        check_call(b, ncclCommRegister(b->comm, p, size, handle), "ncclCommRegister");
     memset(p, 0, bytes);
     return p;
 }
@@ -783,8 +790,13 @@ int main(int argc, char **argv)
     check_call(&b, ncclAllReduce(&done, &done, 1, ncclFloat64, ncclSum, b.comm, NULL),
                "ncclAllReduce at the end");
     if (b.opt.local_register) {
-        check_call(&b, ncclCommDeregister(b.comm, b.send_handle), "ncclCommDeregister");
-        check_call(&b, ncclCommDeregister(b.comm, b.recv_handle), "ncclCommDeregister");
+        if (b.opt.local_register == 2) {
+            check_call(&b, ncclCommWindowDeregister(b.comm, b.send_handle), "window deregister");
+            check_call(&b, ncclCommWindowDeregister(b.comm, b.recv_handle), "window deregister");
+        } else {
+            check_call(&b, ncclCommDeregister(b.comm, b.send_handle), "ncclCommDeregister");
+            check_call(&b, ncclCommDeregister(b.comm, b.recv_handle), "ncclCommDeregister");
+        }
         check_call(&b, ncclMemFree(b.send_buf), "ncclMemFree");
         check_call(&b, ncclMemFree(b.recv_buf), "ncclMemFree");
     } else {

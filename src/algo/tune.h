@@ -31,6 +31,8 @@ struct tt_tune_input {
     size_t oneshot_max_bytes; /* largest `bytes` OneShot takes: the mailbox slot's payload, divided
                                  by nranks for ReduceScatter (it publishes its whole input) */
     bool direct_ok;           /* every rank on one host, cross-memory attach works */
+    bool symmetric;           /* the buffers lie in symmetric windows in ncclMemAlloc memory, so
+                                 Direct maps the peers' buffers instead of copying them */
 };
 
 struct tt_tune_choice {

@@ -40,18 +40,23 @@ static ncclResult_t add_p2p(struct tt_batch *b, struct ncclComm *comm, enum tt_c
 /* Whether an AlltoAll runs as one Direct task (every rank copies its block straight out of each
  * peer's send buffer) instead of sends and receives through the connection FIFOs: from blocks
  * of TT_DIRECT_ALLTOALL_MIN_BYTES on, where one kernel copy per peer beats two copies through a
- * FIFO (measured: docs/tuning.md). NCCL_ALGO as it applies to AllGather, which moves the same
- * bytes, steers it: Direct alone forces it, a list without Direct forbids it. Every rank
- * decides alike. */
+ * FIFO, and at every size when both buffers lie in symmetric windows, whose plain-load copies
+ * beat the FIFOs from 512 bytes on (measured: docs/tuning.md). NCCL_ALGO as it applies to
+ * AllGather, which moves the same bytes, steers it: Direct alone forces it, a list without
+ * Direct forbids it. Every rank decides alike (for windows, by NCCL's contract for them). */
 #define TT_DIRECT_ALLTOALL_MIN_BYTES (16u << 10)
-static bool direct_alltoall(const struct ncclComm *comm, size_t block_bytes)
+static bool direct_alltoall(const struct ncclComm *comm, const struct tt_coll_args *args,
+                            size_t block_bytes)
 {
     if (!comm->direct_ok || comm->nranks < 2 || block_bytes == 0) return false;
     const struct tt_tune *tune = &comm->tune;
     bool direct = tune->algo_allowed[TT_COLL_ALLGATHER][TT_ALGO_DIRECT];
     bool ring = tune->algo_allowed[TT_COLL_ALLGATHER][TT_ALGO_RING];
     if (!direct || !ring) return direct;
-    return block_bytes >= TT_DIRECT_ALLTOALL_MIN_BYTES;
+    size_t all = block_bytes * (size_t)comm->nranks;
+    return block_bytes >= TT_DIRECT_ALLTOALL_MIN_BYTES ||
+           (tt_comm_sym_window(comm, args->sendbuff, all) &&
+            tt_comm_sym_window(comm, args->recvbuff, all));
 }
 
 /* Appends the tasks of one operation to `b`. */
@@ -63,7 +68,7 @@ static ncclResult_t expand(struct tt_batch *b, struct ncclComm *comm,
     size_t count = args->count;
     switch ((int)args->coll) {
     case TT_COLL_ALLTOALL:
-        if (direct_alltoall(comm, count * elt)) return add_task(b, comm, args, -1);
+        if (direct_alltoall(comm, args, count * elt)) return add_task(b, comm, args, -1);
         for (int p = 0; p < n; p++) {
             const void *src = at(args->sendbuff, (size_t)p * count, elt);
             void *dst = (void *)at(args->recvbuff, (size_t)p * count, elt);

@@ -53,6 +53,7 @@ struct tt_tune_memo {
     bool valid;
     int coll;
     size_t bytes;
+    bool symmetric;
     enum tt_algo_id algo;
     enum tt_proto_id proto;
     float estimate_us;
@@ -74,6 +75,7 @@ struct ncclComm {
     struct tt_direct_scratch scratch;
     struct tt_tune tune;
     struct tt_tune_memo tune_memo;
+    int sym_windows; /* symmetric windows in ncclMemAlloc memory (core/mem.c) */
     size_t slot_bytes;
     int64_t timeout_ms;
     uint32_t spin_limit; /* polls before a blocked wait yields, adapted (core/engine.c) */

@@ -104,5 +104,9 @@ ncclResult_t tt_comm_deregister(ncclComm_t comm, void *handle);
 ncclResult_t tt_comm_window_register(ncclComm_t comm, void *buff, size_t bytes,
                                      ncclWindow_t *win, int flags);
 ncclResult_t tt_comm_window_deregister(ncclComm_t comm, ncclWindow_t win);
+/* Whether [ptr, ptr + bytes) lies inside one of the communicator's symmetric windows
+ * (NCCL_WIN_COLL_SYMMETRIC) in ncclMemAlloc memory: NCCL's contract is that the other ranks then
+ * pass window buffers too, so the cost model may count on their peers mapping them. */
+bool tt_comm_sym_window(const struct ncclComm *comm, const void *ptr, size_t bytes);
 
 #endif

@@ -23,8 +23,31 @@ static bool is_reduction(enum tt_coll coll)
     return coll == TT_COLL_ALLREDUCE || coll == TT_COLL_REDUCE || coll == TT_COLL_REDUCESCATTER;
 }
 
+/* The bytes a collective's send and receive buffers span (NCCL's count is per rank). */
+static void buffer_spans(const struct tt_op *op, int nranks, size_t *send, size_t *recv)
+{
+    size_t bytes = op->count * op->elt_bytes, all = bytes * (size_t)nranks;
+    *send = op->coll == TT_COLL_REDUCESCATTER || op->coll == TT_COLL_ALLTOALL ? all : bytes;
+    *recv = op->coll == TT_COLL_ALLGATHER || op->coll == TT_COLL_ALLTOALL ? all : bytes;
+}
+
+/* Whether both buffers lie in symmetric windows in ncclMemAlloc memory, on a host where Direct
+ * runs: then, by NCCL's contract for such windows, every rank's buffers do. Below 4 KiB the
+ * windows cannot change the choice (OneShot's single hand-off wins either way), so the lookup
+ * is skipped there and the smallest operations keep their fast path; the rule depends on the
+ * operation alone, so every rank applies it alike. */
+static bool symmetric_buffers(const struct tt_op *op, const struct ncclComm *comm)
+{
+    if (comm->sym_windows == 0 || !comm->direct_ok || op->count * op->elt_bytes < 4096)
+        return false;
+    size_t send, recv;
+    buffer_spans(op, comm->nranks, &send, &recv);
+    return tt_comm_sym_window(comm, op->sendbuff, send) &&
+           tt_comm_sym_window(comm, op->recvbuff, recv);
+}
+
 /* What the cost model needs to know about a collective task. */
-static void tune_input(const struct tt_task *task, const struct ncclComm *comm,
+static void tune_input(const struct tt_task *task, const struct ncclComm *comm, bool symmetric,
                        struct tt_tune_input *out)
 {
     const struct tt_op *op = &task->op;
@@ -39,6 +62,7 @@ static void tune_input(const struct tt_task *task, const struct ncclComm *comm,
         .oneshot_max_bytes = op->coll == TT_COLL_REDUCESCATTER ? slot / (size_t)comm->nranks
                                                                : slot,
         .direct_ok = comm->direct_ok,
+        .symmetric = symmetric,
     };
 }
 
@@ -62,17 +86,19 @@ static void choose_algorithm(struct tt_task *task, struct ncclComm *comm)
     /* The model's answer depends only on the collective and its size on a given communicator:
      * a repeat of the last one reuses it, unless INFO logging wants the reason spelled out. */
     size_t bytes = op->count * op->elt_bytes;
+    bool symmetric = symmetric_buffers(op, comm);
     struct tt_tune_memo *memo = &comm->tune_memo;
     if (memo->valid && memo->coll == op->coll && memo->bytes == bytes &&
-        !TT_LOG_MAYBE(TT_LOG_INFO)) {
+        memo->symmetric == symmetric && !TT_LOG_MAYBE(TT_LOG_INFO)) {
         task->choice.algo = memo->algo;
         task->choice.proto = memo->proto;
         task->choice.estimate_us = memo->estimate_us;
     } else {
         struct tt_tune_input in;
-        tune_input(task, comm, &in);
+        tune_input(task, comm, symmetric, &in);
         tt_tune_select(&comm->tune, &in, &task->choice);
         *memo = (struct tt_tune_memo){.valid = true, .coll = op->coll, .bytes = bytes,
+                                      .symmetric = symmetric,
                                       .algo = task->choice.algo, .proto = task->choice.proto,
                                       .estimate_us = task->choice.estimate_us};
     }
@@ -80,9 +106,9 @@ static void choose_algorithm(struct tt_task *task, struct ncclComm *comm)
         op->step_fn = tt_oneshot_step;
         op->host = comm->host;
     } else if (task->choice.algo == TT_ALGO_DIRECT) {
-        size_t all = bytes * (size_t)comm->nranks;
-        set_direct(op, comm, op->coll == TT_COLL_REDUCESCATTER ? all : bytes,
-                   op->coll == TT_COLL_ALLGATHER ? all : bytes);
+        size_t send, recv;
+        buffer_spans(op, comm->nranks, &send, &recv);
+        set_direct(op, comm, send, recv);
     }
 }
 
@@ -125,15 +151,17 @@ ncclResult_t tt_task_init(struct tt_task *task, struct ncclComm *comm,
     case TT_COLL_COPY:
         task->lane = NULL;
         break;
-    case TT_COLL_ALLTOALL:
+    case TT_COLL_ALLTOALL: {
         /* The core submits an AlltoAll whole only when it runs over Direct. */
         task->lane = &comm->ring_lane;
         task->choice.algo = TT_ALGO_DIRECT;
         snprintf(task->choice.reason, sizeof task->choice.reason,
                  "AlltoAll blocks copied straight from the peers");
-        set_direct(op, comm, op->count * op->elt_bytes * (size_t)comm->nranks,
-                   op->count * op->elt_bytes * (size_t)comm->nranks);
+        size_t send, recv;
+        buffer_spans(op, comm->nranks, &send, &recv);
+        set_direct(op, comm, send, recv);
         break;
+    }
     default:
         task->lane = &comm->ring_lane;
         if (comm->nranks > 1) {
@@ -379,7 +407,7 @@ ncclResult_t tt_batch_run(struct tt_batch *b)
 float tt_task_estimate_us(const struct tt_task *t)
 {
     struct tt_tune_input in;
-    tune_input(t, t->comm, &in);
+    tune_input(t, t->comm, symmetric_buffers(&t->op, t->comm), &in);
     bool coll = t->op.coll <= TT_COLL_REDUCESCATTER && t->comm->nranks > 1;
     if (!coll) {
         in.coll = TT_COLL_BROADCAST;

@@ -7,7 +7,10 @@
  * communicator's table; their handles are the records themselves, accepted back only when found
  * in that table, so a stale or forged handle is never dereferenced. The Direct algorithm asks
  * tt_mem_region whether a buffer lies in a block, so that its peers map the block and read the
- * buffer with plain loads; registrations and windows are bookkeeping only. */
+ * buffer with plain loads. Registrations are bookkeeping only. A symmetric window
+ * (NCCL_WIN_COLL_SYMMETRIC) in ncclMemAlloc memory also steers the cost model: NCCL's contract
+ * for such windows is that every rank passes window buffers to the same collective, so the model
+ * may count on Direct mapping the peers' buffers (docs/tuning.md, "Symmetric windows"). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -128,6 +131,7 @@ struct tt_reg {
     size_t bytes;
     int flags;
     bool is_window;
+    bool shared; /* a symmetric window inside an ncclMemAlloc block */
     struct tt_reg *next;
 };
 
@@ -212,9 +216,13 @@ ncclResult_t tt_comm_window_register(ncclComm_t comm, void *buff, size_t bytes,
     w->reg.bytes = bytes;
     w->reg.flags = flags;
     w->reg.is_window = true;
+    struct tt_host_region region;
+    w->reg.shared = (flags & NCCL_WIN_COLL_SYMMETRIC) && tt_mem_region(buff, bytes, &region);
     TT_TRY_GOTO(add_reg(comm, &w->reg), res, fail);
-    TT_INFO(TT_SUB_REG, "window of %zu bytes at %p (flags 0x%x): %p", bytes, buff,
-            (unsigned)flags, (void *)w);
+    comm->sym_windows += w->reg.shared;
+    TT_INFO(TT_SUB_REG, "window of %zu bytes at %p (flags 0x%x%s): %p", bytes, buff,
+            (unsigned)flags, w->reg.shared ? ", symmetric in ncclMemAlloc memory" : "",
+            (void *)w);
     *win = w;
     return ncclSuccess;
 fail:
@@ -230,6 +238,19 @@ ncclResult_t tt_comm_window_deregister(ncclComm_t comm, ncclWindow_t win)
                         "communicator (never registered here, or deregistered already)",
                         (void *)win);
     TT_INFO(TT_SUB_REG, "window %p deregistered", (void *)win);
+    comm->sym_windows -= win->reg.shared;
     free(win);
     return ncclSuccess;
+}
+
+bool tt_comm_sym_window(const struct ncclComm *comm, const void *ptr, size_t bytes)
+{
+    if (comm->sym_windows == 0 || ptr == NULL) return false;
+    uintptr_t lo = (uintptr_t)ptr;
+    for (const struct tt_reg *r = comm->regs->head; r != NULL; r = r->next) {
+        uintptr_t base = (uintptr_t)r->buff;
+        if (r->shared && lo >= base && lo - base <= r->bytes && bytes <= r->bytes - (lo - base))
+            return true;
+    }
+    return false;
 }

@@ -37,6 +37,10 @@ extern const struct tt_reduce_kernels tt_reduce_scalar_kernels[ncclNumTypes];
 #define TT_REDUCE_X86 1
 extern const struct tt_reduce_kernels tt_reduce_avx2_kernels[ncclNumTypes];
 extern const struct tt_reduce_kernels tt_reduce_avx512_kernels[ncclNumTypes];
+/* dst = src with non-temporal stores from the first 64-byte line of dst on, then a store fence
+ * (tt_copy_stream in reduce.h); bytes > 0. */
+void tt_copy_stream_avx2(void *dst, const void *src, size_t bytes);
+void tt_copy_stream_avx512(void *dst, const void *src, size_t bytes);
 #endif
 
 #endif

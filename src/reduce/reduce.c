@@ -190,6 +190,24 @@ void tt_reduce_combine2(const struct tt_redop *op, void *dst1, void *dst2, const
     combine_at_level(op, dst1, dst1 == dst2 ? NULL : dst2, local, in, count, flags);
 }
 
+void tt_copy_stream(void *dst, const void *src, size_t bytes)
+{
+    if (bytes == 0) return;
+#ifdef TT_REDUCE_X86
+    switch (tt_reduce_level()) {
+    case TT_REDUCE_LEVEL_AVX512:
+        tt_copy_stream_avx512(dst, src, bytes);
+        return;
+    case TT_REDUCE_LEVEL_AVX2:
+        tt_copy_stream_avx2(dst, src, bytes);
+        return;
+    default:
+        break;
+    }
+#endif
+    memcpy(dst, src, bytes);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Resolving ops. */
 

@@ -90,6 +90,13 @@ void tt_reduce_combine(const struct tt_redop *op, void *dst, const void *local, 
 void tt_reduce_combine2(const struct tt_redop *op, void *dst1, void *dst2, const void *local,
                         const void *in, size_t count, unsigned flags);
 
+/* dst = src (bytes, bit for bit; the ranges do not overlap) with non-temporal stores that
+ * bypass the caches, at the levels that have them (a plain memcpy at the scalar level). For
+ * copies far larger than the last-level cache, whose destination will not be read again soon:
+ * they then cost no read of the destination lines and evict nothing useful. Ends with a store
+ * fence, so a release store that follows (a published flag) is ordered after the data. */
+void tt_copy_stream(void *dst, const void *src, size_t bytes);
+
 enum tt_reduce_level {
     TT_REDUCE_LEVEL_SCALAR,
     TT_REDUCE_LEVEL_AVX2,   /* AVX2 and F16C */

@@ -14,6 +14,7 @@
 
 #include <immintrin.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "reduce/simd.h"
 
@@ -430,6 +431,35 @@ const struct tt_reduce_kernels tt_reduce_avx2_kernels[ncclNumTypes] = {
     [ncclFloat8e4m3] = TT_REDUCE_KERNELS_OF(e4m3),
     [ncclFloat8e5m2] = TT_REDUCE_KERNELS_OF(e5m2),
 };
+
+/* ---------------------------------------------------------------------------------------------
+ * Streaming copy: plain copies up to dst's first line boundary and after its last whole line,
+ * non-temporal stores of whole lines in between (128 bytes per iteration), then a store fence. */
+
+TARGET void tt_copy_stream_avx2(void *dst, const void *src, size_t bytes)
+{
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    size_t head = (size_t)(-(uintptr_t)d & 63);
+    if (head > bytes) head = bytes;
+    memcpy(d, s, head);
+    d += head;
+    s += head;
+    bytes -= head;
+    size_t body = bytes & ~(size_t)127;
+    for (size_t i = 0; i < body; i += 128) {
+        __m256i a = _mm256_loadu_si256((const __m256i *)(s + i));
+        __m256i b = _mm256_loadu_si256((const __m256i *)(s + i + 32));
+        __m256i c = _mm256_loadu_si256((const __m256i *)(s + i + 64));
+        __m256i e = _mm256_loadu_si256((const __m256i *)(s + i + 96));
+        _mm256_stream_si256((__m256i *)(d + i), a);
+        _mm256_stream_si256((__m256i *)(d + i + 32), b);
+        _mm256_stream_si256((__m256i *)(d + i + 64), c);
+        _mm256_stream_si256((__m256i *)(d + i + 96), e);
+    }
+    memcpy(d + body, s + body, bytes - body);
+    _mm_sfence();
+}
 
 #else
 

@@ -11,6 +11,7 @@
 
 #include <immintrin.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "reduce/simd.h"
 
@@ -349,6 +350,35 @@ const struct tt_reduce_kernels tt_reduce_avx512_kernels[ncclNumTypes] = {
     [ncclFloat8e4m3] = TT_REDUCE_KERNELS_OF(e4m3),
     [ncclFloat8e5m2] = TT_REDUCE_KERNELS_OF(e5m2),
 };
+
+/* ---------------------------------------------------------------------------------------------
+ * Streaming copy: plain copies up to dst's first line boundary and after its last whole line,
+ * non-temporal stores of whole lines in between (256 bytes per iteration), then a store fence. */
+
+TARGET void tt_copy_stream_avx512(void *dst, const void *src, size_t bytes)
+{
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    size_t head = (size_t)(-(uintptr_t)d & 63);
+    if (head > bytes) head = bytes;
+    memcpy(d, s, head);
+    d += head;
+    s += head;
+    bytes -= head;
+    size_t body = bytes & ~(size_t)255;
+    for (size_t i = 0; i < body; i += 256) {
+        __m512i a = _mm512_loadu_si512((const void *)(s + i));
+        __m512i b = _mm512_loadu_si512((const void *)(s + i + 64));
+        __m512i c = _mm512_loadu_si512((const void *)(s + i + 128));
+        __m512i e = _mm512_loadu_si512((const void *)(s + i + 192));
+        _mm512_stream_si512((void *)(d + i), a);
+        _mm512_stream_si512((void *)(d + i + 64), b);
+        _mm512_stream_si512((void *)(d + i + 128), c);
+        _mm512_stream_si512((void *)(d + i + 192), e);
+    }
+    memcpy(d + body, s + body, bytes - body);
+    _mm_sfence();
+}
 
 #else
 
