@@ -135,8 +135,8 @@ if(TARGET tutti-run)
 endif()
 
 # Direct over ncclMemAlloc buffers: mapped by every peer (shared: AllReduce pushes its block into
-# the peers' outputs), and on even ranks only (mixed: every rank meets mapped and copied peers,
-# pushers and pullers in one AllReduce).
+# the peers' outputs, Broadcast and AllGather fan out), and on even ranks only (mixed: every rank
+# meets mapped and copied peers, pushers and pullers in one AllReduce).
 if(TARGET tutti-run)
   set(counts --counts 0,1,7,4099,big --big 600000)
   tutti_coll_test(coll_n2_shm_direct_mem 2 shm TIMEOUT 240 ENV NCCL_ALGO=Direct
@@ -145,4 +145,8 @@ if(TARGET tutti-run)
                   ARGS ${counts} --mem shared)
   tutti_coll_test(coll_n4_shm_direct_mixed 4 shm TIMEOUT 240 ENV NCCL_ALGO=Direct
                   ARGS ${counts} --mem mixed --dtypes float32,float16,uint8,float64)
+  # Shareable outputs that nobody maps: Broadcast and AllGather still fan out, writing the
+  # peers' outputs with cross-memory attach.
+  tutti_coll_test(coll_n3_shm_direct_nomap 3 shm TIMEOUT 240 ENV NCCL_ALGO=Direct
+                  TUTTI_MAP_PEERS=0 ARGS ${counts} --mem shared --dtypes float32,int8,bfloat16)
 endif()

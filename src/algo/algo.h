@@ -59,6 +59,7 @@ struct tt_direct_scratch {
     const char **recv_map; /* [nranks] */
     void *tmp;
     size_t tmp_bytes;
+    bool fan_out; /* Broadcast, AllGather: every output is shareable, each rank pushes its share */
 };
 
 /* Fills *prim with the op's next primitive and returns true, or returns false at the end. */

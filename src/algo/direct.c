@@ -20,7 +20,14 @@
  * peer's memory with no kernel copy and no staging; other buffers go through cross-memory
  * attach. Each buffer of each peer takes whichever path is open to it.
  *
- * When every peer's receive buffer is mapped here, rank r pushes instead: the pass that folds
+ * Broadcast and AllGather fan out when every rank's output is shareable (ncclMemAlloc memory,
+ * which every rank sees in the published addresses, so all decide alike): rank r reads its share
+ * once, piece by piece, and writes each piece to every output while it is still in cache. Its
+ * share is its own block for AllGather and the r-th n-th of the root's buffer for Broadcast.
+ * That reads the source once instead of once per rank. An output this rank cannot map (the
+ * mapping failed) is written with cross-memory attach instead.
+ *
+ * When every peer's receive buffer is mapped here, AllReduce's rank r pushes instead: the pass that folds
  * block r writes it to its own output and to the peers' at once (the last fold step stores to two
  * destinations; with more than two ranks the finished piece, still in cache, is copied to the
  * rest), which saves the gather phase's whole extra read and write of the buffer. It says so in
@@ -68,6 +75,49 @@ static void copy_bytes(void *dst, const void *src, size_t bytes)
         tt_copy_stream(dst, src, bytes);
     else
         memcpy(dst, src, bytes);
+}
+
+/* Broadcast's and AllGather's fan-out: copies `bytes` from offset `src_off` of rank `from`'s send
+ * buffer to offset `dst_off` of every rank's output, piece by piece through the cache. */
+static ncclResult_t fan_out(struct tt_op *op, int from, size_t src_off, size_t dst_off,
+                            size_t bytes)
+{
+    struct tt_direct_scratch *sc = op->scratch;
+    bool stream = bytes >= STREAM_MIN_BYTES;
+    for (size_t done = 0; done < bytes; done += sc->tmp_bytes) {
+        size_t n = bytes - done < sc->tmp_bytes ? bytes - done : sc->tmp_bytes;
+        const char *src;
+        if (from == op->rank) {
+            src = (const char *)op->sendbuff + src_off + done;
+        } else if (sc->send_map[from] != NULL) {
+            src = sc->send_map[from] + src_off + done;
+        } else {
+            TT_TRY(tt_host_read(op->host, from, sc->tmp, sc->send[from] + src_off + done, n));
+            src = sc->tmp;
+        }
+        for (int q = 0; q < op->nranks; q++) {
+            size_t at = dst_off + done;
+            char *dst = q == op->rank ? (char *)op->recvbuff + at
+                        : sc->recv_map[q] != NULL ? (char *)sc->recv_map[q] + at : NULL;
+            if (dst == NULL)
+                TT_TRY(tt_host_write(op->host, q, sc->recv[q] + at, src, n));
+            else if (dst != src && stream)
+                tt_copy_stream(dst, src, n);
+            else if (dst != src)
+                memcpy(dst, src, n);
+        }
+    }
+    return ncclSuccess;
+}
+
+/* Whether every rank published its output as shareable memory (see fan_out). */
+static bool outputs_shareable(const struct tt_op *op)
+{
+    for (int p = 0; p < op->nranks; p++) {
+        const struct addresses *a = tt_host_peer_slot(op->host, p, op->slot);
+        if (a->recv_region.fd < 0) return false;
+    }
+    return true;
 }
 
 /* Whether every peer's receive buffer is mapped here, so that AllReduce can push its block. */
@@ -154,6 +204,12 @@ static ncclResult_t copy_work(struct tt_op *op)
     case TT_COLL_REDUCE:
         return op->rank == op->root ? fold(op, 0, op->count, op->recvbuff, false) : ncclSuccess;
     case TT_COLL_BROADCAST:
+        if (op->scratch->fan_out) {
+            size_t first, count;
+            block_of(op, op->rank, &first, &count);
+            return count ? fan_out(op, op->root, first * elt, first * elt, count * elt)
+                         : ncclSuccess;
+        }
         if (op->rank != op->root) return copy_from(op, op->root, false, 0, op->recvbuff, bytes);
         if (op->recvbuff != op->sendbuff) copy_bytes(op->recvbuff, op->sendbuff, bytes);
         return ncclSuccess;
@@ -168,6 +224,8 @@ static ncclResult_t copy_work(struct tt_op *op)
         }
         return ncclSuccess;
     case TT_COLL_ALLGATHER:
+        if (op->scratch->fan_out)
+            return fan_out(op, op->rank, 0, (size_t)op->rank * bytes, bytes);
         for (int p = 0; p < op->nranks; p++) {
             char *dst = (char *)op->recvbuff + (size_t)p * bytes;
             if (p != op->rank)
@@ -257,8 +315,14 @@ ncclResult_t tt_direct_step(struct tt_op *op, bool *done, bool *progressed,
             op->scratch->recv_map[p] = NULL;
             if (p == op->rank) continue;
             op->scratch->send_map[p] = tt_host_map(op->host, p, &a->send_region);
-            /* Only AllReduce reads the peers' outputs. */
-            if (op->coll == TT_COLL_ALLREDUCE)
+        }
+        /* AllReduce may push to the peers' outputs and reads them; Broadcast and AllGather fan
+         * out to them when all are shareable. */
+        op->scratch->fan_out = (op->coll == TT_COLL_BROADCAST ||
+                                op->coll == TT_COLL_ALLGATHER) && outputs_shareable(op);
+        for (int p = 0; p < op->nranks; p++) {
+            const struct addresses *a = tt_host_peer_slot(op->host, p, op->slot);
+            if (p != op->rank && (op->coll == TT_COLL_ALLREDUCE || op->scratch->fan_out))
                 op->scratch->recv_map[p] = tt_host_map(op->host, p, &a->recv_region);
         }
         op->state = REDUCE;

@@ -17,6 +17,7 @@
 
 #include "util/err.h"
 #include "util/log.h"
+#include "util/param.h"
 
 #define LINE 64
 #define FLAG_BYTES 8 /* the flag word before each slot's payload */
@@ -47,6 +48,7 @@ struct tt_host {
     char name[48];
     bool unlinked;
     bool cma;
+    bool map_peers; /* TUTTI_MAP_PEERS */
     struct mailbox *mine;
     struct mailbox **boxes; /* [nranks], boxes[rank] == mine */
     int32_t *pids;
@@ -74,6 +76,7 @@ ncclResult_t tt_host_create(int rank, int nranks, uint64_t comm_hash, size_t slo
     ncclResult_t res = ncclSuccess;
     TT_TRY(TT_CALLOC(&h, 1));
     h->rank = rank;
+    h->map_peers = tt_param_map_peers() != 0;
     h->nranks = nranks;
     h->slot_bytes = slot_bytes;
     h->slot_stride = round_up(FLAG_BYTES + slot_bytes, LINE);
@@ -290,26 +293,39 @@ bool tt_host_reached(const struct tt_host *h, int peer, uint64_t event, struct t
     return false;
 }
 
-ncclResult_t tt_host_read(const struct tt_host *h, int peer, void *local, uintptr_t remote,
-                          size_t bytes)
+/* One direction of cross-memory attach, repeated until every byte moved. */
+static ncclResult_t cross_copy(const struct tt_host *h, int peer, char *local, uintptr_t remote,
+                               size_t bytes, bool write)
 {
-    char *dst = local;
     while (bytes > 0) {
-        struct iovec l = {.iov_base = dst, .iov_len = bytes};
+        struct iovec l = {.iov_base = local, .iov_len = bytes};
         struct iovec r = {.iov_base = (void *)remote, .iov_len = bytes};
-        ssize_t got = process_vm_readv(h->pids[peer], &l, 1, &r, 1, 0);
+        ssize_t got = write ? process_vm_writev(h->pids[peer], &l, 1, &r, 1, 0)
+                            : process_vm_readv(h->pids[peer], &l, 1, &r, 1, 0);
         if (got <= 0) {
             if (got < 0 && errno == EINTR) continue;
             return TT_ERROR(ncclRemoteError,
-                            "cross-memory read of %zu bytes from rank %d (pid %d) failed: %s",
-                            bytes, peer, (int)h->pids[peer],
-                            got < 0 ? strerror(errno) : "no progress");
+                            "cross-memory %s of %zu bytes %s rank %d (pid %d) failed: %s",
+                            write ? "write" : "read", bytes, write ? "to" : "from", peer,
+                            (int)h->pids[peer], got < 0 ? strerror(errno) : "no progress");
         }
-        dst += got;
+        local += got;
         remote += (uintptr_t)got;
         bytes -= (size_t)got;
     }
     return ncclSuccess;
+}
+
+ncclResult_t tt_host_read(const struct tt_host *h, int peer, void *local, uintptr_t remote,
+                          size_t bytes)
+{
+    return cross_copy(h, peer, local, remote, bytes, false);
+}
+
+ncclResult_t tt_host_write(const struct tt_host *h, int peer, uintptr_t remote, const void *local,
+                           size_t bytes)
+{
+    return cross_copy(h, peer, (char *)local, remote, bytes, true);
 }
 
 /* Maps a peer's block: its memory file's descriptor is duplicated into this process through a
@@ -347,7 +363,7 @@ static void *map_block(struct tt_host *h, int peer, const struct tt_host_region 
 
 const void *tt_host_map(struct tt_host *h, int peer, const struct tt_host_region *r)
 {
-    if (r->fd < 0 || r->offset > r->bytes) return NULL;
+    if (!h->map_peers || r->fd < 0 || r->offset > r->bytes) return NULL;
     struct peer_map *victim = &h->maps[0];
     for (int i = 0; i < MAP_CACHE; i++) {
         struct peer_map *m = &h->maps[i];

@@ -82,6 +82,9 @@ bool tt_host_reached(const struct tt_host *h, int peer, uint64_t event, struct t
 /* Copies `bytes` from address `remote` in `peer`'s process to `local` (cross-memory attach). */
 ncclResult_t tt_host_read(const struct tt_host *h, int peer, void *local, uintptr_t remote,
                           size_t bytes);
+/* Copies `bytes` from `local` to address `remote` in `peer`'s process (cross-memory attach). */
+ncclResult_t tt_host_write(const struct tt_host *h, int peer, uintptr_t remote, const void *local,
+                           size_t bytes);
 
 /* A buffer inside shareable memory (an ncclMemAlloc block: a memory file): the owner's
  * descriptor of the file, the block's process-unique id and size, and the buffer's offset in it.
@@ -94,9 +97,9 @@ struct tt_host_region {
     uint64_t bytes;
 };
 
-/* The buffer `r` of `peer` mapped into this process (zero-copy access with plain loads), or NULL
- * when it is not shareable or cannot be mapped (then use tt_host_read). Mappings are cached per
- * peer and block id and live until evicted or tt_host_destroy, which keeps the pages of a block
+/* The buffer `r` of `peer` mapped into this process, read-write (zero-copy access with plain
+ * loads and stores), or NULL when it is not shareable, cannot be mapped or TUTTI_MAP_PEERS is 0
+ * (then use tt_host_read and tt_host_write). Mappings are cached per peer and block id and live until evicted or tt_host_destroy, which keeps the pages of a block
  * the peer has since freed alive meanwhile (never reused: ids are not recycled). */
 const void *tt_host_map(struct tt_host *h, int peer, const struct tt_host_region *r);
 

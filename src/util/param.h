@@ -49,7 +49,10 @@
     X(secret, "TUTTI_SECRET", STR, "",                                                          \
       "Job secret mixed into the unique id derived from NCCL_COMM_ID")                          \
     X(port_range, "TUTTI_PORT_RANGE", STR, "",                                                  \
-      "lo-hi: listen only on TCP ports in this range (firewalls)")
+      "lo-hi: listen only on TCP ports in this range (firewalls)")                              \
+    X(map_peers, "TUTTI_MAP_PEERS", INT, 1,                                                     \
+      "0: never map peers' ncclMemAlloc buffers; Direct then copies them with cross-memory "    \
+      "attach (debugging, and the fallback's test)")
 
 enum tt_param_type { TT_PARAM_INT, TT_PARAM_STR };
 
