@@ -424,6 +424,16 @@ static void test_select_model(void)
         expect_choice(&t, &small, TT_ALGO_ONESHOT, TT_PROTO_LL, "symmetric windows");
     }
 
+    where = "more ranks than CPUs: the ring, unless the buffers are mapped";
+    for (size_t bytes = 1u << 20; bytes <= (256u << 20); bytes *= 16) {
+        struct tt_tune_input in = one_host(TT_COLL_ALLREDUCE, bytes, 4);
+        expect_choice(&t, &in, TT_ALGO_DIRECT, TT_PROTO_SIMPLE, NULL);
+        in.oversubscribed = true;
+        expect_choice(&t, &in, TT_ALGO_RING, TT_PROTO_SIMPLE, "oversubscribed");
+        in.symmetric = true;
+        expect_choice(&t, &in, TT_ALGO_DIRECT, TT_PROTO_SIMPLE, "oversubscribed");
+    }
+
     where = "one host, large, Direct not available: Ring";
     for (int i = 0; i < NCOLLS; i++) {
         struct tt_tune_input in = one_host(colls[i], 64u << 20, 4);

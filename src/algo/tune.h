@@ -33,6 +33,7 @@ struct tt_tune_input {
     bool direct_ok;           /* every rank on one host, cross-memory attach works */
     bool symmetric;           /* the buffers lie in symmetric windows in ncclMemAlloc memory, so
                                  Direct maps the peers' buffers instead of copying them */
+    bool oversubscribed;      /* one host with more ranks than CPUs */
 };
 
 struct tt_tune_choice {

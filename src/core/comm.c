@@ -22,7 +22,7 @@
 #include "util/param.h"
 #include "util/time.h"
 
-#define PEER_INFO_VERSION 1
+#define PEER_INFO_VERSION 2
 #define SLOT_BYTES_MIN 8
 #define SLOT_BYTES_MAX (64ull << 20)
 
@@ -78,6 +78,10 @@ static ncclResult_t exchange_peer_info(struct ncclComm *comm)
     me->version = PEER_INFO_VERSION;
     me->rank = comm->rank;
     me->pid = (int32_t)getpid();
+    cpu_set_t set;
+    long cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                             : sysconf(_SC_NPROCESSORS_ONLN);
+    me->cpus = cpus > 0 ? (uint32_t)cpus : 1;
     me->host_hash = host_hash();
     me->slot_bytes = comm->slot_bytes;
     if (getrandom(&me->nonce, sizeof me->nonce, 0) != (ssize_t)sizeof me->nonce)
@@ -113,6 +117,11 @@ static ncclResult_t setup_host_direct(struct ncclComm *comm)
         for (int q = 0; q < r && !seen; q++) seen = comm->peers[q].host_hash == comm->peers[r].host_hash;
         comm->nhosts += !seen;
     }
+    /* From allgathered facts only, so that every rank's cost model sees the same value. */
+    uint32_t cpus = 0;
+    for (int r = 0; r < comm->nranks; r++)
+        if (comm->peers[r].cpus > cpus) cpus = comm->peers[r].cpus;
+    comm->oversubscribed = comm->nhosts == 1 && (uint32_t)comm->nranks > cpus;
     int64_t slot = tt_param_oneshot_bytes();
     if (comm->nhosts != 1 || comm->nranks < 2 || slot <= 0 || tt_param_shm_disable() != 0 ||
         tt_param_p2p_disable() != 0)
@@ -145,8 +154,9 @@ static ncclResult_t setup_host_direct(struct ncclComm *comm)
             goto out;
         }
     }
-    TT_INFO(TT_SUB_INIT | TT_SUB_SHM, "one host: OneShot mailboxes of %lld bytes, Direct %s",
-            (long long)slot, comm->direct_ok ? "on (cross-memory attach)" : "off");
+    TT_INFO(TT_SUB_INIT | TT_SUB_SHM, "one host: OneShot mailboxes of %lld bytes, Direct %s%s",
+            (long long)slot, comm->direct_ok ? "on (cross-memory attach)" : "off",
+            comm->oversubscribed ? "; more ranks than CPUs" : "");
 out:
     free(infos);
     return res;

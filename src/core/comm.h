@@ -19,7 +19,7 @@ struct tt_peer_info {
     uint32_t version;
     int32_t rank;
     int32_t pid;
-    uint32_t reserved;
+    uint32_t cpus; /* CPUs this rank may run on (its affinity) */
     uint64_t host_hash;
     uint64_t slot_bytes;
     uint64_t nonce;
@@ -76,6 +76,7 @@ struct ncclComm {
     struct tt_tune tune;
     struct tt_tune_memo tune_memo;
     int sym_windows; /* symmetric windows in ncclMemAlloc memory (core/mem.c) */
+    bool oversubscribed; /* one host, more ranks than any rank has CPUs (agreed at init) */
     size_t slot_bytes;
     int64_t timeout_ms;
     uint32_t spin_limit; /* polls before a blocked wait yields, adapted (core/engine.c) */

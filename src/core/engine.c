@@ -63,6 +63,7 @@ static void tune_input(const struct tt_task *task, const struct ncclComm *comm, 
                                                                : slot,
         .direct_ok = comm->direct_ok,
         .symmetric = symmetric,
+        .oversubscribed = comm->oversubscribed,
     };
 }
 
