@@ -61,13 +61,14 @@ static void block_of(const struct tt_op *op, int r, size_t *first, size_t *count
     *count = start >= op->count ? 0 : (op->count - start < per ? op->count - start : per);
 }
 
-/* Copies of at least this many bytes bypass the caches (tt_copy_stream): half the development
- * VM's 32 MiB L3. Beyond it a plain copy also reads every destination line before writing it;
- * below, the destination may still be in cache when it is next read. Measured with 2 ranks over
- * mapped buffers (tutti-perf -R 2): AllGather 256 MiB 14.4 vs 19.3 ms and Broadcast 64 MiB 3.0
- * vs 3.8 ms with streaming, but Broadcast 4 MiB 117 vs 75 us and in-place AllGather 8 MiB 130 vs
- * 83 us without. */
-#define STREAM_MIN_BYTES (16u << 20)
+/* Copies of at least this many bytes bypass the caches (tt_copy_stream): a quarter of the
+ * development VM's 32 MiB L3. Beyond it a plain copy also reads every destination line before
+ * writing it; below, the destination may still be in cache when it is next read. Measured with 2
+ * ranks over mapped buffers (tutti-perf -R 2, interleaved launches): streaming AlltoAll 16 MiB
+ * (8 MiB copies) 470-640 vs 610-720 us, 64 MiB 2.8 vs 3.7 ms; AllGather 256 MiB 14.4 vs 19.3 ms;
+ * Broadcast 64 MiB 3.0 vs 3.8 ms; but Broadcast 4 MiB 117 vs 75 us and in-place AllGather 8 MiB
+ * (4 MiB copies) 130 vs 83 us without it. */
+#define STREAM_MIN_BYTES (8u << 20)
 
 static void copy_bytes(void *dst, const void *src, size_t bytes)
 {
