@@ -5,7 +5,8 @@
  * of 2(n-1) ring steps.
  *
  * Every rank reduces the contributions in rank order, so all ranks compute bit-identical
- * results. AllReduce, AllGather and ReduceScatter, where every rank reads every slot, publish
+ * results. AllReduce, AllGather, ReduceScatter and AlltoAll (which publishes its whole input and
+ * reads its block of every slot), where every rank reads every slot, publish
  * through the slot's flag word (tt_host_publish): the flag shares the first cache line with the
  * payload, and seeing every peer's flag is all the synchronization an operation needs. Broadcast
  * and Reduce, where some ranks read nothing, use two events instead: "my slot is published" and
@@ -26,14 +27,15 @@ static const char *at(const void *base, size_t elements, size_t elt_bytes)
 size_t tt_oneshot_payload_bytes(const struct tt_op *op)
 {
     size_t bytes = op->count * op->elt_bytes;
-    return op->coll == TT_COLL_REDUCESCATTER ? bytes * (size_t)op->nranks : bytes;
+    return op->coll == TT_COLL_REDUCESCATTER || op->coll == TT_COLL_ALLTOALL
+               ? bytes * (size_t)op->nranks : bytes;
 }
 
 /* Whether every rank reads every peer's slot (then the operation is flagged). */
 static bool all_read(const struct tt_op *op)
 {
     return op->coll == TT_COLL_ALLREDUCE || op->coll == TT_COLL_ALLGATHER ||
-           op->coll == TT_COLL_REDUCESCATTER;
+           op->coll == TT_COLL_REDUCESCATTER || op->coll == TT_COLL_ALLTOALL;
 }
 
 /* Does this rank publish data (every rank posts both events regardless)? */
@@ -93,6 +95,14 @@ static void finish(struct tt_op *op)
             if (dst != op->sendbuff || p != op->rank) memcpy(dst, src, count * elt);
         }
         break;
+    case TT_COLL_ALLTOALL:
+        /* Block r of every rank's slot is block p of the output: the slots hold the inputs, so
+         * an in-place AlltoAll may overwrite its buffer freely. */
+        for (int p = 0; p < op->nranks; p++)
+            memcpy((char *)op->recvbuff + (size_t)p * count * elt,
+                   at(tt_host_peer_slot(op->host, p, op->slot), (size_t)op->rank * count, elt),
+                   count * elt);
+        break;
     default:
         break;
     }
@@ -122,7 +132,8 @@ ncclResult_t tt_oneshot_step(struct tt_op *op, bool *done, bool *progressed,
         }
         if (publishes(op)) {
             /* Contributions carry the pre-operation (avg's 1/n) once, applied by their owner. */
-            unsigned flags = op->coll == TT_COLL_ALLGATHER || op->coll == TT_COLL_BROADCAST
+            unsigned flags = op->coll == TT_COLL_ALLGATHER || op->coll == TT_COLL_BROADCAST ||
+                                     op->coll == TT_COLL_ALLTOALL
                                  ? 0 : TT_REDUCE_PRE;
             size_t count = tt_oneshot_payload_bytes(op) / op->elt_bytes;
             tt_reduce_copy(&op->redop, tt_host_my_slot(op->host, op->slot), op->sendbuff, count,

@@ -37,26 +37,31 @@ static ncclResult_t add_p2p(struct tt_batch *b, struct ncclComm *comm, enum tt_c
     return add_task(b, comm, &a, peer);
 }
 
-/* Whether an AlltoAll runs as one Direct task (every rank copies its block straight out of each
- * peer's send buffer) instead of sends and receives through the connection FIFOs: from blocks
- * of TT_DIRECT_ALLTOALL_MIN_BYTES on, where one kernel copy per peer beats two copies through a
- * FIFO, and at every size when both buffers lie in symmetric windows, whose plain-load copies
- * beat the FIFOs from 512 bytes on (measured: docs/tuning.md). NCCL_ALGO as it applies to
- * AllGather, which moves the same bytes, steers it: Direct alone forces it, a list without
- * Direct forbids it. Every rank decides alike (for windows, by NCCL's contract for them). */
+/* AlltoAll's path (task.h). Small ones run as OneShot: each rank publishes its whole input in
+ * its mailbox slot and copies block r of every peer's slot, one hand-off in all (2 ranks, 8 B:
+ * 0.17 us against 1.1 us as sends and receives). From blocks of TT_DIRECT_ALLTOALL_MIN_BYTES on
+ * Direct copies every block straight out of the peers' send buffers, where one kernel copy per
+ * peer beats two copies through a FIFO; from 4 KiB per rank when both buffers lie in symmetric
+ * windows, whose plain-load copies beat OneShot's two copies there (measured: docs/tuning.md).
+ * NCCL_ALGO as it applies to AllGather, which moves the same bytes, steers it: Direct alone
+ * forces Direct, a list without OneShot or Direct forbids that one. */
 #define TT_DIRECT_ALLTOALL_MIN_BYTES (16u << 10)
-static bool direct_alltoall(const struct ncclComm *comm, const struct tt_coll_args *args,
-                            size_t block_bytes)
+enum tt_alltoall_path tt_alltoall_path(const struct ncclComm *comm, const void *sendbuff,
+                                       const void *recvbuff, size_t block_bytes)
 {
-    if (!comm->direct_ok || comm->nranks < 2 || block_bytes == 0) return false;
-    const struct tt_tune *tune = &comm->tune;
-    bool direct = tune->algo_allowed[TT_COLL_ALLGATHER][TT_ALGO_DIRECT];
-    bool ring = tune->algo_allowed[TT_COLL_ALLGATHER][TT_ALGO_RING];
-    if (!direct || !ring) return direct;
+    if (comm->nranks < 2 || block_bytes == 0) return TT_ALLTOALL_P2P;
+    const bool *allowed = comm->tune.algo_allowed[TT_COLL_ALLGATHER];
     size_t all = block_bytes * (size_t)comm->nranks;
-    return block_bytes >= TT_DIRECT_ALLTOALL_MIN_BYTES ||
-           (tt_comm_sym_window(comm, args->sendbuff, all) &&
-            tt_comm_sym_window(comm, args->recvbuff, all));
+    bool direct = allowed[TT_ALGO_DIRECT] && comm->direct_ok;
+    bool oneshot = allowed[TT_ALGO_ONESHOT] && comm->host != NULL &&
+                   all <= tt_host_slot_bytes(comm->host);
+    if (direct && !allowed[TT_ALGO_RING] && !allowed[TT_ALGO_ONESHOT]) return TT_ALLTOALL_DIRECT;
+    if (direct && all >= 4096 && tt_comm_sym_window(comm, sendbuff, all) &&
+        tt_comm_sym_window(comm, recvbuff, all))
+        return TT_ALLTOALL_DIRECT;
+    if (oneshot) return TT_ALLTOALL_ONESHOT;
+    return direct && block_bytes >= TT_DIRECT_ALLTOALL_MIN_BYTES ? TT_ALLTOALL_DIRECT
+                                                                 : TT_ALLTOALL_P2P;
 }
 
 /* Appends the tasks of one operation to `b`. */
@@ -68,7 +73,8 @@ static ncclResult_t expand(struct tt_batch *b, struct ncclComm *comm,
     size_t count = args->count;
     switch ((int)args->coll) {
     case TT_COLL_ALLTOALL:
-        if (direct_alltoall(comm, args, count * elt)) return add_task(b, comm, args, -1);
+        if (tt_alltoall_path(comm, args->sendbuff, args->recvbuff, count * elt) != TT_ALLTOALL_P2P)
+            return add_task(b, comm, args, -1);
         for (int p = 0; p < n; p++) {
             const void *src = at(args->sendbuff, (size_t)p * count, elt);
             void *dst = (void *)at(args->recvbuff, (size_t)p * count, elt);

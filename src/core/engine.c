@@ -153,8 +153,18 @@ ncclResult_t tt_task_init(struct tt_task *task, struct ncclComm *comm,
         task->lane = NULL;
         break;
     case TT_COLL_ALLTOALL: {
-        /* The core submits an AlltoAll whole only when it runs over Direct. */
+        /* The core submits an AlltoAll whole only when it runs over OneShot or Direct. */
         task->lane = &comm->ring_lane;
+        size_t block = op->count * op->elt_bytes;
+        if (tt_alltoall_path(comm, op->sendbuff, op->recvbuff, block) == TT_ALLTOALL_ONESHOT) {
+            task->choice.algo = TT_ALGO_ONESHOT;
+            task->choice.proto = TT_PROTO_LL;
+            snprintf(task->choice.reason, sizeof task->choice.reason,
+                     "AlltoAll inputs fit the mailbox slots");
+            op->step_fn = tt_oneshot_step;
+            op->host = comm->host;
+            break;
+        }
         task->choice.algo = TT_ALGO_DIRECT;
         snprintf(task->choice.reason, sizeof task->choice.reason,
                  "AlltoAll blocks copied straight from the peers");

@@ -86,6 +86,14 @@ ncclResult_t tt_batch_check_stall(struct tt_batch *b);
 /* The cost model's estimate of one task, in microseconds (ncclGroupSimulateEnd). */
 float tt_task_estimate_us(const struct tt_task *t);
 
+/* How an AlltoAll of `block_bytes` per peer runs (core/coll.c): whole as one OneShot task (every
+ * rank's input fits its mailbox slot), whole as one Direct task, or as sends and receives. It
+ * depends on the communicator, the size and the buffers' windows only, so every rank decides
+ * alike. */
+enum tt_alltoall_path { TT_ALLTOALL_P2P, TT_ALLTOALL_ONESHOT, TT_ALLTOALL_DIRECT };
+enum tt_alltoall_path tt_alltoall_path(const struct ncclComm *comm, const void *sendbuff,
+                                       const void *recvbuff, size_t block_bytes);
+
 /* Connects the point-to-point connections the batch's tasks need (core/p2p.c). */
 ncclResult_t tt_p2p_connect(struct tt_batch *b);
 
