@@ -6,7 +6,6 @@
  * what must not change: the send buffer of an out-of-place call, a non-root's receive buffer of
  * Reduce, and guard bytes on both sides of every buffer. Mismatches are counted and the first
  * few printed with both sides; the exit code is 1 when any was found. Uses the public API only. */
-#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -99,41 +98,6 @@ static void usage(void)
             "                   ncclMemAlloc on even ranks only (default plain)\n"
             "  --max-report N   mismatches printed per rank (default 10)\n"
             "  --verbose        rank 0 prints every case\n");
-}
-
-/* "3M", "64K", "100": bytes with an optional binary suffix; false when malformed. */
-static bool parse_size(const char *text, size_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno != 0 || end == text) {
-        return false;
-    }
-    switch (*end) {
-    case 'k':
-    case 'K':
-        v <<= 10;
-        end++;
-        break;
-    case 'm':
-    case 'M':
-        v <<= 20;
-        end++;
-        break;
-    case 'g':
-    case 'G':
-        v <<= 30;
-        end++;
-        break;
-    default:
-        break;
-    }
-    if (*end != '\0') {
-        return false;
-    }
-    *out = (size_t)v;
-    return true;
 }
 
 /* Splits a comma-separated list into `items` (modifying `text`); returns the number of items. */
@@ -238,7 +202,7 @@ static bool parse_options(int argc, char **argv, struct options *o)
             o->counts_spec = optarg;
             break;
         case 'b':
-            if (!parse_size(optarg, &o->big_bytes)) {
+            if (!th_parse_size(optarg, &o->big_bytes)) {
                 fprintf(stderr, "coll_matrix: bad --big '%s'\n", optarg);
                 return false;
             }
@@ -314,7 +278,7 @@ static int resolve_counts(const struct matrix *m, const struct th_dtype *t, size
             c = chunk + 1;
         } else if (strcmp(items[i], "big") == 0) {
             c = m->opt.big_bytes / t->bytes + 13;
-        } else if (!parse_size(items[i], &c)) {
+        } else if (!th_parse_size(items[i], &c)) {
             fprintf(stderr, "coll_matrix: bad count '%s'\n", items[i]);
             exit(2);
         }

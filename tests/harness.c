@@ -13,6 +13,7 @@
  * 64-bit integers add 2^40 at random, so that exponents and high bits are exercised. */
 #include "harness.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -87,6 +88,40 @@ const struct th_dtype *th_dtype_parse(const char *name)
 const char *th_op_name(ncclRedOp_t op)
 {
     return (unsigned)op < TH_NUM_OPS ? op_names[op] : "invalid";
+}
+
+bool th_parse_size(const char *text, size_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno != 0 || end == text || v < 0) {
+        return false;
+    }
+    switch (*end) {
+    case 'k':
+    case 'K':
+        v *= 1024.0;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        v *= 1024.0 * 1024.0;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        v *= 1024.0 * 1024.0 * 1024.0;
+        end++;
+        break;
+    default:
+        break;
+    }
+    if (*end != '\0') {
+        return false;
+    }
+    *out = (size_t)v;
+    return true;
 }
 
 bool th_op_parse(const char *name, ncclRedOp_t *op)

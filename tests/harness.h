@@ -40,6 +40,9 @@ const struct th_dtype *th_dtype_parse(const char *name);
 /* "sum", "prod", "max", "min", "avg". */
 const char *th_op_name(ncclRedOp_t op);
 bool th_op_parse(const char *name, ncclRedOp_t *op);
+/* A byte count with an optional K, M or G suffix (powers of 1024; "1.5M" is allowed), as
+ * nccl-tests reads -b and -e; false when the text is not one. */
+bool th_parse_size(const char *text, size_t *out);
 
 /* Float formats: `v` rounded to nearest even into the dtype's bits (fp8 saturates to the largest
  * finite value); and back. Only for dtypes with is_float. */

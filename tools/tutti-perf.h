@@ -1,0 +1,64 @@
+/* tutti-perf's shared declarations: one call of a collective, the table of collectives
+ * (tutti-perf.c) and the command line (tutti-perf-options.c). */
+#ifndef TUTTI_PERF_H
+#define TUTTI_PERF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "harness.h"
+#include "nccl.h"
+
+/* One call of a collective: `count` is NCCL's count argument. */
+struct call {
+    ncclComm_t comm;
+    const struct th_dtype *type;
+    ncclRedOp_t op;
+    int root;
+    size_t count;
+    int rank;
+    int nranks;
+};
+
+struct coll_desc {
+    const char *name;   /* nccl-tests' name: "all_reduce" */
+    enum th_coll model; /* the harness's model, for -c */
+    bool has_op;
+    bool has_root;
+    /* The size covers every rank's block: NCCL's count argument is total / nranks. */
+    bool per_rank;
+    bool has_inplace; /* false: NCCL defines no in-place form, printed as N/A */
+    double (*bus_factor)(int nranks);
+    ncclResult_t (*run)(const struct call *c, const void *send, void *recv);
+};
+
+/* The collectives tutti-perf knows, in nccl-tests' order (tutti-perf.c). */
+extern const struct coll_desc tp_colls[];
+extern const size_t tp_ncolls;
+
+struct options {
+    size_t min_bytes;
+    size_t max_bytes;
+    size_t step_bytes; /* additive steps when non-zero, else step_factor */
+    double step_factor;
+    int iters;
+    int warmup;
+    int check;
+    int average; /* 0: rank 0's time, 1: average, 2: min, 3: max */
+    int blocking;
+    int root;
+    int local_register; /* 1: ncclMemAlloc buffers, registered; 2: symmetric windows */
+    const struct coll_desc *coll;
+    const struct th_dtype *dtypes[TH_NUM_DTYPES];
+    int ndtypes;
+    ncclRedOp_t ops[TH_NUM_OPS];
+    int nops;
+    const char *json_path;
+    bool csv;
+};
+
+/* Parses the command line into *o (defaults first); prints the usage and returns false on a bad
+ * option or value. */
+bool tp_parse_options(int argc, char **argv, struct options *o);
+
+#endif
