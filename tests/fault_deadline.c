@@ -3,7 +3,11 @@
  *     within the deadline (TUTTI_TIMEOUT_MS=2000) with an error whose text names rank 2.
  *  2. data path: 2 ranks; rank 1 joins the communicator but never calls the AllReduce. Rank 0
  *     must get an error within the deadline naming the AllReduce and rank 1, and later calls on
- *     the failed communicator must fail at once. Nothing may hang: the parent kills stragglers. */
+ *     the failed communicator must fail at once.
+ *  3. broken symmetric-window contract: 2 ranks; rank 0 passes buffers in symmetric windows of
+ *     ncclMemAlloc memory, rank 1 ordinary ones, at a size where that changes the algorithm.
+ *     Both must fail within the deadline naming the other rank, and neither may crash.
+ * Nothing may hang: the parent kills stragglers. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +80,43 @@ static int silent_peer_child(const ncclUniqueId *id, int rank)
     return 0;
 }
 
+/* Child of case 3: at 64 KiB rank 0's windows steer it to Direct, rank 1 runs the ring. */
+static int window_mismatch_child(const ncclUniqueId *id, int rank)
+{
+    ncclComm_t comm = NULL;
+    if (ncclCommInitRank(&comm, 2, *id, rank) != ncclSuccess) return fail(rank, "init failed");
+    const size_t count = 16384;
+    float *send = NULL, *recv = NULL;
+    ncclWindow_t wins[2] = {NULL, NULL};
+    if (rank == 0) {
+        if (ncclMemAlloc((void **)&send, count * sizeof *send) != ncclSuccess ||
+            ncclMemAlloc((void **)&recv, count * sizeof *recv) != ncclSuccess ||
+            ncclCommWindowRegister(comm, send, count * sizeof *send, &wins[0],
+                                   NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess ||
+            ncclCommWindowRegister(comm, recv, count * sizeof *recv, &wins[1],
+                                   NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess)
+            return fail(rank, "window setup failed");
+    } else {
+        send = calloc(count, sizeof *send);
+        recv = calloc(count, sizeof *recv);
+        if (send == NULL || recv == NULL) return fail(rank, "out of memory");
+    }
+    for (size_t i = 0; i < count; i++) send[i] = 1.0f;
+    double t0 = now_s();
+    ncclResult_t res = ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm, NULL);
+    double took = now_s() - t0;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", ncclGetLastError(comm));
+    printf("rank %d: allreduce returned %d after %.2f s: %s\n", rank, (int)res, took, msg);
+    if (res == ncclSuccess) return fail(rank, "mismatched algorithms reported success");
+    if (took > 3.0 * TIMEOUT_MS / 1000.0) return fail(rank, "the error came after the deadline");
+    char other[32];
+    snprintf(other, sizeof other, "rank %d", 1 - rank);
+    if (strstr(msg, other) == NULL) return fail(rank, "the error does not name the other rank");
+    ncclCommDestroy(comm);
+    return 0;
+}
+
 /* Runs `nchildren` children (ranks 0..nchildren-1) and waits at most `limit_s`. */
 static int run_case(const char *name, int nchildren,
                     int (*child)(const ncclUniqueId *, int), double limit_s)
@@ -86,9 +127,14 @@ static int run_case(const char *name, int nchildren,
         return 1;
     }
     pid_t pids[4];
+    fflush(stdout); /* or every child would print the parent's pending lines again */
     for (int r = 0; r < nchildren; r++) {
         pids[r] = fork();
-        if (pids[r] == 0) _exit(child(&id, r));
+        if (pids[r] == 0) {
+            int rc = child(&id, r);
+            fflush(stdout); /* _exit skips stdio's buffers, and the log wants these lines */
+            _exit(rc);
+        }
     }
     int failed = 0;
     double end = now_s() + limit_s;
@@ -116,5 +162,6 @@ int main(void)
     int failed = 0;
     failed |= run_case("missing rank at init", 2, missing_rank_child, 15.0);
     failed |= run_case("silent peer in AllReduce", 2, silent_peer_child, 20.0);
+    failed |= run_case("symmetric windows on one rank only", 2, window_mismatch_child, 20.0);
     return failed;
 }
