@@ -456,6 +456,52 @@ static void test_memory(ncclComm_t world)
     CHECK_RES(ncclMemAlloc((void **)&p, 0), ncclInvalidArgument, "size is 0");
 }
 
+/* Symmetric windows steer the algorithm choice, so every rank must judge them by the buffers
+ * every rank passes: Broadcast's non-roots may pass a NULL send buffer and Reduce's non-roots a
+ * NULL receive buffer while the root's buffers lie in windows. Both must still agree (64 KiB:
+ * Direct over the mapped buffers) and compute the right result. */
+static void test_window_roots(ncclComm_t world)
+{
+    enum { N = 16384 }; /* int32s: 64 KiB, where the windows change the choice */
+    int32_t *buf = NULL;
+    ncclWindow_t win = NULL;
+    CHECK_RES(ncclMemAlloc((void **)&buf, 2 * N * sizeof *buf), ncclSuccess, NULL);
+    if (buf == NULL) return;
+    CHECK_RES(ncclCommWindowRegister(world, buf, 2 * N * sizeof *buf, &win,
+                                     NCCL_WIN_COLL_SYMMETRIC),
+              ncclSuccess, NULL);
+    const int root = 1;
+    for (int i = 0; i < N; i++) {
+        buf[i] = input_of(world_rank, i);
+        buf[N + i] = -1;
+    }
+    CHECK_RES(ncclBroadcast(world_rank == root ? buf : NULL, buf + N, N, ncclInt32, root, world,
+                            NULL),
+              ncclSuccess, NULL);
+    for (int i = 0; i < N; i++) {
+        if (buf[N + i] != input_of(root, i)) {
+            FAIL("Broadcast, non-roots' send NULL: element %d = %d, want %d", i, buf[N + i],
+                 input_of(root, i));
+            break;
+        }
+    }
+    const int rroot = 2;
+    for (int i = 0; i < N; i++) buf[N + i] = -1;
+    CHECK_RES(ncclReduce(buf, world_rank == rroot ? buf + N : NULL, N, ncclInt32, ncclSum, rroot,
+                         world, NULL),
+              ncclSuccess, NULL);
+    for (int i = 0; world_rank == rroot && i < N; i++) {
+        int32_t want = 0;
+        for (int r = 0; r < NRANKS; r++) want += input_of(r, i);
+        if (buf[N + i] != want) {
+            FAIL("Reduce, non-roots' recv NULL: element %d = %d, want %d", i, buf[N + i], want);
+            break;
+        }
+    }
+    CHECK_RES(ncclCommWindowDeregister(world, win), ncclSuccess, NULL);
+    CHECK_RES(ncclMemFree(buf), ncclSuccess, NULL);
+}
+
 /* ---- shrink ------------------------------------------------------------------------------- */
 
 /* World rank 3 leaves: it destroys its world communicator and takes no part in the shrink.
@@ -529,6 +575,7 @@ int main(void)
     if (world_rank == 0) test_init_all();
     test_premulsum(world);
     test_memory(world);
+    test_window_roots(world);
     test_shrink(world);
     printf("api_lifecycle rank %d: %s (%d failed checks)\n", world_rank,
            failures ? "FAILED" : "passed", failures);

@@ -112,6 +112,23 @@ if(TARGET tutti-run AND TARGET tutti-perf)
     set_tests_properties(perf_check_sym_${coll} PROPERTIES LABELS perf TIMEOUT 120
                          ENVIRONMENT "TUTTI_TIMEOUT_MS=60000" PROCESSORS 2)
   endforeach()
+  # 18 ranks with separate send and receive blocks: one AllReduce maps 34 peer blocks, more
+  # than the smallest mapping cache; none of them may be evicted while the operation uses it.
+  add_test(NAME perf_check_sym_n18_all_reduce
+           COMMAND $<TARGET_FILE:tutti-run> -n 18 --timeout 110 $<TARGET_FILE:tutti-perf>
+                   -t all_reduce -b 64K -e 256K -f 4 -n 2 -w 1 -c 1 -R 2)
+  set_tests_properties(perf_check_sym_n18_all_reduce PROPERTIES LABELS perf TIMEOUT 120
+                       ENVIRONMENT "TUTTI_TIMEOUT_MS=60000;NCCL_ALGO=Direct" PROCESSORS 2)
+  # Mailbox slots too small for Direct's published addresses: Direct must stay off (said at
+  # INFO), and every size must still be right.
+  add_test(NAME perf_check_tiny_mailbox
+           COMMAND sh -c "out=$($<TARGET_FILE:tutti-run> -n 3 --timeout 100 \
+                          $<TARGET_FILE:tutti-perf> -t all_reduce -b 8 -e 1M -f 8 -n 2 -w 1 -c 1 \
+                          2>&1) || { echo \"$out\"; exit 1; }; echo \"$out\" | tail -3; \
+                          echo \"$out\" | grep -q 'Direct off' && \
+                          echo \"$out\" | grep -q 'Out of bounds values : 0 OK'")
+  set_tests_properties(perf_check_tiny_mailbox PROPERTIES LABELS perf TIMEOUT 120 PROCESSORS 2
+                       ENVIRONMENT "TUTTI_TIMEOUT_MS=60000;TUTTI_ONESHOT_BYTES=16;NCCL_DEBUG=INFO;NCCL_DEBUG_SUBSYS=INIT")
   add_test(NAME perf_check_alltoall_n4_tcp
            COMMAND $<TARGET_FILE:tutti-run> -n 4 --timeout 110 $<TARGET_FILE:tutti-perf>
                    -t alltoall -b 8 -e 1M -f 16 -d all -n 2 -w 1 -c 1)

@@ -117,6 +117,8 @@ void tt_algo_op_start(struct tt_op *op);
 ncclResult_t tt_oneshot_step(struct tt_op *op, bool *done, bool *progressed,
                              struct tt_wait_hint *hint);
 size_t tt_oneshot_payload_bytes(const struct tt_op *op);
+/* The mailbox slot bytes Direct needs for its published addresses. */
+size_t tt_direct_slot_bytes(void);
 ncclResult_t tt_direct_step(struct tt_op *op, bool *done, bool *progressed,
                             struct tt_wait_hint *hint);
 /* Advances the op. *done is set once its output is complete and everything it sent has left

@@ -50,8 +50,26 @@ struct addresses {
     struct tt_host_region send_region;
     struct tt_host_region recv_region;
     uint32_t pushed; /* AllReduce: my block is already in every peer's output */
-    uint32_t reserved;
+    uint32_t magic;  /* DIRECT_MAGIC: a Direct operation wrote this slot... */
+    uint64_t base;   /* ...for the operation whose events start after this one */
 };
+
+/* Ranks that chose different algorithms for one operation (NCCL_ALGO or symmetric windows set
+ * differently) could otherwise read each other's slots as addresses. */
+#define DIRECT_MAGIC 0x54434452u /* "RDCT" */
+
+size_t tt_direct_slot_bytes(void) { return sizeof(struct addresses); }
+
+/* Whether peer p published addresses for this very operation. */
+static ncclResult_t check_peer_slot(const struct tt_op *op, int p, const struct addresses *a)
+{
+    if (a->magic == DIRECT_MAGIC && a->base == op->event_base) return ncclSuccess;
+    return TT_ERROR(ncclInvalidUsage,
+                    "Direct %s: rank %d's mailbox holds no Direct addresses for this operation: "
+                    "the ranks chose different algorithms (is NCCL_ALGO, NCCL_PROTO or the use "
+                    "of symmetric windows the same on every rank?)",
+                    tt_coll_name((enum tt_coll)op->coll), p);
+}
 
 static void block_of(const struct tt_op *op, int r, size_t *first, size_t *count)
 {
@@ -109,6 +127,17 @@ static ncclResult_t fan_out(struct tt_op *op, int from, size_t src_off, size_t d
         }
     }
     return ncclSuccess;
+}
+
+/* Whether this rank reads peer p's send buffer in this operation. */
+static bool reads_send_of(const struct tt_op *op, int p)
+{
+    switch (op->coll) {
+    case TT_COLL_BROADCAST: return p == op->root;
+    case TT_COLL_REDUCE: return op->rank == op->root;
+    case TT_COLL_ALLGATHER: return !op->scratch->fan_out;
+    default: return true;
+    }
 }
 
 /* Whether every rank published its output as shareable memory (see fan_out). */
@@ -301,6 +330,8 @@ ncclResult_t tt_direct_step(struct tt_op *op, bool *done, bool *progressed,
         mine->send_region = op->send_region;
         mine->recv_region = op->recv_region;
         mine->pushed = 0;
+        mine->magic = DIRECT_MAGIC;
+        mine->base = base;
         tt_host_post(op->host, base + 1);
         op->state = ADDRESSES;
         *progressed = true;
@@ -310,20 +341,22 @@ ncclResult_t tt_direct_step(struct tt_op *op, bool *done, bool *progressed,
         if (!all_reached(op, base + 1, hint)) return ncclSuccess;
         for (int p = 0; p < op->nranks; p++) {
             const struct addresses *a = tt_host_peer_slot(op->host, p, op->slot);
+            if (p != op->rank) TT_TRY(check_peer_slot(op, p, a));
             op->scratch->send[p] = (uintptr_t)a->send;
             op->scratch->recv[p] = (uintptr_t)a->recv;
             op->scratch->send_map[p] = NULL;
             op->scratch->recv_map[p] = NULL;
-            if (p == op->rank) continue;
-            op->scratch->send_map[p] = tt_host_map(op->host, p, &a->send_region);
         }
         /* AllReduce may push to the peers' outputs and reads them; Broadcast and AllGather fan
-         * out to them when all are shareable. */
+         * out to them when all are shareable. Only the blocks this rank will touch are mapped. */
         op->scratch->fan_out = (op->coll == TT_COLL_BROADCAST ||
                                 op->coll == TT_COLL_ALLGATHER) && outputs_shareable(op);
         for (int p = 0; p < op->nranks; p++) {
+            if (p == op->rank) continue;
             const struct addresses *a = tt_host_peer_slot(op->host, p, op->slot);
-            if (p != op->rank && (op->coll == TT_COLL_ALLREDUCE || op->scratch->fan_out))
+            if (reads_send_of(op, p))
+                op->scratch->send_map[p] = tt_host_map(op->host, p, &a->send_region);
+            if (op->coll == TT_COLL_ALLREDUCE || op->scratch->fan_out)
                 op->scratch->recv_map[p] = tt_host_map(op->host, p, &a->recv_region);
         }
         op->state = REDUCE;

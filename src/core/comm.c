@@ -138,7 +138,10 @@ static ncclResult_t setup_host_direct(struct ncclComm *comm)
     memset(cma, 0, (size_t)comm->nranks);
     cma[comm->rank] = tt_host_cma_works(comm->host);
     TT_TRY_GOTO(tt_bootstrap_allgather(comm->bootstrap, cma, 1), res, out);
-    comm->direct_ok = true;
+    /* Direct publishes its addresses in the mailbox slot: a slot too small for them (a tiny
+     * TUTTI_ONESHOT_BYTES) leaves Direct off. The slot size is equal everywhere (checked at
+     * attach), so every rank agrees. */
+    comm->direct_ok = (size_t)slot >= tt_direct_slot_bytes();
     for (int r = 0; r < comm->nranks; r++) comm->direct_ok &= cma[r] != 0;
     if (comm->direct_ok) {
         struct tt_direct_scratch *sc = &comm->scratch;

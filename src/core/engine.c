@@ -31,19 +31,23 @@ static void buffer_spans(const struct tt_op *op, int nranks, size_t *send, size_
     *recv = op->coll == TT_COLL_ALLGATHER || op->coll == TT_COLL_ALLTOALL ? all : bytes;
 }
 
-/* Whether both buffers lie in symmetric windows in ncclMemAlloc memory, on a host where Direct
- * runs: then, by NCCL's contract for such windows, every rank's buffers do. Below 4 KiB the
- * windows cannot change the choice (OneShot's single hand-off wins either way), so the lookup
- * is skipped there and the smallest operations keep their fast path; the rule depends on the
- * operation alone, so every rank applies it alike. */
+/* Whether the buffers lie in symmetric windows in ncclMemAlloc memory, on a host where Direct
+ * runs: then, by NCCL's contract for such windows, every rank's buffers do. Only the buffers
+ * every rank passes count: Broadcast's non-roots may pass any send buffer (even NULL) and
+ * Reduce's non-roots any receive buffer, and a root that looked at those would choose alone.
+ * Below 4 KiB the windows cannot change the choice (OneShot's single hand-off wins either way),
+ * so the lookup is skipped there and the smallest operations keep their fast path; the rule
+ * depends on the operation alone, so every rank applies it alike. */
 static bool symmetric_buffers(const struct tt_op *op, const struct ncclComm *comm)
 {
     if (comm->sym_windows == 0 || !comm->direct_ok || op->count * op->elt_bytes < 4096)
         return false;
     size_t send, recv;
     buffer_spans(op, comm->nranks, &send, &recv);
-    return tt_comm_sym_window(comm, op->sendbuff, send) &&
-           tt_comm_sym_window(comm, op->recvbuff, recv);
+    bool send_counts = op->coll != TT_COLL_BROADCAST;
+    bool recv_counts = op->coll != TT_COLL_REDUCE;
+    return (!send_counts || tt_comm_sym_window(comm, op->sendbuff, send)) &&
+           (!recv_counts || tt_comm_sym_window(comm, op->recvbuff, recv));
 }
 
 /* What the cost model needs to know about a collective task. */

@@ -21,7 +21,10 @@
 
 #define LINE 64
 #define FLAG_BYTES 8 /* the flag word before each slot's payload */
-#define MAP_CACHE 32 /* peers' blocks mapped at once, per communicator */
+/* Peers' blocks mapped at once, per communicator: at least this many, and always more than one
+ * operation can need (a send and a receive block per peer), so that mapping a block never evicts
+ * one the same operation is still using. */
+#define MAP_CACHE_MIN 32
 
 struct mailbox {
     _Alignas(LINE) _Atomic uint64_t posted;
@@ -58,7 +61,8 @@ struct tt_host {
     uint64_t slot_seq[2];     /* that operation's sequence number when it was flagged, else 0 */
     uint64_t seen_all;        /* every peer published this operation (flagged) */
     int *pidfds;              /* [nranks]: -1 not opened yet, -2 mapping impossible */
-    struct peer_map maps[MAP_CACHE];
+    struct peer_map *maps;    /* [nmaps], least recently used evicted */
+    int nmaps;
     uint64_t map_clock;
 };
 
@@ -84,6 +88,8 @@ ncclResult_t tt_host_create(int rank, int nranks, uint64_t comm_hash, size_t slo
     TT_TRY_GOTO(TT_CALLOC(&h->boxes, (size_t)nranks), res, fail);
     TT_TRY_GOTO(TT_CALLOC(&h->pids, (size_t)nranks), res, fail);
     TT_TRY_GOTO(TT_CALLOC(&h->pidfds, (size_t)nranks), res, fail);
+    h->nmaps = 2 * nranks + 1 > MAP_CACHE_MIN ? 2 * nranks + 1 : MAP_CACHE_MIN;
+    TT_TRY_GOTO(TT_CALLOC(&h->maps, (size_t)h->nmaps), res, fail);
     for (int p = 0; p < nranks; p++) h->pidfds[p] = -1;
     snprintf(h->name, sizeof h->name, "/tutti-%016llx-mbox-%d", (unsigned long long)comm_hash,
              rank);
@@ -185,8 +191,9 @@ void tt_host_destroy(struct tt_host *h)
         if (h->boxes[p] != NULL) munmap(h->boxes[p], h->map_bytes);
     for (int p = 0; h->pidfds != NULL && p < h->nranks; p++)
         if (h->pidfds[p] >= 0) close(h->pidfds[p]);
-    for (int i = 0; i < MAP_CACHE; i++)
+    for (int i = 0; h->maps != NULL && i < h->nmaps; i++)
         if (h->maps[i].base != NULL) munmap(h->maps[i].base, h->maps[i].bytes);
+    free(h->maps);
     free(h->boxes);
     free(h->pids);
     free(h->pidfds);
@@ -365,7 +372,7 @@ const void *tt_host_map(struct tt_host *h, int peer, const struct tt_host_region
 {
     if (!h->map_peers || r->fd < 0 || r->offset > r->bytes) return NULL;
     struct peer_map *victim = &h->maps[0];
-    for (int i = 0; i < MAP_CACHE; i++) {
+    for (int i = 0; i < h->nmaps; i++) {
         struct peer_map *m = &h->maps[i];
         if (m->base != NULL && m->peer == peer && m->id == r->id && m->bytes == r->bytes) {
             m->last_use = ++h->map_clock;
