@@ -7,6 +7,7 @@
  * driver repeats this, backing off (spin, yield, sleep) while nothing moves, and fails the batch
  * when nothing has moved for TUTTI_TIMEOUT_MS: a long operation that keeps moving never times
  * out, a stuck one always does, naming the rank it waits for. */
+#include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -390,6 +391,25 @@ static void adapt_spin(struct ncclComm *comm, uint32_t longest_wait)
     comm->spin_limit = spin;
 }
 
+/* Whether the peer this batch waits for is on this rank's CPU (both ranks of a host on one CPU:
+ * the scheduler put them there, and until it moves one, the peer runs only when this rank
+ * gives the CPU up). Records this rank's CPU for its own waiters as well. Seen on the 2-CPU
+ * development VM for the first tens of milliseconds of about one launch in five: every
+ * hand-off then cost a whole spin budget, a 16 KiB AllReduce 50 us instead of 1.6 us. */
+static bool peer_on_my_cpu(const struct tt_batch *b)
+{
+    for (const struct tt_task *t = b->head; t; t = t->next) {
+        if (t->done || t->comm->host == NULL) continue;
+        int cpu = sched_getcpu();
+        if (cpu < 0) return false;
+        tt_host_set_cpu(t->comm->host, cpu);
+        int peer = t->started ? t->op.waiting_peer : -1;
+        return peer >= 0 && peer < t->comm->nranks && peer != t->comm->rank &&
+               tt_host_peer_cpu(t->comm->host, peer) == cpu;
+    }
+    return false;
+}
+
 ncclResult_t tt_batch_run(struct tt_batch *b)
 {
     struct tt_backoff backoff;
@@ -412,6 +432,10 @@ ncclResult_t tt_batch_run(struct tt_batch *b)
         /* While spinning, the clock and the abort flags are read every 64th poll only. */
         if (backoff.polls >= backoff.spin_limit || (backoff.polls & 63) == 63)
             TT_TRY(tt_batch_check_stall(b));
+        /* Spinning cannot help a peer that waits for this CPU: yield at once. */
+        if (backoff.polls < backoff.spin_limit && (backoff.polls & 63) == 15 &&
+            peer_on_my_cpu(b))
+            backoff.polls = backoff.spin_limit;
         tt_backoff_pause(&backoff, &hint);
     }
 }

@@ -1,5 +1,6 @@
 /* Mailboxes and cross-memory attach for one host (see host.h). The segment layout is one header
- * cache line (event counter, sleeper count), a line with the nonce the CMA probe reads, then two
+ * cache line (event counter, sleeper count), a line with the nonce the CMA probe reads and the
+ * CPU the owner last waited on (kept off the counter's line, which peers poll), then two
  * 64-byte aligned slots, each an 8-byte flag word followed by the payload. Peers map each other's segments read-only in spirit (the
  * mapping is read-write only so futex sleepers can count themselves). */
 #include "transport/host.h"
@@ -30,6 +31,7 @@ struct mailbox {
     _Alignas(LINE) _Atomic uint64_t posted;
     _Atomic uint32_t sleepers;
     _Alignas(LINE) uint64_t nonce;
+    _Atomic int32_t cpu; /* where the owner last waited, -1 unknown (tt_host_set_cpu) */
     _Alignas(LINE) unsigned char slots[];
 };
 
@@ -118,6 +120,7 @@ ncclResult_t tt_host_create(int rank, int nranks, uint64_t comm_hash, size_t slo
     h->boxes[rank] = h->mine;
     memset(info, 0, sizeof *info);
     snprintf(info->name, sizeof info->name, "%s", h->name);
+    atomic_store_explicit(&h->mine->cpu, -1, memory_order_relaxed);
     info->nonce = h->mine->nonce;
     info->probe_addr = (uint64_t)(uintptr_t)&h->mine->nonce;
     info->pid = (int32_t)getpid();
@@ -286,6 +289,17 @@ void tt_host_post(struct tt_host *h, uint64_t event)
      * before the store (see util/wait.c). */
     atomic_store(&h->mine->posted, event);
     tt_wait_wake(&h->mine->posted, &h->mine->sleepers);
+}
+
+void tt_host_set_cpu(struct tt_host *h, int cpu)
+{
+    if (atomic_load_explicit(&h->mine->cpu, memory_order_relaxed) != cpu)
+        atomic_store_explicit(&h->mine->cpu, cpu, memory_order_relaxed);
+}
+
+int tt_host_peer_cpu(const struct tt_host *h, int peer)
+{
+    return atomic_load_explicit(&h->boxes[peer]->cpu, memory_order_relaxed);
 }
 
 bool tt_host_reached(const struct tt_host *h, int peer, uint64_t event, struct tt_wait_hint *hint)
