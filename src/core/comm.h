@@ -81,6 +81,7 @@ struct ncclComm {
     int64_t timeout_ms;
     uint32_t spin_limit; /* polls before a blocked wait yields, adapted (core/engine.c) */
     uint32_t spin_max;   /* its ceiling (see choose_spin_limit) */
+    uint64_t moved_off_ns; /* when this rank last moved off a peer's CPU (core/engine.c) */
     _Atomic int abort;
     ncclResult_t async_error;
     bool blocking;              /* config.blocking (NCCL_COMM_BLOCKING overrides) */
