@@ -167,10 +167,11 @@ static double oneshot_us(const struct tt_tune_input *in, const struct tune_cost 
     return alpha + transfer_us(moved, c->gbytes_per_s);
 }
 
-/* Direct. AllReduce has two phases, each ending when every rank has finished it: a rank reads
- * its n-th of the buffer from each of its n-1 peers by cross-memory attach, one call per chunk,
- * and reduces it; then it reads the n-1 other reduced n-ths, one call per peer. The others have
- * one phase: AllGather reads n-1 whole blocks (one call each), Broadcast one buffer, and
+/* Direct. AllReduce: a rank reads its n-th of the buffer from each of its n-1 peers by
+ * cross-memory attach, one call per chunk, reduces it, and writes each reduced chunk into the
+ * n-1 peers' outputs, one call per chunk and peer; it moves 2(n-1) n-ths in all. Its two
+ * phases are the exchange of addresses and the wait for everyone's pushes. The others have one
+ * phase: AllGather reads n-1 whole blocks (one call each), Broadcast one buffer, and
  * ReduceScatter/Reduce fold n-1 peers' blocks through the staging chunks. */
 static double direct_us(const struct tt_tune_input *in, const struct tune_cost *c)
 {
@@ -180,7 +181,7 @@ static double direct_us(const struct tt_tune_input *in, const struct tune_cost *
     case TT_COLL_ALLREDUCE: {
         double slice = bytes / n;
         phases = 2;
-        calls = (n - 1) * (ceil(slice / chunk) + 1);
+        calls = 2 * (n - 1) * ceil(slice / chunk);
         moved = 2 * (n - 1) * slice;
         break;
     }
