@@ -1,6 +1,13 @@
 # Pure schedule tests: the algorithms run against a simulated ring, no transport.
-add_executable(unit_ring tests/unit_ring.c src/algo/ring.c)
+add_executable(unit_ring tests/unit_ring.c src/algo/ring.c src/algo/tree.c)
 target_include_directories(unit_ring PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/include)
 target_compile_options(unit_ring PRIVATE ${TUTTI_WARNINGS})
 add_test(NAME unit_ring COMMAND unit_ring)
 set_tests_properties(unit_ring PROPERTIES LABELS unit TIMEOUT 120)
+
+# The Tree schedules, simulated with symbolic values: every rank count 2..40, every root.
+add_executable(unit_tree tests/unit_tree.c src/algo/ring.c src/algo/tree.c)
+target_include_directories(unit_tree PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/include)
+target_compile_options(unit_tree PRIVATE ${TUTTI_WARNINGS})
+add_test(NAME unit_tree COMMAND unit_tree)
+set_tests_properties(unit_tree PROPERTIES LABELS unit TIMEOUT 120)

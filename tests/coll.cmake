@@ -137,12 +137,13 @@ if(TARGET tutti-run AND TARGET tutti-perf)
 endif()
 
 # Every algorithm forced in turn (the cost model otherwise mixes them by size): the matrix must
-# pass whichever one runs. OneShot takes counts that fit its mailbox; Direct and Ring all sizes.
+# pass whichever one runs. OneShot takes counts that fit its mailbox, Tree up to half a FIFO
+# (larger counts fall back to the ring); Direct and Ring all sizes.
 if(TARGET tutti-run)
-  foreach(algo Ring OneShot Direct)
+  foreach(algo Ring OneShot Direct Tree)
     string(TOLOWER ${algo} lower)
     set(counts --counts 0,1,7,chunk-1,chunk,chunk+1,4099)
-    if(NOT algo STREQUAL "OneShot")
+    if(algo STREQUAL "Ring" OR algo STREQUAL "Direct")
       set(counts --counts 0,1,7,4099,big --big 600000)
     endif()
     tutti_coll_test(coll_n3_shm_${lower} 3 shm TIMEOUT 240 ENV NCCL_ALGO=${algo} ARGS ${counts})
@@ -166,4 +167,24 @@ if(TARGET tutti-run)
   # peers' outputs with cross-memory attach.
   tutti_coll_test(coll_n3_shm_direct_nomap 3 shm TIMEOUT 240 ENV NCCL_ALGO=Direct
                   TUTTI_MAP_PEERS=0 ARGS ${counts} --mem shared --dtypes float32,int8,bfloat16)
+endif()
+
+# Tree (recursive doubling, binomial trees) where it is meant to run: across hosts. Five ranks
+# over TCP alone (not a power of two: two ranks fold in first and get the result last), and
+# six ranks on three hosts made with NCCL_HOSTID (two per host: shared memory within, TCP
+# across), under the cost model's own choice, which takes Tree for the small counts there.
+if(TARGET tutti-run)
+  set(tree_counts --counts 0,1,7,chunk-1,chunk,chunk+1,4099 --colls allreduce,broadcast,reduce)
+  tutti_coll_test(coll_n5_tcp_tree 5 tcp TIMEOUT 240 ENV NCCL_ALGO=Tree ARGS ${tree_counts})
+  string(REPLACE ";" " " tree_args "${tree_counts}")
+  # The test passes when every rank's matrix passes and the log shows Tree chosen.
+  add_test(NAME coll_n6_hosts3_tree
+           COMMAND sh -c "out=$($<TARGET_FILE:tutti-run> -n 6 --timeout 230 sh -c \
+                          'NCCL_HOSTID=host$((RANK / 2)) exec $<TARGET_FILE:coll_matrix> \
+                          ${tree_args} --dtypes float32,bfloat16,int8,uint64,float64 \
+                          --roots few' 2>&1) || { echo \"$out\" | grep -v 'NCCL INFO'; exit 1; }; \
+                          echo \"$out\" | grep -v 'NCCL INFO' | tail -6; \
+                          echo \"$out\" | grep -q 'algo Tree'")
+  set_tests_properties(coll_n6_hosts3_tree PROPERTIES LABELS coll TIMEOUT 240 PROCESSORS 2
+                       ENVIRONMENT "TUTTI_TIMEOUT_MS=60000;NCCL_DEBUG=INFO;NCCL_DEBUG_SUBSYS=COLL")
 endif()

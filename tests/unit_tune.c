@@ -116,13 +116,13 @@ static void test_parse_forms(void)
 
     where = "unset";
     init_ok(&t, NULL, NULL);
-    expect_all(&t, "Ring,OneShot,Direct", "Simple,LL");
+    expect_all(&t, "Ring,OneShot,Direct,Tree", "Simple,LL");
     CHECK(!t.algo_forced && !t.proto_forced, "forced flags: got %d/%d, want 0/0", t.algo_forced,
           t.proto_forced);
 
     where = "empty strings";
     init_ok(&t, "", "");
-    expect_all(&t, "Ring,OneShot,Direct", "Simple,LL");
+    expect_all(&t, "Ring,OneShot,Direct,Tree", "Simple,LL");
     CHECK(!t.algo_forced && !t.proto_forced, "forced flags: got %d/%d, want 0/0", t.algo_forced,
           t.proto_forced);
 
@@ -140,26 +140,28 @@ static void test_parse_forms(void)
 
     where = "exclusion";
     init_ok(&t, "^direct", "^simple");
-    expect_all(&t, "Ring,OneShot", "LL");
+    expect_all(&t, "Ring,OneShot,Tree", "LL");
 
     where = "exclusion of NCCL-only names";
     init_ok(&t, "^Tree,PAT,nvls", NULL);
     expect_all(&t, "Ring,OneShot,Direct", NULL);
+    init_ok(&t, "^PAT,nvls,CollnetDirect", NULL);
+    expect_all(&t, "Ring,OneShot,Direct,Tree", NULL);
 
     where = "NCCL-only names beside Tutti's";
     init_ok(&t, "Tree,Ring,CollnetDirect,CollnetChain,NVLS,NVLSTree,PAT", NULL);
-    expect_all(&t, "Ring", NULL);
+    expect_all(&t, "Ring,Tree", NULL);
 
     where = "per-collective entries";
     init_ok(&t, "allreduce:oneshot,direct;broadcast:ring", NULL);
     expect_algos(&t, TT_COLL_ALLREDUCE, "OneShot,Direct");
     expect_algos(&t, TT_COLL_BROADCAST, "Ring");
-    expect_algos(&t, TT_COLL_REDUCE, "Ring,OneShot,Direct");
-    expect_algos(&t, TT_COLL_ALLGATHER, "Ring,OneShot,Direct");
+    expect_algos(&t, TT_COLL_REDUCE, "Ring,OneShot,Direct,Tree");
+    expect_algos(&t, TT_COLL_ALLGATHER, "Ring,OneShot,Direct,Tree");
 
     where = "default list then per-collective";
     init_ok(&t, "ring;AllReduce:^ring;reducescatter:oneshot", NULL);
-    expect_algos(&t, TT_COLL_ALLREDUCE, "OneShot,Direct");
+    expect_algos(&t, TT_COLL_ALLREDUCE, "OneShot,Direct,Tree");
     expect_algos(&t, TT_COLL_REDUCESCATTER, "OneShot");
     expect_algos(&t, TT_COLL_BROADCAST, "Ring");
     expect_algos(&t, TT_COLL_REDUCE, "Ring");
@@ -177,7 +179,7 @@ static void test_parse_forms(void)
     where = "ignored collectives";
     init_ok(&t, "send:ring;SendRecv:oneshot;alltoall:^ring;gather:ring;scatter:ring;recv:ring",
             NULL);
-    expect_all(&t, "Ring,OneShot,Direct", NULL);
+    expect_all(&t, "Ring,OneShot,Direct,Tree", NULL);
 
     where = "protocols: LL128 is LL";
     init_ok(&t, NULL, "LL128");
@@ -209,17 +211,26 @@ static void test_parse_fallbacks(void)
     struct tt_tune t;
 
     where = "only NCCL-only names: Ring";
-    init_ok(&t, "Tree", NULL);
+    init_ok(&t, "NVLS,CollnetChain", NULL);
     expect_all(&t, "Ring", "Simple");
+
+    where = "Tree only: AllGather and ReduceScatter, which it lacks, run the ring";
+    init_ok(&t, "Tree", NULL);
+    expect_algos(&t, TT_COLL_ALLREDUCE, "Tree");
+    expect_algos(&t, TT_COLL_BROADCAST, "Tree");
+    expect_algos(&t, TT_COLL_REDUCE, "Tree");
+    expect_algos(&t, TT_COLL_ALLGATHER, "Ring");
+    expect_protos(&t, TT_COLL_ALLGATHER, "Simple");
+    expect_algos(&t, TT_COLL_REDUCESCATTER, "Ring");
 
     where = "allreduce:nvls leaves the others alone";
     init_ok(&t, "allreduce:nvls,pat", NULL);
     expect_algos(&t, TT_COLL_ALLREDUCE, "Ring");
     expect_protos(&t, TT_COLL_ALLREDUCE, "Simple");
-    expect_algos(&t, TT_COLL_ALLGATHER, "Ring,OneShot,Direct");
+    expect_algos(&t, TT_COLL_ALLGATHER, "Ring,OneShot,Direct,Tree");
 
     where = "excluding everything";
-    init_ok(&t, "^ring,oneshot,direct", NULL);
+    init_ok(&t, "^ring,oneshot,direct,tree", NULL);
     expect_all(&t, "Ring", "Simple");
     init_ok(&t, NULL, "^simple,ll");
     expect_all(&t, "Ring", "Simple");
@@ -232,7 +243,7 @@ static void test_parse_fallbacks(void)
     init_ok(&t, "allreduce:direct", "LL");
     expect_algos(&t, TT_COLL_ALLREDUCE, "Ring");
     expect_protos(&t, TT_COLL_ALLREDUCE, "Simple");
-    expect_algos(&t, TT_COLL_BROADCAST, "Ring,OneShot,Direct");
+    expect_algos(&t, TT_COLL_BROADCAST, "Ring,OneShot,Direct,Tree");
     expect_protos(&t, TT_COLL_BROADCAST, "LL");
 
     where = "a usable pair is kept";
@@ -293,6 +304,27 @@ static double est(enum tt_coll coll, size_t bytes, int nranks, int nhosts, enum 
 
 static void test_model_shape(void)
 {
+    where = "Tree shape";
+    /* Recursive doubling: log2(p) rounds, two more steps when n is not a power of two;
+     * binomial Broadcast/Reduce: ceil(log2 n) levels. Latency relative to n = 2 (one step). */
+    const int tree_n[] = {2, 3, 4, 5, 8, 9, 16};
+    const double tree_ar_steps[] = {1, 3, 2, 4, 3, 5, 4};
+    const double tree_bcast_steps[] = {1, 2, 2, 3, 3, 4, 4};
+    double tree2 = est(TT_COLL_ALLREDUCE, 0, 2, 2, TT_ALGO_TREE);
+    CHECK(tree2 > 0, "Tree AllReduce n=2: got %g us, want > 0", tree2);
+    for (int i = 0; i < 7; i++) {
+        double ar = est(TT_COLL_ALLREDUCE, 0, tree_n[i], 2, TT_ALGO_TREE);
+        double bc = est(TT_COLL_BROADCAST, 0, tree_n[i], 2, TT_ALGO_TREE);
+        double rd = est(TT_COLL_REDUCE, 0, tree_n[i], 2, TT_ALGO_TREE);
+        CHECK(close_to(ar / tree2, tree_ar_steps[i]), "Tree AllReduce n=%d: got %g steps, want %g",
+              tree_n[i], ar / tree2, tree_ar_steps[i]);
+        CHECK(close_to(bc / tree2, tree_bcast_steps[i]) && close_to(rd, bc),
+              "Tree Broadcast/Reduce n=%d: got %g/%g steps, want %g", tree_n[i], bc / tree2,
+              rd / tree2, tree_bcast_steps[i]);
+        double ag = est(TT_COLL_ALLGATHER, 0, tree_n[i], 2, TT_ALGO_TREE);
+        CHECK(isinf(ag), "Tree AllGather n=%d: got %g, want inf (not implemented)", tree_n[i], ag);
+    }
+
     where = "model shape";
     const size_t mib = 1u << 20;
     /* Ring AllReduce: 2(n-1) steps; AllGather and ReduceScatter n-1; all linear in bytes. */
@@ -475,6 +507,34 @@ static void test_select_model(void)
         for (size_t bytes = 8; bytes <= (256u << 20); bytes *= 16) {
             struct tt_tune_input in = {.coll = colls[i], .bytes = bytes, .nranks = 8, .nhosts = 2};
             expect_choice(&t, &in, TT_ALGO_RING, TT_PROTO_SIMPLE, "only candidate");
+        }
+
+    where = "several hosts: Tree for small AllReduce, Broadcast and Reduce";
+    for (int i = 0; i < NCOLLS; i++)
+        for (size_t bytes = 8; bytes <= (256u << 20); bytes *= 16) {
+            struct tt_tune_input in = {.coll = colls[i], .bytes = bytes, .nranks = 8, .nhosts = 2,
+                                       .tree_max_bytes = 2u << 20};
+            bool tree_coll = colls[i] == TT_COLL_ALLREDUCE || colls[i] == TT_COLL_BROADCAST ||
+                             colls[i] == TT_COLL_REDUCE;
+            struct tt_tune_choice c;
+            tt_tune_select(&t, &in, &c);
+            if (tree_coll && bytes <= 8192)
+                CHECK(c.algo == TT_ALGO_TREE, "%s %zu B across 2 hosts: got %s, want Tree",
+                      tt_coll_name(colls[i]), bytes, tt_algo_name(c.algo));
+            if (!tree_coll || bytes > in.tree_max_bytes)
+                CHECK(c.algo == TT_ALGO_RING, "%s %zu B across 2 hosts: got %s, want Ring",
+                      tt_coll_name(colls[i]), bytes, tt_algo_name(c.algo));
+        }
+
+    where = "one host: small messages stay on OneShot and the ring";
+    for (int n = 2; n <= 8; n *= 2)
+        for (int i = 0; i < NCOLLS; i++) {
+            struct tt_tune_input in = one_host(colls[i], 8, n);
+            in.tree_max_bytes = 2u << 20;
+            struct tt_tune_choice c;
+            tt_tune_select(&t, &in, &c);
+            CHECK(c.algo != TT_ALGO_TREE, "%s 8 B, %d ranks on one host: Tree chosen",
+                  tt_coll_name(colls[i]), n);
         }
 
     where = "reason text";

@@ -63,15 +63,6 @@ static const char *human(size_t bytes, char *buf, size_t buf_bytes)
     return buf;
 }
 
-/* Whether the selector could run `algo` here; mirrors tune.c's rules for display. */
-static bool can_run(const struct tt_tune_input *in, enum tt_algo_id algo)
-{
-    float e = tt_tune_estimate_us(in, algo);
-    if (isinf(e)) return false;
-    if (algo == TT_ALGO_ONESHOT) return in->oneshot_ok && in->bytes <= in->oneshot_max_bytes;
-    if (algo == TT_ALGO_DIRECT) return in->direct_ok;
-    return true;
-}
 
 static void print_table(const struct tt_tune *tune, struct tt_tune_input in, size_t min_bytes,
                         size_t max_bytes, size_t factor)
@@ -91,7 +82,8 @@ static void print_table(const struct tt_tune *tune, struct tt_tune_input in, siz
         char size[32];
         printf("| %s |", human(bytes, size, sizeof size));
         for (int a = 0; a < TT_ALGO_COUNT; a++) {
-            if (can_run(&in, (enum tt_algo_id)a))
+            if (tt_tune_can_run(&in, (enum tt_algo_id)a) &&
+                !isinf(tt_tune_estimate_us(&in, (enum tt_algo_id)a)))
                 printf(" %.1f |", (double)tt_tune_estimate_us(&in, (enum tt_algo_id)a));
             else
                 printf(" - |");
@@ -109,6 +101,9 @@ int main(int argc, char **argv)
     struct tt_tune_input in = {.nranks = 4, .nhosts = 1, .oneshot_ok = true,
                                .oneshot_max_bytes = (size_t)tt_param_oneshot_bytes(),
                                .direct_ok = true};
+    /* Tree takes up to half a connection FIFO: 4 of its 8 slots, as the engine computes. */
+    int64_t slot = tt_param_chunk_bytes() > 0 ? tt_param_chunk_bytes() : tt_param_buffsize() / 8;
+    in.tree_max_bytes = (size_t)slot * 4;
     size_t min_bytes = 8, max_bytes = (size_t)256 << 20, factor = 4;
     int only = -1;
     int opt;

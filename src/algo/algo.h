@@ -34,7 +34,13 @@ enum tt_prim_kind {
 };
 
 /* One primitive: `count` elements; `flags` are TT_REDUCE_PRE/POST, applied to `src` and to the
- * result as src/reduce/reduce.h defines. A primitive with count 0 moves nothing. */
+ * result as src/reduce/reduce.h defines, and TT_PRIM_SWAP. A primitive with count 0 moves
+ * nothing. */
+/* RECV_REDUCE_COPY computes dst = in OP src instead of src OP in, so that two ranks folding
+ * each other's partial results evaluate the same expression, bit for bit (NaN payloads
+ * included). Not with TT_REDUCE_PRE: the pre-operation applies to `src`. */
+#define TT_PRIM_SWAP 0x100
+
 struct tt_prim {
     enum tt_prim_kind kind;
     const void *src;
@@ -62,6 +68,19 @@ struct tt_direct_scratch {
     bool fan_out; /* Broadcast, AllGather: every output is shareable, each rank pushes its share */
 };
 
+/* Tree's connections to one peer, made on first use (core/p2p.c) and kept apart from the
+ * point-to-point ones, so that a collective never interleaves with the user's sends. */
+struct tt_tree_link {
+    struct tt_conn send;
+    struct tt_conn recv;
+    bool send_ready;
+    bool recv_ready;
+};
+
+/* Most peers one rank's tree reaches: a partner per round of recursive doubling among up to
+ * 2^31 ranks, and one more for the ranks left over. */
+#define TT_TREE_MAX_PEERS 33
+
 /* Fills *prim with the op's next primitive and returns true, or returns false at the end. */
 typedef bool (*tt_algo_next_fn)(struct tt_op *op, struct tt_prim *prim);
 
@@ -79,8 +98,8 @@ struct tt_op {
     int root;
     int rank;
     int nranks;
-    struct tt_conn *send; /* to the ring successor */
-    struct tt_conn *recv; /* from the ring predecessor */
+    struct tt_conn *send; /* to the ring successor (Tree: the current primitive's peer) */
+    struct tt_conn *recv; /* from the ring predecessor (Tree: likewise) */
     size_t slice_count;   /* elements per slot */
     size_t chunk_count;   /* elements per primitive (per rank per loop for ring collectives) */
 
@@ -93,6 +112,13 @@ struct tt_op {
     int state;
     int slot;
     uint64_t event_base; /* the host events before this op's first (flagged ops: its sequence) */
+
+    /* Tree: the links to every peer ([nranks]), staging for a Reduce partial result on
+     * non-roots, and the send connections used so far, all flushed before the op is done. */
+    struct tt_tree_link *links; /* non-NULL: run the Tree schedule */
+    void *tree_tmp;
+    struct tt_conn *sent[TT_TREE_MAX_PEERS];
+    int nsent;
 
     /* The schedule's cursor, owned by `next`. */
     tt_algo_next_fn next;
@@ -126,6 +152,12 @@ ncclResult_t tt_direct_step(struct tt_op *op, bool *done, bool *progressed,
  * stall `hint` names what to sleep on. Errors come from the transports (peer failures). */
 ncclResult_t tt_algo_op_progress(struct tt_op *op, bool *done, bool *progressed,
                                  struct tt_wait_hint *hint);
+
+/* The tree schedule (algo/tree.c) of AllReduce, Broadcast and Reduce: each primitive comes with
+ * op->send or op->recv pointed at its peer's link. And the peers an op's tree connects this
+ * rank with, in both directions (fills peers[TT_TREE_MAX_PEERS], returns how many). */
+bool tt_tree_next(struct tt_op *op, struct tt_prim *prim);
+int tt_tree_peers(const struct tt_op *op, int *peers);
 
 /* The ring schedules (algo/ring.c). */
 bool tt_ring_allreduce_next(struct tt_op *op, struct tt_prim *prim);

@@ -49,7 +49,10 @@ static void slice_compute(const struct tt_op *op, const struct tt_prim *p, const
         tt_reduce_combine(&op->redop, out, src, in, count, p->flags);
         break;
     case TT_PRIM_RECV_REDUCE_COPY:
-        tt_reduce_combine(&op->redop, dst, src, in, count, p->flags);
+        if (p->flags & TT_PRIM_SWAP)
+            tt_reduce_combine(&op->redop, dst, in, src, count, p->flags & TT_REDUCE_POST);
+        else
+            tt_reduce_combine(&op->redop, dst, src, in, count, p->flags);
         break;
     case TT_PRIM_RECV_REDUCE_COPY_SEND:
         /* One pass writes the result both to the output and to the next slot. */
@@ -107,6 +110,17 @@ static ncclResult_t prim_advance(struct tt_op *op, bool *progressed, bool *block
     return ncclSuccess;
 }
 
+/* Pushes the op's outgoing connections: the ring's one, or every one Tree sent on so far. */
+static ncclResult_t progress_sends(struct tt_op *op)
+{
+    int nsends = op->links != NULL ? op->nsent : op->send != NULL;
+    for (int i = 0; i < nsends; i++) {
+        struct tt_conn *c = op->links != NULL ? op->sent[i] : op->send;
+        if (c->transport->progress) TT_TRY(c->transport->progress(c));
+    }
+    return ncclSuccess;
+}
+
 ncclResult_t tt_algo_op_progress(struct tt_op *op, bool *done, bool *progressed,
                                  struct tt_wait_hint *hint)
 {
@@ -127,9 +141,10 @@ ncclResult_t tt_algo_op_progress(struct tt_op *op, bool *done, bool *progressed,
         bool blocked = false;
         TT_TRY(prim_advance(op, progressed, &blocked, hint));
         if (blocked) {
-            /* Socket transports need a push in both directions while we wait on one. */
-            if (op->send && op->send->transport->progress)
-                TT_TRY(op->send->transport->progress(op->send));
+            /* Socket transports need a push in both directions while we wait on one (Tree: on
+             * every connection it sent on, since a partner of an earlier step may still wait
+             * for those bytes). */
+            TT_TRY(progress_sends(op));
             if (op->recv && op->recv->transport->progress)
                 TT_TRY(op->recv->transport->progress(op->recv));
             return ncclSuccess;
@@ -138,11 +153,14 @@ ncclResult_t tt_algo_op_progress(struct tt_op *op, bool *done, bool *progressed,
     }
     /* The output is complete; what we sent must also have left this process, because no other
      * thread will push it out once we return to the user. */
-    if (op->send && !op->send->transport->send_idle(op->send)) {
-        if (op->send->transport->progress) TT_TRY(op->send->transport->progress(op->send));
-        if (!op->send->transport->send_idle(op->send)) {
+    int nsends = op->links != NULL ? op->nsent : op->send != NULL;
+    for (int i = 0; i < nsends; i++) {
+        struct tt_conn *c = op->links != NULL ? op->sent[i] : op->send;
+        if (c->transport->send_idle(c)) continue;
+        if (c->transport->progress) TT_TRY(c->transport->progress(c));
+        if (!c->transport->send_idle(c)) {
             op->waiting = TT_OP_WAIT_FLUSH;
-            op->waiting_peer = op->send->peer;
+            op->waiting_peer = c->peer;
             return ncclSuccess;
         }
     }

@@ -57,6 +57,16 @@ static const struct tune_cost cost_table[TT_ALGO_COUNT][TUNE_LINK_COUNT] = {
         [TUNE_LINK_SHM] = {.alpha_us = 5.0, .gbytes_per_s = 7.0, .syscall_us = 2.0,
                            .chunk_bytes = 262144},
     },
+    /* Tree: steps over connections like the ring's, a whole message each. Across hosts a step
+     * costs what a ring step does (2 ranks on two NCCL_HOSTID hosts, AllReduce 8 B: Tree's one
+     * step 2.9-6.2 us, the ring's two 4.8-11.4 us). Within a host a Tree step measured about 3x
+     * a ring step (2 ranks, 8 B-4 KiB: 0.75 us in one step against the ring's 0.44 in two), since
+     * it also copies the input and ends with a reduction pass, so OneShot and the ring keep the
+     * small messages there. */
+    [TT_ALGO_TREE] = {
+        [TUNE_LINK_SHM] = {.alpha_us = 2.0, .gbytes_per_s = 6.0},
+        [TUNE_LINK_TCP] = {.alpha_us = 15.0, .gbytes_per_s = 2.0},
+    },
 };
 
 /* Direct when the buffers lie in symmetric windows in ncclMemAlloc memory: the peers map them,
@@ -82,6 +92,8 @@ static const bool implements[TT_ALGO_COUNT][TT_COLL_COUNT_] = {
     [TT_ALGO_DIRECT] = {[TT_COLL_ALLREDUCE] = true, [TT_COLL_BROADCAST] = true,
                         [TT_COLL_REDUCE] = true, [TT_COLL_ALLGATHER] = true,
                         [TT_COLL_REDUCESCATTER] = true},
+    [TT_ALGO_TREE] = {[TT_COLL_ALLREDUCE] = true, [TT_COLL_BROADCAST] = true,
+                      [TT_COLL_REDUCE] = true},
 };
 
 /* The (algorithm, protocol) pairs that exist, in tie-breaking order (first wins a tie). */
@@ -93,6 +105,7 @@ static const struct tune_pair pairs[] = {
     {TT_ALGO_RING, TT_PROTO_SIMPLE},
     {TT_ALGO_ONESHOT, TT_PROTO_LL},
     {TT_ALGO_DIRECT, TT_PROTO_SIMPLE},
+    {TT_ALGO_TREE, TT_PROTO_SIMPLE},
 };
 enum { NPAIRS = sizeof pairs / sizeof pairs[0] };
 
@@ -208,6 +221,23 @@ static double direct_us(const struct tt_tune_input *in, const struct tune_cost *
     return phases * c->alpha_us + transfer_us(moved, gbps) + c->syscall_us * calls;
 }
 
+/* Tree. AllReduce is recursive doubling: log2(p) rounds among p ranks, p the largest power of
+ * two <= n, each exchanging the whole message with one partner; the n - p ranks left over first
+ * hand their input to a partner and get the result back at the end (two more steps).
+ * Broadcast and Reduce walk a binomial tree: ceil(log2 n) levels, and the root, which has the
+ * most children, sends (or receives) the whole message once per level. */
+static double tree_us(const struct tt_tune_input *in, const struct tune_cost *c)
+{
+    int n = in->nranks, levels = 0, p = 1;
+    while (p * 2 <= n) {
+        p *= 2;
+        levels++;
+    }
+    double steps = in->coll == TT_COLL_ALLREDUCE ? levels + (p < n ? 2 : 0)
+                                                 : levels + (p < n ? 1 : 0);
+    return c->alpha_us * steps + transfer_us(steps * (double)in->bytes, c->gbytes_per_s);
+}
+
 float tt_tune_estimate_us(const struct tt_tune_input *in, enum tt_algo_id algo)
 {
     if ((unsigned)algo >= TT_ALGO_COUNT) return INFINITY;
@@ -221,20 +251,21 @@ float tt_tune_estimate_us(const struct tt_tune_input *in, enum tt_algo_id algo)
     case TT_ALGO_RING: return (float)ring_us(in, c);
     case TT_ALGO_ONESHOT: return one_host ? (float)oneshot_us(in, c) : INFINITY;
     case TT_ALGO_DIRECT: return one_host ? (float)direct_us(in, c) : INFINITY;
+    case TT_ALGO_TREE: return (float)tree_us(in, c);
     default: return INFINITY;
     }
 }
 
 /* ---- Selection ----------------------------------------------------------------------------- */
 
-/* Whether `algo` can run this operation on this communicator (the variables aside). */
-static bool runs_here(const struct tt_tune_input *in, enum tt_algo_id algo)
+bool tt_tune_can_run(const struct tt_tune_input *in, enum tt_algo_id algo)
 {
-    if (!implements[algo][in->coll]) return false;
+    if ((unsigned)algo >= TT_ALGO_COUNT || !implements[algo][in->coll]) return false;
     switch (algo) {
     case TT_ALGO_RING: return true;
     case TT_ALGO_ONESHOT: return in->oneshot_ok && in->bytes <= in->oneshot_max_bytes;
     case TT_ALGO_DIRECT: return in->direct_ok;
+    case TT_ALGO_TREE: return in->bytes <= in->tree_max_bytes;
     default: return false;
     }
 }
@@ -298,7 +329,7 @@ void tt_tune_select(const struct tt_tune *tune, const struct tt_tune_input *in,
     float est[NPAIRS] = {0};
     unsigned excluded_by = 0; /* 1: NCCL_ALGO excluded a pair that could run; 2: NCCL_PROTO */
     for (int k = 0; k < NPAIRS; k++) {
-        if (!runs_here(in, pairs[k].algo)) continue;
+        if (!tt_tune_can_run(in, pairs[k].algo)) continue;
         est[k] = tt_tune_estimate_us(in, pairs[k].algo);
         if (best_any < 0 || est[k] < est[best_any]) best_any = k;
         unsigned why = (tune->algo_allowed[in->coll][pairs[k].algo] ? 0u : 1u) |
@@ -363,7 +394,8 @@ void tt_tune_select(const struct tt_tune *tune, const struct tt_tune_input *in,
 const char *tt_algo_name(enum tt_algo_id algo)
 {
     static const char *const names[TT_ALGO_COUNT] = {
-        [TT_ALGO_RING] = "Ring", [TT_ALGO_ONESHOT] = "OneShot", [TT_ALGO_DIRECT] = "Direct"};
+        [TT_ALGO_RING] = "Ring", [TT_ALGO_ONESHOT] = "OneShot", [TT_ALGO_DIRECT] = "Direct",
+        [TT_ALGO_TREE] = "Tree"};
     return (unsigned)algo < TT_ALGO_COUNT ? names[algo] : "Unknown";
 }
 
@@ -637,7 +669,8 @@ ncclResult_t tt_tune_init(struct tt_tune *tune)
         char list[128];
         join_names(names, count, list, sizeof list);
         TT_INFO(TT_SUB_TUNING | TT_SUB_ENV,
-                "NCCL_ALGO: %s ignored (no Tutti implementation; Tutti has Ring, OneShot, Direct)",
+                "NCCL_ALGO: %s ignored (no Tutti implementation; Tutti has Ring, OneShot, Direct, "
+                "Tree)",
                 list);
     }
 
@@ -656,7 +689,7 @@ ncclResult_t tt_tune_init(struct tt_tune *tune)
     }
     if (used > 0)
         TT_WARN("NCCL_ALGO=\"%s\" NCCL_PROTO=\"%s\" allow nothing Tutti implements for %s "
-                "(Ring and Direct use Simple, OneShot uses LL): "
+                "(Ring, Direct and Tree use Simple, OneShot uses LL): "
                 "using Ring/Simple there",
                 algo_text, proto_text, empty);
 

@@ -7,7 +7,10 @@
  * OneShot (all ranks on one host: each rank publishes its whole input in its shared mailbox
  * and reads everyone's; latency-optimal, small messages; protocol LL), Direct (all ranks on one
  * host: each rank reduces its slice reading its peers' buffers with cross-memory attach, then
- * gathers; one copy, large messages; protocol Simple). */
+ * gathers; one copy, large messages; protocol Simple), Tree (recursive doubling for AllReduce,
+ * binomial trees for Broadcast and Reduce, over connections to each partner; log2(n) steps
+ * instead of the ring's n-1 or 2(n-1), for messages up to half a connection FIFO; any
+ * topology; protocol Simple). */
 #ifndef TT_ALGO_TUNE_H
 #define TT_ALGO_TUNE_H
 
@@ -17,7 +20,7 @@
 #include "algo/coll.h"
 #include "nccl.h"
 
-enum tt_algo_id { TT_ALGO_RING, TT_ALGO_ONESHOT, TT_ALGO_DIRECT, TT_ALGO_COUNT };
+enum tt_algo_id { TT_ALGO_RING, TT_ALGO_ONESHOT, TT_ALGO_DIRECT, TT_ALGO_TREE, TT_ALGO_COUNT };
 enum tt_proto_id { TT_PROTO_SIMPLE, TT_PROTO_LL, TT_PROTO_COUNT };
 
 /* What selection looks at. `bytes` is the size of the operation's per-rank buffer as NCCL's
@@ -34,6 +37,8 @@ struct tt_tune_input {
     bool symmetric;           /* the buffers lie in symmetric windows in ncclMemAlloc memory, so
                                  Direct maps the peers' buffers instead of copying them */
     bool oversubscribed;      /* one host with more ranks than CPUs */
+    size_t tree_max_bytes;    /* largest `bytes` Tree takes: half a connection FIFO, so that
+                                 its sends never wait for the receiver (0: no Tree) */
 };
 
 struct tt_tune_choice {
@@ -67,6 +72,9 @@ ncclResult_t tt_tune_init(struct tt_tune *tune);
  * 50 ns. The reason's forms are listed in docs/tuning.md. */
 void tt_tune_select(const struct tt_tune *tune, const struct tt_tune_input *in,
                     struct tt_tune_choice *out);
+/* Whether `algo` can run this operation here, the variables aside (what tt_tune_select
+ * considers). */
+bool tt_tune_can_run(const struct tt_tune_input *in, enum tt_algo_id algo);
 /* The model's estimate for one algorithm (ncclGroupSimulateEnd, logs, docs): +infinity when
  * the algorithm does not implement the collective or needs one host and there are several. The
  * other conditions (oneshot_ok, oneshot_max_bytes, direct_ok) are checked by tt_tune_select. */

@@ -308,7 +308,14 @@ static void comm_free(struct ncclComm *comm)
         if (p->send.transport) p->send.transport->close(&p->send);
         if (p->recv.transport) p->recv.transport->close(&p->recv);
     }
+    for (int r = 0; comm->tree != NULL && r < comm->nranks; r++) {
+        struct tt_tree_link *l = &comm->tree[r];
+        if (l->send.transport) l->send.transport->close(&l->send);
+        if (l->recv.transport) l->recv.transport->close(&l->recv);
+    }
     free(comm->p2p);
+    free(comm->tree);
+    free(comm->tree_tmp);
     tt_host_destroy(comm->host);
     free(comm->scratch.tmp);
     free(comm->scratch.send);
@@ -391,6 +398,7 @@ ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *
     tt_log_set_rank(rank);
     TT_TRY_GOTO(choose_slot_bytes(&comm->slot_bytes), res, fail);
     TT_TRY_GOTO(TT_CALLOC(&comm->p2p, (size_t)nranks), res, fail);
+    TT_TRY_GOTO(TT_CALLOC(&comm->tree, (size_t)nranks), res, fail);
 
     /* Nonblocking communicators, and inits issued inside a group (one thread may be
      * initialising several ranks), finish in the background. */

@@ -52,6 +52,13 @@ static bool symmetric_buffers(const struct tt_op *op, const struct ncclComm *com
            (!recv_counts || tt_comm_sym_window(comm, op->recvbuff, recv));
 }
 
+/* Tree sends whole messages: at most half a connection FIFO, so no send waits for its
+ * receiver (algo/tree.c). */
+static size_t tree_max_bytes(const struct ncclComm *comm)
+{
+    return comm->slot_bytes * (TT_CONN_SLOTS / 2);
+}
+
 /* What the cost model needs to know about a collective task. */
 static void tune_input(const struct tt_task *task, const struct ncclComm *comm, bool symmetric,
                        struct tt_tune_input *out)
@@ -70,6 +77,7 @@ static void tune_input(const struct tt_task *task, const struct ncclComm *comm, 
         .direct_ok = comm->direct_ok,
         .symmetric = symmetric,
         .oversubscribed = comm->oversubscribed,
+        .tree_max_bytes = tree_max_bytes(comm),
     };
 }
 
@@ -116,6 +124,9 @@ static void choose_algorithm(struct tt_task *task, struct ncclComm *comm)
         size_t send, recv;
         buffer_spans(op, comm->nranks, &send, &recv);
         set_direct(op, comm, send, recv);
+    } else if (task->choice.algo == TT_ALGO_TREE) {
+        op->links = comm->tree;
+        op->tree_tmp = comm->tree_tmp;
     }
 }
 
@@ -186,6 +197,14 @@ ncclResult_t tt_task_init(struct tt_task *task, struct ncclComm *comm,
             op->recv = &comm->ring.recv;
         }
         choose_algorithm(task, comm);
+        if (op->links != NULL && op->coll == TT_COLL_REDUCE && comm->tree_tmp == NULL) {
+            /* A non-root's partial result, for every later Tree Reduce too. */
+            comm->tree_tmp = malloc(tree_max_bytes(comm));
+            if (comm->tree_tmp == NULL)
+                return TT_ERROR(ncclSystemError, "out of memory for %zu bytes of Tree staging",
+                                tree_max_bytes(comm));
+            op->tree_tmp = comm->tree_tmp;
+        }
         break;
     }
     return ncclSuccess;

@@ -21,45 +21,65 @@
 /* Bootstrap tags of the info exchange: the tag names the side the info describes. */
 #define TAG_P2P_SEND_INFO 0x50320001
 #define TAG_P2P_RECV_INFO 0x50320002
+#define TAG_TREE_SEND_INFO 0x50320003
+#define TAG_TREE_RECV_INFO 0x50320004
+
+/* The transport tag of each kind of connection (the ring's is 0). */
+#define CONN_TAG_P2P 1
+#define CONN_TAG_TREE 2
 
 struct need {
     struct ncclComm *comm;
     int peer;
     enum tt_conn_dir dir;
+    bool tree; /* one of Tree's connections (comm->tree), else a point-to-point one */
     struct tt_conn_info mine;
     struct tt_conn_info theirs;
 };
 
 static struct tt_conn *need_conn(const struct need *n)
 {
+    if (n->tree) {
+        struct tt_tree_link *l = &n->comm->tree[n->peer];
+        return n->dir == TT_CONN_SEND ? &l->send : &l->recv;
+    }
     struct tt_p2p_peer *p = &n->comm->p2p[n->peer];
     return n->dir == TT_CONN_SEND ? &p->send : &p->recv;
 }
 
 static bool *need_ready(const struct need *n)
 {
+    if (n->tree) {
+        struct tt_tree_link *l = &n->comm->tree[n->peer];
+        return n->dir == TT_CONN_SEND ? &l->send_ready : &l->recv_ready;
+    }
     struct tt_p2p_peer *p = &n->comm->p2p[n->peer];
     return n->dir == TT_CONN_SEND ? &p->send_ready : &p->recv_ready;
 }
 
-static bool listed(const struct need *needs, int count, struct ncclComm *comm, int peer,
-                   enum tt_conn_dir dir)
+/* The bootstrap tag of the info that describes `dir`'s side of such a connection. */
+static uint32_t info_tag(bool tree, enum tt_conn_dir dir)
 {
-    for (int i = 0; i < count; i++)
-        if (needs[i].comm == comm && needs[i].peer == peer && needs[i].dir == dir) return true;
-    return false;
+    if (tree) return dir == TT_CONN_SEND ? TAG_TREE_SEND_INFO : TAG_TREE_RECV_INFO;
+    return dir == TT_CONN_SEND ? TAG_P2P_SEND_INFO : TAG_P2P_RECV_INFO;
 }
 
-/* Adds (comm, peer, dir) unless connected or listed; a self connection brings its other half. */
-static void add_need(struct need *needs, int *count, struct ncclComm *comm, int peer,
-                     enum tt_conn_dir dir)
+static bool same_conn(const struct need *a, const struct need *b)
 {
-    struct tt_p2p_peer *p = &comm->p2p[peer];
-    bool ready = dir == TT_CONN_SEND ? p->send_ready : p->recv_ready;
-    if (ready || listed(needs, *count, comm, peer, dir)) return;
-    needs[(*count)++] = (struct need){.comm = comm, .peer = peer, .dir = dir};
-    if (peer == comm->rank) add_need(needs, count, comm, peer, dir == TT_CONN_SEND ? TT_CONN_RECV
-                                                                                 : TT_CONN_SEND);
+    return a->comm == b->comm && a->peer == b->peer && a->dir == b->dir && a->tree == b->tree;
+}
+
+/* Adds the need unless connected or listed; a self connection brings its other half. */
+static void add_need(struct need *needs, int *count, struct need n)
+{
+    if (*need_ready(&n)) return;
+    for (int i = 0; i < *count; i++)
+        if (same_conn(&needs[i], &n)) return;
+    needs[(*count)++] = n;
+    if (n.peer == n.comm->rank) {
+        n.dir = n.dir == TT_CONN_SEND ? TT_CONN_RECV : TT_CONN_SEND;
+        add_need(needs, count, n);
+    }
 }
 
 static int compare_comms(const void *a, const void *b)
@@ -77,12 +97,11 @@ static ncclResult_t exchange(struct need *needs, int count)
         struct tt_conn *conn = need_conn(n);
         *conn = (struct tt_conn){.transport = tt_comm_pick_transport(n->comm, n->peer),
                                  .peer = n->peer, .dir = n->dir,
-                                 .slot_bytes = n->comm->slot_bytes, .tag = 1};
+                                 .slot_bytes = n->comm->slot_bytes,
+                                 .tag = n->tree ? CONN_TAG_TREE : CONN_TAG_P2P};
         TT_TRY(conn->transport->setup(&n->comm->tctx, conn, &n->mine));
         if (n->peer != n->comm->rank)
-            TT_TRY(tt_bootstrap_send(n->comm->bootstrap, n->peer,
-                                     n->dir == TT_CONN_SEND ? TAG_P2P_SEND_INFO
-                                                            : TAG_P2P_RECV_INFO,
+            TT_TRY(tt_bootstrap_send(n->comm->bootstrap, n->peer, info_tag(n->tree, n->dir),
                                      &n->mine, sizeof n->mine));
     }
     /* Phase 2: the peer's side of each connection. */
@@ -90,13 +109,14 @@ static ncclResult_t exchange(struct need *needs, int count)
         struct need *n = &needs[i];
         if (n->peer != n->comm->rank) {
             TT_TRY(tt_bootstrap_recv(n->comm->bootstrap, n->peer,
-                                     n->dir == TT_CONN_SEND ? TAG_P2P_RECV_INFO
-                                                            : TAG_P2P_SEND_INFO,
+                                     info_tag(n->tree, n->dir == TT_CONN_SEND ? TT_CONN_RECV
+                                                                              : TT_CONN_SEND),
                                      &n->theirs, sizeof n->theirs));
             continue;
         }
         for (int j = 0; j < count; j++)
-            if (needs[j].comm == n->comm && needs[j].peer == n->peer && needs[j].dir != n->dir)
+            if (needs[j].comm == n->comm && needs[j].peer == n->peer && needs[j].dir != n->dir &&
+                needs[j].tree == n->tree)
                 n->theirs = needs[j].mine;
     }
     /* Phases 3 and 4: every send side, then every receive side. */
@@ -109,18 +129,24 @@ static ncclResult_t exchange(struct need *needs, int count)
             uint64_t deadline = tt_deadline_after_ms(n->comm->timeout_ms);
             TT_TRY(conn->transport->connect(&n->comm->tctx, conn, &n->theirs, deadline));
             *need_ready(n) = true;
-            TT_INFO(TT_SUB_P2P, "p2p: %d %s %d via %s", n->comm->rank,
+            TT_INFO(TT_SUB_P2P, "%s: %d %s %d via %s", n->tree ? "tree" : "p2p", n->comm->rank,
                     dir == TT_CONN_SEND ? "->" : "<-", n->peer, conn->transport->name);
         }
     }
     return ncclSuccess;
 }
 
+/* Whether the task needs connections made here: a send, a receive, or a Tree collective. */
+static bool connects(const struct tt_task *t)
+{
+    return t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV || t->op.links != NULL;
+}
+
 ncclResult_t tt_p2p_connect(struct tt_batch *b)
 {
     int max = 0;
     for (struct tt_task *t = b->head; t; t = t->next)
-        if (t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV) max += 2;
+        if (connects(t)) max += t->op.links != NULL ? 2 * TT_TREE_MAX_PEERS : 2;
     if (max == 0) return ncclSuccess;
 
     struct need *needs = NULL;
@@ -130,7 +156,7 @@ ncclResult_t tt_p2p_connect(struct tt_batch *b)
     TT_TRY(TT_CALLOC(&needs, (size_t)max));
     TT_TRY_GOTO(TT_CALLOC(&comms, (size_t)max), res, out);
     for (struct tt_task *t = b->head; t; t = t->next) {
-        if (t->op.coll != TT_COLL_SEND && t->op.coll != TT_COLL_RECV) continue;
+        if (!connects(t)) continue;
         bool seen = false;
         for (int i = 0; i < ncomms && !seen; i++) seen = comms[i] == t->comm;
         if (!seen) comms[ncomms++] = t->comm;
@@ -141,8 +167,24 @@ ncclResult_t tt_p2p_connect(struct tt_batch *b)
     qsort(comms, (size_t)ncomms, sizeof *comms, compare_comms);
     for (int i = 0; i < ncomms; i++) pthread_mutex_lock(&comms[i]->bootstrap_lock);
     for (struct tt_task *t = b->head; t; t = t->next) {
-        if (t->op.coll == TT_COLL_SEND) add_need(needs, &count, t->comm, t->peer, TT_CONN_SEND);
-        if (t->op.coll == TT_COLL_RECV) add_need(needs, &count, t->comm, t->peer, TT_CONN_RECV);
+        struct need n = {.comm = t->comm, .peer = t->peer};
+        if (t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV) {
+            n.dir = t->op.coll == TT_COLL_SEND ? TT_CONN_SEND : TT_CONN_RECV;
+            add_need(needs, &count, n);
+        }
+        if (t->op.links == NULL) continue;
+        /* Every peer of the op's tree, both ways: the relation is symmetric, so each peer
+         * lists this rank for the same operation. */
+        int peers[TT_TREE_MAX_PEERS];
+        int npeers = tt_tree_peers(&t->op, peers);
+        n.tree = true;
+        for (int i = 0; i < npeers; i++) {
+            n.peer = peers[i];
+            n.dir = TT_CONN_SEND;
+            add_need(needs, &count, n);
+            n.dir = TT_CONN_RECV;
+            add_need(needs, &count, n);
+        }
     }
     if (count > 0) res = exchange(needs, count);
     for (int i = ncomms - 1; i >= 0; i--) pthread_mutex_unlock(&comms[i]->bootstrap_lock);
