@@ -232,6 +232,7 @@ static const struct {
     {"multi_comm_group", test_multi_comm_group},
     {"mixed_group", test_mixed_group},
     {"aggregated_group", test_aggregated_group},
+    {"uneven_grouping", test_uneven_grouping},
     {"thread_groups", test_thread_groups},
     {"sendrecv_bidirectional", test_sendrecv_bidirectional},
     {"simulate_end", test_simulate_end},

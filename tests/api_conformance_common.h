@@ -88,6 +88,7 @@ void test_nested_groups(void);
 void test_multi_comm_group(void);
 void test_mixed_group(void);
 void test_aggregated_group(void);
+void test_uneven_grouping(void);
 void test_thread_groups(void);
 void test_sendrecv_bidirectional(void);
 void test_simulate_end(void);

@@ -251,6 +251,42 @@ void test_mixed_group(void)
     free(want);
 }
 
+/* The same collectives grouped on even ranks and issued one by one on odd ones, which NCCL
+ * allows: a large AllReduce first (the ring), then small AllReduce, Broadcast and Reduce (Tree
+ * across hosts, where this also runs). No collective may wait for a peer to reach a later
+ * one: connections an algorithm needs must exist before the group starts. */
+void test_uneven_grouping(void)
+{
+    const size_t big = (size_t)1 << 20, small = 5; /* 8 MiB: beyond Tree's half FIFO */
+    int64_t *in = alloc_i64(big, 0), *out = alloc_i64(big, SENTINEL);
+    int64_t *sum = alloc_i64(small, SENTINEL), *bcast = alloc_i64(small, SENTINEL);
+    int64_t *red = alloc_i64(small, SENTINEL), *want = alloc_i64(big, 0);
+    for (size_t i = 0; i < big; i++) in[i] = pair_val(rank, 0, i);
+    int root_b = nranks - 1, root_r = nranks > 1 ? 1 : 0;
+    bool grouped = rank % 2 == 0;
+    if (grouped) EXPECT(ncclGroupStart(), ncclSuccess);
+    EXPECT(ncclAllReduce(in, out, big, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    EXPECT(ncclAllReduce(in, sum, small, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    EXPECT(ncclBroadcast(in, bcast, small, ncclInt64, root_b, comm, NULL), ncclSuccess);
+    EXPECT(ncclReduce(in, red, small, ncclInt64, ncclSum, root_r, comm, NULL), ncclSuccess);
+    if (grouped) EXPECT(ncclGroupEnd(), ncclSuccess);
+    for (size_t i = 0; i < big; i++) {
+        want[i] = 0;
+        for (int r = 0; r < nranks; r++) want[i] += pair_val(r, 0, i);
+    }
+    check_i64("uneven grouping: large AllReduce", out, want, big);
+    check_i64("uneven grouping: small AllReduce", sum, want, small);
+    if (rank == root_r) check_i64("uneven grouping: Reduce", red, want, small);
+    for (size_t i = 0; i < small; i++) want[i] = pair_val(root_b, 0, i);
+    check_i64("uneven grouping: Broadcast", bcast, want, small);
+    free(in);
+    free(out);
+    free(sum);
+    free(bcast);
+    free(red);
+    free(want);
+}
+
 /* Many collectives aggregated in one group, each with its own buffers, operator and count. */
 void test_aggregated_group(void)
 {

@@ -32,6 +32,13 @@ if(TARGET tutti-run)
   tutti_conformance_test(api_conformance_n4_tcp 4 120 api "${env};NCCL_SHM_DISABLE=1"
                          api_conformance)
   tutti_conformance_test(api_conformance_n3 3 120 api "${env}" api_conformance)
+  # Four ranks on two hosts made with NCCL_HOSTID (shared memory within, TCP across), where the
+  # cost model takes Tree for small AllReduce, Broadcast and Reduce.
+  add_test(NAME api_conformance_n4_hosts2
+           COMMAND $<TARGET_FILE:tutti-run> -n 4 --timeout 110 sh -c
+                   "NCCL_HOSTID=host$((RANK / 2)) exec $<TARGET_FILE:api_conformance>")
+  set_tests_properties(api_conformance_n4_hosts2 PROPERTIES LABELS api TIMEOUT 120 PROCESSORS 2
+                       ENVIRONMENT "${env}" SKIP_RETURN_CODE 77)
   tutti_conformance_test(stream_overlap_n4 4 120 api "${env}" stream_overlap)
   # A peer's abort may surface only as the deadline, so this one runs with a short deadline.
   tutti_conformance_test(stream_errors_n3 3 60 api "TUTTI_TIMEOUT_MS=3000" stream_overlap errors)

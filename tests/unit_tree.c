@@ -9,7 +9,8 @@
  *   Reduce:    the root holds such an expression, and no non-root touched its receive buffer;
  *   Broadcast: every rank holds the root's input, untouched;
  * every link is drained, and each rank talked only to the peers tt_tree_peers names, a relation
- * that must be symmetric. */
+ * that must be symmetric and lie within tt_tree_all_peers (the connections init makes), itself
+ * symmetric. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,6 +214,25 @@ static void check(enum tt_coll coll, int n, int root, bool in_place)
         r->have = r->done = false;
         r->npeers = tt_tree_peers(&r->op, r->peers);
         tt_algo_op_start(&r->op);
+    }
+    static int all[MAXN][TT_TREE_ALL_PEERS], nall[MAXN];
+    for (int me = 0; me < n; me++) nall[me] = tt_tree_all_peers(me, n, all[me]);
+    for (int me = 0; me < n; me++) {
+        for (int i = 0; i < nall[me]; i++) {
+            int q = all[me][i];
+            bool back = false;
+            for (int j = 0; j < nall[q] && !back; j++) back = all[q][j] == me;
+            if (q == me || !back)
+                FAIL("n=%d: tt_tree_all_peers of %d names %d, which does not name it back", n,
+                     me, q);
+        }
+        for (int i = 0; i < ranks[me].npeers; i++) {
+            bool within = false;
+            for (int j = 0; j < nall[me] && !within; j++) within = all[me][j] == ranks[me].peers[i];
+            if (!within)
+                FAIL("coll %d n=%d root %d: %d's peer %d is not among the connections init makes",
+                     coll, n, root, me, ranks[me].peers[i]);
+        }
     }
     for (int me = 0; me < n; me++)
         for (int i = 0; i < ranks[me].npeers; i++)

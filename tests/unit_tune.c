@@ -526,6 +526,13 @@ static void test_select_model(void)
                       tt_coll_name(colls[i]), bytes, tt_algo_name(c.algo));
         }
 
+    where = "no Tree connections: no Tree, even for 0 bytes";
+    for (int i = 0; i < NCOLLS; i++) {
+        struct tt_tune_input in = {.coll = colls[i], .bytes = 0, .nranks = 8, .nhosts = 2};
+        CHECK(!tt_tune_can_run(&in, TT_ALGO_TREE), "%s 0 B without Tree's connections: Tree "
+              "could run", tt_coll_name(colls[i]));
+    }
+
     where = "one host: small messages stay on OneShot and the ring";
     for (int n = 2; n <= 8; n *= 2)
         for (int i = 0; i < NCOLLS; i++) {

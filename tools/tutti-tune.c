@@ -12,6 +12,7 @@
 
 #include "algo/coll.h"
 #include "algo/tune.h"
+#include "transport/transport.h"
 #include "util/err.h"
 #include "util/param.h"
 
@@ -101,9 +102,10 @@ int main(int argc, char **argv)
     struct tt_tune_input in = {.nranks = 4, .nhosts = 1, .oneshot_ok = true,
                                .oneshot_max_bytes = (size_t)tt_param_oneshot_bytes(),
                                .direct_ok = true};
-    /* Tree takes up to half a connection FIFO: 4 of its 8 slots, as the engine computes. */
-    int64_t slot = tt_param_chunk_bytes() > 0 ? tt_param_chunk_bytes() : tt_param_buffsize() / 8;
-    in.tree_max_bytes = (size_t)slot * 4;
+    /* Tree takes up to half a connection FIFO, as the engine computes (for 4-byte elements). */
+    int64_t slot = tt_param_chunk_bytes() > 0 ? tt_param_chunk_bytes()
+                                              : tt_param_buffsize() / TT_CONN_SLOTS;
+    in.tree_max_bytes = (size_t)slot / 4 * 4 * (TT_CONN_SLOTS / 2);
     size_t min_bytes = 8, max_bytes = (size_t)256 << 20, factor = 4;
     int only = -1;
     int opt;
@@ -142,6 +144,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "tutti-tune: %s\n", tt_error_last());
         return 1;
     }
+    /* Init makes Tree's connections across hosts, or on one host when NCCL_ALGO is set. */
+    if (in.nhosts <= 1 && !tune.algo_forced) in.tree_max_bytes = 0;
     printf("Cost model of Tutti's selection: estimated microseconds per operation ('-': cannot "
            "run here),\nand the choice (NCCL_ALGO=\"%s\", NCCL_PROTO=\"%s\"). OneShot slot: %zu "
            "bytes; Direct: %s.\n",

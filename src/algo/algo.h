@@ -158,6 +158,11 @@ ncclResult_t tt_algo_op_progress(struct tt_op *op, bool *done, bool *progressed,
  * rank with, in both directions (fills peers[TT_TREE_MAX_PEERS], returns how many). */
 bool tt_tree_next(struct tt_op *op, struct tt_prim *prim);
 int tt_tree_peers(const struct tt_op *op, int *peers);
+/* Every peer any Tree operation of `rank` may talk to, whatever the collective and root (fills
+ * peers[TT_TREE_ALL_PEERS], returns how many): the connections made at init. The relation is
+ * symmetric. */
+#define TT_TREE_ALL_PEERS (3 * TT_TREE_MAX_PEERS)
+int tt_tree_all_peers(int rank, int nranks, int *peers);
 
 /* The ring schedules (algo/ring.c). */
 bool tt_ring_allreduce_next(struct tt_op *op, struct tt_prim *prim);

@@ -173,3 +173,21 @@ int tt_tree_peers(const struct tt_op *op, int *peers)
     plan_of(&w);
     return w.npeers;
 }
+
+/* Recursive doubling's partners, and rank +- 2^j for every 2^j < n: in a binomial tree rooted
+ * anywhere, a rank's parent is rank - 2^j and its children rank + 2^j (mod n), j below the
+ * lowest set bit of its number relative to the root. */
+int tt_tree_all_peers(int rank, int nranks, int *peers)
+{
+    struct tt_op op = {.coll = TT_COLL_ALLREDUCE, .rank = rank, .nranks = nranks};
+    int count = nranks > 1 ? tt_tree_peers(&op, peers) : 0;
+    for (int step = 1; step < nranks; step *= 2) {
+        int both[2] = {(rank + step) % nranks, (rank - step + nranks) % nranks};
+        for (int k = 0; k < 2; k++) {
+            bool seen = both[k] == rank;
+            for (int i = 0; i < count && !seen; i++) seen = peers[i] == both[k];
+            if (!seen) peers[count++] = both[k];
+        }
+    }
+    return count;
+}

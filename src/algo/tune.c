@@ -265,7 +265,8 @@ bool tt_tune_can_run(const struct tt_tune_input *in, enum tt_algo_id algo)
     case TT_ALGO_RING: return true;
     case TT_ALGO_ONESHOT: return in->oneshot_ok && in->bytes <= in->oneshot_max_bytes;
     case TT_ALGO_DIRECT: return in->direct_ok;
-    case TT_ALGO_TREE: return in->bytes <= in->tree_max_bytes;
+    case TT_ALGO_TREE:
+        return in->nranks > 1 && in->tree_max_bytes > 0 && in->bytes <= in->tree_max_bytes;
     default: return false;
     }
 }

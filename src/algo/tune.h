@@ -38,7 +38,8 @@ struct tt_tune_input {
                                  Direct maps the peers' buffers instead of copying them */
     bool oversubscribed;      /* one host with more ranks than CPUs */
     size_t tree_max_bytes;    /* largest `bytes` Tree takes: half a connection FIFO, so that
-                                 its sends never wait for the receiver (0: no Tree) */
+                                 its sends never wait for the receiver; 0: no Tree at all (its
+                                 connections were not made), even for 0 bytes */
 };
 
 struct tt_tune_choice {

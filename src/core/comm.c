@@ -343,6 +343,18 @@ static bool id_is_comm_id(const ncclUniqueId *id)
     return memcmp(&derived, id, sizeof derived) == 0;
 }
 
+/* Whether init makes Tree's connections: where the cost model may pick Tree, across hosts, or
+ * where NCCL_ALGO was set and allows it (within one host the model alone never picks it, and
+ * the connections cost a FIFO each). Every rank sees the same host count and variables. */
+static bool wants_tree(const struct ncclComm *comm)
+{
+    if (comm->nranks < 2 || (comm->nhosts <= 1 && !comm->tune.algo_forced)) return false;
+    const enum tt_coll colls[] = {TT_COLL_ALLREDUCE, TT_COLL_BROADCAST, TT_COLL_REDUCE};
+    for (int i = 0; i < 3; i++)
+        if (comm->tune.algo_allowed[colls[i]][TT_ALGO_TREE]) return true;
+    return false;
+}
+
 /* Everything init does after the communicator exists: bootstrap, peers, ring, barrier. */
 static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
 {
@@ -355,6 +367,10 @@ static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
     TT_TRY(tt_tune_init(&comm->tune));
     TT_TRY(setup_host_direct(comm));
     TT_TRY(connect_ring(comm));
+    if (wants_tree(comm)) {
+        TT_TRY(tt_tree_connect(comm));
+        comm->tree_ready = true;
+    }
     /* Nobody returns before everyone is connected, so a failure anywhere fails init everywhere
      * instead of surfacing in the first collective. */
     TT_TRY(tt_bootstrap_barrier(comm->bootstrap));

@@ -69,7 +69,8 @@ struct ncclComm {
     struct tt_ring ring;
     struct tt_lane ring_lane;  /* orders the collectives that use the ring */
     struct tt_p2p_peer *p2p;   /* [nranks] */
-    struct tt_tree_link *tree; /* [nranks]: Tree's connections, made on first use */
+    struct tt_tree_link *tree; /* [nranks]: Tree's connections, made at init when wanted */
+    bool tree_ready;           /* they are: Tree may run (see wants_tree in core/comm.c) */
     void *tree_tmp;            /* Tree Reduce's partial result on non-roots (first use) */
     int nhosts;
     struct tt_host *host;      /* mailboxes, when every rank is on this host (else NULL) */

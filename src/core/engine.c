@@ -52,11 +52,12 @@ static bool symmetric_buffers(const struct tt_op *op, const struct ncclComm *com
            (!recv_counts || tt_comm_sym_window(comm, op->recvbuff, recv));
 }
 
-/* Tree sends whole messages: at most half a connection FIFO, so no send waits for its
- * receiver (algo/tree.c). */
-static size_t tree_max_bytes(const struct ncclComm *comm)
+/* Tree sends whole messages: at most half a connection FIFO (whole elements per slot), so no
+ * send waits for its receiver (algo/tree.c); 0 when init made no Tree connections. */
+static size_t tree_max_bytes(const struct ncclComm *comm, size_t elt_bytes)
 {
-    return comm->slot_bytes * (TT_CONN_SLOTS / 2);
+    if (!comm->tree_ready || elt_bytes == 0) return 0;
+    return comm->slot_bytes / elt_bytes * elt_bytes * (TT_CONN_SLOTS / 2);
 }
 
 /* What the cost model needs to know about a collective task. */
@@ -77,7 +78,7 @@ static void tune_input(const struct tt_task *task, const struct ncclComm *comm, 
         .direct_ok = comm->direct_ok,
         .symmetric = symmetric,
         .oversubscribed = comm->oversubscribed,
-        .tree_max_bytes = tree_max_bytes(comm),
+        .tree_max_bytes = tree_max_bytes(comm, op->elt_bytes),
     };
 }
 
@@ -127,6 +128,7 @@ static void choose_algorithm(struct tt_task *task, struct ncclComm *comm)
     } else if (task->choice.algo == TT_ALGO_TREE) {
         op->links = comm->tree;
         op->tree_tmp = comm->tree_tmp;
+        op->send = op->recv = NULL; /* each primitive names its peer's link */
     }
 }
 
@@ -199,10 +201,11 @@ ncclResult_t tt_task_init(struct tt_task *task, struct ncclComm *comm,
         choose_algorithm(task, comm);
         if (op->links != NULL && op->coll == TT_COLL_REDUCE && comm->tree_tmp == NULL) {
             /* A non-root's partial result, for every later Tree Reduce too. */
-            comm->tree_tmp = malloc(tree_max_bytes(comm));
+            size_t bytes = comm->slot_bytes * (TT_CONN_SLOTS / 2);
+            comm->tree_tmp = malloc(bytes);
             if (comm->tree_tmp == NULL)
                 return TT_ERROR(ncclSystemError, "out of memory for %zu bytes of Tree staging",
-                                tree_max_bytes(comm));
+                                bytes);
             op->tree_tmp = comm->tree_tmp;
         }
         break;
@@ -417,6 +420,7 @@ static void adapt_spin(struct ncclComm *comm, uint32_t longest_wait)
  * pair moves, so the two do not swap places, and at most every MOVE_INTERVAL_NS, so that a
  * scheduler that keeps putting them together is not fought. */
 #define MOVE_INTERVAL_NS 20000000ull
+
 static void move_off(struct ncclComm *comm, int cpu, int peer)
 {
     if (comm->rank < peer) return;
@@ -430,11 +434,14 @@ static void move_off(struct ncclComm *comm, int cpu, int peer)
     other = was;
     CPU_CLR(cpu, &other);
     if (sched_setaffinity(0, sizeof other, &other) != 0) return;
-    if (sched_setaffinity(0, sizeof was, &was) != 0)
+    if (sched_setaffinity(0, sizeof was, &was) != 0 &&
+        sched_setaffinity(0, sizeof was, &was) != 0)
         TT_WARN("cannot restore this thread's CPU affinity after moving off CPU %d: %s", cpu,
                 strerror(errno));
+    int now_on = sched_getcpu();
+    tt_host_set_cpu(comm->host, now_on, tt_thread_id());
     TT_INFO(TT_SUB_INIT, "rank %d shared CPU %d with rank %d, which it waits for: moved to CPU %d",
-            comm->rank, cpu, peer, sched_getcpu());
+            comm->rank, cpu, peer, now_on);
 }
 
 /* Whether the peer this batch waits for is on this rank's CPU (both ranks of a host on one CPU:
@@ -448,12 +455,13 @@ static bool peer_on_my_cpu(const struct tt_batch *b)
 {
     for (const struct tt_task *t = b->head; t; t = t->next) {
         if (t->done || t->comm->host == NULL) continue;
-        int cpu = sched_getcpu();
+        int cpu = sched_getcpu(), tid = tt_thread_id();
         if (cpu < 0) return false;
-        tt_host_set_cpu(t->comm->host, cpu);
-        int peer = t->started ? t->op.waiting_peer : -1;
+        tt_host_set_cpu(t->comm->host, cpu, tid);
+        int peer = t->started ? t->op.waiting_peer : -1, peer_tid = 0;
+        /* A peer driven by this very thread (one thread, several ranks) is no stranger. */
         if (peer < 0 || peer >= t->comm->nranks || peer == t->comm->rank ||
-            tt_host_peer_cpu(t->comm->host, peer) != cpu)
+            tt_host_peer_cpu(t->comm->host, peer, &peer_tid) != cpu || peer_tid == tid)
             return false;
         move_off(t->comm, cpu, peer);
         return true;

@@ -8,7 +8,12 @@
  * peers' infos, (3) connect every send side, (4) connect every receive side. Posting never
  * waits for the receiver, and every rank connects sends before receives, so no rank waits for a
  * step another rank can only take after it. A connection to oneself uses the self transport and
- * skips the bootstrap. */
+ * skips the bootstrap.
+ *
+ * Tree's connections (a transport tag and bootstrap tags of their own) go through the same
+ * exchange, but at init (tt_tree_connect), for every partner any Tree operation may need:
+ * collectives, unlike sends and receives, may be grouped differently on different ranks, so a
+ * connection made inside the first Tree operation could wait for a peer busy elsewhere. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -136,17 +141,49 @@ static ncclResult_t exchange(struct need *needs, int count)
     return ncclSuccess;
 }
 
-/* Whether the task needs connections made here: a send, a receive, or a Tree collective. */
 static bool connects(const struct tt_task *t)
 {
-    return t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV || t->op.links != NULL;
+    return t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV;
+}
+
+/* After a failed exchange: half-made connections are closed, so the next attempt starts
+ * clean. */
+static void close_unready(struct need *needs, int count)
+{
+    for (int i = 0; i < count; i++) {
+        if (*need_ready(&needs[i])) continue;
+        struct tt_conn *conn = need_conn(&needs[i]);
+        if (conn->transport) conn->transport->close(conn);
+        memset(conn, 0, sizeof *conn);
+    }
+}
+
+ncclResult_t tt_tree_connect(struct ncclComm *comm)
+{
+    int peers[TT_TREE_ALL_PEERS];
+    int npeers = tt_tree_all_peers(comm->rank, comm->nranks, peers);
+    struct need *needs = NULL;
+    int count = 0;
+    TT_TRY(TT_CALLOC(&needs, 2 * (size_t)npeers + 1));
+    for (int i = 0; i < npeers; i++) {
+        add_need(needs, &count, (struct need){.comm = comm, .peer = peers[i],
+                                              .dir = TT_CONN_SEND, .tree = true});
+        add_need(needs, &count, (struct need){.comm = comm, .peer = peers[i],
+                                              .dir = TT_CONN_RECV, .tree = true});
+    }
+    pthread_mutex_lock(&comm->bootstrap_lock);
+    ncclResult_t res = exchange(needs, count);
+    pthread_mutex_unlock(&comm->bootstrap_lock);
+    if (res != ncclSuccess) close_unready(needs, count);
+    free(needs);
+    return res;
 }
 
 ncclResult_t tt_p2p_connect(struct tt_batch *b)
 {
     int max = 0;
     for (struct tt_task *t = b->head; t; t = t->next)
-        if (connects(t)) max += t->op.links != NULL ? 2 * TT_TREE_MAX_PEERS : 2;
+        if (connects(t)) max += 2;
     if (max == 0) return ncclSuccess;
 
     struct need *needs = NULL;
@@ -167,36 +204,15 @@ ncclResult_t tt_p2p_connect(struct tt_batch *b)
     qsort(comms, (size_t)ncomms, sizeof *comms, compare_comms);
     for (int i = 0; i < ncomms; i++) pthread_mutex_lock(&comms[i]->bootstrap_lock);
     for (struct tt_task *t = b->head; t; t = t->next) {
-        struct need n = {.comm = t->comm, .peer = t->peer};
-        if (t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV) {
-            n.dir = t->op.coll == TT_COLL_SEND ? TT_CONN_SEND : TT_CONN_RECV;
-            add_need(needs, &count, n);
-        }
-        if (t->op.links == NULL) continue;
-        /* Every peer of the op's tree, both ways: the relation is symmetric, so each peer
-         * lists this rank for the same operation. */
-        int peers[TT_TREE_MAX_PEERS];
-        int npeers = tt_tree_peers(&t->op, peers);
-        n.tree = true;
-        for (int i = 0; i < npeers; i++) {
-            n.peer = peers[i];
-            n.dir = TT_CONN_SEND;
-            add_need(needs, &count, n);
-            n.dir = TT_CONN_RECV;
-            add_need(needs, &count, n);
-        }
+        /* A failed communicator's tasks fail when they start; its peers may be gone. */
+        if (!connects(t) || t->comm->async_error != ncclSuccess) continue;
+        add_need(needs, &count,
+                 (struct need){.comm = t->comm, .peer = t->peer,
+                               .dir = t->op.coll == TT_COLL_SEND ? TT_CONN_SEND : TT_CONN_RECV});
     }
     if (count > 0) res = exchange(needs, count);
     for (int i = ncomms - 1; i >= 0; i--) pthread_mutex_unlock(&comms[i]->bootstrap_lock);
-    if (res != ncclSuccess) {
-        /* A half-made connection is closed, so the next attempt starts clean. */
-        for (int i = 0; i < count; i++) {
-            if (*need_ready(&needs[i])) continue;
-            struct tt_conn *conn = need_conn(&needs[i]);
-            if (conn->transport) conn->transport->close(conn);
-            memset(conn, 0, sizeof *conn);
-        }
-    }
+    if (res != ncclSuccess) close_unready(needs, count);
 out:
     free(comms);
     free(needs);

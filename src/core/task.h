@@ -56,7 +56,8 @@ struct tt_batch {
 };
 
 /* Fills `task` for a validated operation: a collective, TT_COLL_SEND/RECV with `peer`, or
- * TT_COLL_COPY. Resolves the reduction (built-in or user op). No allocation. */
+ * TT_COLL_COPY. Resolves the reduction (built-in or user op). Allocates only once per
+ * communicator: Tree Reduce's staging, at its first use. */
 ncclResult_t tt_task_init(struct tt_task *task, struct ncclComm *comm,
                           const struct tt_coll_args *args, int peer);
 /* The same on the heap, for groups and streams. */
@@ -96,5 +97,10 @@ enum tt_alltoall_path tt_alltoall_path(const struct ncclComm *comm, const void *
 
 /* Connects the point-to-point connections the batch's tasks need (core/p2p.c). */
 ncclResult_t tt_p2p_connect(struct tt_batch *b);
+/* Makes Tree's connections (comm->tree) to every peer any Tree operation of this rank may use,
+ * at init, when every rank takes part: a connection made later, inside the first Tree
+ * operation, would wait for peers that may be busy with other operations (ranks need not group
+ * collectives alike). */
+ncclResult_t tt_tree_connect(struct ncclComm *comm);
 
 #endif

@@ -31,7 +31,8 @@ struct mailbox {
     _Alignas(LINE) _Atomic uint64_t posted;
     _Atomic uint32_t sleepers;
     _Alignas(LINE) uint64_t nonce;
-    _Atomic int32_t cpu; /* where the owner last waited, -1 unknown (tt_host_set_cpu) */
+    _Atomic int32_t cpu; /* where the owner last waited, -1 unknown (tt_host_set_cpu)... */
+    _Atomic int32_t tid; /* ...and the thread that waited there */
     _Alignas(LINE) unsigned char slots[];
 };
 
@@ -160,13 +161,16 @@ ncclResult_t tt_host_attach(struct tt_host *h, const struct tt_host_info *infos)
         if (h->boxes[p]->nonce != infos[p].nonce)
             return TT_ERROR(ncclRemoteError, "rank %d's mailbox %s holds a foreign nonce", p,
                             name);
-        /* Probe cross-memory attach on the nonce: it must read back what the mapping shows. */
+        /* Probe cross-memory attach on the nonce: it must read back what the mapping shows,
+         * and writing it back unchanged must work too (Direct AllReduce writes into peers'
+         * outputs; a sandbox may allow one call and not the other). */
         uint64_t probe = 0;
         struct iovec local = {.iov_base = &probe, .iov_len = sizeof probe};
         struct iovec remote = {.iov_base = (void *)(uintptr_t)infos[p].probe_addr,
                                .iov_len = sizeof probe};
         if (process_vm_readv(infos[p].pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof probe ||
-            probe != infos[p].nonce) {
+            probe != infos[p].nonce ||
+            process_vm_writev(infos[p].pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof probe) {
             if (cma)
                 TT_INFO(TT_SUB_SHM, "cross-memory attach to rank %d (pid %d) does not work "
                                     "(%s): single-copy algorithms disabled",
@@ -291,14 +295,17 @@ void tt_host_post(struct tt_host *h, uint64_t event)
     tt_wait_wake(&h->mine->posted, &h->mine->sleepers);
 }
 
-void tt_host_set_cpu(struct tt_host *h, int cpu)
+void tt_host_set_cpu(struct tt_host *h, int cpu, int tid)
 {
     if (atomic_load_explicit(&h->mine->cpu, memory_order_relaxed) != cpu)
         atomic_store_explicit(&h->mine->cpu, cpu, memory_order_relaxed);
+    if (atomic_load_explicit(&h->mine->tid, memory_order_relaxed) != tid)
+        atomic_store_explicit(&h->mine->tid, tid, memory_order_relaxed);
 }
 
-int tt_host_peer_cpu(const struct tt_host *h, int peer)
+int tt_host_peer_cpu(const struct tt_host *h, int peer, int *tid)
 {
+    *tid = atomic_load_explicit(&h->boxes[peer]->tid, memory_order_relaxed);
     return atomic_load_explicit(&h->boxes[peer]->cpu, memory_order_relaxed);
 }
 

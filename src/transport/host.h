@@ -79,11 +79,12 @@ const void *tt_host_peer_slot(const struct tt_host *h, int peer, int slot);
 void tt_host_post(struct tt_host *h, uint64_t event);
 /* Whether `peer` reached `event`; otherwise fills `hint` (sleep on its counter). */
 bool tt_host_reached(const struct tt_host *h, int peer, uint64_t event, struct tt_wait_hint *hint);
-/* Waiters record the CPU they run on, so that a rank waiting for a peer can tell that the peer
- * is queued behind it on the same CPU (the scheduler placed both there) and spinning only
- * delays it. The CPU a peer last recorded, or -1. */
-void tt_host_set_cpu(struct tt_host *h, int cpu);
-int tt_host_peer_cpu(const struct tt_host *h, int peer);
+/* Waiters record the CPU they run on and their thread id, so that a rank waiting for a peer
+ * can tell that the peer is queued behind it on the same CPU (the scheduler placed both there)
+ * and spinning only delays it. The CPU a peer last recorded (-1: unknown), and its thread in
+ * *tid (the waiter's own thread when one thread drives both ranks). */
+void tt_host_set_cpu(struct tt_host *h, int cpu, int tid);
+int tt_host_peer_cpu(const struct tt_host *h, int peer, int *tid);
 /* Copies `bytes` from address `remote` in `peer`'s process to `local` (cross-memory attach). */
 ncclResult_t tt_host_read(const struct tt_host *h, int peer, void *local, uintptr_t remote,
                           size_t bytes);

@@ -139,6 +139,13 @@ bool tt_log_enabled(enum tt_log_level level, unsigned subsys)
 void tt_log_set_rank(int rank) { log_rank = rank; }
 int tt_log_get_rank(void) { return log_rank; }
 
+int tt_thread_id(void)
+{
+    static _Thread_local int tid;
+    if (tid == 0) tid = (int)syscall(SYS_gettid);
+    return tid;
+}
+
 __attribute__((format(printf, 4, 0))) static void log_vwrite(enum tt_log_level level,
                                                               const char *file, int line,
                                                               const char *fmt, va_list ap)
@@ -147,7 +154,7 @@ __attribute__((format(printf, 4, 0))) static void log_vwrite(enum tt_log_level l
     char msg[1024];
     vsnprintf(msg, sizeof msg, fmt, ap);
     char prefix[160];
-    int tid = (int)syscall(SYS_gettid);
+    int tid = tt_thread_id();
     if (log_rank >= 0)
         snprintf(prefix, sizeof prefix, "%s:%d:%d [%d] NCCL %s", log_host, (int)getpid(), tid,
                  log_rank, names[level]);

@@ -49,6 +49,8 @@ void tt_log_at(enum tt_log_level level, unsigned subsys, const char *file, int l
 /* The rank printed in this thread's log lines (-1 prints no rank). */
 void tt_log_set_rank(int rank);
 int tt_log_get_rank(void);
+/* The calling thread's id (gettid), asked of the kernel once per thread. */
+int tt_thread_id(void);
 
 #define TT_WARN(...) tt_log_at(TT_LOG_WARN, TT_SUB_ALL, __FILE__, __LINE__, __VA_ARGS__)
 /* The level is checked inline first: a disabled INFO or TRACE costs one load on hot paths. */
