@@ -5,7 +5,8 @@
  *     must get an error within the deadline naming the AllReduce and rank 1, and later calls on
  *     the failed communicator must fail at once.
  *  3. broken symmetric-window contract: 2 ranks; rank 0 passes buffers in symmetric windows of
- *     ncclMemAlloc memory, rank 1 ordinary ones, at a size where that changes the algorithm.
+ *     ncclMemAlloc memory, rank 1 ordinary ones, to an AllGather of a size where that changes
+ *     the algorithm.
  *     Both must fail within the deadline naming the other rank, and neither may crash.
  * Nothing may hang: the parent kills stragglers. */
 #include <signal.h>
@@ -80,7 +81,8 @@ static int silent_peer_child(const ncclUniqueId *id, int rank)
     return 0;
 }
 
-/* Child of case 3: at 64 KiB rank 0's windows steer it to Direct, rank 1 runs the ring. */
+/* Child of case 3: AllGather of 64 KiB blocks; rank 0's windows steer it to Direct, rank 1
+ * runs the ring. */
 static int window_mismatch_child(const ncclUniqueId *id, int rank)
 {
     ncclComm_t comm = NULL;
@@ -90,24 +92,24 @@ static int window_mismatch_child(const ncclUniqueId *id, int rank)
     ncclWindow_t wins[2] = {NULL, NULL};
     if (rank == 0) {
         if (ncclMemAlloc((void **)&send, count * sizeof *send) != ncclSuccess ||
-            ncclMemAlloc((void **)&recv, count * sizeof *recv) != ncclSuccess ||
+            ncclMemAlloc((void **)&recv, 2 * count * sizeof *recv) != ncclSuccess ||
             ncclCommWindowRegister(comm, send, count * sizeof *send, &wins[0],
                                    NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess ||
-            ncclCommWindowRegister(comm, recv, count * sizeof *recv, &wins[1],
+            ncclCommWindowRegister(comm, recv, 2 * count * sizeof *recv, &wins[1],
                                    NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess)
             return fail(rank, "window setup failed");
     } else {
         send = calloc(count, sizeof *send);
-        recv = calloc(count, sizeof *recv);
+        recv = calloc(2 * count, sizeof *recv);
         if (send == NULL || recv == NULL) return fail(rank, "out of memory");
     }
     for (size_t i = 0; i < count; i++) send[i] = 1.0f;
     double t0 = now_s();
-    ncclResult_t res = ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm, NULL);
+    ncclResult_t res = ncclAllGather(send, recv, count, ncclFloat32, comm, NULL);
     double took = now_s() - t0;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", ncclGetLastError(comm));
-    printf("rank %d: allreduce returned %d after %.2f s: %s\n", rank, (int)res, took, msg);
+    printf("rank %d: allgather returned %d after %.2f s: %s\n", rank, (int)res, took, msg);
     if (res == ncclSuccess) return fail(rank, "mismatched algorithms reported success");
     if (took > 3.0 * TIMEOUT_MS / 1000.0) return fail(rank, "the error came after the deadline");
     char other[32];

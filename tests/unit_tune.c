@@ -435,21 +435,33 @@ static void test_select_model(void)
         expect_choice(&t, &in, TT_ALGO_RING, TT_PROTO_SIMPLE, "only candidate");
     }
 
+    where = "AllReduce pushes: Direct from 32 KiB through the kernel too (not oversubscribed)";
+    for (int n = 2; n <= 8; n += 2) {
+        struct tt_tune_input in = one_host(TT_COLL_ALLREDUCE, 64u << 10, n);
+        in.oneshot_max_bytes = 65536;
+        expect_choice(&t, &in, TT_ALGO_DIRECT, TT_PROTO_SIMPLE, NULL);
+        in.oversubscribed = true;
+        struct tt_tune_choice c;
+        tt_tune_select(&t, &in, &c);
+        CHECK(c.algo != TT_ALGO_DIRECT, "%d ranks, 64 KiB, oversubscribed: Direct chosen", n);
+    }
+
     where = "symmetric windows: Direct from mid sizes, never without cross-memory attach";
     for (int n = 2; n <= 8; n += 2) {
-        /* 64 KiB: without windows the peers' buffers would go through the kernel, and Direct
-         * loses; with them it wins, and it keeps the reason's note. */
-        struct tt_tune_input in = one_host(TT_COLL_ALLREDUCE, 64u << 10, n);
+        /* AllGather, 64 KiB: without windows the peers' buffers would go through the kernel,
+         * and Direct loses; with them it wins, and it keeps the reason's note. */
+        struct tt_tune_input in = one_host(TT_COLL_ALLGATHER, 64u << 10, n);
         struct tt_tune_choice c;
         tt_tune_select(&t, &in, &c);
         CHECK(c.algo != TT_ALGO_DIRECT, "%d ranks, 64 KiB, plain buffers: Direct chosen", n);
         in.symmetric = true;
         expect_choice(&t, &in, TT_ALGO_DIRECT, TT_PROTO_SIMPLE, "symmetric windows");
         CHECK(tt_tune_estimate_us(&in, TT_ALGO_DIRECT) <
-                  est(TT_COLL_ALLREDUCE, 64u << 10, n, 1, TT_ALGO_DIRECT),
+                  est(TT_COLL_ALLGATHER, 64u << 10, n, 1, TT_ALGO_DIRECT),
               "%d ranks: mapped Direct not cheaper than Direct through the kernel", n);
         in.direct_ok = false;
-        expect_choice(&t, &in, TT_ALGO_RING, TT_PROTO_SIMPLE, NULL);
+        tt_tune_select(&t, &in, &c);
+        CHECK(c.algo != TT_ALGO_DIRECT, "%d ranks, no cross-memory attach: Direct chosen", n);
         /* The smallest messages stay with OneShot's single hand-off. */
         struct tt_tune_input small = one_host(TT_COLL_ALLREDUCE, 8, n);
         small.symmetric = true;

@@ -65,6 +65,7 @@ struct tt_direct_scratch {
     const char **recv_map; /* [nranks] */
     void *tmp;
     size_t tmp_bytes;
+    void *stage; /* tmp_bytes more: a folded piece bound for another rank's output only */
     bool fan_out; /* Broadcast, AllGather: every output is shareable, each rank pushes its share */
 };
 

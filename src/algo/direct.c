@@ -5,7 +5,7 @@
  *   Broadcast: the root's send buffer;
  *   ReduceScatter: block r of every peer's input, folded into the output;
  *   AlltoAll: block r of every peer's send buffer, into block p of the output;
- *   Reduce: the root folds every peer's whole input;
+ *   Reduce: block r of every input, folded by rank r and written to the root's output;
  *   AllReduce: described next.
  *
  * AllReduce cuts the buffer into nranks blocks. After the ranks publish their buffer addresses, rank r
@@ -137,7 +137,6 @@ static bool reads_send_of(const struct tt_op *op, int p)
 {
     switch (op->coll) {
     case TT_COLL_BROADCAST: return p == op->root;
-    case TT_COLL_REDUCE: return op->rank == op->root;
     case TT_COLL_ALLGATHER: return !op->scratch->fan_out;
     default: return true;
     }
@@ -153,22 +152,30 @@ static bool outputs_shareable(const struct tt_op *op)
     return true;
 }
 
+/* Whom fold pushes its pieces to: nobody, every peer, or one rank (>= 0). */
+enum { PUSH_NONE = -2, PUSH_ALL = -1 };
+
+static bool pushes_to(int push, int p) { return push == PUSH_ALL || push == p; }
+
 /* Folds elements [first, first + count) of every rank's send buffer, own contribution first and
- * then the peers in rank order, into dst (piece by piece through the staging area). With `push`,
- * each finished piece also goes to the same place in every peer's receive buffer: stored there
- * when that buffer is mapped here, else written with cross-memory attach while it is in cache. */
-static ncclResult_t fold(struct tt_op *op, size_t first, size_t count, char *dst_base, bool push)
+ * then the peers in rank order, into dst_base (piece by piece through the staging area; a NULL
+ * dst_base keeps each piece in the scratch's stage only). Each finished piece is then pushed
+ * (`push`) to the same place in every peer's receive buffer or in one rank's: stored there when
+ * that buffer is mapped here, else written with cross-memory attach while it is in cache. */
+static ncclResult_t fold(struct tt_op *op, size_t first, size_t count, char *dst_base, int push)
 {
     struct tt_direct_scratch *sc = op->scratch;
     size_t elt = op->elt_bytes;
     size_t piece = sc->tmp_bytes / elt;
     bool premul = op->redop.kind == TT_RED_PREMULSUM;
     int last = op->rank == op->nranks - 1 ? op->nranks - 2 : op->nranks - 1;
-    int first_out = op->rank == 0 ? 1 : 0; /* the peer whose output the fold's last store feeds */
+    /* The peer whose mapped output the fold's last store feeds directly, if any. */
+    int first_out = push == PUSH_ALL ? (op->rank == 0 ? 1 : 0) : push;
+    bool direct_store = first_out >= 0 && sc->recv_map[first_out] != NULL;
     for (size_t done = 0; done < count; done += piece) {
         size_t n = count - done < piece ? count - done : piece;
         size_t off = (first + done) * elt;
-        char *dst = dst_base + done * elt;
+        char *dst = dst_base != NULL ? dst_base + done * elt : (char *)sc->stage;
         const char *own = (const char *)op->sendbuff + off;
         bool first_peer = true;
         for (int p = 0; p < op->nranks; p++) {
@@ -185,15 +192,16 @@ static ncclResult_t fold(struct tt_op *op, size_t first, size_t count, char *dst
             if (premul) in = sc->tmp;
             unsigned flags = (p == last ? TT_REDUCE_POST : 0) | (first_peer ? TT_REDUCE_PRE : 0);
             const void *local = first_peer ? (const void *)own : dst;
-            if (push && p == last && sc->recv_map[first_out] != NULL)
+            if (direct_store && p == last)
                 tt_reduce_combine2(&op->redop, dst, (char *)sc->recv_map[first_out] + off,
                                    local, in, n, flags);
             else
                 tt_reduce_combine(&op->redop, dst, local, in, n, flags);
             first_peer = false;
         }
-        for (int p = 0; push && p < op->nranks; p++) {
-            if (p == op->rank || (p == first_out && sc->recv_map[p] != NULL)) continue;
+        for (int p = 0; push != PUSH_NONE && p < op->nranks; p++) {
+            if (p == op->rank || !pushes_to(push, p) || (p == first_out && direct_store))
+                continue;
             if (sc->recv_map[p] != NULL)
                 copy_bytes((char *)sc->recv_map[p] + off, dst, n * elt);
             else
@@ -223,12 +231,19 @@ static ncclResult_t copy_work(struct tt_op *op)
     case TT_COLL_ALLREDUCE: {
         size_t first, count;
         block_of(op, op->rank, &first, &count);
-        return fold(op, first, count, (char *)op->recvbuff + first * elt, true);
+        return fold(op, first, count, (char *)op->recvbuff + first * elt, PUSH_ALL);
     }
     case TT_COLL_REDUCESCATTER:
-        return fold(op, (size_t)op->rank * op->count, op->count, op->recvbuff, false);
-    case TT_COLL_REDUCE:
-        return op->rank == op->root ? fold(op, 0, op->count, op->recvbuff, false) : ncclSuccess;
+        return fold(op, (size_t)op->rank * op->count, op->count, op->recvbuff, PUSH_NONE);
+    case TT_COLL_REDUCE: {
+        /* Like AllReduce's fold, but the result goes to the root alone: the work is shared by
+         * every rank instead of the root folding every peer's whole input by itself. */
+        size_t first, count;
+        block_of(op, op->rank, &first, &count);
+        if (op->rank == op->root)
+            return fold(op, first, count, (char *)op->recvbuff + first * elt, PUSH_NONE);
+        return fold(op, first, count, NULL, op->root);
+    }
     case TT_COLL_BROADCAST:
         if (op->scratch->fan_out) {
             size_t first, count;
@@ -331,7 +346,8 @@ ncclResult_t tt_direct_step(struct tt_op *op, bool *done, bool *progressed,
             const struct addresses *a = tt_host_peer_slot(op->host, p, op->slot);
             if (reads_send_of(op, p))
                 op->scratch->send_map[p] = tt_host_map(op->host, p, &a->send_region);
-            if (op->coll == TT_COLL_ALLREDUCE || op->scratch->fan_out)
+            if (op->coll == TT_COLL_ALLREDUCE || op->scratch->fan_out ||
+                (op->coll == TT_COLL_REDUCE && p == op->root))
                 op->scratch->recv_map[p] = tt_host_map(op->host, p, &a->recv_region);
         }
         op->state = WORK;

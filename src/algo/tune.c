@@ -69,6 +69,17 @@ static const struct tune_cost cost_table[TT_ALGO_COUNT][TUNE_LINK_COUNT] = {
     },
 };
 
+/* Direct AllReduce over ordinary buffers since it pushes its block from cache (algo/direct.c)
+ * instead of gathering: measured with 2 ranks, Direct forced (tutti-perf -n 2000), 16 KiB in
+ * 4.0 us, 64 KiB in 5.9, 256 KiB in 12, 1 MiB in 48.5 (a VM phase in which the ring took 13,
+ * 42 and 140 us; in the other phase both took 3-9 us up to 256 KiB and the ring 31-37 against
+ * Direct's 40 at 1 MiB), hence 1 us per phase, 0.7 us per call and 20 GB/s. The other
+ * collectives keep the row above, and so does an oversubscribed host, where the ring still
+ * matched or beat it (4 ranks on 2 cores, 32 KiB-2 MiB: ring 7-13, 16-18, 58-92, 253-257 us;
+ * Direct 10-16, 19-30, 75-78, 265-274). */
+static const struct tune_cost direct_allreduce = {.alpha_us = 1.0, .gbytes_per_s = 20.0,
+                                                  .syscall_us = 0.7, .chunk_bytes = 262144};
+
 /* Direct when the buffers lie in symmetric windows in ncclMemAlloc memory: the peers map them,
  * so there are no kernel calls and the copies and folds run at memory speed. Measured like the
  * table above with tutti-perf -R 2 (2 ranks, AllReduce, Direct forced): 2.0 us at 1 KiB in its
@@ -244,6 +255,8 @@ float tt_tune_estimate_us(const struct tt_tune_input *in, enum tt_algo_id algo)
     bool one_host = in->nhosts <= 1;
     /* Across hosts every ring step waits for a TCP hop, so TCP's costs govern the ring. */
     const struct tune_cost *c = &cost_table[algo][one_host ? TUNE_LINK_SHM : TUNE_LINK_TCP];
+    if (algo == TT_ALGO_DIRECT && in->coll == TT_COLL_ALLREDUCE && !in->oversubscribed)
+        c = &direct_allreduce;
     if (algo == TT_ALGO_DIRECT && in->symmetric) c = &direct_mapped;
     if (!selectable(in->coll)) return algo == TT_ALGO_RING ? (float)ring_us(in, c) : INFINITY;
     if (!implements[algo][in->coll]) return INFINITY;

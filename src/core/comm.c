@@ -146,7 +146,8 @@ static ncclResult_t setup_host_direct(struct ncclComm *comm)
     if (comm->direct_ok) {
         struct tt_direct_scratch *sc = &comm->scratch;
         sc->tmp_bytes = 256 << 10; /* a piece stays in L2 between the copy and the fold */
-        sc->tmp = malloc(sc->tmp_bytes);
+        sc->tmp = malloc(2 * sc->tmp_bytes);
+        sc->stage = sc->tmp != NULL ? (char *)sc->tmp + sc->tmp_bytes : NULL;
         TT_TRY_GOTO(TT_CALLOC(&sc->send, (size_t)comm->nranks), res, out);
         TT_TRY_GOTO(TT_CALLOC(&sc->recv, (size_t)comm->nranks), res, out);
         TT_TRY_GOTO(TT_CALLOC(&sc->send_map, (size_t)comm->nranks), res, out);
