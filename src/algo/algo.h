@@ -114,12 +114,10 @@ struct tt_op {
     int slot;
     uint64_t event_base; /* the host events before this op's first (flagged ops: its sequence) */
 
-    /* Tree: the links to every peer ([nranks]), staging for a Reduce partial result on
-     * non-roots, and the send connections used so far, all flushed before the op is done. */
+    /* Tree: the links to every peer ([nranks]) and staging for a Reduce partial result on
+     * non-roots. */
     struct tt_tree_link *links; /* non-NULL: run the Tree schedule */
     void *tree_tmp;
-    struct tt_conn *sent[TT_TREE_MAX_PEERS];
-    int nsent;
 
     /* The schedule's cursor, owned by `next`. */
     tt_algo_next_fn next;

@@ -110,14 +110,26 @@ static ncclResult_t prim_advance(struct tt_op *op, bool *progressed, bool *block
     return ncclSuccess;
 }
 
-/* Pushes the op's outgoing connections: the ring's one, or every one Tree sent on so far. */
-static ncclResult_t progress_sends(struct tt_op *op)
+/* The op's outgoing connections: the ring's one, or Tree's to every peer of its plan (all
+ * made at init; those it has not sent on yet are idle). Fills sends[TT_TREE_MAX_PEERS]. */
+static int op_sends(const struct tt_op *op, struct tt_conn **sends)
 {
-    int nsends = op->links != NULL ? op->nsent : op->send != NULL;
-    for (int i = 0; i < nsends; i++) {
-        struct tt_conn *c = op->links != NULL ? op->sent[i] : op->send;
-        if (c->transport->progress) TT_TRY(c->transport->progress(c));
+    if (op->links == NULL) {
+        sends[0] = op->send;
+        return op->send != NULL;
     }
+    int peers[TT_TREE_MAX_PEERS], n = tt_tree_peers(op, peers);
+    for (int i = 0; i < n; i++) sends[i] = &op->links[peers[i]].send;
+    return n;
+}
+
+/* Pushes the op's outgoing connections. */
+static ncclResult_t progress_sends(const struct tt_op *op)
+{
+    struct tt_conn *sends[TT_TREE_MAX_PEERS];
+    int n = op_sends(op, sends);
+    for (int i = 0; i < n; i++)
+        if (sends[i]->transport->progress) TT_TRY(sends[i]->transport->progress(sends[i]));
     return ncclSuccess;
 }
 
@@ -153,9 +165,10 @@ ncclResult_t tt_algo_op_progress(struct tt_op *op, bool *done, bool *progressed,
     }
     /* The output is complete; what we sent must also have left this process, because no other
      * thread will push it out once we return to the user. */
-    int nsends = op->links != NULL ? op->nsent : op->send != NULL;
+    struct tt_conn *sends[TT_TREE_MAX_PEERS];
+    int nsends = op_sends(op, sends);
     for (int i = 0; i < nsends; i++) {
-        struct tt_conn *c = op->links != NULL ? op->sent[i] : op->send;
+        struct tt_conn *c = sends[i];
         if (c->transport->send_idle(c)) continue;
         if (c->transport->progress) TT_TRY(c->transport->progress(c));
         if (!c->transport->send_idle(c)) {

@@ -221,7 +221,6 @@ void tt_algo_op_start(struct tt_op *op)
         [TT_COLL_COPY] = tt_local_copy_next,
     };
     op->next = op->step_fn != NULL ? NULL : op->links != NULL ? tt_tree_next : ring[op->coll];
-    op->nsent = 0;
     op->state = 0;
     op->loop_off = 0;
     op->step = 0;

@@ -156,14 +156,10 @@ bool tt_tree_next(struct tt_op *op, struct tt_prim *prim)
     *prim = w.prim;
     if (w.peer < 0) return true;
     struct tt_tree_link *link = &op->links[w.peer];
-    if (prim->kind == TT_PRIM_SEND) {
+    if (prim->kind == TT_PRIM_SEND)
         op->send = &link->send;
-        bool seen = false;
-        for (int i = 0; i < op->nsent && !seen; i++) seen = op->sent[i] == op->send;
-        if (!seen && op->nsent < TT_TREE_MAX_PEERS) op->sent[op->nsent++] = op->send;
-    } else {
+    else
         op->recv = &link->recv;
-    }
     return true;
 }
 
