@@ -1,5 +1,6 @@
-/* Selection of algorithm and protocol: NCCL_ALGO / NCCL_PROTO parsed into per-collective allowed
- * sets once per communicator, and an alpha-beta cost model evaluated on every collective. The
+/* Selection of algorithm and protocol: an alpha-beta cost model evaluated on every collective,
+ * within the per-collective allowed sets that tune_env.c parses from NCCL_ALGO / NCCL_PROTO once
+ * per communicator. The
  * model's constants live in one table, cost_table below; everything else is arithmetic on the
  * operation's shape, so every rank that sees the same variables makes the same choice.
  * Invariant: after tt_tune_init every schedulable collective allows at least one (algorithm,
@@ -7,15 +8,7 @@
 #include "algo/tune.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-#include <strings.h>
-
-#include "util/err.h"
-#include "util/log.h"
-#include "util/param.h"
 
 /* ---- The cost model ------------------------------------------------------------------------ */
 
@@ -120,7 +113,7 @@ static const struct tune_pair pairs[] = {
 };
 enum { NPAIRS = sizeof pairs / sizeof pairs[0] };
 
-static bool selectable(enum tt_coll coll)
+bool tt_tune_selectable(enum tt_coll coll)
 {
     return coll == TT_COLL_ALLREDUCE || coll == TT_COLL_BROADCAST || coll == TT_COLL_REDUCE ||
            coll == TT_COLL_ALLGATHER || coll == TT_COLL_REDUCESCATTER;
@@ -217,7 +210,12 @@ static double direct_us(const struct tt_tune_input *in, const struct tune_cost *
         calls = 1;
         moved = bytes;
         break;
-    default: /* ReduceScatter, Reduce: n-1 peers' blocks through the staging area */
+    default:
+        /* ReduceScatter: n-1 peers' blocks through the staging area. Reduce folds only a block
+         * per rank and pushes it to the root, but is charged as if the root folded every input:
+         * forced, it still lost to the ring in both VM phases (2 ranks, 256 KiB-4 MiB: 10-19,
+         * 41-74, 165-206 us against the ring's 6-11, 29-39, 104-159), which the honest count
+         * with these constants would not predict. */
         calls = (n - 1) * ceil(bytes / chunk);
         moved = (n - 1) * bytes;
         break;
@@ -258,7 +256,7 @@ float tt_tune_estimate_us(const struct tt_tune_input *in, enum tt_algo_id algo)
     if (algo == TT_ALGO_DIRECT && in->coll == TT_COLL_ALLREDUCE && !in->oversubscribed)
         c = &direct_allreduce;
     if (algo == TT_ALGO_DIRECT && in->symmetric) c = &direct_mapped;
-    if (!selectable(in->coll)) return algo == TT_ALGO_RING ? (float)ring_us(in, c) : INFINITY;
+    if (!tt_tune_selectable(in->coll)) return algo == TT_ALGO_RING ? (float)ring_us(in, c) : INFINITY;
     if (!implements[algo][in->coll]) return INFINITY;
     switch (algo) {
     case TT_ALGO_RING: return (float)ring_us(in, c);
@@ -331,9 +329,9 @@ void tt_tune_select(const struct tt_tune *tune, const struct tt_tune_input *in,
     struct writer w = {out->reason, out->reason + sizeof out->reason - 1};
     out->algo = TT_ALGO_RING;
     out->proto = TT_PROTO_SIMPLE;
-    if (!selectable(in->coll) || in->nranks <= 1) {
+    if (!tt_tune_selectable(in->coll) || in->nranks <= 1) {
         out->estimate_us = tt_tune_estimate_us(in, TT_ALGO_RING);
-        put(&w, selectable(in->coll) ? "single rank" : "point-to-point");
+        put(&w, tt_tune_selectable(in->coll) ? "single rank" : "point-to-point");
         return;
     }
 
@@ -420,298 +418,15 @@ const char *tt_proto_name(enum tt_proto_id proto)
     return (unsigned)proto < TT_PROTO_COUNT ? names[proto] : "Unknown";
 }
 
-/* ---- Parsing NCCL_ALGO and NCCL_PROTO -------------------------------------------------------- */
-
-/* NCCL's syntax: entries separated by ';'. The first entry may be a bare list, which applies to
- * every collective; the others are "collective:list". A list is comma-separated names,
- * case-insensitive; a leading '^' makes it the names to exclude. An entry replaces whatever an
- * earlier one said about its collectives; a collective no entry names allows everything. */
-
-/* A variable's vocabulary. Name i stands for bit bit_of[i] of a mask (bit i when bit_of is
- * NULL); bits [0, ntutti) have a Tutti meaning, the others are NCCL's algorithms that Tutti does
- * not implement, accepted and ignored. */
-struct tune_var {
-    const char *env;
-    const char *what;
-    const char *const *names;
-    const unsigned char *bit_of;
-    int count;
-    int nbits;
-    int ntutti;
-};
-
-/* Tutti's algorithms first, in enum tt_algo_id order, then NCCL's others. */
-static const char *const algo_names[] = {"Ring",         "OneShot", "Direct", "Tree",
-                                         "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree",
-                                         "PAT"};
-enum { NALGO_NAMES = sizeof algo_names / sizeof algo_names[0] };
-static const struct tune_var algo_var = {"NCCL_ALGO", "algorithm", algo_names, NULL, NALGO_NAMES,
-                                         NALGO_NAMES, TT_ALGO_COUNT};
-
-/* NCCL's protocols, in enum tt_proto_id's bits. LL128 is another name of LL for Tutti (a CPU
- * has no 128-byte stores to exploit): listing either allows LL, excluding either excludes it. */
-static const char *const proto_names[] = {"Simple", "LL", "LL128"};
-static const unsigned char proto_bits[] = {TT_PROTO_SIMPLE, TT_PROTO_LL, TT_PROTO_LL};
-enum { NPROTO_NAMES = sizeof proto_names / sizeof proto_names[0] };
-static const struct tune_var proto_var = {"NCCL_PROTO", "protocol", proto_names, proto_bits,
-                                          NPROTO_NAMES, TT_PROTO_COUNT, TT_PROTO_COUNT};
-
-enum { PREFIX_ALL = -1, PREFIX_IGNORED = -2 };
-
-/* Collective prefixes: NCCL's function names, plus Tutti's other collectives; the ones that are
- * not selected here (they are made of sends and receives) are accepted and ignored. */
-static const struct {
-    const char *name;
-    int coll;
-} prefixes[] = {
-    {"AllReduce", TT_COLL_ALLREDUCE}, {"Broadcast", TT_COLL_BROADCAST},
-    {"Reduce", TT_COLL_REDUCE},       {"AllGather", TT_COLL_ALLGATHER},
-    {"ReduceScatter", TT_COLL_REDUCESCATTER},
-    {"SendRecv", PREFIX_IGNORED},     {"Send", PREFIX_IGNORED},
-    {"Recv", PREFIX_IGNORED},         {"AlltoAll", PREFIX_IGNORED},
-    {"Gather", PREFIX_IGNORED},       {"Scatter", PREFIX_IGNORED},
-};
-enum { NPREFIXES = sizeof prefixes / sizeof prefixes[0] };
-
-struct span {
-    const char *p;
-    size_t len;
-};
-
-static struct span trim(struct span s)
+bool tt_tune_implements(enum tt_algo_id algo, enum tt_coll coll)
 {
-    while (s.len > 0 && (s.p[0] == ' ' || s.p[0] == '\t')) {
-        s.p++;
-        s.len--;
-    }
-    while (s.len > 0 && (s.p[s.len - 1] == ' ' || s.p[s.len - 1] == '\t')) s.len--;
-    return s;
+    return (unsigned)algo < TT_ALGO_COUNT && (unsigned)coll < TT_COLL_COUNT_ &&
+           implements[algo][coll];
 }
 
-/* Cuts the next `sep`-separated token off *rest; false once *rest is exhausted. */
-static bool next_token(struct span *rest, char sep, struct span *token)
-{
-    if (rest->p == NULL) return false;
-    const char *at = memchr(rest->p, sep, rest->len);
-    if (at == NULL) {
-        *token = *rest;
-        rest->p = NULL;
-        rest->len = 0;
-    } else {
-        *token = (struct span){rest->p, (size_t)(at - rest->p)};
-        rest->len -= (size_t)(at - rest->p) + 1;
-        rest->p = at + 1;
-    }
-    *token = trim(*token);
-    return true;
-}
-
-static bool span_is(struct span s, const char *name)
-{
-    return strlen(name) == s.len && strncasecmp(s.p, name, s.len) == 0;
-}
-
-/* Appends to the string in buf[bytes] whose length is *used; truncates silently. */
-static void append(char *buf, size_t bytes, size_t *used, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void append(char *buf, size_t bytes, size_t *used, const char *fmt, ...)
-{
-    if (*used + 1 >= bytes) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf + *used, bytes - *used, fmt, ap);
-    va_end(ap);
-    if (n > 0) *used = *used + (size_t)n < bytes ? *used + (size_t)n : bytes - 1;
-}
-
-/* "a, b, c" from a table of names, for messages. */
-static void join_names(const char *const *names, int count, char *buf, size_t bytes)
-{
-    size_t used = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < count; i++) append(buf, bytes, &used, "%s%s", i ? ", " : "", names[i]);
-}
-
-/* Parses one list into a mask of the variable's bits; *seen (if not NULL) collects the bits
- * mentioned. */
-static ncclResult_t parse_list(const struct tune_var *v, const char *text, struct span list,
-                               uint32_t *mask, uint32_t *seen)
-{
-    bool exclude = list.len > 0 && list.p[0] == '^';
-    if (exclude) {
-        list.p++;
-        list.len--;
-    }
-    uint32_t listed = 0;
-    struct span name;
-    while (next_token(&list, ',', &name)) {
-        if (name.len == 0) continue;
-        int i = 0;
-        while (i < v->count && !span_is(name, v->names[i])) i++;
-        if (i == v->count) {
-            char valid[160];
-            join_names(v->names, v->count, valid, sizeof valid);
-            return TT_ERROR(ncclInvalidArgument,
-                            "%s=\"%s\": unknown %s \"%.*s\"; valid names (any case): %s, "
-                            "comma-separated, '^' first to exclude, \"allreduce:...;...\" per "
-                            "collective",
-                            v->env, text, v->what, (int)name.len, name.p, valid);
-        }
-        listed |= 1u << (v->bit_of != NULL ? v->bit_of[i] : i);
-    }
-    if (!exclude && listed == 0)
-        return TT_ERROR(ncclInvalidArgument, "%s=\"%s\": an empty list of %ss allows nothing",
-                        v->env, text, v->what);
-    if (seen != NULL) *seen |= listed;
-    *mask = exclude ? ((1u << v->nbits) - 1) & ~listed : listed;
-    return ncclSuccess;
-}
-
-/* Parses a variable into one mask of allowed names per collective. */
-static ncclResult_t parse_var(const struct tune_var *v, const char *text,
-                              uint32_t masks[TT_COLL_COUNT_], uint32_t *seen)
-{
-    for (int c = 0; c < TT_COLL_COUNT_; c++) masks[c] = (1u << v->nbits) - 1;
-    struct span rest = {text, strlen(text)}, entry;
-    bool first = true;
-    while (next_token(&rest, ';', &entry)) {
-        if (entry.len == 0) continue;
-        struct span list = entry;
-        int target = PREFIX_ALL;
-        const char *colon = memchr(entry.p, ':', entry.len);
-        if (colon != NULL) {
-            struct span name = trim((struct span){entry.p, (size_t)(colon - entry.p)});
-            list = trim((struct span){colon + 1, entry.len - (size_t)(colon - entry.p) - 1});
-            int i = 0;
-            while (i < NPREFIXES && !span_is(name, prefixes[i].name)) i++;
-            if (i == NPREFIXES)
-                return TT_ERROR(ncclInvalidArgument,
-                                "%s=\"%s\": unknown collective \"%.*s\"; valid: AllReduce, "
-                                "Broadcast, Reduce, AllGather, ReduceScatter (any case; "
-                                "SendRecv, Send, Recv, AlltoAll, Gather, Scatter are ignored)",
-                                v->env, text, (int)name.len, name.p);
-            target = prefixes[i].coll;
-            if (target == PREFIX_IGNORED)
-                TT_INFO(TT_SUB_TUNING | TT_SUB_ENV,
-                        "%s: entry \"%.*s\" ignored: %s is not selected by the cost model", v->env,
-                        (int)entry.len, entry.p, prefixes[i].name);
-        } else if (!first) {
-            return TT_ERROR(ncclInvalidArgument,
-                            "%s=\"%s\": only the first entry may omit the collective; write "
-                            "\"collective:list\" for \"%.*s\"",
-                            v->env, text, (int)entry.len, entry.p);
-        }
-        first = false;
-        uint32_t mask = 0;
-        TT_TRY(parse_list(v, text, list, &mask, seen));
-        for (int c = 0; c < TT_COLL_COUNT_; c++)
-            if (target == c || (target == PREFIX_ALL && selectable((enum tt_coll)c)))
-                masks[c] = mask;
-    }
-    return ncclSuccess;
-}
-
-static bool has_text(const char *text)
-{
-    for (; *text != '\0'; text++)
-        if (*text != ' ' && *text != '\t' && *text != ';') return true;
-    return false;
-}
-
-/* Whether some pair Tutti implements for `coll` is allowed by both variables. */
-static bool some_pair_allowed(const struct tt_tune *tune, enum tt_coll coll)
+enum tt_proto_id tt_tune_proto_of(enum tt_algo_id algo)
 {
     for (int k = 0; k < NPAIRS; k++)
-        if (implements[pairs[k].algo][coll] && tune->algo_allowed[coll][pairs[k].algo] &&
-            tune->proto_allowed[coll][pairs[k].proto])
-            return true;
-    return false;
-}
-
-/* "AllReduce Ring,OneShot/Simple,LL; Broadcast ..." for the INFO summary. */
-static void describe(const struct tt_tune *tune, char *buf, size_t bytes)
-{
-    size_t used = 0;
-    buf[0] = '\0';
-    for (int c = 0; c < TT_COLL_COUNT_; c++) {
-        if (!selectable((enum tt_coll)c)) continue;
-        append(buf, bytes, &used, "%s%s", used ? "; " : "", tt_coll_name((enum tt_coll)c));
-        char sep = ' ';
-        for (int a = 0; a < TT_ALGO_COUNT; a++) {
-            if (!tune->algo_allowed[c][a] || !implements[a][c]) continue;
-            append(buf, bytes, &used, "%c%s", sep, tt_algo_name((enum tt_algo_id)a));
-            sep = ',';
-        }
-        sep = '/';
-        for (int p = 0; p < TT_PROTO_COUNT; p++) {
-            if (!tune->proto_allowed[c][p]) continue;
-            append(buf, bytes, &used, "%c%s", sep, tt_proto_name((enum tt_proto_id)p));
-            sep = ',';
-        }
-    }
-}
-
-ncclResult_t tt_tune_init(struct tt_tune *tune)
-{
-    const char *algo_text = tt_param_algo(), *proto_text = tt_param_proto();
-    uint32_t algo_masks[TT_COLL_COUNT_], proto_masks[TT_COLL_COUNT_];
-    uint32_t algo_seen = 0;
-    TT_TRY(parse_var(&algo_var, algo_text, algo_masks, &algo_seen));
-    TT_TRY(parse_var(&proto_var, proto_text, proto_masks, NULL));
-
-    memset(tune, 0, sizeof *tune);
-    tune->algo_forced = has_text(algo_text);
-    tune->proto_forced = has_text(proto_text);
-    for (int c = 0; c < TT_COLL_COUNT_; c++) {
-        if (!selectable((enum tt_coll)c)) {
-            tune->algo_allowed[c][TT_ALGO_RING] = true;
-            tune->proto_allowed[c][TT_PROTO_SIMPLE] = true;
-            continue;
-        }
-        for (int a = 0; a < TT_ALGO_COUNT; a++)
-            tune->algo_allowed[c][a] = (algo_masks[c] >> a) & 1;
-        for (int p = 0; p < TT_PROTO_COUNT; p++)
-            tune->proto_allowed[c][p] = (proto_masks[c] >> p) & 1;
-    }
-
-    uint32_t foreign = algo_seen & ~((1u << algo_var.ntutti) - 1);
-    if (foreign != 0) {
-        const char *names[NALGO_NAMES];
-        int count = 0;
-        for (int i = algo_var.ntutti; i < algo_var.count; i++)
-            if ((foreign >> i) & 1) names[count++] = algo_names[i];
-        char list[128];
-        join_names(names, count, list, sizeof list);
-        TT_INFO(TT_SUB_TUNING | TT_SUB_ENV,
-                "NCCL_ALGO: %s ignored (no Tutti implementation; Tutti has Ring, OneShot, Direct, "
-                "Tree)",
-                list);
-    }
-
-    /* A collective left with no pair it can use runs on Ring/Simple, said once here. */
-    char empty[96];
-    size_t used = 0;
-    empty[0] = '\0';
-    for (int c = 0; c < TT_COLL_COUNT_; c++) {
-        if (!selectable((enum tt_coll)c) || some_pair_allowed(tune, (enum tt_coll)c)) continue;
-        memset(tune->algo_allowed[c], 0, sizeof tune->algo_allowed[c]);
-        memset(tune->proto_allowed[c], 0, sizeof tune->proto_allowed[c]);
-        tune->algo_allowed[c][TT_ALGO_RING] = true;
-        tune->proto_allowed[c][TT_PROTO_SIMPLE] = true;
-        append(empty, sizeof empty, &used, "%s%s", used ? ", " : "",
-               tt_coll_name((enum tt_coll)c));
-    }
-    if (used > 0)
-        TT_WARN("NCCL_ALGO=\"%s\" NCCL_PROTO=\"%s\" allow nothing Tutti implements for %s "
-                "(Ring, Direct and Tree use Simple, OneShot uses LL): "
-                "using Ring/Simple there",
-                algo_text, proto_text, empty);
-
-    if (tune->algo_forced || tune->proto_forced) {
-        char summary[512];
-        describe(tune, summary, sizeof summary);
-        TT_INFO(TT_SUB_TUNING | TT_SUB_ENV, "NCCL_ALGO=\"%s\" NCCL_PROTO=\"%s\" allow: %s",
-                algo_text, proto_text, summary);
-    }
-    return ncclSuccess;
+        if (pairs[k].algo == algo) return pairs[k].proto;
+    return TT_PROTO_SIMPLE;
 }

@@ -73,6 +73,11 @@ ncclResult_t tt_tune_init(struct tt_tune *tune);
  * 50 ns. The reason's forms are listed in docs/tuning.md. */
 void tt_tune_select(const struct tt_tune *tune, const struct tt_tune_input *in,
                     struct tt_tune_choice *out);
+/* The collectives the model selects for (AllReduce, Broadcast, Reduce, AllGather,
+ * ReduceScatter), whether `algo` implements `coll`, and the one protocol each algorithm uses. */
+bool tt_tune_selectable(enum tt_coll coll);
+bool tt_tune_implements(enum tt_algo_id algo, enum tt_coll coll);
+enum tt_proto_id tt_tune_proto_of(enum tt_algo_id algo);
 /* Whether `algo` can run this operation here, the variables aside (what tt_tune_select
  * considers). */
 bool tt_tune_can_run(const struct tt_tune_input *in, enum tt_algo_id algo);
