@@ -11,6 +11,7 @@
 
 #include "algo/algo.h"
 #include "algo/coll.h"
+#include "unit_fail.h"
 
 struct sym {
     uint64_t mask;
@@ -29,15 +30,6 @@ struct link {
     struct msg *head, *tail;
 };
 
-static int failures;
-
-#define FAIL(...)                                                                               \
-    do {                                                                                        \
-        if (failures++ < 20) {                                                                  \
-            fprintf(stderr, __VA_ARGS__);                                                       \
-            fputc('\n', stderr);                                                                \
-        }                                                                                       \
-    } while (0)
 
 static struct sym apply(struct sym v, unsigned flags, unsigned which)
 {

@@ -18,20 +18,12 @@
 
 #include "algo/algo.h"
 #include "algo/coll.h"
+#include "unit_fail.h"
 
 #define MAXN 40
 #define EXPR 8192
 #define UNTOUCHED "untouched"
 
-static int failures;
-
-#define FAIL(...)                                                                               \
-    do {                                                                                        \
-        if (failures++ < 20) {                                                                  \
-            fprintf(stderr, __VA_ARGS__);                                                       \
-            fputc('\n', stderr);                                                                \
-        }                                                                                       \
-    } while (0)
 
 /* A rank's three buffers: the op only compares and passes their addresses. */
 struct rank {
