@@ -24,12 +24,14 @@ static const char *at(const void *base, size_t elements, size_t elt_bytes)
     return (const char *)base + elements * elt_bytes;
 }
 
-size_t tt_oneshot_payload_bytes(const struct tt_op *op)
+/* Elements each rank publishes: nranks blocks for ReduceScatter and AlltoAll, one otherwise. */
+static size_t payload_count(const struct tt_op *op)
 {
-    size_t bytes = op->count * op->elt_bytes;
     return op->coll == TT_COLL_REDUCESCATTER || op->coll == TT_COLL_ALLTOALL
-               ? bytes * (size_t)op->nranks : bytes;
+               ? op->count * (size_t)op->nranks : op->count;
 }
+
+size_t tt_oneshot_payload_bytes(const struct tt_op *op) { return payload_count(op) * op->elt_bytes; }
 
 /* Whether every rank reads every peer's slot (then the operation is flagged). */
 static bool all_read(const struct tt_op *op)
@@ -135,9 +137,8 @@ ncclResult_t tt_oneshot_step(struct tt_op *op, bool *done, bool *progressed,
             unsigned flags = op->coll == TT_COLL_ALLGATHER || op->coll == TT_COLL_BROADCAST ||
                                      op->coll == TT_COLL_ALLTOALL
                                  ? 0 : TT_REDUCE_PRE;
-            size_t count = tt_oneshot_payload_bytes(op) / op->elt_bytes;
-            tt_reduce_copy(&op->redop, tt_host_my_slot(op->host, op->slot), op->sendbuff, count,
-                           flags);
+            tt_reduce_copy(&op->redop, tt_host_my_slot(op->host, op->slot), op->sendbuff,
+                           payload_count(op), flags);
         }
         if (flagged)
             tt_host_publish(op->host, op->slot, op->event_base);

@@ -157,7 +157,8 @@ ncclResult_t tt_task_init(struct tt_task *task, struct ncclComm *comm,
         TT_TRY(tt_comm_redop_resolve(comm, args->op, args->dtype, &op->redop));
     else
         TT_TRY(tt_redop_init(&op->redop, ncclSum, args->dtype, comm->nranks));
-    op->slice_count = comm->slot_bytes / op->elt_bytes;
+    /* Element sizes are powers of two: a shift, not a division, on every call's path. */
+    op->slice_count = comm->slot_bytes >> __builtin_ctzl(op->elt_bytes);
     op->chunk_count = op->slice_count * (TT_CONN_SLOTS / 2);
     switch (args->coll) {
     case TT_COLL_SEND:

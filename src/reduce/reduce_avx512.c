@@ -13,9 +13,23 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "reduce/simd.h"
-
 #define TARGET __attribute__((target("avx512f,avx512bw,avx512dq")))
+
+/* The loops' tails (simd.h) move their last bytes (fewer than 64) with masked byte loads and
+ * stores, which never touch the bytes masked off: no library call, and the masked load fills
+ * the rest of the buffer with zeros. */
+#define TT_SIMD_TAIL_MASK(bytes) ((__mmask64)((((uint64_t)1) << (bytes)) - 1))
+#define TT_SIMD_TAIL_IN(buf, src, bytes)                                                        \
+    do {                                                                                        \
+        _Static_assert(sizeof(buf) == 64, "a tail is less than one 64-byte vector");            \
+        _mm512_storeu_si512((void *)(buf), _mm512_maskz_loadu_epi8(TT_SIMD_TAIL_MASK(bytes),    \
+                                                                   (const void *)(src)));       \
+    } while (0)
+#define TT_SIMD_TAIL_OUT(dst, buf, bytes)                                                       \
+    _mm512_mask_storeu_epi8((void *)(dst), TT_SIMD_TAIL_MASK(bytes),                            \
+                            _mm512_loadu_si512((const void *)(buf)))
+
+#include "reduce/simd.h"
 
 /* ---------------------------------------------------------------------------------------------
  * Integers. */

@@ -7,13 +7,32 @@
  * its outputs, so that dst may alias an input exactly. The last count % W elements go through
  * buffers of one vector, zero-filled, so no load or store ever reaches past `count` (zeros are
  * harmless inputs to every operation: no trap, no division by zero). The second destination of
- * a fused combine gets the very vector stored to the first one. */
+ * a fused combine gets the very vector stored to the first one.
+ *
+ * The tail's moves are TT_SIMD_TAIL_IN and TT_SIMD_TAIL_OUT, which a level may define before
+ * including this file: the default is memcpy, AVX-512's are masked byte loads and stores. A
+ * small operation is all tail (an 8-byte AllReduce reduces two floats), and there two library
+ * calls of variable size cost more than the arithmetic. */
 #ifndef TT_REDUCE_SIMD_H
 #define TT_REDUCE_SIMD_H
 
 #include <string.h>
 
 #include "reduce/kernels.h"
+
+/* The tail buffers hold a whole vector and at least 64 bytes, so that a level may move 64 bytes
+ * at a time into and out of them. */
+#define TT_SIMD_TAIL_LEN(T, W) ((W) * sizeof(T) >= 64 ? (W) : 64 / sizeof(T))
+#ifndef TT_SIMD_TAIL_IN
+/* buf (TT_SIMD_TAIL_LEN elements) = the `bytes` bytes at src, then zeros. */
+#define TT_SIMD_TAIL_IN(buf, src, bytes)                                                        \
+    do {                                                                                        \
+        memset((buf), 0, sizeof(buf));                                                          \
+        memcpy((buf), (src), (bytes));                                                          \
+    } while (0)
+/* The first `bytes` bytes of buf to dst. */
+#define TT_SIMD_TAIL_OUT(dst, buf, bytes) memcpy((dst), (buf), (bytes))
+#endif
 
 /* ATTR: the target attribute; fn: the loop's name; T: element type; W: elements per step;
  * V: vector type; LD(p) / ST(p, v): load and store of W elements; PREP: declarations of the
@@ -41,15 +60,15 @@
             }                                                                                   \
         }                                                                                       \
         if (i < count) {                                                                        \
-            T ta[W] = {0}, tb[W] = {0}, tr[W];                                                  \
+            T ta[TT_SIMD_TAIL_LEN(T, W)], tb[TT_SIMD_TAIL_LEN(T, W)], tr[TT_SIMD_TAIL_LEN(T, W)]; \
             const size_t rest = (count - i) * sizeof(T);                                        \
-            memcpy(ta, a + i, rest);                                                            \
-            memcpy(tb, b + i, rest);                                                            \
+            TT_SIMD_TAIL_IN(ta, a + i, rest);                                                   \
+            TT_SIMD_TAIL_IN(tb, b + i, rest);                                                   \
             const V x = LD(ta), y = LD(tb);                                                     \
             ST(tr, EXPR);                                                                       \
-            memcpy(dst + i, tr, rest);                                                          \
+            TT_SIMD_TAIL_OUT(dst + i, tr, rest);                                                \
             if (dst2 != NULL)                                                                   \
-                memcpy(dst2 + i, tr, rest);                                                     \
+                TT_SIMD_TAIL_OUT(dst2 + i, tr, rest);                                           \
         }                                                                                       \
     }
 
@@ -66,12 +85,12 @@
             ST(dst + i, EXPR);                                                                  \
         }                                                                                       \
         if (i < count) {                                                                        \
-            T ta[W] = {0}, tr[W];                                                               \
+            T ta[TT_SIMD_TAIL_LEN(T, W)], tr[TT_SIMD_TAIL_LEN(T, W)];                           \
             const size_t rest = (count - i) * sizeof(T);                                        \
-            memcpy(ta, a + i, rest);                                                            \
+            TT_SIMD_TAIL_IN(ta, a + i, rest);                                                   \
             const V x = LD(ta);                                                                 \
             ST(tr, EXPR);                                                                       \
-            memcpy(dst + i, tr, rest);                                                          \
+            TT_SIMD_TAIL_OUT(dst + i, tr, rest);                                                \
         }                                                                                       \
     }
 
