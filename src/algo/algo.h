@@ -67,6 +67,10 @@ struct tt_direct_scratch {
     size_t tmp_bytes;
     void *stage; /* tmp_bytes more: a folded piece bound for another rank's output only */
     bool fan_out; /* Broadcast, AllGather: every output is shareable, each rank pushes its share */
+    /* Copies bypass the caches (non-temporal stores) when the operation's buffers, all ranks
+     * together, exceed this many bytes (algo/direct.c, "Streaming copies"). */
+    size_t stream_min_footprint;
+    bool stream; /* this operation's choice */
 };
 
 /* Tree's connections to one peer, made on first use (core/p2p.c) and kept apart from the

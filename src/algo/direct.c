@@ -82,18 +82,32 @@ static void block_of(const struct tt_op *op, int r, size_t *first, size_t *count
     *count = start >= op->count ? 0 : (op->count - start < per ? op->count - start : per);
 }
 
-/* Copies of at least this many bytes bypass the caches (tt_copy_stream): a quarter of the
- * development VM's 32 MiB L3. Beyond it a plain copy also reads every destination line before
- * writing it; below, the destination may still be in cache when it is next read. Measured with 2
- * ranks over mapped buffers (tutti-perf -R 2, interleaved launches): streaming AlltoAll 16 MiB
- * (8 MiB copies) 470-640 vs 610-720 us, 64 MiB 2.8 vs 3.7 ms; AllGather 256 MiB 14.4 vs 19.3 ms;
- * Broadcast 64 MiB 3.0 vs 3.8 ms; but Broadcast 4 MiB 117 vs 75 us and in-place AllGather 8 MiB
- * (4 MiB copies) 130 vs 83 us without it. */
-#define STREAM_MIN_BYTES (8u << 20)
-
-static void copy_bytes(void *dst, const void *src, size_t bytes)
+/* Streaming copies. Non-temporal stores skip reading each destination line before writing it,
+ * but also push the data out of the caches, where a benchmark loop (or a training step) would
+ * find it again. What decides is the footprint of the operation: the bytes of every rank's
+ * send and receive buffers together. Measured here with two processes copying over mapped
+ * memory, plain stores against streaming ones, best of 50 (the VM reports a 32 MiB L3):
+ *   AllGather pattern (footprint 3N): N = 16 MiB 217-234 vs 436-448 us, 32 MiB 696 vs 897 us,
+ *     64 MiB 2270 vs 1908 us, 256 MiB 10.1 vs 8.5-8.9 ms;
+ *   AlltoAll pattern (footprint 4N): 16 MiB 302 vs 430 us, 32 MiB 933 vs 1018 us, 64 MiB 2414
+ *     vs 2281 us, 256 MiB 11.7 vs 9.9 ms.
+ * So copies stream once the footprint exceeds four times the last-level cache the kernel
+ * reports (comm.c sets the bound). */
+static size_t footprint(const struct tt_op *op)
 {
-    if (bytes >= STREAM_MIN_BYTES)
+    size_t n = (size_t)op->nranks, b = op->count * op->elt_bytes;
+    switch (op->coll) {
+    case TT_COLL_ALLGATHER:
+    case TT_COLL_REDUCESCATTER: return n * (b + n * b);
+    case TT_COLL_ALLTOALL: return n * 2 * n * b;
+    case TT_COLL_BROADCAST: return (n + 1) * b;
+    default: return n * 2 * b;
+    }
+}
+
+static void copy_bytes(const struct tt_op *op, void *dst, const void *src, size_t bytes)
+{
+    if (op->scratch->stream)
         tt_copy_stream(dst, src, bytes);
     else
         memcpy(dst, src, bytes);
@@ -105,7 +119,6 @@ static ncclResult_t fan_out(struct tt_op *op, int from, size_t src_off, size_t d
                             size_t bytes)
 {
     struct tt_direct_scratch *sc = op->scratch;
-    bool stream = bytes >= STREAM_MIN_BYTES;
     for (size_t done = 0; done < bytes; done += sc->tmp_bytes) {
         size_t n = bytes - done < sc->tmp_bytes ? bytes - done : sc->tmp_bytes;
         const char *src;
@@ -123,10 +136,8 @@ static ncclResult_t fan_out(struct tt_op *op, int from, size_t src_off, size_t d
                         : sc->recv_map[q] != NULL ? (char *)sc->recv_map[q] + at : NULL;
             if (dst == NULL)
                 TT_TRY(tt_host_write(op->host, q, sc->recv[q] + at, src, n));
-            else if (dst != src && stream)
-                tt_copy_stream(dst, src, n);
             else if (dst != src)
-                memcpy(dst, src, n);
+                copy_bytes(op, dst, src, n);
         }
     }
     return ncclSuccess;
@@ -203,7 +214,7 @@ static ncclResult_t fold(struct tt_op *op, size_t first, size_t count, char *dst
             if (p == op->rank || !pushes_to(push, p) || (p == first_out && direct_store))
                 continue;
             if (sc->recv_map[p] != NULL)
-                copy_bytes((char *)sc->recv_map[p] + off, dst, n * elt);
+                copy_bytes(op, (char *)sc->recv_map[p] + off, dst, n * elt);
             else
                 TT_TRY(tt_host_write(op->host, p, sc->recv[p] + off, dst, n * elt));
         }
@@ -217,7 +228,7 @@ static ncclResult_t copy_from(struct tt_op *op, int p, size_t off, void *dst, si
 {
     struct tt_direct_scratch *sc = op->scratch;
     if (sc->send_map[p] != NULL) {
-        copy_bytes(dst, sc->send_map[p] + off, bytes);
+        copy_bytes(op, dst, sc->send_map[p] + off, bytes);
         return ncclSuccess;
     }
     return tt_host_read(op->host, p, dst, sc->send[p] + off, bytes);
@@ -252,7 +263,7 @@ static ncclResult_t copy_work(struct tt_op *op)
                          : ncclSuccess;
         }
         if (op->rank != op->root) return copy_from(op, op->root, 0, op->recvbuff, bytes);
-        if (op->recvbuff != op->sendbuff) copy_bytes(op->recvbuff, op->sendbuff, bytes);
+        if (op->recvbuff != op->sendbuff) copy_bytes(op, op->recvbuff, op->sendbuff, bytes);
         return ncclSuccess;
     case TT_COLL_ALLTOALL:
         for (int p = 0; p < op->nranks; p++) {
@@ -261,7 +272,7 @@ static ncclResult_t copy_work(struct tt_op *op)
             if (p != op->rank)
                 TT_TRY(copy_from(op, p, off, dst, bytes));
             else
-                copy_bytes(dst, (const char *)op->sendbuff + off, bytes);
+                copy_bytes(op, dst, (const char *)op->sendbuff + off, bytes);
         }
         return ncclSuccess;
     case TT_COLL_ALLGATHER:
@@ -272,7 +283,7 @@ static ncclResult_t copy_work(struct tt_op *op)
             if (p != op->rank)
                 TT_TRY(copy_from(op, p, 0, dst, bytes));
             else if (dst != op->sendbuff)
-                copy_bytes(dst, op->sendbuff, bytes);
+                copy_bytes(op, dst, op->sendbuff, bytes);
         }
         return ncclSuccess;
     default:
@@ -339,6 +350,7 @@ ncclResult_t tt_direct_step(struct tt_op *op, bool *done, bool *progressed,
         }
         /* AllReduce may push to the peers' outputs and reads them; Broadcast and AllGather fan
          * out to them when all are shareable. Only the blocks this rank will touch are mapped. */
+        op->scratch->stream = footprint(op) > op->scratch->stream_min_footprint;
         op->scratch->fan_out = (op->coll == TT_COLL_BROADCAST ||
                                 op->coll == TT_COLL_ALLGATHER) && outputs_shareable(op);
         for (int p = 0; p < op->nranks; p++) {

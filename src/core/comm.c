@@ -109,6 +109,37 @@ static ncclResult_t exchange_peer_info(struct ncclComm *comm)
 /* Mailboxes for the OneShot and Direct algorithms, when every rank is on this host and shared
  * memory is allowed. Cross-memory attach is used only if it works between every pair, which
  * the ranks agree on with one more allgather (selection must be identical everywhere). */
+
+/* The last-level cache as the kernel reports it (sysfs: the highest cache level of CPU 0),
+ * which sizes Direct's choice of streaming copies; 32 MiB when nothing says. sysconf is not
+ * asked: under a hypervisor it may pass on the host's total (384 MiB on the development VM,
+ * whose sysfs says 32 MiB). */
+static size_t llc_bytes(void)
+{
+    size_t best = 0;
+    int best_level = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[96], text[32];
+        int level = 0;
+        unsigned long kib = 0;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (f == NULL) break;
+        bool ok = fgets(text, sizeof text, f) != NULL && sscanf(text, "%d", &level) == 1;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        f = fopen(path, "r");
+        if (f == NULL) continue;
+        ok = ok && fgets(text, sizeof text, f) != NULL && sscanf(text, "%luK", &kib) == 1;
+        fclose(f);
+        if (ok && level >= best_level && kib > 0) {
+            best_level = level;
+            best = (size_t)kib << 10;
+        }
+    }
+    return best > 0 ? best : (size_t)32 << 20;
+}
+
 static ncclResult_t setup_host_direct(struct ncclComm *comm)
 {
     comm->nhosts = 0;
@@ -146,6 +177,7 @@ static ncclResult_t setup_host_direct(struct ncclComm *comm)
     if (comm->direct_ok) {
         struct tt_direct_scratch *sc = &comm->scratch;
         sc->tmp_bytes = 256 << 10; /* a piece stays in L2 between the copy and the fold */
+        sc->stream_min_footprint = 4 * llc_bytes();
         sc->tmp = malloc(2 * sc->tmp_bytes);
         sc->stage = sc->tmp != NULL ? (char *)sc->tmp + sc->tmp_bytes : NULL;
         TT_TRY_GOTO(TT_CALLOC(&sc->send, (size_t)comm->nranks), res, out);
