@@ -84,7 +84,9 @@ struct ncclComm {
     int64_t timeout_ms;
     uint32_t spin_limit; /* polls before a blocked wait yields, adapted (core/engine.c) */
     uint32_t spin_max;   /* its ceiling (see choose_spin_limit) */
-    uint64_t moved_off_ns; /* when this rank last moved off a peer's CPU (core/engine.c) */
+    /* When this rank last moved a thread off a peer's CPU (core/engine.c); a calling thread and
+     * the stream engine thread may both move. */
+    _Atomic uint64_t moved_off_ns;
     _Atomic int abort;
     ncclResult_t async_error;
     bool blocking;              /* config.blocking (NCCL_COMM_BLOCKING overrides) */

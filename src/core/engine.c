@@ -426,8 +426,9 @@ static void move_off(struct ncclComm *comm, int cpu, int peer)
 {
     if (comm->rank < peer) return;
     uint64_t now = tt_time_ns();
-    if (comm->moved_off_ns != 0 && now - comm->moved_off_ns < MOVE_INTERVAL_NS) return;
-    comm->moved_off_ns = now;
+    uint64_t last = atomic_load_explicit(&comm->moved_off_ns, memory_order_relaxed);
+    if (last != 0 && now - last < MOVE_INTERVAL_NS) return;
+    atomic_store_explicit(&comm->moved_off_ns, now, memory_order_relaxed);
     cpu_set_t was, other;
     if (sched_getaffinity(0, sizeof was, &was) != 0 || !CPU_ISSET(cpu, &was) ||
         CPU_COUNT(&was) < 2)
@@ -445,14 +446,14 @@ static void move_off(struct ncclComm *comm, int cpu, int peer)
             comm->rank, cpu, peer, now_on);
 }
 
-/* Whether the peer this batch waits for is on this rank's CPU (both ranks of a host on one CPU:
+/* Whether the peer this batch waits for is on this thread's CPU (both ranks of a host on one CPU:
  * the scheduler put them there, and until it moves one, the peer runs only when this rank
- * gives the CPU up). Records this rank's CPU for its own waiters as well. Seen on the 2-CPU
+ * gives the CPU up). Records this thread's CPU for its peers' waiters as well. Seen on the 2-CPU
  * development VM for the first tens of milliseconds of about one launch in five: every
  * hand-off then cost a whole spin budget, a 16 KiB AllReduce 50 us instead of 1.6 us. Yielding
  * at once brings that to about 1 us, but the pair then alternates so politely that the
  * scheduler never separates them; the higher rank moves itself off instead (move_off). */
-static bool peer_on_my_cpu(const struct tt_batch *b)
+bool tt_batch_peer_on_my_cpu(const struct tt_batch *b)
 {
     for (const struct tt_task *t = b->head; t; t = t->next) {
         if (t->done || t->comm->host == NULL) continue;
@@ -494,7 +495,7 @@ ncclResult_t tt_batch_run(struct tt_batch *b)
             TT_TRY(tt_batch_check_stall(b));
         /* Spinning cannot help a peer that waits for this CPU: yield at once. */
         if (backoff.polls < backoff.spin_limit && (backoff.polls & 63) == 15 &&
-            peer_on_my_cpu(b))
+            tt_batch_peer_on_my_cpu(b))
             backoff.polls = backoff.spin_limit;
         tt_backoff_pause(&backoff, &hint);
     }

@@ -4,7 +4,14 @@
  * first stream and stopped with the last, walks all streams and progresses the head batch of
  * each; a finished batch is popped, its first error kept for the next synchronize or query,
  * and waiters are woken. With nothing queued anywhere the thread sleeps on a condition
- * variable; with work that cannot move it backs off like any waiter (spin, yield, short sleep).
+ * variable; with work that cannot move it backs off like any waiter (spin, yield, short sleep),
+ * yielding at once when the peer it waits for runs on its CPU (tt_batch_peer_on_my_cpu).
+ *
+ * Neither the idle thread nor a synchronizing one polls before sleeping. Tried: with 2 ranks on
+ * 2 cores, each rank's user thread and engine thread polling for up to 20 us made a stream's 8 B
+ * AllReduce with a synchronize after each 14-15 us instead of 4.7-5.9 us, since the pollers
+ * took the cores from the threads with work.
+ *
  * The handle given to the user is the struct's address, checked against the list of live
  * streams before use, so a stale or foreign handle is an error, not a crash. */
 #include <errno.h>
@@ -49,11 +56,12 @@ static void batch_free(struct tt_batch *b)
 
 /* One pass over every stream's head batch (engine lock held). Returns whether anything is
  * still queued; *progressed and `hint` as for tt_batch_progress. */
-static bool engine_pass(bool *progressed, struct tt_wait_hint *hint)
+static bool engine_pass(bool *progressed, struct tt_wait_hint *hint, struct tt_batch **blocked)
 {
     bool busy = false;
     struct tt_wait_hint batch_hint;
     tt_wait_hint_clear(hint);
+    *blocked = NULL;
     for (struct tt_stream *s = engine.streams; s; s = s->next) {
         pthread_mutex_lock(&s->lock);
         struct tt_batch *b = s->head;
@@ -69,6 +77,7 @@ static bool engine_pass(bool *progressed, struct tt_wait_hint *hint)
         }
         if (!done) {
             if (hint->word == NULL && hint->fd < 0) *hint = batch_hint;
+            if (*blocked == NULL) *blocked = b;
             continue;
         }
         *progressed = true;
@@ -95,7 +104,8 @@ static void *engine_main(void *arg)
     while (engine.gen == gen) {
         bool progressed = false;
         uint64_t seen = engine.work_seq;
-        bool busy = engine_pass(&progressed, &hint);
+        struct tt_batch *blocked;
+        bool busy = engine_pass(&progressed, &hint, &blocked);
         if (progressed) {
             tt_backoff_reset(&backoff);
             continue;
@@ -107,6 +117,13 @@ static void *engine_main(void *arg)
             tt_backoff_reset(&backoff);
             continue;
         }
+        /* Spinning cannot help a peer that waits for this CPU: yield at once, as blocking calls
+         * do (core/engine.c). Both ranks' engine threads pinned to one CPU (taskset -c 0), a
+         * stream's 8 B AllReduce with a synchronize after each: 6.6-6.9 us instead of 151 us.
+         * The batch stays queued while the lock is held. */
+        if (backoff.polls < backoff.spin_limit && (backoff.polls & 63) == 15 &&
+            tt_batch_peer_on_my_cpu(blocked))
+            backoff.polls = backoff.spin_limit;
         /* Blocked: back off without the lock, so enqueues and stream changes go through. */
         pthread_mutex_unlock(&engine.lock);
         tt_backoff_pause(&backoff, &hint);

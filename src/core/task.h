@@ -83,6 +83,10 @@ ncclResult_t tt_batch_progress(struct tt_batch *b, bool *done, bool *progressed,
 ncclResult_t tt_batch_run(struct tt_batch *b);
 /* Fails the batch when it has not moved for the timeout or a communicator was aborted. */
 ncclResult_t tt_batch_check_stall(struct tt_batch *b);
+/* Whether the peer the batch waits for runs on the calling thread's CPU (then the caller
+ * should yield rather than spin); moves the thread off that CPU when it may (core/engine.c).
+ * Records the caller's CPU in its mailbox for its peers' waiters. */
+bool tt_batch_peer_on_my_cpu(const struct tt_batch *b);
 
 /* The cost model's estimate of one task, in microseconds (ncclGroupSimulateEnd). */
 float tt_task_estimate_us(const struct tt_task *t);
