@@ -163,6 +163,11 @@ if(TARGET tutti-run)
                   ARGS ${counts} --mem shared)
   tutti_coll_test(coll_n4_shm_direct_mixed 4 shm TIMEOUT 240 ENV NCCL_ALGO=Direct
                   ARGS ${counts} --mem mixed --dtypes float32,float16,uint8,float64)
+  # Every copy streamed (non-temporal stores), which by default only buffers far beyond the L3
+  # get: the pushes of AllReduce's fold to further outputs, the fan-out pieces, the block copies.
+  tutti_coll_test(coll_n3_shm_direct_mem_stream 3 shm TIMEOUT 240 ENV NCCL_ALGO=Direct
+                  TUTTI_STREAM_FOOTPRINT=1 ARGS ${counts} --mem mixed
+                  --dtypes float32,bfloat16,int8,float64)
   # Shareable outputs that nobody maps: Broadcast and AllGather still fan out, writing the
   # peers' outputs with cross-memory attach.
   tutti_coll_test(coll_n3_shm_direct_nomap 3 shm TIMEOUT 240 ENV NCCL_ALGO=Direct

@@ -91,18 +91,23 @@ static void block_of(const struct tt_op *op, int r, size_t *first, size_t *count
  *     64 MiB 2270 vs 1908 us, 256 MiB 10.1 vs 8.5-8.9 ms;
  *   AlltoAll pattern (footprint 4N): 16 MiB 302 vs 430 us, 32 MiB 933 vs 1018 us, 64 MiB 2414
  *     vs 2281 us, 256 MiB 11.7 vs 9.9 ms.
- * So copies stream once the footprint exceeds four times the last-level cache the kernel
- * reports (comm.c sets the bound). */
+ * So copies stream once the footprint exceeds four times the L3 the kernel reports (comm.c sets
+ * the bound; TUTTI_STREAM_FOOTPRINT overrides it). The pieces AllReduce's fold pushes to further
+ * mapped outputs never stream: 4 ranks, 64 MiB in place, 5.8-6.4 ms plain against 7.4-11.4 ms
+ * streamed (256 MiB 23.7-25.2 against 27.3-29.3 ms). */
 static size_t footprint(const struct tt_op *op)
 {
-    size_t n = (size_t)op->nranks, b = op->count * op->elt_bytes;
+    size_t n = (size_t)op->nranks, b = op->count * op->elt_bytes, blocks;
     switch (op->coll) {
     case TT_COLL_ALLGATHER:
-    case TT_COLL_REDUCESCATTER: return n * (b + n * b);
-    case TT_COLL_ALLTOALL: return n * 2 * n * b;
-    case TT_COLL_BROADCAST: return (n + 1) * b;
-    default: return n * 2 * b;
+    case TT_COLL_REDUCESCATTER: blocks = n * (n + 1); break; /* n inputs of 1 or n blocks... */
+    case TT_COLL_ALLTOALL: blocks = 2 * n * n; break;       /* ...and n outputs of n or 1 */
+    case TT_COLL_BROADCAST:
+    case TT_COLL_REDUCE: blocks = n + 1; break;             /* one root buffer and n others */
+    default: blocks = 2 * n; break;                         /* AllReduce: n inputs, n outputs */
     }
+    size_t bytes;
+    return __builtin_mul_overflow(blocks, b, &bytes) ? SIZE_MAX : bytes;
 }
 
 static void copy_bytes(const struct tt_op *op, void *dst, const void *src, size_t bytes)
@@ -214,7 +219,7 @@ static ncclResult_t fold(struct tt_op *op, size_t first, size_t count, char *dst
             if (p == op->rank || !pushes_to(push, p) || (p == first_out && direct_store))
                 continue;
             if (sc->recv_map[p] != NULL)
-                copy_bytes(op, (char *)sc->recv_map[p] + off, dst, n * elt);
+                memcpy((char *)sc->recv_map[p] + off, dst, n * elt); /* never streamed */
             else
                 TT_TRY(tt_host_write(op->host, p, sc->recv[p] + off, dst, n * elt));
         }

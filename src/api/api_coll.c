@@ -60,7 +60,8 @@ static ncclResult_t check_and_run(const char *caller, const struct tt_coll_args 
 
     /* Some collectives use nranks blocks of count elements; their size must fit in size_t. */
     size_t elem_bytes = tt_dtype_bytes(args->dtype), total;
-    if (__builtin_mul_overflow(args->count, elem_bytes * (size_t)nranks, &total))
+    if (__builtin_mul_overflow(args->count, elem_bytes, &total) ||
+        __builtin_mul_overflow(total, (size_t)nranks, &total))
         return TT_ERROR(ncclInvalidArgument,
                         "%s: %d block(s) of count %zu %s elements overflow the address space",
                         caller, nranks, args->count, tt_dtype_name(args->dtype));

@@ -4,6 +4,7 @@
  * what was built, through the same path as ncclCommDestroy. */
 #include "core/comm.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -106,39 +107,48 @@ static ncclResult_t exchange_peer_info(struct ncclComm *comm)
     return ncclSuccess;
 }
 
+/* One sysfs value of CPU 0's cache `index`: its level, or its size in bytes ("32768K"; K, M
+ * and G are accepted). 0 when missing or malformed. */
+static uint64_t cache_attr(int index, const char *attr)
+{
+    char path[96], text[32];
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/%s", index, attr);
+    FILE *f = fopen(path, "re");
+    if (f == NULL) return 0;
+    bool got = fgets(text, sizeof text, f) != NULL;
+    fclose(f);
+    if (!got) return 0;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    unsigned shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+    if (end == text || errno != 0 || v > (1ull << 40) >> shift) return 0; /* at most 1 TiB */
+    if (shift != 0) end++;
+    if (*end != '\0' && *end != '\n') return 0;
+    if (strcmp(attr, "level") != 0 && shift == 0) return 0; /* sizes always carry a unit */
+    return (uint64_t)v << shift;
+}
+
+/* The L3 as the kernel reports it for CPU 0 (the highest level if there is no L3), which sizes
+ * Direct's choice of streaming copies; 32 MiB when nothing says. sysconf is not asked: under a
+ * hypervisor it may pass on the host's total (384 MiB on the development VM, whose sysfs says
+ * 32 MiB). */
+static size_t llc_bytes(void)
+{
+    uint64_t best = 0, best_level = 0;
+    for (int i = 0; i < 16; i++) {
+        uint64_t level = cache_attr(i, "level"), bytes = cache_attr(i, "size");
+        if (level == 0 || bytes == 0 || best_level == 3 || level > 3 || level < best_level)
+            continue;
+        best_level = level;
+        best = bytes;
+    }
+    return best > 0 ? (size_t)best : (size_t)32 << 20;
+}
+
 /* Mailboxes for the OneShot and Direct algorithms, when every rank is on this host and shared
  * memory is allowed. Cross-memory attach is used only if it works between every pair, which
  * the ranks agree on with one more allgather (selection must be identical everywhere). */
-
-/* The last-level cache as the kernel reports it (sysfs: the highest cache level of CPU 0),
- * which sizes Direct's choice of streaming copies; 32 MiB when nothing says. sysconf is not
- * asked: under a hypervisor it may pass on the host's total (384 MiB on the development VM,
- * whose sysfs says 32 MiB). */
-static size_t llc_bytes(void)
-{
-    size_t best = 0;
-    int best_level = 0;
-    for (int i = 0; i < 8; i++) {
-        char path[96], text[32];
-        int level = 0;
-        unsigned long kib = 0;
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
-        FILE *f = fopen(path, "r");
-        if (f == NULL) break;
-        bool ok = fgets(text, sizeof text, f) != NULL && sscanf(text, "%d", &level) == 1;
-        fclose(f);
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-        f = fopen(path, "r");
-        if (f == NULL) continue;
-        ok = ok && fgets(text, sizeof text, f) != NULL && sscanf(text, "%luK", &kib) == 1;
-        fclose(f);
-        if (ok && level >= best_level && kib > 0) {
-            best_level = level;
-            best = (size_t)kib << 10;
-        }
-    }
-    return best > 0 ? best : (size_t)32 << 20;
-}
 
 static ncclResult_t setup_host_direct(struct ncclComm *comm)
 {
@@ -177,7 +187,8 @@ static ncclResult_t setup_host_direct(struct ncclComm *comm)
     if (comm->direct_ok) {
         struct tt_direct_scratch *sc = &comm->scratch;
         sc->tmp_bytes = 256 << 10; /* a piece stays in L2 between the copy and the fold */
-        sc->stream_min_footprint = 4 * llc_bytes();
+        int64_t bound = tt_param_stream_footprint();
+        sc->stream_min_footprint = bound > 0 ? (size_t)bound : 4 * llc_bytes();
         sc->tmp = malloc(2 * sc->tmp_bytes);
         sc->stage = sc->tmp != NULL ? (char *)sc->tmp + sc->tmp_bytes : NULL;
         TT_TRY_GOTO(TT_CALLOC(&sc->send, (size_t)comm->nranks), res, out);

@@ -158,7 +158,7 @@ ncclResult_t tt_task_init(struct tt_task *task, struct ncclComm *comm,
     else
         TT_TRY(tt_redop_init(&op->redop, ncclSum, args->dtype, comm->nranks));
     /* Element sizes are powers of two: a shift, not a division, on every call's path. */
-    op->slice_count = comm->slot_bytes >> __builtin_ctzl(op->elt_bytes);
+    op->slice_count = comm->slot_bytes >> __builtin_ctzll((unsigned long long)op->elt_bytes);
     op->chunk_count = op->slice_count * (TT_CONN_SLOTS / 2);
     switch (args->coll) {
     case TT_COLL_SEND:

@@ -27,7 +27,8 @@
     } while (0)
 #define TT_SIMD_TAIL_OUT(dst, buf, bytes)                                                       \
     _mm512_mask_storeu_epi8((void *)(dst), TT_SIMD_TAIL_MASK(bytes),                            \
-                            _mm512_loadu_si512((const void *)(buf)))
+                            _mm512_maskz_loadu_epi8(TT_SIMD_TAIL_MASK(bytes),                   \
+                                                    (const void *)(buf)))
 
 #include "reduce/simd.h"
 

@@ -5,9 +5,9 @@
  *
  * The bulk runs one vector of W elements per step, reading all of a step's inputs before writing
  * its outputs, so that dst may alias an input exactly. The last count % W elements go through
- * buffers of one vector, zero-filled, so no load or store ever reaches past `count` (zeros are
- * harmless inputs to every operation: no trap, no division by zero). The second destination of
- * a fused combine gets the very vector stored to the first one.
+ * buffers of one vector (at least 64 bytes), zero-filled, so no load or store ever reaches past
+ * `count` (zeros are harmless inputs to every operation: no trap, no division by zero). The
+ * second destination of a fused combine gets the very vector stored to the first one.
  *
  * The tail's moves are TT_SIMD_TAIL_IN and TT_SIMD_TAIL_OUT, which a level may define before
  * including this file: the default is memcpy, AVX-512's are masked byte loads and stores. A

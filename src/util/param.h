@@ -52,7 +52,10 @@
       "lo-hi: listen only on TCP ports in this range (firewalls)")                              \
     X(map_peers, "TUTTI_MAP_PEERS", INT, 1,                                                     \
       "0: never map peers' ncclMemAlloc buffers; Direct then copies them with cross-memory "    \
-      "attach (debugging, and the fallback's test)")
+      "attach (debugging, and the fallback's test)")                                            \
+    X(stream_footprint, "TUTTI_STREAM_FOOTPRINT", INT, 0,                                       \
+      "Direct's copies use non-temporal stores above this many bytes of buffers, all ranks "    \
+      "together (0: four times the last-level cache)")
 
 enum tt_param_type { TT_PARAM_INT, TT_PARAM_STR };
 
