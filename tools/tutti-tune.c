@@ -23,13 +23,14 @@ enum { NCOLLS = sizeof colls / sizeof colls[0] };
 static void usage(FILE *to)
 {
     fprintf(to,
-            "usage: tutti-tune [-n ranks] [-N hosts] [-m oneshot_max_bytes] [-D] [-O]\n"
+            "usage: tutti-tune [-n ranks] [-N hosts] [-m oneshot_max_bytes] [-D] [-O] [-S]\n"
             "                  [-b min_bytes] [-e max_bytes] [-f factor] [-c collective]\n"
             "  -n  ranks in the communicator (default 4)\n"
             "  -N  hosts they span (default 1; more than 1 rules out OneShot and Direct)\n"
             "  -m  largest OneShot payload per rank (default: TUTTI_ONESHOT_BYTES, the slot)\n"
             "  -D  cross-memory attach unavailable (no Direct)\n"
             "  -O  mailboxes unavailable (no OneShot)\n"
+            "  -S  more ranks on the host than CPUs (oversubscribed: 4 ranks on 2 cores)\n"
             "  -b, -e  smallest and largest size in bytes, K/M/G suffixes (default 8, 256M)\n"
             "  -f  size step factor (default 4)\n"
             "  -c  only this collective (allreduce, broadcast, reduce, allgather, reducescatter)\n"
@@ -70,8 +71,8 @@ static void print_table(const struct tt_tune *tune, struct tt_tune_input in, siz
 {
     /* As the engine does: ReduceScatter publishes its whole input, nranks blocks. */
     if (in.coll == TT_COLL_REDUCESCATTER) in.oneshot_max_bytes /= (size_t)in.nranks;
-    printf("\n### %s: %d ranks, %d host%s\n\n", tt_coll_name(in.coll), in.nranks, in.nhosts,
-           in.nhosts == 1 ? "" : "s");
+    printf("\n### %s: %d ranks, %d host%s%s\n\n", tt_coll_name(in.coll), in.nranks, in.nhosts,
+           in.nhosts == 1 ? "" : "s", in.oversubscribed ? ", more ranks than CPUs" : "");
     printf("| bytes |");
     for (int a = 0; a < TT_ALGO_COUNT; a++) printf(" %s us |", tt_algo_name((enum tt_algo_id)a));
     printf(" choice |\n|---:|");
@@ -109,13 +110,14 @@ int main(int argc, char **argv)
     size_t min_bytes = 8, max_bytes = (size_t)256 << 20, factor = 4;
     int only = -1;
     int opt;
-    while ((opt = getopt(argc, argv, "n:N:m:DOb:e:f:c:h")) != -1) {
+    while ((opt = getopt(argc, argv, "n:N:m:DOSb:e:f:c:h")) != -1) {
         switch (opt) {
         case 'n': in.nranks = atoi(optarg); break;
         case 'N': in.nhosts = atoi(optarg); break;
         case 'm': in.oneshot_max_bytes = parse_bytes(optarg); break;
         case 'D': in.direct_ok = false; break;
         case 'O': in.oneshot_ok = false; break;
+        case 'S': in.oversubscribed = true; break;
         case 'b': min_bytes = parse_bytes(optarg); break;
         case 'e': max_bytes = parse_bytes(optarg); break;
         case 'f': factor = parse_bytes(optarg); break;
