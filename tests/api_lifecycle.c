@@ -9,6 +9,11 @@
  *   - ncclRedOpCreatePreMulSum on float32 and int32 (scalar 2), the scalar copied at creation,
  *     destroyed operators, datatype mismatch, device scalars;
  *   - ncclMemAlloc/ncclMemFree, ncclCommRegister/Deregister, ncclCommWindowRegister/Deregister;
+ *   - registering ordinary memory: its whole pages move into a memory file (seen in
+ *     /proc/self/maps) with their contents, a collective on it is right, a second registration
+ *     of the range shares the file, an overlapping one moves nothing, a child of fork() does not
+ *     get the pages, deregistration gives private pages back, and a buffer freed while
+ *     registered is not touched by its deregistration;
  *   - ncclCommShrink excluding rank 3 (which only destroys its parent), then a shrink with
  *     NCCL_SHRINK_ABORT excluding one more.
  *
@@ -21,6 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "nccl.h"
 #include "tutti.h"
@@ -456,6 +464,140 @@ static void test_memory(ncclComm_t world)
     CHECK_RES(ncclMemAlloc((void **)&p, 0), ncclInvalidArgument, "size is 0");
 }
 
+/* ---- registered ordinary memory ----------------------------------------------------------- */
+
+/* How many mappings of Tutti's registration files /proc/self/maps lists, and whether one of them
+ * spans exactly [lo, hi). Reads with read(2) into a static buffer, so a child of fork() may call
+ * it too. */
+static int registered_maps(uintptr_t lo, uintptr_t hi, int *exact)
+{
+    static char text[1 << 20];
+    size_t len = 0;
+    ssize_t got;
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (f == NULL) return -1;
+    while (len < sizeof text - 1 && (got = (ssize_t)fread(text + len, 1, sizeof text - 1 - len,
+                                                           f)) > 0)
+        len += (size_t)got;
+    fclose(f);
+    text[len] = '\0';
+    int n = 0;
+    *exact = 0;
+    for (char *line = text; line != NULL && *line != '\0';) {
+        char *next = strchr(line, '\n');
+        if (next != NULL) *next++ = '\0';
+        unsigned long start, end;
+        if (strstr(line, "tutti-registered") != NULL &&
+            sscanf(line, "%lx-%lx", &start, &end) == 2) {
+            n++;
+            if (start == lo && end == hi) *exact = 1;
+        }
+        line = next;
+    }
+    return n;
+}
+
+static unsigned char pattern_at(size_t i) { return (unsigned char)(i * 131 + 7); }
+
+static void check_pattern(const char *what, const unsigned char *p, size_t bytes)
+{
+    for (size_t i = 0; i < bytes; i++) {
+        if (p[i] != pattern_at(i)) {
+            FAIL("%s: byte %zu = %u, want %u", what, i, p[i], pattern_at(i));
+            return;
+        }
+    }
+}
+
+static void test_registered_pages(ncclComm_t world)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    /* Large enough for malloc to mmap it, so it starts just past a page boundary and ends inside
+     * a page: a partial page at either end. Its size differs from rank to rank, so the edges do. */
+    const size_t count = (1u << 18) + 1000 + 17 * (size_t)world_rank; /* int32 elements */
+    const size_t bytes = count * sizeof(int32_t);
+    unsigned char *p = malloc(bytes);
+    if (p == NULL) {
+        FAIL("malloc of %zu bytes failed", bytes);
+        return;
+    }
+    uintptr_t lo = ((uintptr_t)p + page - 1) / page * page, hi = ((uintptr_t)p + bytes) / page * page;
+    for (size_t i = 0; i < bytes; i++) p[i] = pattern_at(i);
+    int exact = 0;
+    int before = registered_maps(lo, hi, &exact);
+    void *h1 = NULL, *h2 = NULL, *h3 = NULL;
+    CHECK_RES(ncclCommRegister(world, p, bytes, &h1), ncclSuccess, NULL);
+    CHECK_INT("registration files mapped after registering", registered_maps(lo, hi, &exact),
+              before + 1);
+    CHECK_INT("a registration file spans the buffer's whole pages", exact, 1);
+    check_pattern("registered buffer", p, bytes);
+
+    /* The same range again shares the file; an overlapping range moves nothing. */
+    CHECK_RES(ncclCommRegister(world, p, bytes, &h2), ncclSuccess, NULL);
+    CHECK_RES(ncclCommRegister(world, p + 5 * page, 40 * page, &h3), ncclSuccess, NULL);
+    CHECK_INT("registration files after registering twice and overlapping",
+              registered_maps(lo, hi, &exact), before + 1);
+
+    /* A child of fork() does not get the registered pages (MADV_DONTFORK). */
+    fflush(NULL);
+    pid_t child = fork();
+    if (child == 0) _exit(registered_maps(lo, hi, &exact) == before && !exact ? 0 : 1);
+    int status = 0;
+    if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0)
+        FAIL("a child of fork() still maps the registered pages (status 0x%x)", status);
+
+    /* An in-place AllReduce on the registered buffer: exact int32 sums. */
+    int32_t *v = (int32_t *)p;
+    size_t common = (1u << 18) + 1000; /* every rank's buffer holds this many */
+    for (size_t i = 0; i < common; i++) v[i] = input_of(world_rank, (int)(i % 100000));
+    CHECK_RES(ncclAllReduce(v, v, common, ncclInt32, ncclSum, world, NULL), ncclSuccess, NULL);
+    for (size_t i = 0; i < common; i++) {
+        int32_t want = 0;
+        for (int r = 0; r < NRANKS; r++) want += input_of(r, (int)(i % 100000));
+        if (v[i] != want) {
+            FAIL("AllReduce on registered memory: element %zu = %d, want %d", i, v[i], want);
+            break;
+        }
+    }
+    for (size_t i = 0; i < bytes; i++) p[i] = pattern_at(i);
+
+    CHECK_RES(ncclCommDeregister(world, h3), ncclSuccess, NULL);
+    CHECK_RES(ncclCommDeregister(world, h1), ncclSuccess, NULL);
+    CHECK_INT("registration files while one of two registrations remains",
+              registered_maps(lo, hi, &exact), before + 1);
+    CHECK_RES(ncclCommDeregister(world, h2), ncclSuccess, NULL);
+    CHECK_INT("registration files after the last deregistration",
+              registered_maps(lo, hi, &exact), before);
+    check_pattern("deregistered buffer", p, bytes);
+    free(p);
+
+    /* Freed while registered: the deregistration must leave whatever now lives there alone. */
+    size_t len = 64 * page;
+    unsigned char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        FAIL("mmap of %zu bytes failed", len);
+        return;
+    }
+    CHECK_RES(ncclCommRegister(world, m, len, &h1), ncclSuccess, NULL);
+    CHECK_INT("registration files for an mmap'd buffer", registered_maps((uintptr_t)m,
+              (uintptr_t)m + len, &exact), before + 1);
+    munmap(m, len);
+    unsigned char *again = mmap(m, len, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (again == m) {
+        for (size_t i = 0; i < len; i++) again[i] = pattern_at(i);
+        CHECK_RES(ncclCommDeregister(world, h1), ncclSuccess, NULL);
+        check_pattern("memory mapped where a freed registered buffer was", again, len);
+        CHECK_INT("registration files after deregistering a freed buffer",
+                  registered_maps((uintptr_t)m, (uintptr_t)m + len, &exact), before);
+        munmap(again, len);
+    } else {
+        CHECK_RES(ncclCommDeregister(world, h1), ncclSuccess, NULL);
+        if (again != MAP_FAILED) munmap(again, len);
+    }
+}
+
 /* Symmetric windows steer the algorithm choice, so every rank must judge them by the buffers
  * every rank passes: Broadcast's non-roots may pass a NULL send buffer and Reduce's non-roots a
  * NULL receive buffer while the root's buffers lie in windows. Both must still agree (64 KiB:
@@ -575,6 +717,7 @@ int main(void)
     if (world_rank == 0) test_init_all();
     test_premulsum(world);
     test_memory(world);
+    test_registered_pages(world);
     test_window_roots(world);
     test_shrink(world);
     printf("api_lifecycle rank %d: %s (%d failed checks)\n", world_rank,

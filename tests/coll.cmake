@@ -163,6 +163,10 @@ if(TARGET tutti-run)
                   ARGS ${counts} --mem shared)
   tutti_coll_test(coll_n4_shm_direct_mixed 4 shm TIMEOUT 240 ENV NCCL_ALGO=Direct
                   ARGS ${counts} --mem mixed --dtypes float32,float16,uint8,float64)
+  # Ordinary buffers registered with ncclCommRegister: peers map their whole pages and reach the
+  # partial pages at either end, which sit differently on every rank, with cross-memory attach.
+  tutti_coll_test(coll_n3_shm_direct_registered 3 shm TIMEOUT 240 ENV NCCL_ALGO=Direct
+                  ARGS ${counts} --mem registered --dtypes float32,bfloat16,int8,float64)
   # Every copy streamed (non-temporal stores), which by default only buffers far beyond the L3
   # get: the pushes of AllReduce's fold to further outputs, the fan-out pieces, the block copies.
   tutti_coll_test(coll_n3_shm_direct_mem_stream 3 shm TIMEOUT 240 ENV NCCL_ALGO=Direct

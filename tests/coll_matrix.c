@@ -37,7 +37,8 @@ struct options {
     uint64_t seed;
     int max_report;
     bool verbose;
-    const char *mem; /* --mem: plain, shared (ncclMemAlloc on every rank) or mixed (even ranks) */
+    const char *mem; /* --mem: plain, shared (ncclMemAlloc on every rank), mixed (even ranks)
+                      * or registered (malloc'd and registered with ncclCommRegister) */
 };
 
 /* A buffer image computed for one case and reused by the next cases with the same data: both
@@ -72,9 +73,11 @@ struct matrix {
 };
 
 struct region {
+    unsigned char *raw; /* what to free */
     unsigned char *base;
     unsigned char *body;
     size_t body_bytes;
+    void *handle; /* --mem registered: the registration */
 };
 
 static void usage(void)
@@ -94,8 +97,9 @@ static void usage(void)
             "few)\n"
             "  --iters K        repeat the matrix K times with new data (default 1)\n"
             "  --seed S         base seed (default 1)\n"
-            "  --mem plain|shared|mixed   buffers from malloc, from ncclMemAlloc, or from\n"
-            "                   ncclMemAlloc on even ranks only (default plain)\n"
+            "  --mem plain|shared|mixed|registered   buffers from malloc, from ncclMemAlloc,\n"
+            "                   from ncclMemAlloc on even ranks only, or from malloc and\n"
+            "                   registered with ncclCommRegister (default plain)\n"
             "  --max-report N   mismatches printed per rank (default 10)\n"
             "  --verbose        rank 0 prints every case\n");
 }
@@ -228,8 +232,9 @@ static bool parse_options(int argc, char **argv, struct options *o)
         case 'M':
             o->mem = optarg;
             if (strcmp(optarg, "plain") != 0 && strcmp(optarg, "shared") != 0 &&
-                strcmp(optarg, "mixed") != 0) {
-                fprintf(stderr, "coll_matrix: bad --mem '%s' (plain, shared or mixed)\n", optarg);
+                strcmp(optarg, "mixed") != 0 && strcmp(optarg, "registered") != 0) {
+                fprintf(stderr, "coll_matrix: bad --mem '%s' (plain, shared, mixed or "
+                        "registered)\n", optarg);
                 return false;
             }
             break;
@@ -343,8 +348,13 @@ static void *xmalloc(size_t bytes)
 
 /* Whether this rank's buffers come from ncclMemAlloc (--mem), which peers map instead of copying
  * them through the kernel: "mixed" makes even ranks do so and odd ones not, so that every path
- * meets every other. */
+ * meets every other. With "registered" they come from malloc and are registered with
+ * registered_comm, which moves their whole pages into memory the peers map and leaves the
+ * partial pages at either end (guards included) to cross-memory attach; each rank's buffers sit
+ * differently against the pages, so the edges differ from rank to rank. */
 static bool shared_mem;
+static ncclComm_t registered_comm;
+static size_t registered_shift; /* bytes, a multiple of 64 that differs from rank to rank */
 
 static void region_alloc(struct region *r, size_t body_bytes, uint32_t salt)
 {
@@ -352,7 +362,8 @@ static void region_alloc(struct region *r, size_t body_bytes, uint32_t salt)
     if (shared_mem) {
         if (ncclMemAlloc((void **)&r->base, total) != ncclSuccess) r->base = NULL;
     } else {
-        r->base = aligned_alloc(64, total);
+        r->raw = aligned_alloc(64, total + registered_shift);
+        r->base = r->raw != NULL ? r->raw + registered_shift : NULL;
     }
     if (r->base == NULL) {
         fprintf(stderr, "coll_matrix: out of memory (%zu bytes)\n", total);
@@ -362,14 +373,28 @@ static void region_alloc(struct region *r, size_t body_bytes, uint32_t salt)
     r->body_bytes = body_bytes;
     th_fill_pattern(r->base, FRONT_GUARD, salt);
     th_fill_pattern(r->body + body_bytes, BACK_GUARD, salt + 1);
+    r->handle = NULL;
+    /* Registered after the guards are written: their check also shows that moving the pages
+     * kept what was there. */
+    if (registered_comm != NULL &&
+        ncclCommRegister(registered_comm, r->base, total, &r->handle) != ncclSuccess) {
+        fprintf(stderr, "coll_matrix: ncclCommRegister of %zu bytes failed: %s\n", total,
+                ncclGetLastError(registered_comm));
+        exit(2);
+    }
 }
 
 static void region_free(struct region *r)
 {
+    if (r->handle != NULL && ncclCommDeregister(registered_comm, r->handle) != ncclSuccess) {
+        fprintf(stderr, "coll_matrix: ncclCommDeregister failed: %s\n",
+                ncclGetLastError(registered_comm));
+        exit(2);
+    }
     if (shared_mem)
         ncclMemFree(r->base);
     else
-        free(r->base);
+        free(r->raw);
 }
 
 static void describe(const struct th_case *c, bool inplace, char *buf, size_t bytes)
@@ -698,6 +723,10 @@ int main(int argc, char **argv)
     }
     shared_mem = strcmp(m.opt.mem, "shared") == 0 ||
                  (strcmp(m.opt.mem, "mixed") == 0 && m.rank % 2 == 0);
+    if (strcmp(m.opt.mem, "registered") == 0) {
+        registered_comm = m.comm;
+        registered_shift = (size_t)(m.rank * 23 % 64) * 64;
+    }
     if (m.rank == 0) {
         printf("coll_matrix: %d ranks, chunk %zu bytes, %d dtypes, %d ops, counts %s, iters %d\n",
                m.nranks, m.chunk_bytes, m.opt.ndtypes, m.opt.nops, m.opt.counts_spec,

@@ -29,10 +29,11 @@ static void usage(void)
             "  -z, --blocking 0|1     accepted for nccl-tests compatibility\n"
             "  -a, --average 0..3     time shown: 0 rank 0, 1 average, 2 min, 3 max (default 1)\n"
             "  -R, --local_register 0|1|2\n"
-            "                         1: send and receive buffers from ncclMemAlloc, registered\n"
-            "                         with ncclCommRegister (peers then map them: no kernel copy);\n"
-            "                         2: the same as symmetric windows (ncclCommWindowRegister),\n"
-            "                         which also lets the cost model count on the mapping\n"
+            "                         1: register the ordinary send and receive buffers with\n"
+            "                         ncclCommRegister (their pages move into memory peers map:\n"
+            "                         no kernel copy); 2: buffers from ncclMemAlloc as symmetric\n"
+            "                         windows (ncclCommWindowRegister), which also lets the cost\n"
+            "                         model count on the mapping\n"
             "      --json FILE        also write the results as JSON\n"
             "      --csv              print CSV instead of the table\n");
 }

@@ -170,19 +170,22 @@ static void *alloc_or_die(size_t bytes)
     return p;
 }
 
-/* A buffer other ranks of the host can map: ncclMemAlloc memory, registered (-R 1) or a
- * symmetric window (-R 2; every rank registers alike, as the window call is collective). */
-static void *shared_alloc_or_die(struct bench *b, size_t bytes, void **handle)
+/* A registered buffer, which other ranks of the host map: an ordinary one registered with
+ * ncclCommRegister (-R 1: Tutti moves its pages into a memory file), or ncclMemAlloc memory as
+ * a symmetric window (-R 2; every rank registers alike, as the window call is collective). */
+static void *registered_alloc_or_die(struct bench *b, size_t bytes, void **handle)
 {
     void *p = NULL;
     size_t size = (bytes + 4095) / 4096 * 4096 + 4096;
-    check_call(b, ncclMemAlloc(&p, size), "ncclMemAlloc");
-    if (b->opt.local_register == 2)
+    if (b->opt.local_register == 2) {
+        check_call(b, ncclMemAlloc(&p, size), "ncclMemAlloc");
         check_call(b, ncclCommWindowRegister(b->comm, p, size, (ncclWindow_t *)handle,
                                              NCCL_WIN_COLL_SYMMETRIC), "ncclCommWindowRegister");
-    else
+        memset(p, 0, bytes);
+    } else {
+        p = alloc_or_die(bytes);
         check_call(b, ncclCommRegister(b->comm, p, size, handle), "ncclCommRegister");
-    memset(p, 0, bytes);
+    }
     return p;
 }
 
@@ -509,8 +512,8 @@ int main(int argc, char **argv)
         return 2;
     }
     if (b.opt.local_register) {
-        b.send_buf = shared_alloc_or_die(&b, b.opt.max_bytes, &b.send_handle);
-        b.recv_buf = shared_alloc_or_die(&b, b.opt.max_bytes, &b.recv_handle);
+        b.send_buf = registered_alloc_or_die(&b, b.opt.max_bytes, &b.send_handle);
+        b.recv_buf = registered_alloc_or_die(&b, b.opt.max_bytes, &b.recv_handle);
     } else {
         b.send_buf = alloc_or_die(b.opt.max_bytes);
         b.recv_buf = alloc_or_die(b.opt.max_bytes);
@@ -544,17 +547,16 @@ int main(int argc, char **argv)
     double done = 0;
     check_call(&b, ncclAllReduce(&done, &done, 1, ncclFloat64, ncclSum, b.comm, NULL),
                "ncclAllReduce at the end");
-    if (b.opt.local_register) {
-        if (b.opt.local_register == 2) {
-            check_call(&b, ncclCommWindowDeregister(b.comm, b.send_handle), "window deregister");
-            check_call(&b, ncclCommWindowDeregister(b.comm, b.recv_handle), "window deregister");
-        } else {
-            check_call(&b, ncclCommDeregister(b.comm, b.send_handle), "ncclCommDeregister");
-            check_call(&b, ncclCommDeregister(b.comm, b.recv_handle), "ncclCommDeregister");
-        }
+    if (b.opt.local_register == 2) {
+        check_call(&b, ncclCommWindowDeregister(b.comm, b.send_handle), "window deregister");
+        check_call(&b, ncclCommWindowDeregister(b.comm, b.recv_handle), "window deregister");
         check_call(&b, ncclMemFree(b.send_buf), "ncclMemFree");
         check_call(&b, ncclMemFree(b.recv_buf), "ncclMemFree");
     } else {
+        if (b.opt.local_register == 1) {
+            check_call(&b, ncclCommDeregister(b.comm, b.send_handle), "ncclCommDeregister");
+            check_call(&b, ncclCommDeregister(b.comm, b.recv_handle), "ncclCommDeregister");
+        }
         free(b.send_buf);
         free(b.recv_buf);
     }

@@ -55,14 +55,22 @@ struct tt_op;
 typedef ncclResult_t (*tt_algo_step_fn)(struct tt_op *op, bool *done, bool *progressed,
                                         struct tt_wait_hint *hint);
 
-/* Per-communicator scratch of the Direct algorithm: peers' buffer addresses (in their own
- * address spaces, for cross-memory attach), the same buffers mapped here when they live in
- * ncclMemAlloc memory (else NULL), and a piece of cache-resident staging. */
+/* A peer's buffer as Direct reaches it: its address in the peer's own address space (for
+ * cross-memory attach) and the part of it mapped here, if any: bytes [lo, hi) at `map` (a
+ * buffer in an ncclMemAlloc block is mapped whole; registered ordinary memory all but the
+ * partial pages at its ends). */
+struct tt_peer_buf {
+    uintptr_t addr;
+    const char *map; /* byte lo of the buffer; NULL: nothing mapped */
+    size_t lo;
+    size_t hi;
+};
+
+/* Per-communicator scratch of the Direct algorithm: peers' buffers and a piece of
+ * cache-resident staging. */
 struct tt_direct_scratch {
-    uintptr_t *send;      /* [nranks] */
-    uintptr_t *recv;      /* [nranks] */
-    const char **send_map; /* [nranks] */
-    const char **recv_map; /* [nranks] */
+    struct tt_peer_buf *send; /* [nranks] */
+    struct tt_peer_buf *recv; /* [nranks] */
     void *tmp;
     size_t tmp_bytes;
     void *stage; /* tmp_bytes more: a folded piece bound for another rank's output only */

@@ -15,12 +15,15 @@
  * every peer's output (described below). Once every rank has posted "block reduced and pushed",
  * all outputs are complete and nobody reads any buffer any more.
  *
- * Buffers in ncclMemAlloc memory are published with their memory file as well: a peer maps the
- * file once (cached) and then reads the buffer with plain loads, folding straight out of the
- * peer's memory with no kernel copy and no staging; other buffers go through cross-memory
- * attach. Each buffer of each peer takes whichever path is open to it.
+ * Buffers in shareable memory (ncclMemAlloc blocks, and registered ordinary buffers, whose whole
+ * pages the registration moved into a memory file: core/mem.c) are published with their memory
+ * file as well: a peer maps the file once (cached) and then reads the buffer with plain loads,
+ * folding straight out of the peer's memory with no kernel copy and no staging; other buffers,
+ * and the partial pages at the ends of a registered one, go through cross-memory attach. Pieces
+ * are cut at the edges of each peer's mapped part, so each piece of each peer's buffer takes one
+ * path or the other.
  *
- * Broadcast and AllGather fan out when every rank's output is shareable (ncclMemAlloc memory,
+ * Broadcast and AllGather fan out when every rank's output is shareable (in a memory file,
  * which every rank sees in the published addresses, so all decide alike): rank r reads its share
  * once, piece by piece, and writes each piece to every output while it is still in cache. Its
  * share is its own block for AllGather and the r-th n-th of the root's buffer for Broadcast.
@@ -110,6 +113,23 @@ static size_t footprint(const struct tt_op *op)
     return __builtin_mul_overflow(blocks, b, &bytes) ? SIZE_MAX : bytes;
 }
 
+/* Bytes [off, off + len) of peer buffer b as mapped here, or NULL when not all of them are. */
+static char *mapped_at(const struct tt_peer_buf *b, size_t off, size_t len)
+{
+    if (b->map == NULL || off < b->lo || off > b->hi || len > b->hi - off) return NULL;
+    return (char *)b->map + (off - b->lo);
+}
+
+/* At most `len`: the bytes from `off` on that stay on one side of each edge of b's mapped part,
+ * so that a piece so cut is either mapped whole or not at all. */
+static size_t cut_at_edges(const struct tt_peer_buf *b, size_t off, size_t len)
+{
+    if (b->map == NULL) return len;
+    if (b->lo > off && b->lo - off < len) len = b->lo - off;
+    if (b->hi > off && b->hi - off < len) len = b->hi - off;
+    return len;
+}
+
 static void copy_bytes(const struct tt_op *op, void *dst, const void *src, size_t bytes)
 {
     if (op->scratch->stream)
@@ -124,23 +144,27 @@ static ncclResult_t fan_out(struct tt_op *op, int from, size_t src_off, size_t d
                             size_t bytes)
 {
     struct tt_direct_scratch *sc = op->scratch;
-    for (size_t done = 0; done < bytes; done += sc->tmp_bytes) {
-        size_t n = bytes - done < sc->tmp_bytes ? bytes - done : sc->tmp_bytes;
+    size_t n;
+    for (size_t done = 0; done < bytes; done += n) {
+        n = bytes - done < sc->tmp_bytes ? bytes - done : sc->tmp_bytes;
+        for (int q = 0; q < op->nranks; q++) {
+            if (q == op->rank) continue;
+            if (q == from) n = cut_at_edges(&sc->send[q], src_off + done, n);
+            n = cut_at_edges(&sc->recv[q], dst_off + done, n);
+        }
         const char *src;
         if (from == op->rank) {
             src = (const char *)op->sendbuff + src_off + done;
-        } else if (sc->send_map[from] != NULL) {
-            src = sc->send_map[from] + src_off + done;
-        } else {
-            TT_TRY(tt_host_read(op->host, from, sc->tmp, sc->send[from] + src_off + done, n));
+        } else if ((src = mapped_at(&sc->send[from], src_off + done, n)) == NULL) {
+            TT_TRY(tt_host_read(op->host, from, sc->tmp, sc->send[from].addr + src_off + done,
+                                n));
             src = sc->tmp;
         }
         for (int q = 0; q < op->nranks; q++) {
             size_t at = dst_off + done;
-            char *dst = q == op->rank ? (char *)op->recvbuff + at
-                        : sc->recv_map[q] != NULL ? (char *)sc->recv_map[q] + at : NULL;
+            char *dst = q == op->rank ? (char *)op->recvbuff + at : mapped_at(&sc->recv[q], at, n);
             if (dst == NULL)
-                TT_TRY(tt_host_write(op->host, q, sc->recv[q] + at, src, n));
+                TT_TRY(tt_host_write(op->host, q, sc->recv[q].addr + at, src, n));
             else if (dst != src)
                 copy_bytes(op, dst, src, n);
         }
@@ -185,58 +209,71 @@ static ncclResult_t fold(struct tt_op *op, size_t first, size_t count, char *dst
     size_t piece = sc->tmp_bytes / elt;
     bool premul = op->redop.kind == TT_RED_PREMULSUM;
     int last = op->rank == op->nranks - 1 ? op->nranks - 2 : op->nranks - 1;
-    /* The peer whose mapped output the fold's last store feeds directly, if any. */
+    /* The peer whose mapped output the fold's last store may feed directly. */
     int first_out = push == PUSH_ALL ? (op->rank == 0 ? 1 : 0) : push;
-    bool direct_store = first_out >= 0 && sc->recv_map[first_out] != NULL;
-    for (size_t done = 0; done < count; done += piece) {
-        size_t n = count - done < piece ? count - done : piece;
+    size_t n;
+    for (size_t done = 0; done < count; done += n) {
         size_t off = (first + done) * elt;
+        size_t span = (count - done < piece ? count - done : piece) * elt;
+        for (int p = 0; p < op->nranks; p++) {
+            if (p == op->rank) continue;
+            span = cut_at_edges(&sc->send[p], off, span);
+            if (push != PUSH_NONE && pushes_to(push, p))
+                span = cut_at_edges(&sc->recv[p], off, span);
+        }
+        /* An edge inside an element leaves that element on neither side: it is copied. */
+        n = span >= elt ? span / elt : 1;
         char *dst = dst_base != NULL ? dst_base + done * elt : (char *)sc->stage;
+        char *store = first_out >= 0 ? mapped_at(&sc->recv[first_out], off, n * elt) : NULL;
         const char *own = (const char *)op->sendbuff + off;
         bool first_peer = true;
         for (int p = 0; p < op->nranks; p++) {
             if (p == op->rank) continue;
-            const void *in = sc->tmp;
-            if (sc->send_map[p] != NULL) {
-                in = sc->send_map[p] + off;
+            const void *in = mapped_at(&sc->send[p], off, n * elt);
+            if (in != NULL) {
                 if (premul) tt_reduce_copy(&op->redop, sc->tmp, in, n, TT_REDUCE_PRE);
             } else {
-                TT_TRY(tt_host_read(op->host, p, sc->tmp, (uintptr_t)sc->send[p] + off,
-                                    n * elt));
+                TT_TRY(tt_host_read(op->host, p, sc->tmp, sc->send[p].addr + off, n * elt));
                 if (premul) tt_reduce_copy(&op->redop, sc->tmp, sc->tmp, n, TT_REDUCE_PRE);
+                in = sc->tmp;
             }
             if (premul) in = sc->tmp;
             unsigned flags = (p == last ? TT_REDUCE_POST : 0) | (first_peer ? TT_REDUCE_PRE : 0);
             const void *local = first_peer ? (const void *)own : dst;
-            if (direct_store && p == last)
-                tt_reduce_combine2(&op->redop, dst, (char *)sc->recv_map[first_out] + off,
-                                   local, in, n, flags);
+            if (store != NULL && p == last)
+                tt_reduce_combine2(&op->redop, dst, store, local, in, n, flags);
             else
                 tt_reduce_combine(&op->redop, dst, local, in, n, flags);
             first_peer = false;
         }
         for (int p = 0; push != PUSH_NONE && p < op->nranks; p++) {
-            if (p == op->rank || !pushes_to(push, p) || (p == first_out && direct_store))
+            if (p == op->rank || !pushes_to(push, p) || (p == first_out && store != NULL))
                 continue;
-            if (sc->recv_map[p] != NULL)
-                memcpy((char *)sc->recv_map[p] + off, dst, n * elt); /* never streamed */
+            char *out = mapped_at(&sc->recv[p], off, n * elt);
+            if (out != NULL)
+                memcpy(out, dst, n * elt); /* never streamed */
             else
-                TT_TRY(tt_host_write(op->host, p, sc->recv[p] + off, dst, n * elt));
+                TT_TRY(tt_host_write(op->host, p, sc->recv[p].addr + off, dst, n * elt));
         }
     }
     return ncclSuccess;
 }
 
-/* Copies `bytes` at offset `off` of peer p's send buffer to `dst`: with plain loads when the
+/* Copies `bytes` at offset `off` of peer p's send buffer to `dst`: with plain loads where the
  * buffer is mapped here, else with cross-memory attach. */
 static ncclResult_t copy_from(struct tt_op *op, int p, size_t off, void *dst, size_t bytes)
 {
-    struct tt_direct_scratch *sc = op->scratch;
-    if (sc->send_map[p] != NULL) {
-        copy_bytes(op, dst, sc->send_map[p] + off, bytes);
-        return ncclSuccess;
+    const struct tt_peer_buf *b = &op->scratch->send[p];
+    size_t n;
+    for (size_t done = 0; done < bytes; done += n) {
+        n = cut_at_edges(b, off + done, bytes - done);
+        const char *src = mapped_at(b, off + done, n);
+        if (src != NULL)
+            copy_bytes(op, (char *)dst + done, src, n);
+        else
+            TT_TRY(tt_host_read(op->host, p, (char *)dst + done, b->addr + off + done, n));
     }
-    return tt_host_read(op->host, p, dst, sc->send[p] + off, bytes);
+    return ncclSuccess;
 }
 
 /* The work between "addresses published" and the last event, per collective. */
@@ -296,6 +333,15 @@ static ncclResult_t copy_work(struct tt_op *op)
     }
 }
 
+/* Maps what is shareable of peer p's buffer `r` (its part [r->lo, r->hi)) into `b`. */
+static void map_peer(struct tt_op *op, int p, const struct tt_host_region *r,
+                     struct tt_peer_buf *b)
+{
+    b->map = tt_host_map(op->host, p, r);
+    b->lo = b->map != NULL ? r->lo : 0;
+    b->hi = b->map != NULL ? r->hi : 0;
+}
+
 /* Whether every peer reached `event`; otherwise records whom we wait for. */
 static bool all_reached(struct tt_op *op, uint64_t event, struct tt_wait_hint *hint)
 {
@@ -348,10 +394,8 @@ ncclResult_t tt_direct_step(struct tt_op *op, bool *done, bool *progressed,
         for (int p = 0; p < op->nranks; p++) {
             const struct addresses *a = tt_host_peer_slot(op->host, p, op->slot);
             if (p != op->rank) TT_TRY(check_peer_slot(op, p, a));
-            op->scratch->send[p] = (uintptr_t)a->send;
-            op->scratch->recv[p] = (uintptr_t)a->recv;
-            op->scratch->send_map[p] = NULL;
-            op->scratch->recv_map[p] = NULL;
+            op->scratch->send[p] = (struct tt_peer_buf){.addr = (uintptr_t)a->send};
+            op->scratch->recv[p] = (struct tt_peer_buf){.addr = (uintptr_t)a->recv};
         }
         /* AllReduce may push to the peers' outputs and reads them; Broadcast and AllGather fan
          * out to them when all are shareable. Only the blocks this rank will touch are mapped. */
@@ -362,10 +406,10 @@ ncclResult_t tt_direct_step(struct tt_op *op, bool *done, bool *progressed,
             if (p == op->rank) continue;
             const struct addresses *a = tt_host_peer_slot(op->host, p, op->slot);
             if (reads_send_of(op, p))
-                op->scratch->send_map[p] = tt_host_map(op->host, p, &a->send_region);
+                map_peer(op, p, &a->send_region, &op->scratch->send[p]);
             if (op->coll == TT_COLL_ALLREDUCE || op->scratch->fan_out ||
                 (op->coll == TT_COLL_REDUCE && p == op->root))
-                op->scratch->recv_map[p] = tt_host_map(op->host, p, &a->recv_region);
+                map_peer(op, p, &a->recv_region, &op->scratch->recv[p]);
         }
         op->state = WORK;
         /* fall through */

@@ -193,8 +193,6 @@ static ncclResult_t setup_host_direct(struct ncclComm *comm)
         sc->stage = sc->tmp != NULL ? (char *)sc->tmp + sc->tmp_bytes : NULL;
         TT_TRY_GOTO(TT_CALLOC(&sc->send, (size_t)comm->nranks), res, out);
         TT_TRY_GOTO(TT_CALLOC(&sc->recv, (size_t)comm->nranks), res, out);
-        TT_TRY_GOTO(TT_CALLOC(&sc->send_map, (size_t)comm->nranks), res, out);
-        TT_TRY_GOTO(TT_CALLOC(&sc->recv_map, (size_t)comm->nranks), res, out);
         if (sc->tmp == NULL) {
             res = TT_ERROR(ncclSystemError, "out of memory for %zu bytes of staging",
                            sc->tmp_bytes);
@@ -364,8 +362,6 @@ static void comm_free(struct ncclComm *comm)
     free(comm->scratch.tmp);
     free(comm->scratch.send);
     free(comm->scratch.recv);
-    free(comm->scratch.send_map);
-    free(comm->scratch.recv_map);
     if (tt_transport_shm.ctx_fini) tt_transport_shm.ctx_fini(&comm->tctx);
     if (tt_transport_tcp.ctx_fini) tt_transport_tcp.ctx_fini(&comm->tctx);
     tt_bootstrap_destroy(comm->bootstrap);

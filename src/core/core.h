@@ -95,8 +95,9 @@ ncclResult_t tt_comm_redop_resolve(ncclComm_t comm, ncclRedOp_t op, ncclDataType
  * registrations and windows are recorded per communicator for the zero-copy paths. */
 ncclResult_t tt_mem_alloc(void **ptr, size_t bytes);
 ncclResult_t tt_mem_free(void *ptr);
-/* Whether [ptr, ptr + bytes) lies inside one ncclMemAlloc block; fills *out for peers to map it
- * (out->fd = -1 otherwise). */
+/* Whether part of [ptr, ptr + bytes) lies in shareable memory: an ncclMemAlloc block, which must
+ * hold all of it, or pages a registration moved into a memory file, which may leave a head and a
+ * tail outside. Fills *out for peers to map that part (out->fd = -1 otherwise). */
 struct tt_host_region;
 bool tt_mem_region(const void *ptr, size_t bytes, struct tt_host_region *out);
 ncclResult_t tt_comm_register(ncclComm_t comm, void *buff, size_t bytes, void **handle);

@@ -3,21 +3,41 @@
  * An ncclMemAlloc block is an anonymous memory file (memfd) mapped shared, so that other ranks
  * of the host can later map the very same pages; a process-wide registry (under a mutex) maps
  * each block's address to its file and size, and ncclMemFree accepts only addresses found there.
- * Registrations (ncclCommRegister) and windows (ncclCommWindowRegister) are recorded in the
- * communicator's table; their handles are the records themselves, accepted back only when found
- * in that table, so a stale or forged handle is never dereferenced. The Direct algorithm asks
- * tt_mem_region whether a buffer lies in a block, so that its peers map the block and read the
- * buffer with plain loads. Registrations are bookkeeping only. A symmetric window
- * (NCCL_WIN_COLL_SYMMETRIC) in ncclMemAlloc memory also steers the cost model: NCCL's contract
- * for such windows is that every rank passes window buffers to the same collective, so the model
- * may count on Direct mapping the peers' buffers (docs/tuning.md, "Symmetric windows"). */
+ *
+ * A registration (ncclCommRegister, ncclCommWindowRegister) of ordinary memory moves the
+ * buffer's whole pages into such a file too ("sharing" them), so that peers map them just the
+ * same: the pages are copied into a new memory file, and the file's mapping is moved over the
+ * old pages with mremap, which swaps them in one step, contents unchanged, while other threads
+ * keep running. The partial pages at either end stay private (they hold other data, which other
+ * threads may be writing); peers reach those few bytes with cross-memory attach. Only pages of
+ * private anonymous writable mappings are moved (malloc's heap and mmap'd chunks; never files,
+ * stacks or shared memory), and only 64 KiB or more. While shared the pages are MADV_DONTFORK, as
+ * RDMA-registered memory is: a child of fork() does not get them, so it cannot silently share
+ * them with the parent. The last deregistration swaps private pages back the same way, after
+ * checking that the range still holds the file (a buffer freed while registered is left alone).
+ * Registrations of one range from several communicators share one file, counted. The buffer must
+ * not be written by another thread during the registration or deregistration call itself (a
+ * write between the copy and the swap would be lost), nor freed before it is deregistered;
+ * TUTTI_REGISTER_REMAP=0 makes registrations bookkeeping only.
+ *
+ * Registrations and windows are recorded in the communicator's table; their handles are the
+ * records themselves, accepted back only when found in that table, so a stale or forged handle
+ * is never dereferenced. The Direct algorithm asks tt_mem_region which part of a buffer lies in
+ * a memory file, so that its peers map the file and read that part with plain loads. A symmetric
+ * window (NCCL_WIN_COLL_SYMMETRIC) in ncclMemAlloc memory also steers the cost model: NCCL's
+ * contract for such windows is that every rank passes window buffers to the same collective, so
+ * the model may count on Direct mapping the peers' buffers (docs/tuning.md, "Symmetric
+ * windows"). Windows in ordinary memory do not: whether its pages could be moved depends on
+ * where each rank's buffer sits against the pages, so the ranks could judge differently. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/comm.h"
@@ -25,6 +45,7 @@
 #include "transport/host.h"
 #include "util/err.h"
 #include "util/log.h"
+#include "util/param.h"
 
 /* ---- ncclMemAlloc blocks ------------------------------------------------------------------ */
 
@@ -33,6 +54,8 @@ struct mem_block {
     size_t bytes;
     int fd;
     uint64_t id; /* process-unique, never reused: peers cache their mappings by it */
+    bool shared_pages; /* ordinary pages moved here by registrations, not ncclMemAlloc's */
+    int refs;          /* registrations holding shared_pages */
     struct mem_block *next;
 };
 
@@ -85,7 +108,7 @@ ncclResult_t tt_mem_free(void *ptr)
     struct mem_block *block = NULL;
     pthread_mutex_lock(&blocks_lock);
     for (struct mem_block **p = &blocks; *p != NULL; p = &(*p)->next) {
-        if ((*p)->ptr == ptr) {
+        if ((*p)->ptr == ptr && !(*p)->shared_pages) {
             block = *p;
             *p = block->next;
             atomic_fetch_sub(&live_blocks, 1);
@@ -107,20 +130,192 @@ ncclResult_t tt_mem_free(void *ptr)
 bool tt_mem_region(const void *ptr, size_t bytes, struct tt_host_region *out)
 {
     *out = (struct tt_host_region){.fd = -1};
-    if (ptr == NULL || atomic_load_explicit(&live_blocks, memory_order_relaxed) == 0)
+    if (ptr == NULL || bytes == 0 ||
+        atomic_load_explicit(&live_blocks, memory_order_relaxed) == 0)
         return false;
-    uintptr_t lo = (uintptr_t)ptr;
+    uintptr_t lo = (uintptr_t)ptr, hi = lo + bytes;
+    if (hi < lo) return false;
     pthread_mutex_lock(&blocks_lock);
     for (const struct mem_block *b = blocks; b != NULL; b = b->next) {
+        uintptr_t base = (uintptr_t)b->ptr, end = base + b->bytes;
+        /* An ncclMemAlloc block must hold the whole buffer; shared pages may hold a part. */
+        uintptr_t from = lo > base ? lo : base, to = hi < end ? hi : end;
+        if (from >= to || (!b->shared_pages && (from != lo || to != hi))) continue;
+        *out = (struct tt_host_region){.fd = b->fd, .id = b->id, .offset = from - base,
+                                       .bytes = b->bytes, .lo = from - lo, .hi = to - lo};
+        break;
+    }
+    pthread_mutex_unlock(&blocks_lock);
+    return out->fd >= 0;
+}
+
+/* Whether [ptr, ptr + bytes) lies inside one ncclMemAlloc block. */
+static bool in_allocated_block(const void *ptr, size_t bytes)
+{
+    struct tt_host_region region;
+    bool found = false;
+    if (!tt_mem_region(ptr, bytes, &region)) return false;
+    pthread_mutex_lock(&blocks_lock);
+    for (const struct mem_block *b = blocks; b != NULL && !found; b = b->next)
+        found = b->id == region.id && !b->shared_pages;
+    pthread_mutex_unlock(&blocks_lock);
+    return found;
+}
+
+/* ---- sharing the pages of registered ordinary memory -------------------------------------- */
+
+#define SHARE_MIN_BYTES ((size_t)64 << 10)
+
+/* Whether a mapping of /proc/self/maps (`name` its path, possibly empty) is private anonymous
+ * writable memory: malloc's heap, its mmap'd chunks and arenas. */
+static bool private_anonymous(const char *perms, unsigned long inode, const char *name)
+{
+    return strcmp(perms, "rw-p") == 0 && inode == 0 &&
+           (name[0] == '\0' || strcmp(name, "[heap]") == 0 || strncmp(name, "[anon:", 6) == 0);
+}
+
+/* Whether every byte of [lo, hi) lies in private anonymous memory (want_ino 0) or in shared
+ * mappings of the memory file whose inode is want_ino. */
+static bool range_mapped_as(uintptr_t lo, uintptr_t hi, unsigned long want_ino)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (f == NULL) return false;
+    char *line = NULL;
+    size_t cap = 0;
+    uintptr_t covered = lo;
+    bool ok = true;
+    while (ok && covered < hi && getline(&line, &cap, f) > 0) {
+        unsigned long start, end, offset, inode;
+        unsigned dev_major, dev_minor;
+        char perms[8];
+        int name_at = 0;
+        if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &start, &end, perms, &offset,
+                   &dev_major, &dev_minor, &inode, &name_at) < 7 || name_at == 0)
+            continue;
+        if (end <= covered) continue;
+        if (start > covered) break; /* a hole */
+        char *name = line + name_at;
+        name[strcspn(name, "\n")] = '\0';
+        ok = want_ino != 0 ? inode == want_ino && strcmp(perms, "rw-s") == 0
+                           : private_anonymous(perms, inode, name);
+        covered = end;
+    }
+    free(line);
+    fclose(f);
+    return ok && covered >= hi;
+}
+
+/* Swaps the pages at `at` for those at `pages` (both `bytes` long, `pages` a mapping of its own),
+ * in one step. */
+static bool swap_in(void *at, void *pages, size_t bytes)
+{
+    return mremap(pages, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, at) != MAP_FAILED;
+}
+
+static struct mem_block *share_pages(void *buff, size_t bytes)
+{
+    if (tt_param_register_remap() == 0) return NULL;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)buff + page - 1) / page * page;
+    uintptr_t hi = ((uintptr_t)buff + bytes) / page * page;
+    if ((uintptr_t)buff + bytes < (uintptr_t)buff || hi <= lo || hi - lo < SHARE_MIN_BYTES)
+        return NULL;
+    size_t len = hi - lo;
+    struct mem_block *block = NULL;
+    void *pages = MAP_FAILED;
+    int fd = -1;
+    pthread_mutex_lock(&blocks_lock);
+    for (struct mem_block *b = blocks; b != NULL; b = b->next) {
         uintptr_t base = (uintptr_t)b->ptr;
-        if (lo >= base && lo - base <= b->bytes && bytes <= b->bytes - (lo - base)) {
-            *out = (struct tt_host_region){.fd = b->fd, .id = b->id, .offset = lo - base,
-                                           .bytes = b->bytes};
+        if (base >= hi || base + b->bytes <= lo) continue;
+        if (b->shared_pages && base == lo && b->bytes == len) {
+            b->refs++;
+            block = b;
+        } else if (!b->shared_pages && (uintptr_t)buff >= base &&
+                   (uintptr_t)buff + bytes <= base + b->bytes) {
+            TT_INFO(TT_SUB_REG, "registration of %p (%zu bytes): ncclMemAlloc memory, "
+                    "shareable as it is", buff, bytes);
+        } else {
+            TT_INFO(TT_SUB_REG, "registration of %p (%zu bytes) overlaps %s at %p: its pages "
+                    "are not moved", buff, bytes,
+                    b->shared_pages ? "another registration" : "an ncclMemAlloc block", b->ptr);
+        }
+        pthread_mutex_unlock(&blocks_lock);
+        return block;
+    }
+    if (!range_mapped_as(lo, hi, 0)) {
+        TT_INFO(TT_SUB_REG, "registration of %p (%zu bytes): not private anonymous memory, so "
+                "its pages are not moved; peers copy it with cross-memory attach", buff, bytes);
+        goto out;
+    }
+    fd = memfd_create("tutti-registered", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)len) != 0 || TT_CALLOC(&block, 1) != ncclSuccess) {
+        TT_INFO(TT_SUB_REG, "registration of %p: no memory file of %zu bytes (%s)", buff, len,
+                strerror(errno));
+        goto out;
+    }
+    pages = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (pages == MAP_FAILED) goto out;
+    memcpy(pages, (void *)lo, len);
+    if (!swap_in((void *)lo, pages, len)) {
+        TT_INFO(TT_SUB_REG, "registration of %p: moving %zu bytes failed (%s)", buff, len,
+                strerror(errno));
+        goto out;
+    }
+    pages = MAP_FAILED;
+    madvise((void *)lo, len, MADV_DONTFORK);
+    *block = (struct mem_block){.ptr = (void *)lo, .bytes = len, .fd = fd, .id = next_block_id++,
+                                .shared_pages = true, .refs = 1, .next = blocks};
+    blocks = block;
+    atomic_fetch_add(&live_blocks, 1);
+    TT_INFO(TT_SUB_REG, "registration of %p (%zu bytes): %zu bytes at %p moved into memory "
+            "file %llu", buff, bytes, len, (void *)lo, (unsigned long long)block->id);
+    pthread_mutex_unlock(&blocks_lock);
+    return block;
+out:
+    if (pages != MAP_FAILED) munmap(pages, len);
+    if (fd >= 0) close(fd);
+    free(block);
+    pthread_mutex_unlock(&blocks_lock);
+    return NULL;
+}
+
+static void unshare_pages(struct mem_block *block)
+{
+    if (block == NULL) return;
+    pthread_mutex_lock(&blocks_lock);
+    if (--block->refs > 0) {
+        pthread_mutex_unlock(&blocks_lock);
+        return;
+    }
+    for (struct mem_block **p = &blocks; *p != NULL; p = &(*p)->next) {
+        if (*p == block) {
+            *p = block->next;
+            atomic_fetch_sub(&live_blocks, 1);
             break;
         }
     }
     pthread_mutex_unlock(&blocks_lock);
-    return out->fd >= 0;
+    uintptr_t lo = (uintptr_t)block->ptr;
+    struct stat st;
+    if (fstat(block->fd, &st) != 0 || !range_mapped_as(lo, lo + block->bytes, st.st_ino)) {
+        TT_WARN("deregistration: the %zu bytes at %p no longer hold their memory file (freed "
+                "while registered?); left as they are", block->bytes, block->ptr);
+    } else {
+        void *pages = mmap(NULL, block->bytes, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (pages != MAP_FAILED) memcpy(pages, block->ptr, block->bytes);
+        if (pages == MAP_FAILED || !swap_in(block->ptr, pages, block->bytes)) {
+            TT_WARN("deregistration: could not give the %zu bytes at %p private pages back "
+                    "(%s); they stay shared", block->bytes, block->ptr, strerror(errno));
+            if (pages != MAP_FAILED) munmap(pages, block->bytes);
+        } else {
+            TT_INFO(TT_SUB_REG, "deregistration: %zu bytes at %p are private again",
+                    block->bytes, block->ptr);
+        }
+    }
+    close(block->fd);
+    free(block);
 }
 
 /* ---- registrations and windows ------------------------------------------------------------ */
@@ -130,8 +325,9 @@ struct tt_reg {
     void *buff;
     size_t bytes;
     int flags;
+    struct mem_block *pages; /* its pages, moved into a memory file (NULL: not moved) */
     bool is_window;
-    bool shared; /* a symmetric window inside an ncclMemAlloc block */
+    bool shared; /* a symmetric window in an ncclMemAlloc block */
     struct tt_reg *next;
 };
 
@@ -151,6 +347,7 @@ void tt_reg_table_destroy(struct tt_reg_table *table)
     while (reg != NULL) {
         struct tt_reg *next = reg->next;
         /* A window's record is the start of its ncclWindow_vidmem allocation. */
+        unshare_pages(reg->pages);
         free(reg);
         reg = next;
     }
@@ -186,6 +383,7 @@ ncclResult_t tt_comm_register(ncclComm_t comm, void *buff, size_t bytes, void **
     reg->buff = buff;
     reg->bytes = bytes;
     TT_TRY_GOTO(add_reg(comm, reg), res, fail);
+    reg->pages = share_pages(buff, bytes);
     TT_INFO(TT_SUB_REG, "registered %zu bytes at %p: handle %p", bytes, buff, (void *)reg);
     *handle = reg;
     return ncclSuccess;
@@ -202,6 +400,7 @@ ncclResult_t tt_comm_deregister(ncclComm_t comm, void *handle)
                         "communicator (never registered here, or deregistered already)",
                         handle);
     TT_INFO(TT_SUB_REG, "deregistered handle %p", handle);
+    unshare_pages(((struct tt_reg *)handle)->pages);
     free(handle);
     return ncclSuccess;
 }
@@ -216,12 +415,14 @@ ncclResult_t tt_comm_window_register(ncclComm_t comm, void *buff, size_t bytes,
     w->reg.bytes = bytes;
     w->reg.flags = flags;
     w->reg.is_window = true;
-    struct tt_host_region region;
-    w->reg.shared = (flags & NCCL_WIN_COLL_SYMMETRIC) && tt_mem_region(buff, bytes, &region);
     TT_TRY_GOTO(add_reg(comm, &w->reg), res, fail);
+    w->reg.pages = share_pages(buff, bytes);
+    /* Only ncclMemAlloc memory steers the cost model: whether ordinary pages could be moved
+     * depends on where each rank's buffer sits against the pages, so ranks could disagree. */
+    w->reg.shared = (flags & NCCL_WIN_COLL_SYMMETRIC) && in_allocated_block(buff, bytes);
     comm->sym_windows += w->reg.shared;
     TT_INFO(TT_SUB_REG, "window of %zu bytes at %p (flags 0x%x%s): %p", bytes, buff,
-            (unsigned)flags, w->reg.shared ? ", symmetric in ncclMemAlloc memory" : "",
+            (unsigned)flags, w->reg.shared ? ", symmetric in shareable memory" : "",
             (void *)w);
     *win = w;
     return ncclSuccess;
@@ -239,6 +440,7 @@ ncclResult_t tt_comm_window_deregister(ncclComm_t comm, ncclWindow_t win)
                         (void *)win);
     TT_INFO(TT_SUB_REG, "window %p deregistered", (void *)win);
     comm->sym_windows -= win->reg.shared;
+    unshare_pages(win->reg.pages);
     free(win);
     return ncclSuccess;
 }

@@ -364,7 +364,7 @@ static void *map_block(struct tt_host *h, int peer, const struct tt_host_region 
         long fd = syscall(SYS_pidfd_open, (pid_t)h->pids[peer], 0);
         h->pidfds[peer] = fd >= 0 ? (int)fd : -2;
         if (fd < 0)
-            TT_INFO(TT_SUB_SHM, "pidfd_open of rank %d (pid %d) failed (%s): its ncclMemAlloc "
+            TT_INFO(TT_SUB_SHM, "pidfd_open of rank %d (pid %d) failed (%s): its shareable "
                                 "buffers are read with cross-memory attach",
                     peer, (int)h->pids[peer], strerror(errno));
     }
@@ -372,7 +372,7 @@ static void *map_block(struct tt_host *h, int peer, const struct tt_host_region 
     long fd = syscall(SYS_pidfd_getfd, h->pidfds[peer], r->fd, 0);
     if (fd < 0) {
         TT_INFO(TT_SUB_SHM, "pidfd_getfd of rank %d's memory file %d failed (%s): its "
-                            "ncclMemAlloc buffers are read with cross-memory attach",
+                            "shareable buffers are read with cross-memory attach",
                 peer, (int)r->fd, strerror(errno));
         close(h->pidfds[peer]);
         h->pidfds[peer] = -2;
@@ -391,7 +391,9 @@ static void *map_block(struct tt_host *h, int peer, const struct tt_host_region 
 
 const void *tt_host_map(struct tt_host *h, int peer, const struct tt_host_region *r)
 {
-    if (!h->map_peers || r->fd < 0 || r->offset > r->bytes) return NULL;
+    if (!h->map_peers || r->fd < 0 || r->offset > r->bytes || r->lo >= r->hi ||
+        r->hi - r->lo > r->bytes - r->offset)
+        return NULL;
     struct peer_map *victim = &h->maps[0];
     for (int i = 0; i < h->nmaps; i++) {
         struct peer_map *m = &h->maps[i];
@@ -408,7 +410,7 @@ const void *tt_host_map(struct tt_host *h, int peer, const struct tt_host_region
     if (victim->base != NULL) munmap(victim->base, victim->bytes);
     *victim = (struct peer_map){.peer = peer, .id = r->id, .base = base, .bytes = r->bytes,
                                 .last_use = ++h->map_clock};
-    TT_INFO(TT_SUB_SHM, "mapped rank %d's ncclMemAlloc block %llu (%llu bytes)", peer,
+    TT_INFO(TT_SUB_SHM, "mapped rank %d's memory file %llu (%llu bytes)", peer,
             (unsigned long long)r->id, (unsigned long long)r->bytes);
     return (const char *)base + r->offset;
 }

@@ -92,21 +92,29 @@ ncclResult_t tt_host_read(const struct tt_host *h, int peer, void *local, uintpt
 ncclResult_t tt_host_write(const struct tt_host *h, int peer, uintptr_t remote, const void *local,
                            size_t bytes);
 
-/* A buffer inside shareable memory (an ncclMemAlloc block: a memory file): the owner's
- * descriptor of the file, the block's process-unique id and size, and the buffer's offset in it.
- * fd < 0 means the buffer is ordinary private memory. */
+/* The part of a buffer that lies inside shareable memory (a memory file: an ncclMemAlloc block,
+ * or ordinary pages a registration moved into one): the owner's descriptor of the file, the
+ * block's process-unique id and size, and where the part lies: bytes [lo, hi) of the buffer, at
+ * `offset` in the file. A buffer wholly inside a block has lo = 0 and hi = its size; one whose
+ * pages were moved by a registration may have a head and a tail outside (the partial pages it
+ * shares with other data), which peers reach with cross-memory attach. fd < 0 means no part of
+ * the buffer is shareable. */
 struct tt_host_region {
     int32_t fd;
     uint32_t reserved;
     uint64_t id;
     uint64_t offset;
     uint64_t bytes;
+    uint64_t lo;
+    uint64_t hi;
 };
 
-/* The buffer `r` of `peer` mapped into this process, read-write (zero-copy access with plain
- * loads and stores), or NULL when it is not shareable, cannot be mapped or TUTTI_MAP_PEERS is 0
- * (then use tt_host_read and tt_host_write). Mappings are cached per peer and block id and live until evicted or tt_host_destroy, which keeps the pages of a block
- * the peer has since freed alive meanwhile (never reused: ids are not recycled). */
+/* Bytes [r->lo, r->hi) of `peer`'s buffer `r`, mapped into this process read-write (zero-copy
+ * access with plain loads and stores): the address of byte r->lo. NULL when nothing of it is
+ * shareable, it cannot be mapped or TUTTI_MAP_PEERS is 0 (then use tt_host_read and
+ * tt_host_write). Mappings are cached per peer and block id and live until evicted or
+ * tt_host_destroy, which keeps the pages of a block the peer has since freed alive meanwhile
+ * (never reused: ids are not recycled). */
 const void *tt_host_map(struct tt_host *h, int peer, const struct tt_host_region *r);
 
 #endif

@@ -51,11 +51,14 @@
     X(port_range, "TUTTI_PORT_RANGE", STR, "",                                                  \
       "lo-hi: listen only on TCP ports in this range (firewalls)")                              \
     X(map_peers, "TUTTI_MAP_PEERS", INT, 1,                                                     \
-      "0: never map peers' ncclMemAlloc buffers; Direct then copies them with cross-memory "    \
+      "0: never map peers' shareable buffers; Direct then copies them with cross-memory "       \
       "attach (debugging, and the fallback's test)")                                            \
     X(stream_footprint, "TUTTI_STREAM_FOOTPRINT", INT, 0,                                       \
       "Direct's copies use non-temporal stores above this many bytes of buffers, all ranks "    \
-      "together (0: four times the last-level cache)")
+      "together (0: four times the last-level cache)")                                          \
+    X(register_remap, "TUTTI_REGISTER_REMAP", INT, 1,                                           \
+      "1: ncclCommRegister and ncclCommWindowRegister move the whole pages of an ordinary "     \
+      "buffer (64 KiB or more) into a memory file the host's peers map; 0: bookkeeping only")
 
 enum tt_param_type { TT_PARAM_INT, TT_PARAM_STR };
 
