@@ -467,8 +467,7 @@ static void test_memory(ncclComm_t world)
 /* ---- registered ordinary memory ----------------------------------------------------------- */
 
 /* How many mappings of Tutti's registration files /proc/self/maps lists, and whether one of them
- * spans exactly [lo, hi). Reads with read(2) into a static buffer, so a child of fork() may call
- * it too. */
+ * spans exactly [lo, hi). Parses a static buffer, so a child of fork() may call it too. */
 static int registered_maps(uintptr_t lo, uintptr_t hi, int *exact)
 {
     static char text[1 << 20];
@@ -586,11 +585,21 @@ static void test_registered_pages(ncclComm_t world)
     unsigned char *again = mmap(m, len, PROT_READ | PROT_WRITE,
                                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     if (again == m) {
+        /* A new registration of the range drops the stale record and moves the new pages. */
         for (size_t i = 0; i < len; i++) again[i] = pattern_at(i);
+        CHECK_RES(ncclCommRegister(world, again, len, &h2), ncclSuccess, NULL);
+        CHECK_INT("registration files after registering the reused range",
+                  registered_maps((uintptr_t)m, (uintptr_t)m + len, &exact), before + 1);
+        CHECK_INT("the reused range holds a registration file", exact, 1);
+        check_pattern("reused range, registered", again, len);
         CHECK_RES(ncclCommDeregister(world, h1), ncclSuccess, NULL);
-        check_pattern("memory mapped where a freed registered buffer was", again, len);
-        CHECK_INT("registration files after deregistering a freed buffer",
+        CHECK_INT("registration files after deregistering the freed buffer",
+                  registered_maps((uintptr_t)m, (uintptr_t)m + len, &exact), before + 1);
+        check_pattern("reused range after the freed buffer's deregistration", again, len);
+        CHECK_RES(ncclCommDeregister(world, h2), ncclSuccess, NULL);
+        CHECK_INT("registration files after deregistering the reused range",
                   registered_maps((uintptr_t)m, (uintptr_t)m + len, &exact), before);
+        check_pattern("reused range, deregistered", again, len);
         munmap(again, len);
     } else {
         CHECK_RES(ncclCommDeregister(world, h1), ncclSuccess, NULL);

@@ -165,8 +165,17 @@ if(TARGET tutti-run)
                   ARGS ${counts} --mem mixed --dtypes float32,float16,uint8,float64)
   # Ordinary buffers registered with ncclCommRegister: peers map their whole pages and reach the
   # partial pages at either end, which sit differently on every rank, with cross-memory attach.
-  tutti_coll_test(coll_n3_shm_direct_registered 3 shm TIMEOUT 240 ENV NCCL_ALGO=Direct
-                  ARGS ${counts} --mem registered --dtypes float32,bfloat16,int8,float64)
+  # The log must show peers mapping the registration files, or the test would pass over
+  # cross-memory attach alone.
+  add_test(NAME coll_n3_shm_direct_registered
+           COMMAND sh -c "\"$0\" -n 3 --timeout 230 \"$1\" $2 > \"$3\" 2>&1; rc=$?; cat \"$3\"; \
+                          [ $rc -eq 0 ] && grep -q \"mapped rank [0-9]*'s memory file\" \"$3\""
+                   $<TARGET_FILE:tutti-run> $<TARGET_FILE:coll_matrix>
+                   "--counts 0,1,7,4099,big --big 600000 --mem registered --dtypes float32,bfloat16,int8,float64"
+                   ${CMAKE_CURRENT_BINARY_DIR}/coll_n3_shm_direct_registered.log)
+  set_tests_properties(coll_n3_shm_direct_registered PROPERTIES LABELS coll TIMEOUT 240
+                       PROCESSORS 2 ENVIRONMENT
+                       "TUTTI_TIMEOUT_MS=60000;NCCL_ALGO=Direct;NCCL_DEBUG=INFO;NCCL_DEBUG_SUBSYS=SHM")
   # Every copy streamed (non-temporal stores), which by default only buffers far beyond the L3
   # get: the pushes of AllReduce's fold to further outputs, the fan-out pieces, the block copies.
   tutti_coll_test(coll_n3_shm_direct_mem_stream 3 shm TIMEOUT 240 ENV NCCL_ALGO=Direct

@@ -11,13 +11,14 @@
  * keep running. The partial pages at either end stay private (they hold other data, which other
  * threads may be writing); peers reach those few bytes with cross-memory attach. Only pages of
  * private anonymous writable mappings are moved (malloc's heap and mmap'd chunks; never files,
- * stacks or shared memory), and only 64 KiB or more. While shared the pages are MADV_DONTFORK, as
- * RDMA-registered memory is: a child of fork() does not get them, so it cannot silently share
- * them with the parent. The last deregistration swaps private pages back the same way, after
- * checking that the range still holds the file (a buffer freed while registered is left alone).
- * Registrations of one range from several communicators share one file, counted. The buffer must
- * not be written by another thread during the registration or deregistration call itself (a
- * write between the copy and the swap would be lost), nor freed before it is deregistered;
+ * shared memory or the main thread's stack), and only 64 KiB or more. While shared the pages are
+ * MADV_DONTFORK, as RDMA-registered memory is: a child of fork() does not get them, so it cannot
+ * silently share them with the parent. The last deregistration swaps private pages back the same
+ * way, after checking that the range still holds the file (a buffer freed and unmapped while
+ * registered is left alone; a registration that meets such a stale record drops it). Registrations
+ * of one range from several communicators share one file, counted. The buffer must not be
+ * written by another thread during the registration or deregistration call itself (a write
+ * between the copy and the swap would be lost), nor freed before it is deregistered;
  * TUTTI_REGISTER_REMAP=0 makes registrations bookkeeping only.
  *
  * Registrations and windows are recorded in the communicator's table; their handles are the
@@ -30,6 +31,7 @@
  * windows"). Windows in ordinary memory do not: whether its pages could be moved depends on
  * where each rank's buffer sits against the pages, so the ranks could judge differently. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -206,10 +208,39 @@ static bool range_mapped_as(uintptr_t lo, uintptr_t hi, unsigned long want_ino)
 }
 
 /* Swaps the pages at `at` for those at `pages` (both `bytes` long, `pages` a mapping of its own),
- * in one step. */
-static bool swap_in(void *at, void *pages, size_t bytes)
+ * in one step. The kernel unmaps the destination before it moves the source, so a move that
+ * fails late may leave `at` unmapped: then `fd`'s file (whose pages hold the data, whichever way
+ * the swap went) is mapped there instead, and the caller learns the range is shared. Returns
+ * whether `at` now holds `pages`' contents (true also in that fallback, with *fell_back set). */
+static bool swap_in(void *at, void *pages, size_t bytes, int fd, bool *fell_back)
 {
-    return mremap(pages, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, at) != MAP_FAILED;
+    *fell_back = false;
+    if (mremap(pages, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, at) != MAP_FAILED) return true;
+    unsigned char probe;
+    if (mincore(at, 1, &probe) == 0 || errno != ENOMEM) return false; /* still mapped: untouched */
+    *fell_back = mmap(at, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == at;
+    return *fell_back;
+}
+
+/* Whether `b` still holds its file over its whole range: false once the buffer was freed (and
+ * perhaps its addresses reused) while registered. */
+static bool block_intact(const struct mem_block *b)
+{
+    struct stat st;
+    return fstat(b->fd, &st) == 0 &&
+           range_mapped_as((uintptr_t)b->ptr, (uintptr_t)b->ptr + b->bytes, st.st_ino);
+}
+
+/* Unlinks `b` from the registry (blocks_lock held). */
+static void unlink_block(struct mem_block *b)
+{
+    for (struct mem_block **p = &blocks; *p != NULL; p = &(*p)->next) {
+        if (*p == b) {
+            *p = b->next;
+            atomic_fetch_sub(&live_blocks, 1);
+            return;
+        }
+    }
 }
 
 static struct mem_block *share_pages(void *buff, size_t bytes)
@@ -224,10 +255,20 @@ static struct mem_block *share_pages(void *buff, size_t bytes)
     struct mem_block *block = NULL;
     void *pages = MAP_FAILED;
     int fd = -1;
+    /* The lock is held throughout, the copy included: registrations are rare, and two of one
+     * range must not both move it. */
     pthread_mutex_lock(&blocks_lock);
-    for (struct mem_block *b = blocks; b != NULL; b = b->next) {
+    for (struct mem_block *b = blocks, *next; b != NULL; b = next) {
+        next = b->next;
         uintptr_t base = (uintptr_t)b->ptr;
         if (base >= hi || base + b->bytes <= lo) continue;
+        if (b->shared_pages && !block_intact(b)) {
+            /* Freed while registered: forget it (its holders still release it) and look on. */
+            TT_WARN("registration of %p: the %zu bytes at %p registered before were freed "
+                    "without deregistering them", buff, b->bytes, b->ptr);
+            unlink_block(b);
+            continue;
+        }
         if (b->shared_pages && base == lo && b->bytes == len) {
             b->refs++;
             block = b;
@@ -248,8 +289,10 @@ static struct mem_block *share_pages(void *buff, size_t bytes)
                 "its pages are not moved; peers copy it with cross-memory attach", buff, bytes);
         goto out;
     }
+    /* fallocate, unlike ftruncate, reserves the pages now: memory that runs short fails here,
+     * not in the copy below. */
     fd = memfd_create("tutti-registered", MFD_CLOEXEC);
-    if (fd < 0 || ftruncate(fd, (off_t)len) != 0 || TT_CALLOC(&block, 1) != ncclSuccess) {
+    if (fd < 0 || fallocate(fd, 0, 0, (off_t)len) != 0 || TT_CALLOC(&block, 1) != ncclSuccess) {
         TT_INFO(TT_SUB_REG, "registration of %p: no memory file of %zu bytes (%s)", buff, len,
                 strerror(errno));
         goto out;
@@ -257,11 +300,13 @@ static struct mem_block *share_pages(void *buff, size_t bytes)
     pages = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (pages == MAP_FAILED) goto out;
     memcpy(pages, (void *)lo, len);
-    if (!swap_in((void *)lo, pages, len)) {
+    bool fell_back;
+    if (!swap_in((void *)lo, pages, len, fd, &fell_back)) {
         TT_INFO(TT_SUB_REG, "registration of %p: moving %zu bytes failed (%s)", buff, len,
                 strerror(errno));
         goto out;
     }
+    if (fell_back) munmap(pages, len);
     pages = MAP_FAILED;
     madvise((void *)lo, len, MADV_DONTFORK);
     *block = (struct mem_block){.ptr = (void *)lo, .bytes = len, .fd = fd, .id = next_block_id++,
@@ -288,24 +333,18 @@ static void unshare_pages(struct mem_block *block)
         pthread_mutex_unlock(&blocks_lock);
         return;
     }
-    for (struct mem_block **p = &blocks; *p != NULL; p = &(*p)->next) {
-        if (*p == block) {
-            *p = block->next;
-            atomic_fetch_sub(&live_blocks, 1);
-            break;
-        }
-    }
+    unlink_block(block); /* a no-op when a registration found it stale and unlinked it */
     pthread_mutex_unlock(&blocks_lock);
-    uintptr_t lo = (uintptr_t)block->ptr;
-    struct stat st;
-    if (fstat(block->fd, &st) != 0 || !range_mapped_as(lo, lo + block->bytes, st.st_ino)) {
+    if (!block_intact(block)) {
         TT_WARN("deregistration: the %zu bytes at %p no longer hold their memory file (freed "
                 "while registered?); left as they are", block->bytes, block->ptr);
     } else {
         void *pages = mmap(NULL, block->bytes, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        bool fell_back = false;
         if (pages != MAP_FAILED) memcpy(pages, block->ptr, block->bytes);
-        if (pages == MAP_FAILED || !swap_in(block->ptr, pages, block->bytes)) {
+        if (pages == MAP_FAILED || !swap_in(block->ptr, pages, block->bytes, block->fd,
+                                            &fell_back) || fell_back) {
             TT_WARN("deregistration: could not give the %zu bytes at %p private pages back "
                     "(%s); they stay shared", block->bytes, block->ptr, strerror(errno));
             if (pages != MAP_FAILED) munmap(pages, block->bytes);
