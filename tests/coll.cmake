@@ -112,6 +112,16 @@ if(TARGET tutti-run AND TARGET tutti-perf)
     set_tests_properties(perf_check_sym_${coll} PROPERTIES LABELS perf TIMEOUT 120
                          ENVIRONMENT "TUTTI_TIMEOUT_MS=60000" PROCESSORS 2)
   endforeach()
+  # The same over ordinary buffers registered as symmetric windows (-R 2 --malloc): their pages
+  # move into memory files, the ranks agree at registration that every window is shareable, and
+  # the cost model counts on the mapping as for ncclMemAlloc memory.
+  foreach(coll all_reduce all_gather reduce_scatter broadcast alltoall)
+    add_test(NAME perf_check_symmalloc_${coll}
+             COMMAND $<TARGET_FILE:tutti-run> -n 3 --timeout 110 $<TARGET_FILE:tutti-perf>
+                     -t ${coll} -b 8 -e 1M -f 8 -d all -o all -r 2 -n 2 -w 1 -c 1 -R 2 --malloc)
+    set_tests_properties(perf_check_symmalloc_${coll} PROPERTIES LABELS perf TIMEOUT 120
+                         ENVIRONMENT "TUTTI_TIMEOUT_MS=60000" PROCESSORS 2)
+  endforeach()
   # 18 ranks with separate send and receive blocks: one AllReduce maps 34 peer blocks, more
   # than the smallest mapping cache; none of them may be evicted while the operation uses it.
   add_test(NAME perf_check_sym_n18_all_reduce

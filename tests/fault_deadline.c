@@ -4,10 +4,14 @@
  *  2. data path: 2 ranks; rank 1 joins the communicator but never calls the AllReduce. Rank 0
  *     must get an error within the deadline naming the AllReduce and rank 1, and later calls on
  *     the failed communicator must fail at once.
- *  3. broken symmetric-window contract: 2 ranks; rank 0 passes buffers in symmetric windows of
- *     ncclMemAlloc memory, rank 1 ordinary ones, to an AllGather of a size where that changes
- *     the algorithm.
- *     Both must fail within the deadline naming the other rank, and neither may crash.
+ *  3. mismatched windows: 2 ranks; rank 0 registers its buffers as symmetric windows of
+ *     ncclMemAlloc memory, rank 1 ordinary ones as plain windows, and both run an AllGather of a
+ *     size where symmetric windows would change the algorithm. Window registration is
+ *     collective, so the ranks agree not to count on the windows: the AllGather must succeed
+ *     with exact results.
+ *  4. mismatched algorithms: 2 ranks with NCCL_ALGO set differently (Direct on rank 0, Ring on
+ *     rank 1) for that AllGather. Both must fail within the deadline naming the other rank, and
+ *     neither may crash.
  * Nothing may hang: the parent kills stragglers. */
 #include <signal.h>
 #include <stdio.h>
@@ -81,32 +85,65 @@ static int silent_peer_child(const ncclUniqueId *id, int rank)
     return 0;
 }
 
-/* Child of case 3: AllGather of 64 KiB blocks; rank 0's windows steer it to Direct, rank 1
- * runs the ring. */
+/* AllGather of 64 KiB blocks over `send` and `recv` (count and 2 * count floats), each rank's
+ * block holding rank + 1 everywhere; *took gets the call's duration. */
+#define WINDOW_COUNT 16384
+static ncclResult_t run_allgather(ncclComm_t comm, int rank, float *send, float *recv,
+                                  double *took)
+{
+    for (size_t i = 0; i < WINDOW_COUNT; i++) send[i] = (float)(rank + 1);
+    double t0 = now_s();
+    ncclResult_t res = ncclAllGather(send, recv, WINDOW_COUNT, ncclFloat32, comm, NULL);
+    *took = now_s() - t0;
+    return res;
+}
+
+/* Child of case 3: symmetric windows on rank 0, plain windows on ordinary memory on rank 1. */
 static int window_mismatch_child(const ncclUniqueId *id, int rank)
 {
     ncclComm_t comm = NULL;
     if (ncclCommInitRank(&comm, 2, *id, rank) != ncclSuccess) return fail(rank, "init failed");
-    const size_t count = 16384;
+    const size_t count = WINDOW_COUNT;
     float *send = NULL, *recv = NULL;
     ncclWindow_t wins[2] = {NULL, NULL};
     if (rank == 0) {
         if (ncclMemAlloc((void **)&send, count * sizeof *send) != ncclSuccess ||
-            ncclMemAlloc((void **)&recv, 2 * count * sizeof *recv) != ncclSuccess ||
-            ncclCommWindowRegister(comm, send, count * sizeof *send, &wins[0],
-                                   NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess ||
-            ncclCommWindowRegister(comm, recv, 2 * count * sizeof *recv, &wins[1],
-                                   NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess)
-            return fail(rank, "window setup failed");
+            ncclMemAlloc((void **)&recv, 2 * count * sizeof *recv) != ncclSuccess)
+            return fail(rank, "ncclMemAlloc failed");
     } else {
         send = calloc(count, sizeof *send);
         recv = calloc(2 * count, sizeof *recv);
         if (send == NULL || recv == NULL) return fail(rank, "out of memory");
     }
-    for (size_t i = 0; i < count; i++) send[i] = 1.0f;
-    double t0 = now_s();
-    ncclResult_t res = ncclAllGather(send, recv, count, ncclFloat32, comm, NULL);
-    double took = now_s() - t0;
+    int flags = rank == 0 ? NCCL_WIN_COLL_SYMMETRIC : NCCL_WIN_DEFAULT;
+    if (ncclCommWindowRegister(comm, send, count * sizeof *send, &wins[0], flags) != ncclSuccess ||
+        ncclCommWindowRegister(comm, recv, 2 * count * sizeof *recv, &wins[1], flags) !=
+            ncclSuccess)
+        return fail(rank, "window registration failed");
+    double took;
+    ncclResult_t res = run_allgather(comm, rank, send, recv, &took);
+    printf("rank %d: allgather returned %d after %.2f s: %s\n", rank, (int)res, took,
+           res == ncclSuccess ? "" : ncclGetLastError(comm));
+    if (res != ncclSuccess) return fail(rank, "the AllGather failed though the ranks agreed");
+    for (size_t i = 0; i < 2 * count; i++) {
+        if (recv[i] != (float)(i / count + 1)) return fail(rank, "the AllGather's result is wrong");
+    }
+    ncclCommWindowDeregister(comm, wins[0]);
+    ncclCommWindowDeregister(comm, wins[1]);
+    ncclCommDestroy(comm);
+    return 0;
+}
+
+/* Child of case 4: NCCL_ALGO differs between the ranks (read at init, after the fork). */
+static int algo_mismatch_child(const ncclUniqueId *id, int rank)
+{
+    setenv("NCCL_ALGO", rank == 0 ? "Direct" : "Ring", 1);
+    ncclComm_t comm = NULL;
+    if (ncclCommInitRank(&comm, 2, *id, rank) != ncclSuccess) return fail(rank, "init failed");
+    float *send = calloc(WINDOW_COUNT, sizeof *send), *recv = calloc(2 * WINDOW_COUNT, sizeof *recv);
+    if (send == NULL || recv == NULL) return fail(rank, "out of memory");
+    double took;
+    ncclResult_t res = run_allgather(comm, rank, send, recv, &took);
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", ncclGetLastError(comm));
     printf("rank %d: allgather returned %d after %.2f s: %s\n", rank, (int)res, took, msg);
@@ -165,5 +202,6 @@ int main(void)
     failed |= run_case("missing rank at init", 2, missing_rank_child, 15.0);
     failed |= run_case("silent peer in AllReduce", 2, silent_peer_child, 20.0);
     failed |= run_case("symmetric windows on one rank only", 2, window_mismatch_child, 20.0);
+    failed |= run_case("NCCL_ALGO differing between ranks", 2, algo_mismatch_child, 20.0);
     return failed;
 }

@@ -34,6 +34,8 @@ static void usage(void)
             "                         no kernel copy); 2: buffers from ncclMemAlloc as symmetric\n"
             "                         windows (ncclCommWindowRegister), which also lets the cost\n"
             "                         model count on the mapping\n"
+            "      --malloc           with -R 2: windows over ordinary (aligned_alloc) buffers,\n"
+            "                         whose pages the registration moves, not ncclMemAlloc ones\n"
             "      --json FILE        also write the results as JSON\n"
             "      --csv              print CSV instead of the table\n");
 }
@@ -69,6 +71,7 @@ bool tp_parse_options(int argc, char **argv, struct options *o)
         {"local_register", required_argument, NULL, 'R'},
         {"json", required_argument, NULL, 'J'},
         {"csv", no_argument, NULL, 'C'},
+        {"malloc", no_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -161,6 +164,9 @@ bool tp_parse_options(int argc, char **argv, struct options *o)
             break;
         case 'C':
             o->csv = true;
+            break;
+        case 'M':
+            o->malloc_windows = true;
             break;
         default:
             ok = false;

@@ -172,12 +172,17 @@ static void *alloc_or_die(size_t bytes)
 
 /* A registered buffer, which other ranks of the host map: an ordinary one registered with
  * ncclCommRegister (-R 1: Tutti moves its pages into a memory file), or ncclMemAlloc memory as
- * a symmetric window (-R 2; every rank registers alike, as the window call is collective). */
+ * a symmetric window (-R 2; every rank registers alike, as the window call is collective), or
+ * an ordinary buffer as a symmetric window (-R 2 --malloc). */
 static void *registered_alloc_or_die(struct bench *b, size_t bytes, void **handle)
 {
     void *p = NULL;
     size_t size = (bytes + 4095) / 4096 * 4096 + 4096;
-    if (b->opt.local_register == 2) {
+    if (b->opt.local_register == 2 && b->opt.malloc_windows) {
+        p = alloc_or_die(bytes);
+        check_call(b, ncclCommWindowRegister(b->comm, p, size, (ncclWindow_t *)handle,
+                                             NCCL_WIN_COLL_SYMMETRIC), "ncclCommWindowRegister");
+    } else if (b->opt.local_register == 2) {
         check_call(b, ncclMemAlloc(&p, size), "ncclMemAlloc");
         check_call(b, ncclCommWindowRegister(b->comm, p, size, (ncclWindow_t *)handle,
                                              NCCL_WIN_COLL_SYMMETRIC), "ncclCommWindowRegister");
@@ -547,12 +552,16 @@ int main(int argc, char **argv)
     double done = 0;
     check_call(&b, ncclAllReduce(&done, &done, 1, ncclFloat64, ncclSum, b.comm, NULL),
                "ncclAllReduce at the end");
-    if (b.opt.local_register == 2) {
+    if (b.opt.local_register == 2 && !b.opt.malloc_windows) {
         check_call(&b, ncclCommWindowDeregister(b.comm, b.send_handle), "window deregister");
         check_call(&b, ncclCommWindowDeregister(b.comm, b.recv_handle), "window deregister");
         check_call(&b, ncclMemFree(b.send_buf), "ncclMemFree");
         check_call(&b, ncclMemFree(b.recv_buf), "ncclMemFree");
     } else {
+        if (b.opt.local_register == 2) {
+            check_call(&b, ncclCommWindowDeregister(b.comm, b.send_handle), "window deregister");
+            check_call(&b, ncclCommWindowDeregister(b.comm, b.recv_handle), "window deregister");
+        }
         if (b.opt.local_register == 1) {
             check_call(&b, ncclCommDeregister(b.comm, b.send_handle), "ncclCommDeregister");
             check_call(&b, ncclCommDeregister(b.comm, b.recv_handle), "ncclCommDeregister");

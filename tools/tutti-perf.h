@@ -47,7 +47,7 @@ struct options {
     int average; /* 0: rank 0's time, 1: average, 2: min, 3: max */
     int blocking;
     int root;
-    int local_register; /* 1: ncclMemAlloc buffers, registered; 2: symmetric windows */
+    int local_register; /* -R: 1 ordinary buffers registered; 2 symmetric windows */
     const struct coll_desc *coll;
     const struct th_dtype *dtypes[TH_NUM_DTYPES];
     int ndtypes;
@@ -55,6 +55,7 @@ struct options {
     int nops;
     const char *json_path;
     bool csv;
+    bool malloc_windows; /* --malloc: -R 2 windows over ordinary buffers */
 };
 
 /* Parses the command line into *o (defaults first); prints the usage and returns false on a bad

@@ -226,8 +226,8 @@ TT_API ncclResult_t pncclCommDeregister(const ncclComm_t comm, void *handle)
 }
 TT_API_ALIAS(ncclCommDeregister);
 
-/* A window is collective in NCCL; recording it needs no exchange yet, so each rank records its
- * own. */
+/* A window is collective in NCCL, and here too: the ranks settle whether every one of them put
+ * it in shareable memory (core/mem.c). */
 TT_API ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size,
                                             ncclWindow_t *win, int winFlags)
 {

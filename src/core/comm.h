@@ -78,7 +78,7 @@ struct ncclComm {
     struct tt_direct_scratch scratch;
     struct tt_tune tune;
     struct tt_tune_memo tune_memo;
-    int sym_windows; /* symmetric windows in ncclMemAlloc memory (core/mem.c) */
+    int sym_windows; /* symmetric windows in shareable memory everywhere (core/mem.c) */
     bool oversubscribed; /* one host, more ranks than any rank has CPUs (agreed at init) */
     size_t slot_bytes;
     int64_t timeout_ms;

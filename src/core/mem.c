@@ -25,11 +25,12 @@
  * records themselves, accepted back only when found in that table, so a stale or forged handle
  * is never dereferenced. The Direct algorithm asks tt_mem_region which part of a buffer lies in
  * a memory file, so that its peers map the file and read that part with plain loads. A symmetric
- * window (NCCL_WIN_COLL_SYMMETRIC) in ncclMemAlloc memory also steers the cost model: NCCL's
- * contract for such windows is that every rank passes window buffers to the same collective, so
- * the model may count on Direct mapping the peers' buffers (docs/tuning.md, "Symmetric
- * windows"). Windows in ordinary memory do not: whether its pages could be moved depends on
- * where each rank's buffer sits against the pages, so the ranks could judge differently. */
+ * window (NCCL_WIN_COLL_SYMMETRIC) also steers the cost model when every rank put it in
+ * shareable memory (ncclMemAlloc memory, or ordinary memory whose pages moved), which the ranks
+ * settle among themselves when they register it, as NCCL makes window registration collective:
+ * NCCL's contract for such windows is that every rank passes window buffers to the same
+ * collective, so the model may count on Direct mapping the peers' buffers (docs/tuning.md,
+ * "Symmetric windows"). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -366,7 +367,7 @@ struct tt_reg {
     int flags;
     struct mem_block *pages; /* its pages, moved into a memory file (NULL: not moved) */
     bool is_window;
-    bool shared; /* a symmetric window in an ncclMemAlloc block */
+    bool shared; /* a symmetric window in shareable memory on every rank */
     struct tt_reg *next;
 };
 
@@ -444,6 +445,21 @@ ncclResult_t tt_comm_deregister(ncclComm_t comm, void *handle)
     return ncclSuccess;
 }
 
+/* Sets *flag to whether it is true on every rank of the communicator (a collective call). */
+static ncclResult_t agree_all(struct ncclComm *comm, bool *flag)
+{
+    if (comm->nranks == 1) return ncclSuccess;
+    uint8_t *all = NULL;
+    TT_TRY(TT_CALLOC(&all, (size_t)comm->nranks));
+    all[comm->rank] = *flag;
+    pthread_mutex_lock(&comm->bootstrap_lock);
+    ncclResult_t res = tt_bootstrap_allgather(comm->bootstrap, all, 1);
+    pthread_mutex_unlock(&comm->bootstrap_lock);
+    for (int r = 0; r < comm->nranks; r++) *flag = *flag && all[r];
+    free(all);
+    return res;
+}
+
 ncclResult_t tt_comm_window_register(ncclComm_t comm, void *buff, size_t bytes,
                                      ncclWindow_t *win, int flags)
 {
@@ -454,11 +470,17 @@ ncclResult_t tt_comm_window_register(ncclComm_t comm, void *buff, size_t bytes,
     w->reg.bytes = bytes;
     w->reg.flags = flags;
     w->reg.is_window = true;
-    TT_TRY_GOTO(add_reg(comm, &w->reg), res, fail);
     w->reg.pages = share_pages(buff, bytes);
-    /* Only ncclMemAlloc memory steers the cost model: whether ordinary pages could be moved
-     * depends on where each rank's buffer sits against the pages, so ranks could disagree. */
-    w->reg.shared = (flags & NCCL_WIN_COLL_SYMMETRIC) && in_allocated_block(buff, bytes);
+    /* Registering a window is collective (NCCL's rule), so the ranks settle here, alike,
+     * whether every one of them put it in shareable memory: only then may the cost model count
+     * on Direct mapping it. Each rank's own answer may differ (ordinary memory moves only where
+     * its buffer covers enough whole pages; a rank may pass ordinary memory where the others
+     * pass ncclMemAlloc memory), and the ranks must never choose differently. */
+    bool mine = (flags & NCCL_WIN_COLL_SYMMETRIC) &&
+                (w->reg.pages != NULL || in_allocated_block(buff, bytes));
+    TT_TRY_GOTO(agree_all(comm, &mine), res, fail);
+    w->reg.shared = mine;
+    TT_TRY_GOTO(add_reg(comm, &w->reg), res, fail);
     comm->sym_windows += w->reg.shared;
     TT_INFO(TT_SUB_REG, "window of %zu bytes at %p (flags 0x%x%s): %p", bytes, buff,
             (unsigned)flags, w->reg.shared ? ", symmetric in shareable memory" : "",
@@ -466,6 +488,7 @@ ncclResult_t tt_comm_window_register(ncclComm_t comm, void *buff, size_t bytes,
     *win = w;
     return ncclSuccess;
 fail:
+    unshare_pages(w->reg.pages);
     free(w);
     return res;
 }
