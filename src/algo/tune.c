@@ -260,7 +260,20 @@ float tt_tune_estimate_us(const struct tt_tune_input *in, enum tt_algo_id algo)
     if (!implements[algo][in->coll]) return INFINITY;
     switch (algo) {
     case TT_ALGO_RING: return (float)ring_us(in, c);
-    case TT_ALGO_ONESHOT: return one_host ? (float)oneshot_us(in, c) : INFINITY;
+    case TT_ALGO_ONESHOT:
+        if (!one_host) return INFINITY;
+        /* OneShot Broadcast lost to the ring at every size measured, 8 B-64 KiB at 2 and 4
+         * ranks, in both of the VM's phases (2 ranks 512 B 0.59-0.64 vs 0.42-0.44 us, 64 KiB
+         * 2.1-3.3 vs 1.4-2.6; 4 ranks 8 B 1.5-2.1 vs 0.33, 32 KiB 6.3-6.5 vs 3.3): its root
+         * waits for every reader before it may refill its slot, while the ring's chain
+         * pipelines. The alpha-beta rows cannot show that, so with 2 ranks, where the ring is
+         * one hop, OneShot is charged a half more than the ring: chosen only where forced.
+         * With more ranks the ring's rows, calibrated on large messages, overstate a chain of
+         * small copies several times over, and Direct would win on paper where it measured
+         * slowest of the three (4 ranks, 32 KiB: 7.3-8.4 us), so OneShot keeps its estimate. */
+        if (in->coll == TT_COLL_BROADCAST && in->nranks == 2)
+            return (float)(1.5 * ring_us(in, &cost_table[TT_ALGO_RING][TUNE_LINK_SHM]));
+        return (float)oneshot_us(in, c);
     case TT_ALGO_DIRECT: return one_host ? (float)direct_us(in, c) : INFINITY;
     case TT_ALGO_TREE: return (float)tree_us(in, c);
     default: return INFINITY;
