@@ -94,8 +94,9 @@ if(TARGET tutti-run AND TARGET tutti-perf)
     set_tests_properties(perf_check_${coll} PROPERTIES LABELS perf TIMEOUT 120
                          ENVIRONMENT "TUTTI_TIMEOUT_MS=60000" PROCESSORS 2)
   endforeach()
-  # Direct forced over ncclMemAlloc buffers (-R 1): peers map each other's buffers and read them
-  # with plain loads instead of cross-memory attach.
+  # Direct forced over ordinary buffers registered with ncclCommRegister (-R 1), whose pages the
+  # registration moves into memory files: peers map each other's buffers and read them with
+  # plain loads instead of cross-memory attach.
   foreach(coll all_reduce all_gather reduce_scatter broadcast reduce alltoall)
     add_test(NAME perf_check_mapped_${coll}
              COMMAND $<TARGET_FILE:tutti-run> -n 3 --timeout 110 $<TARGET_FILE:tutti-perf>
