@@ -120,7 +120,7 @@ struct tt_op {
     tt_algo_step_fn step_fn;
     struct tt_host *host;
     struct tt_direct_scratch *scratch;
-    struct tt_host_region send_region; /* the buffers' ncclMemAlloc blocks (Direct) */
+    struct tt_host_region send_region; /* the buffers' shareable parts (Direct) */
     struct tt_host_region recv_region;
     int state;
     int slot;

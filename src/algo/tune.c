@@ -73,7 +73,7 @@ static const struct tune_cost cost_table[TT_ALGO_COUNT][TUNE_LINK_COUNT] = {
 static const struct tune_cost direct_allreduce = {.alpha_us = 1.0, .gbytes_per_s = 20.0,
                                                   .syscall_us = 0.7, .chunk_bytes = 262144};
 
-/* Direct when the buffers lie in symmetric windows in ncclMemAlloc memory: the peers map them,
+/* Direct when the buffers lie in symmetric windows in shareable memory: the peers map them,
  * so there are no kernel calls and the copies and folds run at memory speed. Measured like the
  * table above with tutti-perf -R 2 (2 ranks, AllReduce, Direct forced): 2.0 us at 1 KiB in its
  * two phases; 1 MiB in 20-22 us, 16 MiB in 530-600 us, 256 MiB in 15.4 ms (bytes moved: the

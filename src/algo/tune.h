@@ -34,7 +34,7 @@ struct tt_tune_input {
     size_t oneshot_max_bytes; /* largest `bytes` OneShot takes: the mailbox slot's payload, divided
                                  by nranks for ReduceScatter (it publishes its whole input) */
     bool direct_ok;           /* every rank on one host, cross-memory attach works */
-    bool symmetric;           /* the buffers lie in symmetric windows in ncclMemAlloc memory, so
+    bool symmetric;           /* the buffers lie in symmetric windows in shareable memory, so
                                  Direct maps the peers' buffers instead of copying them */
     bool oversubscribed;      /* one host with more ranks than CPUs */
     size_t tree_max_bytes;    /* largest `bytes` Tree takes: half a connection FIFO, so that

@@ -91,8 +91,9 @@ ncclResult_t tt_redop_destroy(ncclComm_t comm, ncclRedOp_t op);
 ncclResult_t tt_comm_redop_resolve(ncclComm_t comm, ncclRedOp_t op, ncclDataType_t dtype,
                                    struct tt_redop *out);
 
-/* Memory (core/mem.c): ncclMemAlloc memory is shared memory other ranks of the host can map;
- * registrations and windows are recorded per communicator for the zero-copy paths. */
+/* Memory (core/mem.c): ncclMemAlloc memory is shared memory other ranks of the host can map, and
+ * registering ordinary memory moves its whole pages into such memory; registrations and windows
+ * are recorded per communicator for the zero-copy paths. */
 ncclResult_t tt_mem_alloc(void **ptr, size_t bytes);
 ncclResult_t tt_mem_free(void *ptr);
 /* Whether part of [ptr, ptr + bytes) lies in shareable memory: an ncclMemAlloc block, which must
@@ -106,8 +107,9 @@ ncclResult_t tt_comm_window_register(ncclComm_t comm, void *buff, size_t bytes,
                                      ncclWindow_t *win, int flags);
 ncclResult_t tt_comm_window_deregister(ncclComm_t comm, ncclWindow_t win);
 /* Whether [ptr, ptr + bytes) lies inside one of the communicator's symmetric windows
- * (NCCL_WIN_COLL_SYMMETRIC) in ncclMemAlloc memory: NCCL's contract is that the other ranks then
- * pass window buffers too, so the cost model may count on their peers mapping them. */
+ * (NCCL_WIN_COLL_SYMMETRIC) that every rank put in shareable memory: NCCL's contract is that the
+ * other ranks then pass window buffers too, so the cost model may count on their peers mapping
+ * them. */
 bool tt_comm_sym_window(const struct ncclComm *comm, const void *ptr, size_t bytes);
 
 #endif

@@ -33,8 +33,8 @@ static void buffer_spans(const struct tt_op *op, int nranks, size_t *send, size_
     *recv = op->coll == TT_COLL_ALLGATHER || op->coll == TT_COLL_ALLTOALL ? all : bytes;
 }
 
-/* Whether the buffers lie in symmetric windows in ncclMemAlloc memory, on a host where Direct
- * runs: then, by NCCL's contract for such windows, every rank's buffers do. Only the buffers
+/* Whether the buffers lie in symmetric windows that every rank put in shareable memory
+ * (core/mem.c settles that when the window is registered), on a host where Direct runs: then, by NCCL's contract for such windows, every rank's buffers do. Only the buffers
  * every rank passes count: Broadcast's non-roots may pass any send buffer (even NULL) and
  * Reduce's non-roots any receive buffer, and a root that looked at those would choose alone.
  * Below 4 KiB the windows cannot change the choice (OneShot's single hand-off wins either way),
@@ -82,8 +82,9 @@ static void tune_input(const struct tt_task *task, const struct ncclComm *comm, 
     };
 }
 
-/* Sets the op up for Direct, whose buffers span `send_bytes` and `recv_bytes`: those in
- * ncclMemAlloc memory are mapped by the peers instead of copied out. */
+/* Sets the op up for Direct, whose buffers span `send_bytes` and `recv_bytes`: what of them lies
+ * in shareable memory (ncclMemAlloc blocks, registered pages) is mapped by the peers instead of
+ * copied out. */
 static void set_direct(struct tt_op *op, struct ncclComm *comm, size_t send_bytes,
                        size_t recv_bytes)
 {

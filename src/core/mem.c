@@ -155,12 +155,14 @@ bool tt_mem_region(const void *ptr, size_t bytes, struct tt_host_region *out)
 /* Whether [ptr, ptr + bytes) lies inside one ncclMemAlloc block. */
 static bool in_allocated_block(const void *ptr, size_t bytes)
 {
-    struct tt_host_region region;
+    uintptr_t lo = (uintptr_t)ptr;
     bool found = false;
-    if (!tt_mem_region(ptr, bytes, &region)) return false;
     pthread_mutex_lock(&blocks_lock);
-    for (const struct mem_block *b = blocks; b != NULL && !found; b = b->next)
-        found = b->id == region.id && !b->shared_pages;
+    for (const struct mem_block *b = blocks; b != NULL && !found; b = b->next) {
+        uintptr_t base = (uintptr_t)b->ptr;
+        found = !b->shared_pages && lo >= base && lo - base <= b->bytes &&
+                bytes <= b->bytes - (lo - base);
+    }
     pthread_mutex_unlock(&blocks_lock);
     return found;
 }
