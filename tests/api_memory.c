@@ -8,9 +8,12 @@
  *     of the range shares the file, an overlapping one moves nothing, a child of fork() does not
  *     get the pages, deregistration gives private pages back, and a buffer freed while
  *     registered is not touched by its deregistration;
- *   - symmetric windows and roots: Broadcast's and Reduce's non-roots passing NULL buffers.
+ *   - symmetric windows and roots: Broadcast's and Reduce's non-roots passing NULL buffers;
+ *   - the pages of memory files that peers mapped are released when their owner frees or
+ *     deregisters them, although the peers keep the mappings cached.
  *
  * The exit code is 1 when any check failed. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -289,6 +292,96 @@ static void test_window_roots(ncclComm_t world)
     CHECK_RES(ncclMemFree(buf), ncclSuccess, NULL);
 }
 
+/* ---- peers' mappings of freed memory ------------------------------------------------------ */
+
+/* KiB resident in this process's mappings of Tutti's memory files whose name contains `name`,
+ * leaving out mappings that overlap [skip_lo, skip_hi) (this rank's own buffer). */
+static long memfd_rss_kib(const char *name, uintptr_t skip_lo, uintptr_t skip_hi)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (f == NULL) return -1;
+    char line[512];
+    long kib = 0;
+    bool counting = false;
+    while (fgets(line, sizeof line, f) != NULL) {
+        unsigned long start, end;
+        long rss;
+        char perms[8];
+        if (sscanf(line, "%lx-%lx %7s", &start, &end, perms) == 3 && strchr(line, '/') != NULL) {
+            counting = strstr(line, name) != NULL && (end <= skip_lo || start >= skip_hi);
+        } else if (sscanf(line, "%lx-%lx %7s", &start, &end, perms) == 3) {
+            counting = false;
+        } else if (counting && sscanf(line, "Rss: %ld kB", &rss) == 1) {
+            kib += rss;
+        }
+    }
+    fclose(f);
+    return kib;
+}
+
+/* Returns once every rank has called it. */
+static void barrier(ncclComm_t world)
+{
+    int32_t one = 1;
+    CHECK_RES(ncclAllReduce(&one, &one, 1, ncclInt32, ncclSum, world, NULL), ncclSuccess, NULL);
+}
+
+/* In-place AllReduce over `v`, registered as a symmetric window on every rank, checked exactly;
+ * then checks that the peers' buffers named `file` are resident here (Direct mapped them: over
+ * shared memory, or the release check below would prove nothing) before any rank deregisters. */
+static void mapped_allreduce(ncclComm_t world, int32_t *v, size_t count, const char *file,
+                             bool shm)
+{
+    ncclWindow_t win = NULL;
+    CHECK_RES(ncclCommWindowRegister(world, v, count * sizeof *v, &win, NCCL_WIN_COLL_SYMMETRIC),
+              ncclSuccess, NULL);
+    for (size_t i = 0; i < count; i++) v[i] = input_of(world_rank, (int)(i % 100000));
+    CHECK_RES(ncclAllReduce(v, v, count, ncclInt32, ncclSum, world, NULL), ncclSuccess, NULL);
+    for (size_t i = 0; i < count; i++) {
+        int32_t want = 0;
+        for (int r = 0; r < NRANKS; r++) want += input_of(r, (int)(i % 100000));
+        if (v[i] != want) {
+            FAIL("AllReduce over %s: element %zu = %d, want %d", file, i, v[i], want);
+            break;
+        }
+    }
+    long peers = memfd_rss_kib(file, (uintptr_t)v, (uintptr_t)(v + count));
+    if (shm && peers <= 0)
+        FAIL("no peer's %s buffer is resident here (%ld KiB): Direct did not map it", file, peers);
+    barrier(world); /* every rank has looked before any rank lets its buffer go */
+    CHECK_RES(ncclCommWindowDeregister(world, win), ncclSuccess, NULL);
+}
+
+/* Peers keep their mappings of a rank's memory files cached after the rank frees them; the pages
+ * must nevertheless go back to the system when the owner frees them (ncclMemFree) or deregisters
+ * ordinary memory, not when the peers evict the mapping. */
+static void test_peer_maps_released(ncclComm_t world)
+{
+    const size_t count = (size_t)1 << 20; /* int32s: 4 MiB */
+    const size_t bytes = count * sizeof(int32_t);
+    const char *shm_off = getenv("NCCL_SHM_DISABLE");
+    bool shm = shm_off == NULL || strcmp(shm_off, "1") != 0;
+
+    int32_t *a = NULL;
+    CHECK_RES(ncclMemAlloc((void **)&a, bytes), ncclSuccess, NULL);
+    if (a == NULL) return;
+    mapped_allreduce(world, a, count, "memfd:tutti-mem", shm);
+    CHECK_RES(ncclMemFree(a), ncclSuccess, NULL);
+
+    int32_t *m = malloc(bytes);
+    if (m == NULL) {
+        FAIL("malloc of %zu bytes failed", bytes);
+        return;
+    }
+    mapped_allreduce(world, m, count, "memfd:tutti-registered", shm);
+    free(m);
+
+    /* Once every rank has freed both, nothing of any rank's memory files may stay resident. */
+    barrier(world);
+    CHECK_INT("KiB of freed memory files still resident", (int)memfd_rss_kib("memfd:tutti-", 0, 0),
+              0);
+}
+
 int main(void)
 {
     ncclComm_t world = NULL;
@@ -310,6 +403,7 @@ int main(void)
     test_memory(world);
     test_registered_pages(world);
     test_window_roots(world);
+    test_peer_maps_released(world);
     CHECK_RES(ncclCommDestroy(world), ncclSuccess, NULL);
     printf("api_memory rank %d: %s (%d failed checks)\n", world_rank,
            failures ? "FAILED" : "passed", failures);

@@ -19,7 +19,9 @@
  * of one range from several communicators share one file, counted. The buffer must not be
  * written by another thread during the registration or deregistration call itself (a write
  * between the copy and the swap would be lost), nor freed before it is deregistered;
- * TUTTI_REGISTER_REMAP=0 makes registrations bookkeeping only.
+ * TUTTI_REGISTER_REMAP=0 makes registrations bookkeeping only. Peers keep their mappings of a
+ * block cached after it dies, so freeing a block, or the last deregistration of moved pages,
+ * drops the file's pages from every mapping (release_file) once this process maps it no more.
  *
  * Registrations and windows are recorded in the communicator's table; their handles are the
  * records themselves, accepted back only when found in that table, so a stale or forged handle
@@ -66,6 +68,8 @@ static pthread_mutex_t blocks_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mem_block *blocks;
 static uint64_t next_block_id = 1;
 static _Atomic size_t live_blocks; /* lets tt_mem_region skip the lock when there are none */
+
+static void release_file(int fd, size_t bytes);
 
 ncclResult_t tt_mem_alloc(void **ptr, size_t bytes)
 {
@@ -125,7 +129,7 @@ ncclResult_t tt_mem_free(void *ptr)
                         ptr);
     TT_INFO(TT_SUB_ALLOC, "ncclMemFree: %zu bytes at %p", block->bytes, ptr);
     munmap(block->ptr, block->bytes);
-    close(block->fd);
+    release_file(block->fd, block->bytes);
     free(block);
     return ncclSuccess;
 }
@@ -179,6 +183,31 @@ static bool private_anonymous(const char *perms, unsigned long inode, const char
            (name[0] == '\0' || strcmp(name, "[heap]") == 0 || strncmp(name, "[anon:", 6) == 0);
 }
 
+/* One line of /proc/self/maps. */
+struct mapping {
+    unsigned long start, end, inode;
+    char perms[8];
+    const char *name; /* its path, possibly empty; points into the line */
+};
+
+/* Reads the next mapping of `f` into *m (the line's storage in *line, *cap). */
+static bool next_mapping(FILE *f, char **line, size_t *cap, struct mapping *m)
+{
+    while (getline(line, cap, f) > 0) {
+        unsigned long offset;
+        unsigned dev_major, dev_minor;
+        int name_at = 0;
+        if (sscanf(*line, "%lx-%lx %7s %lx %x:%x %lu %n", &m->start, &m->end, m->perms, &offset,
+                   &dev_major, &dev_minor, &m->inode, &name_at) < 7 || name_at == 0)
+            continue;
+        char *name = *line + name_at;
+        name[strcspn(name, "\n")] = '\0';
+        m->name = name;
+        return true;
+    }
+    return false;
+}
+
 /* Whether every byte of [lo, hi) lies in private anonymous memory (want_ino 0) or in shared
  * mappings of the memory file whose inode is want_ino. */
 static bool range_mapped_as(uintptr_t lo, uintptr_t hi, unsigned long want_ino)
@@ -189,25 +218,48 @@ static bool range_mapped_as(uintptr_t lo, uintptr_t hi, unsigned long want_ino)
     size_t cap = 0;
     uintptr_t covered = lo;
     bool ok = true;
-    while (ok && covered < hi && getline(&line, &cap, f) > 0) {
-        unsigned long start, end, offset, inode;
-        unsigned dev_major, dev_minor;
-        char perms[8];
-        int name_at = 0;
-        if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &start, &end, perms, &offset,
-                   &dev_major, &dev_minor, &inode, &name_at) < 7 || name_at == 0)
-            continue;
-        if (end <= covered) continue;
-        if (start > covered) break; /* a hole */
-        char *name = line + name_at;
-        name[strcspn(name, "\n")] = '\0';
-        ok = want_ino != 0 ? inode == want_ino && strcmp(perms, "rw-s") == 0
-                           : private_anonymous(perms, inode, name);
-        covered = end;
+    struct mapping m;
+    while (ok && covered < hi && next_mapping(f, &line, &cap, &m)) {
+        if (m.end <= covered) continue;
+        if (m.start > covered) break; /* a hole */
+        ok = want_ino != 0 ? m.inode == want_ino && strcmp(m.perms, "rw-s") == 0
+                           : private_anonymous(m.perms, m.inode, m.name);
+        covered = m.end;
     }
     free(line);
     fclose(f);
     return ok && covered >= hi;
+}
+
+/* Whether anything in this process still maps the memory file whose inode is `ino` (true when
+ * that cannot be read, which keeps the file's pages). */
+static bool file_mapped_here(unsigned long ino)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (f == NULL) return true;
+    char *line = NULL;
+    size_t cap = 0;
+    bool found = false;
+    struct mapping m;
+    while (!found && next_mapping(f, &line, &cap, &m))
+        found = m.inode == ino && m.name[0] != '\0' && strstr(m.name, "memfd:") != NULL;
+    free(line);
+    fclose(f);
+    return found;
+}
+
+/* Closes a block's memory file after dropping its pages: peers keep their mappings of a block
+ * cached after it dies (until evicted or their communicator goes), and without this the pages
+ * would live on in those mappings. A hole punched over the whole file takes every page out of
+ * every mapping at once, so the memory returns to the system now; a peer that touched the block
+ * afterwards (only an operation still running on a freed buffer could) reads zeros instead of
+ * faulting, since the file keeps its size. Called only once this process maps the file no more. */
+static void release_file(int fd, size_t bytes)
+{
+    if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)bytes) != 0)
+        TT_INFO(TT_SUB_ALLOC, "dropping the pages of a memory file of %zu bytes failed (%s): "
+                "they live until the peers unmap it", bytes, strerror(errno));
+    close(fd);
 }
 
 /* Swaps the pages at `at` for those at `pages` (both `bytes` long, `pages` a mapping of its own),
@@ -338,6 +390,8 @@ static void unshare_pages(struct mem_block *block)
     }
     unlink_block(block); /* a no-op when a registration found it stale and unlinked it */
     pthread_mutex_unlock(&blocks_lock);
+    struct stat st;
+    bool shared_still = false;
     if (!block_intact(block)) {
         TT_WARN("deregistration: the %zu bytes at %p no longer hold their memory file (freed "
                 "while registered?); left as they are", block->bytes, block->ptr);
@@ -351,12 +405,18 @@ static void unshare_pages(struct mem_block *block)
             TT_WARN("deregistration: could not give the %zu bytes at %p private pages back "
                     "(%s); they stay shared", block->bytes, block->ptr, strerror(errno));
             if (pages != MAP_FAILED) munmap(pages, block->bytes);
+            shared_still = true;
         } else {
             TT_INFO(TT_SUB_REG, "deregistration: %zu bytes at %p are private again",
                     block->bytes, block->ptr);
         }
     }
-    close(block->fd);
+    /* The file's pages go only where nothing here maps it any more: not where the swap failed,
+     * nor where a buffer freed while registered was moved elsewhere whole (realloc's mremap). */
+    if (!shared_still && fstat(block->fd, &st) == 0 && !file_mapped_here(st.st_ino))
+        release_file(block->fd, block->bytes);
+    else
+        close(block->fd);
     free(block);
 }
 

@@ -112,9 +112,9 @@ struct tt_host_region {
 /* Bytes [r->lo, r->hi) of `peer`'s buffer `r`, mapped into this process read-write (zero-copy
  * access with plain loads and stores): the address of byte r->lo. NULL when nothing of it is
  * shareable, it cannot be mapped or TUTTI_MAP_PEERS is 0 (then use tt_host_read and
- * tt_host_write). Mappings are cached per peer and block id and live until evicted or
- * tt_host_destroy, which keeps the pages of a block the peer has since freed alive meanwhile
- * (never reused: ids are not recycled). */
+ * tt_host_write). Mappings are cached per peer and block id (ids are never reused) and live
+ * until evicted or tt_host_destroy; a block's owner drops the file's pages from every mapping
+ * when it frees the block (core/mem.c, release_file), so a dead block's mapping holds no memory. */
 const void *tt_host_map(struct tt_host *h, int peer, const struct tt_host_region *r);
 
 #endif
