@@ -71,20 +71,33 @@ static _Atomic size_t live_blocks; /* lets tt_mem_region skip the lock when ther
 
 static void release_file(int fd, size_t bytes);
 
+/* A new memory file of `bytes` (its pages reserved now when `reserve`, else on first touch),
+ * sealed at that size: F_SEAL_SHRINK means no process, this one or a peer holding the
+ * descriptor, can cut the file under the peers' mappings, whose loads would then raise SIGBUS;
+ * peers map only files that carry it (transport/host.c). -1 with errno on failure. */
+static int sealed_file(const char *name, size_t bytes, bool reserve)
+{
+    int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return -1;
+    if ((reserve ? fallocate(fd, 0, 0, (off_t)bytes) : ftruncate(fd, (off_t)bytes)) != 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        int err = errno;
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    return fd;
+}
+
 ncclResult_t tt_mem_alloc(void **ptr, size_t bytes)
 {
     ncclResult_t res = ncclSuccess;
     struct mem_block *block = NULL;
     void *map = MAP_FAILED;
-    int fd = memfd_create("tutti-mem", MFD_CLOEXEC);
+    int fd = sealed_file("tutti-mem", bytes, false);
     if (fd < 0)
-        return TT_ERROR(ncclSystemError, "ncclMemAlloc: memfd_create for %zu bytes failed: %s",
-                        bytes, strerror(errno));
-    if (ftruncate(fd, (off_t)bytes) != 0) {
-        res = TT_ERROR(ncclSystemError, "ncclMemAlloc: sizing the memory file to %zu bytes "
-                       "failed: %s", bytes, strerror(errno));
-        goto fail;
-    }
+        return TT_ERROR(ncclSystemError, "ncclMemAlloc: no memory file of %zu bytes: %s", bytes,
+                        strerror(errno));
     map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) {
         res = TT_ERROR(ncclSystemError, "ncclMemAlloc: mapping %zu bytes failed: %s", bytes,
@@ -344,10 +357,9 @@ static struct mem_block *share_pages(void *buff, size_t bytes)
                 "its pages are not moved; peers copy it with cross-memory attach", buff, bytes);
         goto out;
     }
-    /* fallocate, unlike ftruncate, reserves the pages now: memory that runs short fails here,
-     * not in the copy below. */
-    fd = memfd_create("tutti-registered", MFD_CLOEXEC);
-    if (fd < 0 || fallocate(fd, 0, 0, (off_t)len) != 0 || TT_CALLOC(&block, 1) != ncclSuccess) {
+    /* The file's pages are reserved now: memory that runs short fails here, not in the copy. */
+    fd = sealed_file("tutti-registered", len, true);
+    if (fd < 0 || TT_CALLOC(&block, 1) != ncclSuccess) {
         TT_INFO(TT_SUB_REG, "registration of %p: no memory file of %zu bytes (%s)", buff, len,
                 strerror(errno));
         goto out;

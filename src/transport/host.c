@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -357,7 +358,8 @@ ncclResult_t tt_host_write(const struct tt_host *h, int peer, uintptr_t remote, 
 }
 
 /* Maps a peer's block: its memory file's descriptor is duplicated into this process through a
- * pidfd (the same ptrace permission cross-memory attach needs), mapped and closed again. */
+ * pidfd (the same ptrace permission cross-memory attach needs), checked, mapped and closed
+ * again. */
 static void *map_block(struct tt_host *h, int peer, const struct tt_host_region *r)
 {
     if (h->pidfds[peer] == -1) {
@@ -376,6 +378,20 @@ static void *map_block(struct tt_host *h, int peer, const struct tt_host_region 
                 peer, (int)r->fd, strerror(errno));
         close(h->pidfds[peer]);
         h->pidfds[peer] = -2;
+        return NULL;
+    }
+    /* A file shorter than the block, or one its owner could still shrink, would turn a load
+     * past its end into SIGBUS here: such a file is read with cross-memory attach instead, which
+     * fails with an error. */
+    struct stat st = {0};
+    int seals = fcntl((int)fd, F_GET_SEALS);
+    if (fstat((int)fd, &st) != 0 || (uint64_t)st.st_size < r->bytes || seals < 0 ||
+        !(seals & F_SEAL_SHRINK)) {
+        TT_INFO(TT_SUB_SHM, "rank %d's memory file %llu is not sealed at %llu bytes or more "
+                            "(size %lld, seals 0x%x): read with cross-memory attach",
+                peer, (unsigned long long)r->id, (unsigned long long)r->bytes,
+                (long long)st.st_size, seals < 0 ? 0 : seals);
+        close((int)fd);
         return NULL;
     }
     void *base = mmap(NULL, r->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, 0);
