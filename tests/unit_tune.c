@@ -415,13 +415,14 @@ static void test_select_model(void)
     struct tt_tune t;
     init_ok(&t, NULL, NULL);
 
-    where = "one host, small: OneShot, but Broadcast down the ring";
+    where = "one host, small: OneShot, but Broadcast and Reduce down the ring";
     for (int n = 2; n <= 8; n++)
         for (int i = 0; i < NCOLLS; i++) {
             struct tt_tune_input in = one_host(colls[i], 8, n);
-            /* A ring broadcast's root runs ahead down the pipelined chain; OneShot's root waits
-             * for every reader before refilling its slot (measured, see tune.c). */
-            if (colls[i] == TT_COLL_BROADCAST)
+            /* A ring broadcast's root runs ahead down the pipelined chain (a reduce's senders
+             * likewise); OneShot's root waits for every reader before refilling its slot
+             * (measured, see tune.c). */
+            if (colls[i] == TT_COLL_BROADCAST || colls[i] == TT_COLL_REDUCE)
                 expect_choice(&t, &in, TT_ALGO_RING, TT_PROTO_SIMPLE, "cost model");
             else
                 expect_choice(&t, &in, TT_ALGO_ONESHOT, TT_PROTO_LL, "cost model");
@@ -478,6 +479,50 @@ static void test_select_model(void)
         expect_choice(&t, &in, TT_ALGO_DIRECT, TT_PROTO_SIMPLE, "oversubscribed");
     }
 
+    where = "more ranks than CPUs: Broadcast and Reduce down the ring at every size";
+    for (int n = 3; n <= 4; n++) /* what was measured: 3 and 4 ranks on 2 CPUs */
+        for (size_t bytes = 8; bytes <= (256u << 20); bytes *= 8) {
+            for (int k = 0; k < 2; k++) {
+                enum tt_coll coll = k == 0 ? TT_COLL_BROADCAST : TT_COLL_REDUCE;
+                struct tt_tune_input in = one_host(coll, bytes, n);
+                in.oneshot_max_bytes = 65536;
+                in.oversubscribed = true;
+                in.cpus = 2;
+                expect_choice(&t, &in, TT_ALGO_RING, TT_PROTO_SIMPLE, "oversubscribed");
+                /* One call costs a hop and its share of the copying, not the whole chain. */
+                CHECK(tt_tune_estimate_us(&in, TT_ALGO_RING) <
+                          est(coll, bytes, n, 1, TT_ALGO_RING),
+                      "%s %zu B, %d ranks on 2 CPUs: the chain not cheaper than its latency",
+                      tt_coll_name(coll), bytes, n);
+                /* Mapped buffers take Direct from mid sizes on. */
+                if (coll == TT_COLL_BROADCAST && bytes >= (64u << 10)) {
+                    in.symmetric = true;
+                    expect_choice(&t, &in, TT_ALGO_DIRECT, TT_PROTO_SIMPLE, "symmetric");
+                }
+            }
+        }
+
+    where = "many ranks on few CPUs: a call in a loop costs no more than a call alone";
+    for (int n = 3; n <= 64; n *= 2)
+        for (size_t bytes = 8; bytes <= (256u << 20); bytes *= 16) {
+            struct tt_tune_input in = one_host(TT_COLL_BROADCAST, bytes, n);
+            in.oversubscribed = true;
+            in.cpus = 2;
+            CHECK(tt_tune_estimate_us(&in, TT_ALGO_RING) <=
+                      est(TT_COLL_BROADCAST, bytes, n, 1, TT_ALGO_RING) * 1.0001,
+                  "Broadcast %zu B, %d ranks on 2 CPUs: the loop dearer than a call alone",
+                  bytes, n);
+        }
+
+    where = "2 ranks, Reduce of ordinary buffers: the ring, not Direct";
+    for (size_t bytes = 64u << 10; bytes <= (256u << 20); bytes *= 4) {
+        struct tt_tune_input in = one_host(TT_COLL_REDUCE, bytes, 2);
+        in.oneshot_max_bytes = 65536;
+        expect_choice(&t, &in, TT_ALGO_RING, TT_PROTO_SIMPLE, NULL);
+        in.symmetric = true;
+        expect_choice(&t, &in, TT_ALGO_DIRECT, TT_PROTO_SIMPLE, "symmetric");
+    }
+
     where = "one host, large, Direct not available: Ring";
     for (int i = 0; i < NCOLLS; i++) {
         struct tt_tune_input in = one_host(colls[i], 64u << 20, 4);
@@ -500,7 +545,8 @@ static void test_select_model(void)
         }
     where = "OneShot limit boundary";
     for (int i = 0; i < NCOLLS; i++) {
-        if (colls[i] == TT_COLL_BROADCAST) continue; /* the model prefers the ring there */
+        /* the model prefers the ring there */
+        if (colls[i] == TT_COLL_BROADCAST || colls[i] == TT_COLL_REDUCE) continue;
         struct tt_tune_input in = one_host(colls[i], 512, 4);
         in.oneshot_max_bytes = 512;
         in.direct_ok = false;

@@ -23,14 +23,15 @@ enum { NCOLLS = sizeof colls / sizeof colls[0] };
 static void usage(FILE *to)
 {
     fprintf(to,
-            "usage: tutti-tune [-n ranks] [-N hosts] [-m oneshot_max_bytes] [-D] [-O] [-S]\n"
+            "usage: tutti-tune [-n ranks] [-N hosts] [-m oneshot_max_bytes] [-D] [-O] [-S] [-C cpus]\n"
             "                  [-b min_bytes] [-e max_bytes] [-f factor] [-c collective]\n"
             "  -n  ranks in the communicator (default 4)\n"
             "  -N  hosts they span (default 1; more than 1 rules out OneShot and Direct)\n"
             "  -m  largest OneShot payload per rank (default: TUTTI_ONESHOT_BYTES, the slot)\n"
             "  -D  cross-memory attach unavailable (no Direct)\n"
             "  -O  mailboxes unavailable (no OneShot)\n"
-            "  -S  more ranks on the host than CPUs (oversubscribed: 4 ranks on 2 cores)\n"
+            "  -S  more ranks on the host than CPUs: the host has 2 (4 ranks on 2 cores)\n"
+            "  -C  the host has this many CPUs (oversubscribed when fewer than the ranks)\n"
             "  -b, -e  smallest and largest size in bytes, K/M/G suffixes (default 8, 256M)\n"
             "  -f  size step factor (default 4)\n"
             "  -c  only this collective (allreduce, broadcast, reduce, allgather, reducescatter)\n"
@@ -110,14 +111,15 @@ int main(int argc, char **argv)
     size_t min_bytes = 8, max_bytes = (size_t)256 << 20, factor = 4;
     int only = -1;
     int opt;
-    while ((opt = getopt(argc, argv, "n:N:m:DOSb:e:f:c:h")) != -1) {
+    while ((opt = getopt(argc, argv, "n:N:m:DOSC:b:e:f:c:h")) != -1) {
         switch (opt) {
         case 'n': in.nranks = atoi(optarg); break;
         case 'N': in.nhosts = atoi(optarg); break;
         case 'm': in.oneshot_max_bytes = parse_bytes(optarg); break;
         case 'D': in.direct_ok = false; break;
         case 'O': in.oneshot_ok = false; break;
-        case 'S': in.oversubscribed = true; break;
+        case 'S': in.cpus = 2; break;
+        case 'C': in.cpus = atoi(optarg); break;
         case 'b': min_bytes = parse_bytes(optarg); break;
         case 'e': max_bytes = parse_bytes(optarg); break;
         case 'f': factor = parse_bytes(optarg); break;
@@ -139,6 +141,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (in.nhosts > 1) in.oneshot_ok = in.direct_ok = false;
+    in.oversubscribed = in.nhosts == 1 && in.cpus > 0 && in.nranks > in.cpus;
     if (in.oneshot_max_bytes == 0) in.oneshot_ok = false;
 
     struct tt_tune tune;

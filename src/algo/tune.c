@@ -125,6 +125,29 @@ static double transfer_us(double bytes, double gbytes_per_s)
     return bytes / (gbytes_per_s * 1e3);
 }
 
+/* A chain of n-1 hops (Broadcast, Reduce over the ring) on a host with more ranks than CPUs, as
+ * a loop of calls runs it: the root does not wait for the end of the chain, so consecutive calls
+ * overlap down the chain and a call costs one hop's hand-off plus its share of the copying,
+ * two copies of the buffer per hop (in from the previous rank, out to the next) spread over the
+ * host's CPUs. ROOTED_CHAIN_GBPS comes from 3 and 4 ranks on the 2-CPU VM, Ring forced
+ * (tutti-perf -n 2000 / -n 50, two runs each): Broadcast 4 ranks 16 KiB 1.5-2.3 us, 256 KiB
+ * 17-28, 1 MiB 60-144, 4 MiB 420-460, 16 MiB 1.6-2.0 ms, 64 MiB 7.6-8.2 ms; 3 ranks 64 KiB
+ * 3.8-4.9 us, 4 MiB 224-306, 16 MiB 1.1-1.5 ms; Reduce 4 ranks 16 KiB 1.0-3.0 us, 1 MiB
+ * 61-106. The per-operation latency of one hop per rank (the rows above) overstated these 2-10
+ * times, and OneShot, whose root must wait for every reader before it refills its slot, and
+ * Direct, whose kernel copies cannot all run at once, measured up to 3x slower at every size
+ * (docs/tuning.md). */
+#define ROOTED_CHAIN_GBPS 25.0
+
+static double rooted_chain_us(const struct tt_tune_input *in, const struct tune_cost *c,
+                              double alone_us)
+{
+    double n = in->nranks, cpus = in->cpus > 0 && in->cpus < in->nranks ? in->cpus : n;
+    double loop_us = c->alpha_us +
+                     transfer_us(2 * (n - 1) / cpus * (double)in->bytes, ROOTED_CHAIN_GBPS);
+    return fmin(loop_us, alone_us); /* a call in a loop costs no more than a call alone */
+}
+
 /* Ring. AllReduce is a reduce-scatter then an allgather around the ring: 2(n-1) steps, each
  * moving one n-th of the buffer over every link at once. AllGather and ReduceScatter are one of
  * the two halves: n-1 steps, each moving one rank's block (`bytes`, NCCL's per-rank count).
@@ -148,6 +171,9 @@ static double ring_us(const struct tt_tune_input *in, const struct tune_cost *c)
     case TT_COLL_REDUCE:
         steps = n - 1;
         moved = bytes + (n > 2 ? n - 2 : 0) * fmin(bytes, (double)c->chunk_bytes);
+        if (in->oversubscribed && in->nhosts <= 1)
+            return rooted_chain_us(in, c, c->alpha_us * steps +
+                                              transfer_us(moved, c->gbytes_per_s));
         break;
     default: /* one connection, one way */
         steps = 1;
@@ -168,11 +194,14 @@ static double oneshot_us(const struct tt_tune_input *in, const struct tune_cost 
     double alpha = c->alpha_us;
     switch (in->coll) {
     case TT_COLL_BROADCAST:
-        /* The root may refill its slot only after every reader's "done" event, so it cannot
-         * run ahead as down a pipelined chain: measured 0.8-2.1 us at 2-4 ranks against the
-         * ring's 0.5-0.6 us, hence a hand-off per reader, both ways. */
+    case TT_COLL_REDUCE:
+        /* The root may refill its slot only after every reader's "done" event (Reduce: a
+         * sender may refill its own only after the root's), so it cannot run ahead as down a
+         * pipelined chain: Broadcast measured 0.8-2.1 us at 2-4 ranks against the ring's
+         * 0.5-0.6 us, Reduce at 1 KiB 0.15-0.62 us against 0.11-0.46 (2 ranks) and 1.7-4.9
+         * against 0.34-0.99 (4 ranks), hence a hand-off per reader, both ways. */
         alpha *= 2 * (n - 1);
-        moved = 2 * bytes;
+        moved = in->coll == TT_COLL_BROADCAST ? 2 * bytes : bytes + n * bytes;
         break;
     case TT_COLL_REDUCESCATTER:
         moved = n * bytes + n * bytes;
@@ -212,12 +241,15 @@ static double direct_us(const struct tt_tune_input *in, const struct tune_cost *
         break;
     default:
         /* ReduceScatter: n-1 peers' blocks through the staging area. Reduce folds only a block
-         * per rank and pushes it to the root, but is charged as if the root folded every input:
-         * forced, it still lost to the ring in both VM phases (2 ranks, 256 KiB-4 MiB: 10-19,
-         * 41-74, 165-206 us against the ring's 6-11, 29-39, 104-159), which the honest count
-         * with these constants would not predict. */
+         * per rank and pushes it to the root, but is charged as if the root folded every input
+         * and then pushed it as much again (ordinary buffers): forced, it still lost to the ring
+         * in both VM phases (2 ranks, 256 KiB-4 MiB: 10-19, 41-74, 165-206 us against the
+         * ring's 6-11, 29-39, 104-159; again on 2026-11-22, 1, 4, 16, 64 MiB: 38-41, 161-173,
+         * 918-1660, 6805-6975 us against 25-32, 113-125, 640-755, 4018-4382), which the honest
+         * count with these constants would not predict. */
         calls = (n - 1) * ceil(bytes / chunk);
         moved = (n - 1) * bytes;
+        if (in->coll == TT_COLL_REDUCE && !in->symmetric) moved += bytes;
         break;
     }
     /* Cross-memory attach with more ranks than CPUs: every rank's kernel copies must run at

@@ -37,6 +37,8 @@ struct tt_tune_input {
     bool symmetric;           /* the buffers lie in symmetric windows in shareable memory, so
                                  Direct maps the peers' buffers instead of copying them */
     bool oversubscribed;      /* one host with more ranks than CPUs */
+    int cpus;                 /* CPUs of the host (the most any rank may use, agreed at init);
+                                 0: unknown, taken as one per rank */
     size_t tree_max_bytes;    /* largest `bytes` Tree takes: half a connection FIFO, so that
                                  its sends never wait for the receiver; 0: no Tree at all (its
                                  connections were not made), even for 0 bytes */

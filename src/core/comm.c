@@ -163,6 +163,7 @@ static ncclResult_t setup_host_direct(struct ncclComm *comm)
     for (int r = 0; r < comm->nranks; r++)
         if (comm->peers[r].cpus > cpus) cpus = comm->peers[r].cpus;
     comm->oversubscribed = comm->nhosts == 1 && (uint32_t)comm->nranks > cpus;
+    comm->host_cpus = cpus;
     int64_t slot = tt_param_oneshot_bytes();
     if (comm->nhosts != 1 || comm->nranks < 2 || slot <= 0 || tt_param_shm_disable() != 0 ||
         tt_param_p2p_disable() != 0)

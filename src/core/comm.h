@@ -80,6 +80,7 @@ struct ncclComm {
     struct tt_tune_memo tune_memo;
     int sym_windows; /* symmetric windows in shareable memory everywhere (core/mem.c) */
     bool oversubscribed; /* one host, more ranks than any rank has CPUs (agreed at init) */
+    uint32_t host_cpus;  /* the most CPUs any rank may run on (agreed at init) */
     size_t slot_bytes;
     int64_t timeout_ms;
     uint32_t spin_limit; /* polls before a blocked wait yields, adapted (core/engine.c) */

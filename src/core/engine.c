@@ -78,6 +78,7 @@ static void tune_input(const struct tt_task *task, const struct ncclComm *comm, 
         .direct_ok = comm->direct_ok,
         .symmetric = symmetric,
         .oversubscribed = comm->oversubscribed,
+        .cpus = (int)comm->host_cpus,
         .tree_max_bytes = tree_max_bytes(comm, op->elt_bytes),
     };
 }
