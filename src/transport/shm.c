@@ -65,6 +65,15 @@ struct shm_conn {
     /* This side's copy of the counter it alone advances (tail for the sender, head for the
      * receiver), so the data path never reads back its own shared word. */
     uint64_t next;
+    /* The peer's counter as last read (head for the sender, tail for the receiver): the
+     * sender reads head again only when its credit runs out, the receiver tail only when it
+     * has consumed what it saw, so a burst of messages costs one cache-line transfer each way
+     * instead of one per message. */
+    uint64_t peer_seen;
+    /* Receiver: the head last published. Credit goes back every TT_CONN_SLOTS / 2 slots, not
+     * every slot: a sender out of credit has TT_CONN_SLOTS slots outstanding, and releasing
+     * them all crosses a multiple of TT_CONN_SLOTS / 2, so it is never left waiting. */
+    uint64_t published;
     bool unlinked;
     char name[SHM_NAME_BYTES];
 };
@@ -198,6 +207,7 @@ static ncclResult_t connect_send(struct tt_conn *conn, struct shm_conn *sc,
         goto out;
     }
     sc->next = atomic_load(&sc->hdr->tail);
+    sc->peer_seen = atomic_load(&sc->hdr->head);
     atomic_store(&sc->hdr->sender_attached, 1);
     tt_wait_wake(&sc->hdr->sender_attached, &sc->hdr->attach_sleepers);
 out:
@@ -230,7 +240,8 @@ static ncclResult_t connect_recv(struct tt_transport_ctx *ctx, struct tt_conn *c
     if (shm_unlink(sc->name) != 0)
         TT_WARN("shm: shm_unlink(%s) failed: %s", sc->name, strerror(errno));
     sc->unlinked = true;
-    sc->next = atomic_load(&sc->hdr->head);
+    sc->next = sc->published = atomic_load(&sc->hdr->head);
+    sc->peer_seen = atomic_load(&sc->hdr->tail);
     TT_INFO(TT_SUB_SHM, "shm: connected from peer rank %d tag %d (%zu-byte slots)", conn->peer,
             conn->tag, conn->slot_bytes);
     return ncclSuccess;
@@ -263,15 +274,16 @@ static ncclResult_t shm_send_acquire(struct tt_conn *conn, void **slot,
                                      struct tt_wait_hint *hint)
 {
     struct shm_conn *sc = conn->priv;
-    uint64_t head = atomic_load_explicit(&sc->hdr->head, memory_order_acquire);
-    if (sc->next - head < TT_CONN_SLOTS) {
+    if (sc->next - sc->peer_seen >= TT_CONN_SLOTS)
+        sc->peer_seen = atomic_load_explicit(&sc->hdr->head, memory_order_acquire);
+    if (sc->next - sc->peer_seen < TT_CONN_SLOTS) {
         *slot = slot_at(sc, sc->next) + 1;
         return ncclSuccess;
     }
     *slot = NULL;
     tt_wait_hint_clear(hint);
     hint->word = &sc->hdr->head;
-    hint->seen = head;
+    hint->seen = sc->peer_seen;
     hint->sleepers = &sc->hdr->head_sleepers;
     return ncclSuccess;
 }
@@ -297,7 +309,10 @@ static ncclResult_t shm_recv_peek(struct tt_conn *conn, const void **data, size_
                                   struct tt_wait_hint *hint)
 {
     struct shm_conn *sc = conn->priv;
-    uint64_t tail = atomic_load_explicit(&sc->hdr->tail, memory_order_acquire);
+    /* A tail read before covers every slot below it (its acquire load saw their contents). */
+    uint64_t tail = sc->peer_seen;
+    if (tail == sc->next)
+        sc->peer_seen = tail = atomic_load_explicit(&sc->hdr->tail, memory_order_acquire);
     if (tail == sc->next) {
         *data = NULL;
         *bytes = 0;
@@ -330,6 +345,8 @@ static ncclResult_t shm_recv_release(struct tt_conn *conn)
 {
     struct shm_conn *sc = conn->priv;
     sc->next++;
+    if (sc->next - sc->published < TT_CONN_SLOTS / 2) return ncclSuccess;
+    sc->published = sc->next;
     atomic_store(&sc->hdr->head, sc->next);
     tt_wait_wake(&sc->hdr->head, &sc->hdr->head_sleepers);
     return ncclSuccess;
