@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "nccl.h"
+#include "tutti.h"
 
 #define NRANKS 4
 #define COUNT 7
@@ -53,5 +54,46 @@ static inline void check_res(const char *file, int line, const char *text, ncclR
 
 /* The data each world rank contributes to the AllReduce checks: element i of world rank r. */
 static inline int32_t input_of(int r, int i) { return (r + 1) * 1000 + i; }
+
+/* Fills v[0..count) with this rank's input, runs an in-place int32 sum AllReduce over it and
+ * checks every element against the sum computed here. */
+static inline void allreduce_checked(ncclComm_t world, int32_t *v, size_t count, const char *what)
+{
+    for (size_t i = 0; i < count; i++) v[i] = input_of(world_rank, (int)(i % 100000));
+    CHECK_RES(ncclAllReduce(v, v, count, ncclInt32, ncclSum, world, NULL), ncclSuccess, NULL);
+    for (size_t i = 0; i < count; i++) {
+        int32_t want = 0;
+        for (int r = 0; r < NRANKS; r++) want += input_of(r, (int)(i % 100000));
+        if (v[i] != want) {
+            FAIL("AllReduce on %s: element %zu = %d, want %d", what, i, v[i], want);
+            return;
+        }
+    }
+}
+
+/* The job's world communicator (tuttiCommInitFromEnv), with world_rank set. NULL when there is
+ * none to test: *exit_code is then 1 (init failed) or 77 (not NRANKS ranks: skipped). */
+static inline ncclComm_t api_world(const char *prog, int *exit_code)
+{
+    ncclComm_t world = NULL;
+    ncclResult_t res = tuttiCommInitFromEnv(&world);
+    if (res != ncclSuccess) {
+        fprintf(stderr, "%s: tuttiCommInitFromEnv: %s (%s)\n", prog, ncclGetErrorString(res),
+                ncclGetLastError(NULL));
+        *exit_code = 1;
+        return NULL;
+    }
+    int nranks = 0;
+    ncclCommUserRank(world, &world_rank);
+    ncclCommCount(world, &nranks);
+    if (nranks != NRANKS) {
+        printf("%s: skipped: needs %d ranks (tutti-run -n %d), got %d\n", prog, NRANKS, NRANKS,
+               nranks);
+        ncclCommDestroy(world);
+        *exit_code = 77;
+        return NULL;
+    }
+    return world;
+}
 
 #endif

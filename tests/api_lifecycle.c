@@ -386,22 +386,9 @@ static void test_shrink(ncclComm_t world)
 
 int main(void)
 {
-    ncclComm_t world = NULL;
-    ncclResult_t res = tuttiCommInitFromEnv(&world);
-    if (res != ncclSuccess) {
-        fprintf(stderr, "tuttiCommInitFromEnv: %s (%s)\n", ncclGetErrorString(res),
-                ncclGetLastError(NULL));
-        return 1;
-    }
-    int nranks = 0;
-    ncclCommUserRank(world, &world_rank);
-    ncclCommCount(world, &nranks);
-    if (nranks != NRANKS) {
-        printf("api_lifecycle: skipped: needs %d ranks (tutti-run -n %d), got %d\n", NRANKS,
-               NRANKS, nranks);
-        ncclCommDestroy(world);
-        return 77;
-    }
+    int exit_code = 0;
+    ncclComm_t world = api_world("api_lifecycle", &exit_code);
+    if (world == NULL) return exit_code;
     test_split(world);
     test_scalable(world);
     if (world_rank == 0) test_init_all();

@@ -186,18 +186,8 @@ static void test_registered_pages(ncclComm_t world)
         FAIL("a child of fork() still maps the registered pages (status 0x%x)", status);
 
     /* An in-place AllReduce on the registered buffer: exact int32 sums. */
-    int32_t *v = (int32_t *)p;
     size_t common = (1u << 18) + 1000; /* every rank's buffer holds this many */
-    for (size_t i = 0; i < common; i++) v[i] = input_of(world_rank, (int)(i % 100000));
-    CHECK_RES(ncclAllReduce(v, v, common, ncclInt32, ncclSum, world, NULL), ncclSuccess, NULL);
-    for (size_t i = 0; i < common; i++) {
-        int32_t want = 0;
-        for (int r = 0; r < NRANKS; r++) want += input_of(r, (int)(i % 100000));
-        if (v[i] != want) {
-            FAIL("AllReduce on registered memory: element %zu = %d, want %d", i, v[i], want);
-            break;
-        }
-    }
+    allreduce_checked(world, (int32_t *)p, common, "registered memory");
     for (size_t i = 0; i < bytes; i++) p[i] = pattern_at(i);
 
     CHECK_RES(ncclCommDeregister(world, h3), ncclSuccess, NULL);
@@ -335,16 +325,7 @@ static void mapped_allreduce(ncclComm_t world, int32_t *v, size_t count, const c
     ncclWindow_t win = NULL;
     CHECK_RES(ncclCommWindowRegister(world, v, count * sizeof *v, &win, NCCL_WIN_COLL_SYMMETRIC),
               ncclSuccess, NULL);
-    for (size_t i = 0; i < count; i++) v[i] = input_of(world_rank, (int)(i % 100000));
-    CHECK_RES(ncclAllReduce(v, v, count, ncclInt32, ncclSum, world, NULL), ncclSuccess, NULL);
-    for (size_t i = 0; i < count; i++) {
-        int32_t want = 0;
-        for (int r = 0; r < NRANKS; r++) want += input_of(r, (int)(i % 100000));
-        if (v[i] != want) {
-            FAIL("AllReduce over %s: element %zu = %d, want %d", file, i, v[i], want);
-            break;
-        }
-    }
+    allreduce_checked(world, v, count, file);
     long peers = memfd_rss_kib(file, (uintptr_t)v, (uintptr_t)(v + count));
     if (shm && peers <= 0)
         FAIL("no peer's %s buffer is resident here (%ld KiB): Direct did not map it", file, peers);
@@ -384,22 +365,9 @@ static void test_peer_maps_released(ncclComm_t world)
 
 int main(void)
 {
-    ncclComm_t world = NULL;
-    ncclResult_t res = tuttiCommInitFromEnv(&world);
-    if (res != ncclSuccess) {
-        fprintf(stderr, "tuttiCommInitFromEnv: %s (%s)\n", ncclGetErrorString(res),
-                ncclGetLastError(NULL));
-        return 1;
-    }
-    int nranks = 0;
-    ncclCommUserRank(world, &world_rank);
-    ncclCommCount(world, &nranks);
-    if (nranks != NRANKS) {
-        printf("api_memory: skipped: needs %d ranks (tutti-run -n %d), got %d\n", NRANKS, NRANKS,
-               nranks);
-        ncclCommDestroy(world);
-        return 77;
-    }
+    int exit_code = 0;
+    ncclComm_t world = api_world("api_memory", &exit_code);
+    if (world == NULL) return exit_code;
     test_memory(world);
     test_registered_pages(world);
     test_window_roots(world);
