@@ -145,12 +145,8 @@ ncclResult_t tt_coll_run(ncclComm_t comm, const struct tt_coll_args *args)
     if (!async && !expands(args->coll)) {
         /* The blocking fast path: one task on the stack. */
         struct tt_task task;
-        struct tt_batch batch;
         TT_TRY(tt_task_init(&task, comm, args, args->peer));
-        tt_batch_init(&batch);
-        tt_batch_add(&batch, &task);
-        TT_TRY(tt_batch_submit(&batch));
-        return tt_batch_run(&batch);
+        return tt_task_run(&task);
     }
     struct tt_batch *b = malloc(sizeof *b);
     if (b == NULL) return TT_ERROR(ncclSystemError, "out of memory for an operation");

@@ -81,6 +81,9 @@ ncclResult_t tt_batch_progress(struct tt_batch *b, bool *done, bool *progressed,
                                struct tt_wait_hint *hint);
 /* Drives a submitted batch to its end on the calling thread. */
 ncclResult_t tt_batch_run(struct tt_batch *b);
+/* Submits and runs one blocking task (a collective that needs no connecting) on the calling
+ * thread: polled directly while its lane is free, through tt_batch_run otherwise. */
+ncclResult_t tt_task_run(struct tt_task *t);
 /* Fails the batch when it has not moved for the timeout or a communicator was aborted. */
 ncclResult_t tt_batch_check_stall(struct tt_batch *b);
 /* Whether the peer the batch waits for runs on the calling thread's CPU (then the caller

@@ -68,6 +68,7 @@ static const struct tt_reduce_kernels *const level_tables[TT_REDUCE_LEVEL_COUNT]
 
 static atomic_int best_level = -1;   /* detected on first use */
 static atomic_int active_level = -1; /* the best level, or a forced one */
+static atomic_bool level_forced;     /* tt_reduce_force_level was called */
 
 /* The CPU's best level. __builtin_cpu_supports also checks that the OS saves the vector
  * registers (XCR0); F16C, which it cannot name on every compiler, comes from CPUID leaf 1 (every
@@ -125,6 +126,7 @@ ncclResult_t tt_reduce_force_level(int level)
                         "support up to %d (%s)",
                         level, tt_reduce_level_name(level), best, tt_reduce_level_name(best));
     atomic_store_explicit(&active_level, level, memory_order_relaxed);
+    atomic_store_explicit(&level_forced, true, memory_order_relaxed);
     return ncclSuccess;
 }
 
@@ -151,12 +153,25 @@ static tt_combine_fn combine_of(const struct tt_reduce_kernels *k, enum tt_redop
     }
 }
 
+/* The kernels for `count` elements of `dtype`: the active level's, except that less than a
+ * cache line goes to the scalar ones, whose few instructions beat the vector kernels' setup
+ * and masked tails there (a OneShot AllReduce of 8 bytes spent a tenth of its instructions in
+ * them). Both compute the same values: unit_reduce checks every level against the scalar one.
+ * A level forced by tt_reduce_force_level (tests) applies to every size. */
+static const struct tt_reduce_kernels *kernels_for(ncclDataType_t dtype, size_t count)
+{
+    if (count * dtypes[dtype].bytes < 64 &&
+        !atomic_load_explicit(&level_forced, memory_order_relaxed))
+        return &tt_reduce_scalar_kernels[dtype];
+    return &level_tables[tt_reduce_level()][dtype];
+}
+
 static void combine_at_level(const struct tt_redop *op, void *dst, void *dst2, const void *local,
                              const void *in, size_t count, unsigned flags)
 {
     if (count == 0)
         return;
-    const struct tt_reduce_kernels *k = &level_tables[tt_reduce_level()][op->dtype];
+    const struct tt_reduce_kernels *k = kernels_for(op->dtype, count);
     tt_combine_fn fn = combine_of(k, op->kind, flags);
     if (fn == NULL)
         fn = combine_of(&tt_reduce_scalar_kernels[op->dtype], op->kind, flags);
@@ -168,7 +183,7 @@ void tt_reduce_copy(const struct tt_redop *op, void *dst, const void *src, size_
 {
     if (count == 0)
         return;
-    const struct tt_reduce_kernels *k = &level_tables[tt_reduce_level()][op->dtype];
+    const struct tt_reduce_kernels *k = kernels_for(op->dtype, count);
     const struct tt_reduce_kernels *scalar = &tt_reduce_scalar_kernels[op->dtype];
     if (op->kind == TT_RED_PREMULSUM && (flags & TT_REDUCE_PRE))
         (k->premul != NULL ? k->premul : scalar->premul)(dst, src, count, op);

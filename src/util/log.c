@@ -25,6 +25,10 @@ static char log_host[64];
 /* initial-exec: a few bytes, read on every call; no __tls_get_addr on the fast path. */
 static _Thread_local int log_rank __attribute__((tls_model("initial-exec"))) = -1;
 static _Thread_local char last_error[1024];
+/* Whether last_error holds a message: an initial-exec flag, one load on every call's path,
+ * where the 1 KiB buffer itself (too large for the static TLS block a dlopen'ed library may
+ * use) costs a __tls_get_addr call. */
+static _Thread_local bool has_error __attribute__((tls_model("initial-exec")));
 
 static const struct {
     const char *name;
@@ -186,6 +190,7 @@ ncclResult_t tt_error_at(ncclResult_t res, const char *file, int line, const cha
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
+    has_error = true;
     va_end(ap);
     tt_log_at(TT_LOG_WARN, TT_SUB_ALL, file, line, "%s", last_error);
     return res;
@@ -199,7 +204,10 @@ void tt_error_trail(ncclResult_t res, const char *file, int line)
 const char *tt_error_last(void) { return last_error; }
 void tt_error_clear(void)
 {
-    if (last_error[0] != '\0') last_error[0] = '\0';
+    if (has_error) {
+        last_error[0] = '\0';
+        has_error = false;
+    }
 }
 
 ncclResult_t tt_calloc_at(void **out, size_t n, size_t elem_bytes, const char *file, int line)
