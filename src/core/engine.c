@@ -256,13 +256,8 @@ ncclResult_t tt_batch_submit(struct tt_batch *b)
     TT_TRY(tt_p2p_connect(b));
     for (struct tt_task *t = b->head; t; t = t->next) {
         t->seq = ++t->comm->op_seq;
-        /* Submissions on one communicator come from one thread at a time (NCCL's rule, which
-         * op_seq relies on too), so the ticket needs no locked instruction: a locked one would
-         * wait here for the previous operation's last store into shared memory to drain. */
-        if (t->lane) {
-            t->ticket = atomic_load_explicit(&t->lane->next_ticket, memory_order_relaxed);
-            atomic_store_explicit(&t->lane->next_ticket, t->ticket + 1, memory_order_relaxed);
-        }
+        /* Atomic: threads may issue on one communicator at once (docs/semantics.md). */
+        if (t->lane) t->ticket = atomic_fetch_add(&t->lane->next_ticket, 1);
         bool p2p = t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV;
         if (p2p)
             TT_INFO(TT_SUB_P2P, "%s #%llu: count %zu %s peer %d buff %p",
