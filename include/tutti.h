@@ -51,6 +51,27 @@ ncclResult_t tuttiStreamSynchronize(cudaStream_t stream);
  * or the first error of the completed ones (forgotten once reported). Never blocks. */
 ncclResult_t tuttiStreamQuery(cudaStream_t stream);
 
+/* Per-operation events: tell when one operation completed, and with what error, however it was
+ * issued (what a PyTorch Work or any asynchronous caller waits on). tuttiEventRecord marks the
+ * point after every operation `comm` has issued so far on `stream` (a host stream), or, with
+ * stream NULL, on a nonblocking communicator's own queue; with stream NULL on a blocking
+ * communicator the operations are complete already and the event completes at once. A group's
+ * operations are issued at its outermost ncclGroupEnd: record after it (recording inside a group
+ * is ncclInvalidUsage). An event may be recorded again; a pending record is then replaced.
+ * Thread-safe: any thread may query or synchronize an event; destroying an event while another
+ * thread uses it is a misuse, as with CUDA events. */
+typedef struct tuttiEvent_st *tuttiEvent_t;
+ncclResult_t tuttiEventCreate(tuttiEvent_t *event);
+ncclResult_t tuttiEventDestroy(tuttiEvent_t event);
+ncclResult_t tuttiEventRecord(tuttiEvent_t event, ncclComm_t comm, cudaStream_t stream);
+/* ncclInProgress while the operations before the record are running; then ncclSuccess or the
+ * first error among them (the event's own result: it is not forgotten once reported, and it
+ * does not consume the stream's latched error). An event never recorded is complete. */
+ncclResult_t tuttiEventQuery(tuttiEvent_t event);
+/* Waits until the event completed (driving the progress engine meanwhile) and returns as
+ * tuttiEventQuery. */
+ncclResult_t tuttiEventSynchronize(tuttiEvent_t event);
+
 #ifdef __cplusplus
 }
 #endif

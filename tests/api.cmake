@@ -29,5 +29,15 @@ add_test(NAME check_layers_detects
 set_tests_properties(check_layers_detects PROPERTIES
                      PASS_REGULAR_EXPRESSION "src/util/bad.c:1: util/ includes core/")
 
+# The core's own order: a copy of src/ whose engine includes the submission layer's header.
+set(TT_CORE_FIXTURE ${CMAKE_CURRENT_BINARY_DIR}/check_core_fixture)
+add_test(NAME check_layers_detects_core
+         COMMAND sh -c "rm -rf \"$1\" && mkdir -p \"$1\" && cp -r \"$2\" \"$1/src\" &&
+                        echo '#include \"core/coll.h\"' >> \"$1/src/core/engine.c\" &&
+                        sh \"$0\" \"$1/src\""
+                 ${CMAKE_SOURCE_DIR}/tools/check_layers.sh ${TT_CORE_FIXTURE} ${CMAKE_SOURCE_DIR}/src)
+set_tests_properties(check_layers_detects_core PROPERTIES
+                     PASS_REGULAR_EXPRESSION "core/engine.c \\(level 6\\) includes core/coll.h \\(level 2\\)")
+
 set_tests_properties(check_symbols check_layers check_symbols_detects check_layers_detects
-                     PROPERTIES LABELS unit TIMEOUT 30)
+                     check_layers_detects_core PROPERTIES LABELS unit TIMEOUT 30)

@@ -7,7 +7,7 @@
 # TUTTI_TIMEOUT_MS makes a hang fail on the library's own deadline before tutti-run's --timeout,
 # which comes before CTest's.
 if(TARGET tutti-run)
-  foreach(t api_conformance p2p_stress stream_overlap)
+  foreach(t api_conformance p2p_stress stream_overlap events)
     add_executable(${t} ${CMAKE_SOURCE_DIR}/tests/${t}.c)
     target_compile_options(${t} PRIVATE ${TUTTI_WARNINGS})
     target_link_libraries(${t} PRIVATE tutti m)
@@ -42,6 +42,11 @@ if(TARGET tutti-run)
   tutti_conformance_test(stream_overlap_n4 4 120 api "${env}" stream_overlap)
   # A peer's abort may surface only as the deadline, so this one runs with a short deadline.
   tutti_conformance_test(stream_errors_n3 3 60 api "TUTTI_TIMEOUT_MS=3000" stream_overlap errors)
+  # Per-operation events: over shared memory at 3 ranks, over TCP at 2, and an operation that
+  # fails on its deadline.
+  tutti_conformance_test(events_n3 3 60 api "${env}" events)
+  tutti_conformance_test(events_n2_tcp 2 60 api "${env};NCCL_SHM_DISABLE=1" events)
+  tutti_conformance_test(events_errors_n2 2 60 api "TUTTI_TIMEOUT_MS=2000" events errors)
   tutti_conformance_test(p2p_stress_n8 8 240 coll "${env}" p2p_stress --groups 1000)
   tutti_conformance_test(p2p_stress_n8_tcp 8 240 coll "${env};NCCL_SHM_DISABLE=1" p2p_stress
                          --groups 1000 --seed 2)

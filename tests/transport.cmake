@@ -1,5 +1,5 @@
 # Transport tests, built from the transport and util sources alone so they do not wait for the
-# rest of the library: test_transport (two forked processes per scenario) and unit_host_map
+# rest of the library: test_transport (two forked processes per scenario) and unit_team_map
 # (mapping peers' memory files, refused where a load could raise SIGBUS).
 file(GLOB TUTTI_UTIL_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/util/*.c)
 
@@ -13,5 +13,7 @@ function(tutti_transport_test name timeout)
 endfunction()
 
 tutti_transport_test(test_transport 120 ${CMAKE_SOURCE_DIR}/src/transport/shm.c
-                     ${CMAKE_SOURCE_DIR}/src/transport/tcp.c)
-tutti_transport_test(unit_host_map 60 ${CMAKE_SOURCE_DIR}/src/transport/host.c)
+                     ${CMAKE_SOURCE_DIR}/src/transport/tcp.c
+                     ${CMAKE_SOURCE_DIR}/src/transport/self.c
+                     ${CMAKE_SOURCE_DIR}/src/transport/transport.c)
+tutti_transport_test(unit_team_map 60 ${CMAKE_SOURCE_DIR}/src/transport/team.c)

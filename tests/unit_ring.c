@@ -131,6 +131,9 @@ static void check(enum tt_coll coll, int n, size_t count, size_t chunk_count, in
                                 .count = count, .elt_bytes = sizeof(struct sym), .root = root,
                                 .rank = r, .nranks = n, .slice_count = chunk_count,
                                 .chunk_count = chunk_count};
+        /* No connections: this test moves the primitives itself. */
+        static const struct tt_algo_env env = {0};
+        tt_algo_bind(&ops[r], TT_ALGO_RING, &env);
         tt_algo_op_start(&ops[r]);
     }
     /* Round-robin until every rank is done; a full round without progress is a deadlock. */

@@ -29,6 +29,7 @@
 struct rank {
     char send[EXPR], recv[EXPR], tmp[EXPR];
     struct tt_op op;
+    struct tt_algo_env env;
     struct tt_prim prim;
     bool have, done;
     int peers[TT_TREE_MAX_PEERS], npeers;
@@ -201,8 +202,8 @@ static void check(enum tt_coll coll, int n, int root, bool in_place)
         r->op.count = 5;
         r->op.sendbuff = r->send;
         r->op.recvbuff = in_place ? r->send : r->recv;
-        r->op.links = links[me];
-        r->op.tree_tmp = r->tmp;
+        r->env = (struct tt_algo_env){.tree = links[me], .tree_tmp = r->tmp};
+        tt_algo_bind(&r->op, TT_ALGO_TREE, &r->env);
         r->have = r->done = false;
         r->npeers = tt_tree_peers(&r->op, r->peers);
         tt_algo_op_start(&r->op);

@@ -299,6 +299,7 @@ static double est(enum tt_coll coll, size_t bytes, int nranks, int nhosts, enum 
 {
     struct tt_tune_input in = one_host(coll, bytes, nranks);
     in.nhosts = nhosts;
+    in.link = nhosts > 1 ? TT_LINK_TCP : TT_LINK_SHM;
     return tt_tune_estimate_us(&in, algo);
 }
 
@@ -563,14 +564,14 @@ static void test_select_model(void)
     where = "several hosts: Ring";
     for (int i = 0; i < NCOLLS; i++)
         for (size_t bytes = 8; bytes <= (256u << 20); bytes *= 16) {
-            struct tt_tune_input in = {.coll = colls[i], .bytes = bytes, .nranks = 8, .nhosts = 2};
+            struct tt_tune_input in = {.coll = colls[i], .bytes = bytes, .nranks = 8, .nhosts = 2, .link = TT_LINK_TCP};
             expect_choice(&t, &in, TT_ALGO_RING, TT_PROTO_SIMPLE, "only candidate");
         }
 
     where = "several hosts: Tree for small AllReduce, Broadcast and Reduce";
     for (int i = 0; i < NCOLLS; i++)
         for (size_t bytes = 8; bytes <= (256u << 20); bytes *= 16) {
-            struct tt_tune_input in = {.coll = colls[i], .bytes = bytes, .nranks = 8, .nhosts = 2,
+            struct tt_tune_input in = {.coll = colls[i], .bytes = bytes, .nranks = 8, .nhosts = 2, .link = TT_LINK_TCP,
                                        .tree_max_bytes = 2u << 20};
             bool tree_coll = colls[i] == TT_COLL_ALLREDUCE || colls[i] == TT_COLL_BROADCAST ||
                              colls[i] == TT_COLL_REDUCE;
@@ -586,7 +587,7 @@ static void test_select_model(void)
 
     where = "no Tree connections: no Tree, even for 0 bytes";
     for (int i = 0; i < NCOLLS; i++) {
-        struct tt_tune_input in = {.coll = colls[i], .bytes = 0, .nranks = 8, .nhosts = 2};
+        struct tt_tune_input in = {.coll = colls[i], .bytes = 0, .nranks = 8, .nhosts = 2, .link = TT_LINK_TCP};
         CHECK(!tt_tune_can_run(&in, TT_ALGO_TREE), "%s 0 B without Tree's connections: Tree "
               "could run", tt_coll_name(colls[i]));
     }
@@ -677,6 +678,7 @@ static void test_select_forced(void)
     expect_choice(&t, &large, TT_ALGO_RING, TT_PROTO_SIMPLE, "fallback: nothing NCCL_ALGO");
     struct tt_tune_input hosts = small;
     hosts.nhosts = 2;
+    hosts.link = TT_LINK_TCP;
     hosts.oneshot_ok = hosts.direct_ok = false;
     expect_choice(&t, &hosts, TT_ALGO_RING, TT_PROTO_SIMPLE, "fallback");
     struct tt_tune_input send = one_host(TT_COLL_SEND, 8, 4);

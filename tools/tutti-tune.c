@@ -141,6 +141,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (in.nhosts > 1) in.oneshot_ok = in.direct_ok = false;
+    in.link = in.nhosts > 1 ? TT_LINK_TCP : TT_LINK_SHM;
     in.oversubscribed = in.nhosts == 1 && in.cpus > 0 && in.nranks > in.cpus;
     if (in.oneshot_max_bytes == 0) in.oneshot_ok = false;
 

@@ -1,11 +1,15 @@
-/* Collective algorithms as schedules of primitives over the transport contract.
+/* Collective algorithms: the algorithm interface (struct tt_algo, one per algorithm, listed in
+ * TT_ALGO_TABLE), and schedules of primitives over the transport contract.
  *
  * An operation (struct tt_op) is a task: tt_algo_op_progress advances it as far as it can without
- * blocking and reports done, an error, or what it waits for. The algorithm supplies only a
- * `next` function that yields the op's primitives in order ("at step k: receive chunk c from the
- * left, reduce it with my chunk c, send the result right"); the executor here cuts each
- * primitive into slot-sized slices and moves them through the connections. Schedules never see
- * a socket or a segment, and the executor never knows which collective it runs.
+ * blocking and reports done, an error, or what it waits for, through its algorithm's `step`.
+ * Ring and Tree supply a `next` function that yields the op's primitives in order ("at step k:
+ * receive chunk c from the left, reduce it with my chunk c, send the result right"), and their
+ * step is the primitive executor (algo/prims.c), which cuts each primitive into slot-sized slices
+ * and moves them through the connections. OneShot and Direct, which read their peers' memory
+ * through the local team instead of connections, are schedules of phases (publish, wait for the
+ * peers, copy and fold, wait for the peers again) written out in their own files. Schedules never
+ * see a socket or a segment, and the executor never knows which collective it runs.
  *
  * Deadlock freedom: a primitive that only sends moves at most half a FIFO (chunk_count is
  * TT_CONN_SLOTS/2 slices), so every rank's opening send completes without waiting for its
@@ -18,7 +22,9 @@
 #include <stdint.h>
 
 #include "reduce/reduce.h"
-#include "transport/host.h"
+#include "algo/tune.h"
+#include "device/device.h"
+#include "transport/team.h"
 #include "transport/transport.h"
 #include "util/wait.h"
 
@@ -50,10 +56,6 @@ struct tt_prim {
 };
 
 struct tt_op;
-/* Algorithms that read peers directly (OneShot, Direct) are state machines instead of
- * primitive schedules: this advances one as far as it can without waiting. */
-typedef ncclResult_t (*tt_algo_step_fn)(struct tt_op *op, bool *done, bool *progressed,
-                                        struct tt_wait_hint *hint);
 
 /* A peer's buffer as Direct reaches it: its address in the peer's own address space (for
  * cross-memory attach) and the part of it mapped here, if any: bytes [lo, hi) at `map` (a
@@ -100,6 +102,26 @@ typedef bool (*tt_algo_next_fn)(struct tt_op *op, struct tt_prim *prim);
 /* Who an operation waits for, for error messages and the pending-operations dump. */
 enum tt_op_wait { TT_OP_WAIT_NONE, TT_OP_WAIT_DATA, TT_OP_WAIT_CREDIT, TT_OP_WAIT_FLUSH };
 
+/* What a communicator lends its algorithms, filled by the core at init and read-only after:
+ * the ring's connections, Tree's links, the local team's mailboxes and Direct's scratch. An
+ * algorithm's `bind` takes what it needs from here. */
+struct tt_algo_env {
+    struct tt_conn *ring_send;  /* to the ring successor; NULL with one rank */
+    struct tt_conn *ring_recv;  /* from the ring predecessor */
+    struct tt_tree_link *tree;  /* [nranks]: Tree's links, NULL when init made none */
+    void *tree_tmp;             /* Tree Reduce's partial result on non-roots (with `tree`) */
+    struct tt_team *team;       /* the local team, when it spans the communicator (else NULL) */
+    struct tt_direct_scratch *scratch;
+    /* The shareable part of a buffer (core/mem.c), for algorithms that map peers' buffers. */
+    bool (*region)(const void *ptr, size_t bytes, struct tt_team_region *out);
+};
+
+/* Room for one algorithm's own per-operation state (see TT_ALGO_STATE). Its first
+ * TT_ALGO_STATE_HEAD_BYTES are zeroed when the op starts (an algorithm keeps its phase there);
+ * the rest is the algorithm's to set. */
+#define TT_ALGO_STATE_BYTES 160
+#define TT_ALGO_STATE_HEAD_BYTES 16
+
 struct tt_op {
     /* What to compute (set by the core). */
     int coll;             /* enum tt_coll */
@@ -111,58 +133,98 @@ struct tt_op {
     int root;
     int rank;
     int nranks;
-    struct tt_conn *send; /* to the ring successor (Tree: the current primitive's peer) */
-    struct tt_conn *recv; /* from the ring predecessor (Tree: likewise) */
     size_t slice_count;   /* elements per slot */
     size_t chunk_count;   /* elements per primitive (per rank per loop for ring collectives) */
+    enum tt_mem_kind mem; /* where the buffers live: the executor copies through this kind */
 
-    /* Direct-access algorithms: set instead of `next` (then `next` is NULL). */
-    tt_algo_step_fn step_fn;
-    struct tt_host *host;
-    struct tt_direct_scratch *scratch;
-    struct tt_host_region send_region; /* the buffers' shareable parts (Direct) */
-    struct tt_host_region recv_region;
-    int state;
-    int slot;
-    uint64_t event_base; /* the host events before this op's first (flagged ops: its sequence) */
-
-    /* Tree: the links to every peer ([nranks]) and staging for a Reduce partial result on
-     * non-roots. */
-    struct tt_tree_link *links; /* non-NULL: run the Tree schedule */
-    void *tree_tmp;
+    /* How (set by bind). */
+    const struct tt_algo *algo;
+    const struct tt_algo_env *env;
+    struct tt_conn *send; /* the current primitive's connections (ring: fixed; Tree: per step) */
+    struct tt_conn *recv;
+    struct tt_tree_link *links; /* non-NULL: the schedule talks to several peers (Tree) */
 
     /* The schedule's cursor, owned by `next`. */
     tt_algo_next_fn next;
     size_t loop_off;
     int step;
 
-    /* The executor's state. */
+    /* The primitive executor's state (algo/prims.c). */
     struct tt_prim prim;
     size_t prim_done;
     bool have_prim;
     bool finished;
+
+    /* Who the op waits for (every algorithm keeps these current). */
     enum tt_op_wait waiting;
     int waiting_peer;
+
+    /* The algorithm's own state, opaque to everyone else. */
+    _Alignas(16) unsigned char state[TT_ALGO_STATE_BYTES];
 };
 
-/* Resets the op's cursors and picks its schedule: the ring for op->coll, unless step_fn was
- * set (OneShot, Direct). */
-void tt_algo_op_start(struct tt_op *op);
+/* The algorithm's state of `op` as its own struct `type` (checked to fit at compile time). */
+#define TT_ALGO_STATE(op, type)                                                                    \
+    ((type *)(void *)((op)->state + 0 * sizeof(char[sizeof(type) <= TT_ALGO_STATE_BYTES ? 1 : -1])))
 
-/* OneShot (algo/oneshot.c): every collective but Send/Recv, all ranks on one host, payload per
- * rank at most the mailbox slot. Direct (algo/direct.c): AllReduce with cross-memory attach. */
-ncclResult_t tt_oneshot_step(struct tt_op *op, bool *done, bool *progressed,
-                             struct tt_wait_hint *hint);
-size_t tt_oneshot_payload_bytes(const struct tt_op *op);
-/* The mailbox slot bytes Direct needs for its published addresses. */
-size_t tt_direct_slot_bytes(void);
-ncclResult_t tt_direct_step(struct tt_op *op, bool *done, bool *progressed,
-                            struct tt_wait_hint *hint);
+
+/* One algorithm, as the table in algo/tune.h lists it. Selection (algo/tune.c) asks every
+ * algorithm that implements the collective whether it can run the operation here and what it
+ * would cost, and picks the cheapest the variables allow; the core then binds the op to the
+ * winner and the engine steps it. Each algorithm keeps its cost constants, its estimator and its
+ * per-operation state (TT_ALGO_STATE) in its own file. */
+struct tt_algo {
+    const char *name;
+    enum tt_proto_id proto; /* the one protocol it uses */
+    /* Whether it implements `coll` at all (NCCL_ALGO listings, tutti-tune). */
+    bool (*implements)(enum tt_coll coll);
+    /* Whether it can run this operation on this communicator (connections, mailbox sizes),
+     * `coll` being one it implements. */
+    bool (*can_run)(const struct tt_tune_input *in);
+    /* The cost model's estimate in microseconds; +infinity when it cannot run here at all. */
+    double (*estimate_us)(const struct tt_tune_input *in);
+    /* Points a fresh op at what it runs on, taken from `env`; may look at the buffers. */
+    void (*bind)(struct tt_op *op, const struct tt_algo_env *env);
+    /* Advances the op as far as it can without waiting (see tt_algo_op_progress). */
+    ncclResult_t (*step)(struct tt_op *op, bool *done, bool *progressed,
+                         struct tt_wait_hint *hint);
+};
+
+#define TT_ALGO_EXTERN_(id, name, text) extern const struct tt_algo tt_algo_##name;
+TT_ALGO_TABLE(TT_ALGO_EXTERN_)
+#undef TT_ALGO_EXTERN_
+
+/* The table, indexed by enum tt_algo_id (algo/tune.c). */
+extern const struct tt_algo *const tt_algo_table[TT_ALGO_COUNT];
+
+/* Binds a collective to `algo` (tt_algo_table[id]). */
+void tt_algo_bind(struct tt_op *op, enum tt_algo_id id, const struct tt_algo_env *env);
+/* Binds a send, a receive or a local copy (op->coll) to its connection (NULL for a copy). */
+void tt_algo_bind_p2p(struct tt_op *op, struct tt_conn *conn);
+/* Resets the op's cursors and its algorithm's state before it starts. */
+void tt_algo_op_start(struct tt_op *op);
 /* Advances the op. *done is set once its output is complete and everything it sent has left
  * this process; *progressed tells whether anything moved (to reset the caller's backoff). On a
  * stall `hint` names what to sleep on. Errors come from the transports (peer failures). */
-ncclResult_t tt_algo_op_progress(struct tt_op *op, bool *done, bool *progressed,
-                                 struct tt_wait_hint *hint);
+static inline ncclResult_t tt_algo_op_progress(struct tt_op *op, bool *done, bool *progressed,
+                                               struct tt_wait_hint *hint)
+{
+    *done = false;
+    *progressed = false;
+    tt_wait_hint_clear(hint);
+    op->waiting = TT_OP_WAIT_NONE;
+    return op->algo->step(op, done, progressed, hint);
+}
+
+/* The primitive executor (algo/prims.c): the `step` of every algorithm that is a schedule of
+ * primitives (op->next). */
+ncclResult_t tt_prims_step(struct tt_op *op, bool *done, bool *progressed,
+                           struct tt_wait_hint *hint);
+
+/* OneShot's payload per rank (algo/oneshot.c), and the mailbox slot bytes Direct needs for its
+ * published addresses (algo/direct.c): the core sizes mailboxes with them. */
+size_t tt_oneshot_payload_bytes(const struct tt_op *op);
+size_t tt_direct_slot_bytes(void);
 
 /* The tree schedule (algo/tree.c) of AllReduce, Broadcast and Reduce: each primitive comes with
  * op->send or op->recv pointed at its peer's link. And the peers an op's tree connects this
@@ -181,8 +243,5 @@ bool tt_ring_reducescatter_next(struct tt_op *op, struct tt_prim *prim);
 bool tt_ring_allgather_next(struct tt_op *op, struct tt_prim *prim);
 bool tt_ring_broadcast_next(struct tt_op *op, struct tt_prim *prim);
 bool tt_ring_reduce_next(struct tt_op *op, struct tt_prim *prim);
-bool tt_p2p_send_next(struct tt_op *op, struct tt_prim *prim);
-bool tt_p2p_recv_next(struct tt_op *op, struct tt_prim *prim);
-bool tt_local_copy_next(struct tt_op *op, struct tt_prim *prim);
 
 #endif

@@ -43,19 +43,41 @@
  * with identical results. Events: 1 addresses published, 2 "done": this rank has finished
  * reading its peers' buffers and writing into them, so once every rank posted it the
  * operation is over everywhere and the buffers may be reused. */
+#include <math.h>
 #include <string.h>
 
 #include "algo/algo.h"
 #include "algo/coll.h"
 #include "util/err.h"
 
-enum { RESERVE, PUBLISH, ADDRESSES, WORK, DONE_WAIT };
+/* The schedule, one phase after the other (the op's state): */
+enum {
+    RESERVE,   /* take the next slot and events, in lane order everywhere */
+    PUBLISH,   /* once the slot is free: publish my buffers' addresses, post event 1 */
+    ADDRESSES, /* once every peer posted event 1: read their addresses, map what is shareable */
+    WORK,      /* copy and fold my share (copy_work), post event 2 ("done") */
+    DONE_WAIT, /* once every peer posted event 2: the buffers are free again */
+};
+
+/* Direct's own state of an op. */
+struct direct_state {
+    int phase; /* first: zeroed when the op starts */
+    int slot;
+    uint64_t event_base; /* the events before this op's first */
+    struct tt_team_region send_region; /* the buffers' shareable parts (set by bind) */
+    struct tt_team_region recv_region;
+};
+
+static struct direct_state *st(const struct tt_op *op)
+{
+    return TT_ALGO_STATE(op, struct direct_state);
+}
 
 struct addresses {
     uint64_t send;
     uint64_t recv;
-    struct tt_host_region send_region;
-    struct tt_host_region recv_region;
+    struct tt_team_region send_region;
+    struct tt_team_region recv_region;
     uint32_t magic; /* DIRECT_MAGIC: a Direct operation wrote this slot... */
     uint64_t base;   /* ...for the operation whose events start after this one */
 };
@@ -69,7 +91,7 @@ size_t tt_direct_slot_bytes(void) { return sizeof(struct addresses); }
 /* Whether peer p published addresses for this very operation. */
 static ncclResult_t check_peer_slot(const struct tt_op *op, int p, const struct addresses *a)
 {
-    if (a->magic == DIRECT_MAGIC && a->base == op->event_base) return ncclSuccess;
+    if (a->magic == DIRECT_MAGIC && a->base == st(op)->event_base) return ncclSuccess;
     return TT_ERROR(ncclInvalidUsage,
                     "Direct %s: rank %d's mailbox holds no Direct addresses for this operation: "
                     "the ranks chose different algorithms (is NCCL_ALGO, NCCL_PROTO or the use "
@@ -132,7 +154,7 @@ static size_t cut_at_edges(const struct tt_peer_buf *b, size_t off, size_t len)
 
 static void copy_bytes(const struct tt_op *op, void *dst, const void *src, size_t bytes)
 {
-    if (op->scratch->stream)
+    if (op->env->scratch->stream)
         tt_copy_stream(dst, src, bytes);
     else
         memcpy(dst, src, bytes);
@@ -143,7 +165,7 @@ static void copy_bytes(const struct tt_op *op, void *dst, const void *src, size_
 static ncclResult_t fan_out(struct tt_op *op, int from, size_t src_off, size_t dst_off,
                             size_t bytes)
 {
-    struct tt_direct_scratch *sc = op->scratch;
+    struct tt_direct_scratch *sc = op->env->scratch;
     size_t n;
     for (size_t done = 0; done < bytes; done += n) {
         n = bytes - done < sc->tmp_bytes ? bytes - done : sc->tmp_bytes;
@@ -156,7 +178,7 @@ static ncclResult_t fan_out(struct tt_op *op, int from, size_t src_off, size_t d
         if (from == op->rank) {
             src = (const char *)op->sendbuff + src_off + done;
         } else if ((src = mapped_at(&sc->send[from], src_off + done, n)) == NULL) {
-            TT_TRY(tt_host_read(op->host, from, sc->tmp, sc->send[from].addr + src_off + done,
+            TT_TRY(tt_team_read(op->env->team, from, sc->tmp, sc->send[from].addr + src_off + done,
                                 n));
             src = sc->tmp;
         }
@@ -164,7 +186,7 @@ static ncclResult_t fan_out(struct tt_op *op, int from, size_t src_off, size_t d
             size_t at = dst_off + done;
             char *dst = q == op->rank ? (char *)op->recvbuff + at : mapped_at(&sc->recv[q], at, n);
             if (dst == NULL)
-                TT_TRY(tt_host_write(op->host, q, sc->recv[q].addr + at, src, n));
+                TT_TRY(tt_team_write(op->env->team, q, sc->recv[q].addr + at, src, n));
             else if (dst != src)
                 copy_bytes(op, dst, src, n);
         }
@@ -177,7 +199,7 @@ static bool reads_send_of(const struct tt_op *op, int p)
 {
     switch (op->coll) {
     case TT_COLL_BROADCAST: return p == op->root;
-    case TT_COLL_ALLGATHER: return !op->scratch->fan_out;
+    case TT_COLL_ALLGATHER: return !op->env->scratch->fan_out;
     default: return true;
     }
 }
@@ -186,7 +208,7 @@ static bool reads_send_of(const struct tt_op *op, int p)
 static bool outputs_shareable(const struct tt_op *op)
 {
     for (int p = 0; p < op->nranks; p++) {
-        const struct addresses *a = tt_host_peer_slot(op->host, p, op->slot);
+        const struct addresses *a = tt_team_peer_slot(op->env->team, p, st(op)->slot);
         if (a->recv_region.fd < 0) return false;
     }
     return true;
@@ -204,7 +226,7 @@ static bool pushes_to(int push, int p) { return push == PUSH_ALL || push == p; }
  * that buffer is mapped here, else written with cross-memory attach while it is in cache. */
 static ncclResult_t fold(struct tt_op *op, size_t first, size_t count, char *dst_base, int push)
 {
-    struct tt_direct_scratch *sc = op->scratch;
+    struct tt_direct_scratch *sc = op->env->scratch;
     size_t elt = op->elt_bytes;
     size_t piece = sc->tmp_bytes / elt;
     bool premul = op->redop.kind == TT_RED_PREMULSUM;
@@ -233,7 +255,7 @@ static ncclResult_t fold(struct tt_op *op, size_t first, size_t count, char *dst
             if (in != NULL) {
                 if (premul) tt_reduce_copy(&op->redop, sc->tmp, in, n, TT_REDUCE_PRE);
             } else {
-                TT_TRY(tt_host_read(op->host, p, sc->tmp, sc->send[p].addr + off, n * elt));
+                TT_TRY(tt_team_read(op->env->team, p, sc->tmp, sc->send[p].addr + off, n * elt));
                 if (premul) tt_reduce_copy(&op->redop, sc->tmp, sc->tmp, n, TT_REDUCE_PRE);
                 in = sc->tmp;
             }
@@ -253,7 +275,7 @@ static ncclResult_t fold(struct tt_op *op, size_t first, size_t count, char *dst
             if (out != NULL)
                 memcpy(out, dst, n * elt); /* never streamed */
             else
-                TT_TRY(tt_host_write(op->host, p, sc->recv[p].addr + off, dst, n * elt));
+                TT_TRY(tt_team_write(op->env->team, p, sc->recv[p].addr + off, dst, n * elt));
         }
     }
     return ncclSuccess;
@@ -263,7 +285,7 @@ static ncclResult_t fold(struct tt_op *op, size_t first, size_t count, char *dst
  * buffer is mapped here, else with cross-memory attach. */
 static ncclResult_t copy_from(struct tt_op *op, int p, size_t off, void *dst, size_t bytes)
 {
-    const struct tt_peer_buf *b = &op->scratch->send[p];
+    const struct tt_peer_buf *b = &op->env->scratch->send[p];
     size_t n;
     for (size_t done = 0; done < bytes; done += n) {
         n = cut_at_edges(b, off + done, bytes - done);
@@ -271,7 +293,7 @@ static ncclResult_t copy_from(struct tt_op *op, int p, size_t off, void *dst, si
         if (src != NULL)
             copy_bytes(op, (char *)dst + done, src, n);
         else
-            TT_TRY(tt_host_read(op->host, p, (char *)dst + done, b->addr + off + done, n));
+            TT_TRY(tt_team_read(op->env->team, p, (char *)dst + done, b->addr + off + done, n));
     }
     return ncclSuccess;
 }
@@ -298,7 +320,7 @@ static ncclResult_t copy_work(struct tt_op *op)
         return fold(op, first, count, NULL, op->root);
     }
     case TT_COLL_BROADCAST:
-        if (op->scratch->fan_out) {
+        if (op->env->scratch->fan_out) {
             size_t first, count;
             block_of(op, op->rank, &first, &count);
             return count ? fan_out(op, op->root, first * elt, first * elt, count * elt)
@@ -318,7 +340,7 @@ static ncclResult_t copy_work(struct tt_op *op)
         }
         return ncclSuccess;
     case TT_COLL_ALLGATHER:
-        if (op->scratch->fan_out)
+        if (op->env->scratch->fan_out)
             return fan_out(op, op->rank, 0, (size_t)op->rank * bytes, bytes);
         for (int p = 0; p < op->nranks; p++) {
             char *dst = (char *)op->recvbuff + (size_t)p * bytes;
@@ -334,10 +356,10 @@ static ncclResult_t copy_work(struct tt_op *op)
 }
 
 /* Maps what is shareable of peer p's buffer `r` (its part [r->lo, r->hi)) into `b`. */
-static void map_peer(struct tt_op *op, int p, const struct tt_host_region *r,
+static void map_peer(struct tt_op *op, int p, const struct tt_team_region *r,
                      struct tt_peer_buf *b)
 {
-    b->map = tt_host_map(op->host, p, r);
+    b->map = tt_team_map(op->env->team, p, r);
     b->lo = b->map != NULL ? r->lo : 0;
     b->hi = b->map != NULL ? r->hi : 0;
 }
@@ -346,7 +368,7 @@ static void map_peer(struct tt_op *op, int p, const struct tt_host_region *r,
 static bool all_reached(struct tt_op *op, uint64_t event, struct tt_wait_hint *hint)
 {
     for (int p = 0; p < op->nranks; p++) {
-        if (p != op->rank && !tt_host_reached(op->host, p, event, hint)) {
+        if (p != op->rank && !tt_team_reached(op->env->team, p, event, hint)) {
             op->waiting = TT_OP_WAIT_DATA;
             op->waiting_peer = p;
             return false;
@@ -358,66 +380,66 @@ static bool all_reached(struct tt_op *op, uint64_t event, struct tt_wait_hint *h
 /* Events: addresses published, done. */
 #define EVENTS 2
 
-ncclResult_t tt_direct_step(struct tt_op *op, bool *done, bool *progressed,
-                            struct tt_wait_hint *hint)
+static ncclResult_t direct_step(struct tt_op *op, bool *done, bool *progressed,
+                                struct tt_wait_hint *hint)
 {
-    uint64_t base = op->event_base;
-    switch (op->state) {
+    uint64_t base = st(op)->event_base;
+    switch (st(op)->phase) {
     case RESERVE:
         if (op->count == 0) {
             *done = true;
             return ncclSuccess;
         }
-        tt_host_op_begin(op->host, EVENTS, &op->event_base, &op->slot);
-        base = op->event_base;
-        op->state = PUBLISH;
+        tt_team_op_begin(op->env->team, EVENTS, &st(op)->event_base, &st(op)->slot);
+        base = st(op)->event_base;
+        st(op)->phase = PUBLISH;
         /* fall through */
     case PUBLISH: {
-        if (!tt_host_slot_free(op->host, op->slot, hint)) {
+        if (!tt_team_slot_free(op->env->team, st(op)->slot, hint)) {
             op->waiting = TT_OP_WAIT_CREDIT;
             return ncclSuccess;
         }
-        struct addresses *mine = tt_host_my_slot(op->host, op->slot);
+        struct addresses *mine = tt_team_my_slot(op->env->team, st(op)->slot);
         mine->send = (uint64_t)(uintptr_t)op->sendbuff;
         mine->recv = (uint64_t)(uintptr_t)op->recvbuff;
-        mine->send_region = op->send_region;
-        mine->recv_region = op->recv_region;
+        mine->send_region = st(op)->send_region;
+        mine->recv_region = st(op)->recv_region;
         mine->magic = DIRECT_MAGIC;
         mine->base = base;
-        tt_host_post(op->host, base + 1);
-        op->state = ADDRESSES;
+        tt_team_post(op->env->team, base + 1);
+        st(op)->phase = ADDRESSES;
         *progressed = true;
     }
         /* fall through */
     case ADDRESSES:
         if (!all_reached(op, base + 1, hint)) return ncclSuccess;
         for (int p = 0; p < op->nranks; p++) {
-            const struct addresses *a = tt_host_peer_slot(op->host, p, op->slot);
+            const struct addresses *a = tt_team_peer_slot(op->env->team, p, st(op)->slot);
             if (p != op->rank) TT_TRY(check_peer_slot(op, p, a));
-            op->scratch->send[p] = (struct tt_peer_buf){.addr = (uintptr_t)a->send};
-            op->scratch->recv[p] = (struct tt_peer_buf){.addr = (uintptr_t)a->recv};
+            op->env->scratch->send[p] = (struct tt_peer_buf){.addr = (uintptr_t)a->send};
+            op->env->scratch->recv[p] = (struct tt_peer_buf){.addr = (uintptr_t)a->recv};
         }
         /* AllReduce may push to the peers' outputs and reads them; Broadcast and AllGather fan
          * out to them when all are shareable. Only the blocks this rank will touch are mapped. */
-        op->scratch->stream = footprint(op) > op->scratch->stream_min_footprint;
-        op->scratch->fan_out = (op->coll == TT_COLL_BROADCAST ||
+        op->env->scratch->stream = footprint(op) > op->env->scratch->stream_min_footprint;
+        op->env->scratch->fan_out = (op->coll == TT_COLL_BROADCAST ||
                                 op->coll == TT_COLL_ALLGATHER) && outputs_shareable(op);
         for (int p = 0; p < op->nranks; p++) {
             if (p == op->rank) continue;
-            const struct addresses *a = tt_host_peer_slot(op->host, p, op->slot);
+            const struct addresses *a = tt_team_peer_slot(op->env->team, p, st(op)->slot);
             if (reads_send_of(op, p))
-                map_peer(op, p, &a->send_region, &op->scratch->send[p]);
-            if (op->coll == TT_COLL_ALLREDUCE || op->scratch->fan_out ||
+                map_peer(op, p, &a->send_region, &op->env->scratch->send[p]);
+            if (op->coll == TT_COLL_ALLREDUCE || op->env->scratch->fan_out ||
                 (op->coll == TT_COLL_REDUCE && p == op->root))
-                map_peer(op, p, &a->recv_region, &op->scratch->recv[p]);
+                map_peer(op, p, &a->recv_region, &op->env->scratch->recv[p]);
         }
-        op->state = WORK;
+        st(op)->phase = WORK;
         /* fall through */
     case WORK:
         TT_TRY(copy_work(op));
-        tt_host_post(op->host, base + EVENTS);
-        tt_host_op_end(op->host, op->slot, base + EVENTS);
-        op->state = DONE_WAIT;
+        tt_team_post(op->env->team, base + EVENTS);
+        tt_team_op_end(op->env->team, st(op)->slot, base + EVENTS);
+        st(op)->phase = DONE_WAIT;
         *progressed = true;
         /* fall through */
     case DONE_WAIT:
@@ -426,6 +448,102 @@ ncclResult_t tt_direct_step(struct tt_op *op, bool *done, bool *progressed,
         return ncclSuccess;
     default:
         return TT_ERROR(ncclInternalError, "Direct %s in unknown state %d",
-                         tt_coll_name((enum tt_coll)op->coll), op->state);
+                         tt_coll_name((enum tt_coll)op->coll), st(op)->phase);
     }
 }
+
+/* ---- The cost model ------------------------------------------------------------------------ */
+
+/* Direct exists within one host only. Three rows (docs/performance.md, "Cost model
+ * constants"): the general one; AllReduce over ordinary buffers, which pushes its block from
+ * cache instead of gathering it; and buffers in symmetric windows in shareable memory, which the
+ * peers map, so there are no kernel calls and copies and folds run at memory speed. An
+ * oversubscribed host keeps the general row for AllReduce, where the ring matched or beat the
+ * push. */
+static const struct tt_cost direct_cost = {.alpha_us = 5.0, .gbytes_per_s = 7.0,
+                                           .syscall_us = 2.0, .chunk_bytes = 262144};
+static const struct tt_cost direct_allreduce_cost = {.alpha_us = 1.0, .gbytes_per_s = 20.0,
+                                                     .syscall_us = 0.7, .chunk_bytes = 262144};
+static const struct tt_cost direct_mapped_cost = {.alpha_us = 1.0, .gbytes_per_s = 30.0,
+                                                  .chunk_bytes = 262144};
+
+/* How much slower cross-memory copies run with more ranks than CPUs: every rank's kernel
+ * copies must run at once, and they cannot (mapped buffers keep their speed). */
+#define OVERSUBSCRIBED_SLOWDOWN 2.0
+
+/* AllReduce: a rank reads its n-th of the buffer from each of its n-1 peers by cross-memory
+ * attach, one call per chunk, reduces it, and writes each reduced chunk into the n-1 peers'
+ * outputs, one call per chunk and peer; it moves 2(n-1) n-ths in all. Its two phases are the
+ * exchange of addresses and the wait for everyone's pushes. The others have one phase:
+ * AllGather reads n-1 whole blocks (one call each), Broadcast one buffer, and
+ * ReduceScatter/Reduce fold n-1 peers' blocks through the staging chunks. Reduce over ordinary
+ * buffers is charged as if the root folded every input and then pushed it as much again: forced,
+ * it still lost to the ring, which the honest count would not predict (docs/tuning.md). */
+static double direct_estimate_us(const struct tt_tune_input *in)
+{
+    if (in->nhosts > 1) return INFINITY;
+    const struct tt_cost *c = &direct_cost;
+    if (in->coll == TT_COLL_ALLREDUCE && !in->oversubscribed) c = &direct_allreduce_cost;
+    if (in->symmetric) c = &direct_mapped_cost;
+    double n = in->nranks, bytes = (double)in->bytes, chunk = (double)c->chunk_bytes;
+    double phases = 1, calls, moved;
+    switch (in->coll) {
+    case TT_COLL_ALLREDUCE: {
+        double slice = bytes / n;
+        phases = 2;
+        calls = 2 * (n - 1) * ceil(slice / chunk);
+        moved = 2 * (n - 1) * slice;
+        break;
+    }
+    case TT_COLL_ALLGATHER:
+        calls = n - 1;
+        moved = (n - 1) * bytes;
+        break;
+    case TT_COLL_BROADCAST:
+        calls = 1;
+        moved = bytes;
+        break;
+    default:
+        calls = (n - 1) * ceil(bytes / chunk);
+        moved = (n - 1) * bytes;
+        if (in->coll == TT_COLL_REDUCE && !in->symmetric) moved += bytes;
+        break;
+    }
+    double gbps = c->gbytes_per_s;
+    if (in->oversubscribed && !in->symmetric) gbps /= OVERSUBSCRIBED_SLOWDOWN;
+    return phases * c->alpha_us + tt_transfer_us(moved, gbps) + c->syscall_us * calls;
+}
+
+/* ---- The algorithm ------------------------------------------------------------------------- */
+
+static bool direct_implements(enum tt_coll coll)
+{
+    return coll <= TT_COLL_REDUCESCATTER;
+}
+
+static bool direct_can_run(const struct tt_tune_input *in)
+{
+    return in->direct_ok;
+}
+
+/* Finds what of the buffers lies in shareable memory (ncclMemAlloc blocks, registered pages):
+ * the peers map that part instead of copying it out. The buffers span NCCL's count per rank, n
+ * blocks of it where a side holds every rank's block. */
+static void direct_bind(struct tt_op *op, const struct tt_algo_env *env)
+{
+    size_t bytes = op->count * op->elt_bytes, all = bytes * (size_t)op->nranks;
+    size_t send = op->coll == TT_COLL_REDUCESCATTER || op->coll == TT_COLL_ALLTOALL ? all : bytes;
+    size_t recv = op->coll == TT_COLL_ALLGATHER || op->coll == TT_COLL_ALLTOALL ? all : bytes;
+    env->region(op->sendbuff, send, &st(op)->send_region);
+    env->region(op->recvbuff, recv, &st(op)->recv_region);
+}
+
+const struct tt_algo tt_algo_direct = {
+    .name = "Direct",
+    .proto = TT_PROTO_SIMPLE,
+    .implements = direct_implements,
+    .can_run = direct_can_run,
+    .estimate_us = direct_estimate_us,
+    .bind = direct_bind,
+    .step = direct_step,
+};

@@ -7,17 +7,37 @@
  * Every rank reduces the contributions in rank order, so all ranks compute bit-identical
  * results. AllReduce, AllGather, ReduceScatter and AlltoAll (which publishes its whole input and
  * reads its block of every slot), where every rank reads every slot, publish
- * through the slot's flag word (tt_host_publish): the flag shares the first cache line with the
+ * through the slot's flag word (tt_team_publish): the flag shares the first cache line with the
  * payload, and seeing every peer's flag is all the synchronization an operation needs. Broadcast
  * and Reduce, where some ranks read nothing, use two events instead: "my slot is published" and
  * "I am done reading", the second being what lets a peer refill the slot two operations
  * later. */
+#include <math.h>
 #include <string.h>
 
 #include "algo/algo.h"
 #include "algo/coll.h"
+#include "algo/ring.h"
 
-enum { RESERVE, PUBLISH, GATHER, FINISH };
+/* The schedule, one phase after the other (the op's state): */
+enum {
+    RESERVE, /* take the next slot and events (or sequence number), in lane order everywhere */
+    PUBLISH, /* once the slot is free: copy my contribution in, post or flag it */
+    GATHER,  /* once every peer I read has published: finish locally, post "done" */
+    FINISH,
+};
+
+/* OneShot's own state of an op. */
+struct oneshot_state {
+    int phase; /* first: zeroed when the op starts */
+    int slot;
+    uint64_t event_base; /* the events before this op's first (flagged ops: its sequence) */
+};
+
+static struct oneshot_state *st(const struct tt_op *op)
+{
+    return TT_ALGO_STATE(op, struct oneshot_state);
+}
 
 static const char *at(const void *base, size_t elements, size_t elt_bytes)
 {
@@ -60,12 +80,12 @@ static bool reads_from(const struct tt_op *op, int peer)
 static void reduce_slots(const struct tt_op *op, void *dst, size_t first, size_t count)
 {
     int n = op->nranks;
-    const void *d0 = at(tt_host_peer_slot(op->host, 0, op->slot), first, op->elt_bytes);
-    const void *d1 = at(tt_host_peer_slot(op->host, 1, op->slot), first, op->elt_bytes);
+    const void *d0 = at(tt_team_peer_slot(op->env->team, 0, st(op)->slot), first, op->elt_bytes);
+    const void *d1 = at(tt_team_peer_slot(op->env->team, 1, st(op)->slot), first, op->elt_bytes);
     tt_reduce_combine(&op->redop, dst, d0, d1, count, n == 2 ? TT_REDUCE_POST : 0);
     for (int p = 2; p < n; p++)
         tt_reduce_combine(&op->redop, dst, dst,
-                          at(tt_host_peer_slot(op->host, p, op->slot), first, op->elt_bytes),
+                          at(tt_team_peer_slot(op->env->team, p, st(op)->slot), first, op->elt_bytes),
                           count, p == n - 1 ? TT_REDUCE_POST : 0);
 }
 
@@ -73,7 +93,7 @@ static void reduce_slots(const struct tt_op *op, void *dst, size_t first, size_t
 static void finish(struct tt_op *op)
 {
     size_t count = op->count, elt = op->elt_bytes;
-    const void *mine = tt_host_peer_slot(op->host, op->rank, op->slot);
+    const void *mine = tt_team_peer_slot(op->env->team, op->rank, st(op)->slot);
     switch (op->coll) {
     case TT_COLL_ALLREDUCE:
         reduce_slots(op, op->recvbuff, 0, count);
@@ -86,14 +106,14 @@ static void finish(struct tt_op *op)
         break;
     case TT_COLL_BROADCAST:
         if (op->rank != op->root)
-            memcpy(op->recvbuff, tt_host_peer_slot(op->host, op->root, op->slot), count * elt);
+            memcpy(op->recvbuff, tt_team_peer_slot(op->env->team, op->root, st(op)->slot), count * elt);
         else if (op->recvbuff != op->sendbuff)
             memcpy(op->recvbuff, mine, count * elt);
         break;
     case TT_COLL_ALLGATHER:
         for (int p = 0; p < op->nranks; p++) {
             void *dst = (char *)op->recvbuff + (size_t)p * count * elt;
-            const void *src = tt_host_peer_slot(op->host, p, op->slot);
+            const void *src = tt_team_peer_slot(op->env->team, p, st(op)->slot);
             if (dst != op->sendbuff || p != op->rank) memcpy(dst, src, count * elt);
         }
         break;
@@ -102,7 +122,7 @@ static void finish(struct tt_op *op)
          * an in-place AlltoAll may overwrite its buffer freely. */
         for (int p = 0; p < op->nranks; p++)
             memcpy((char *)op->recvbuff + (size_t)p * count * elt,
-                   at(tt_host_peer_slot(op->host, p, op->slot), (size_t)op->rank * count, elt),
+                   at(tt_team_peer_slot(op->env->team, p, st(op)->slot), (size_t)op->rank * count, elt),
                    count * elt);
         break;
     default:
@@ -110,25 +130,25 @@ static void finish(struct tt_op *op)
     }
 }
 
-ncclResult_t tt_oneshot_step(struct tt_op *op, bool *done, bool *progressed,
-                             struct tt_wait_hint *hint)
+static ncclResult_t oneshot_step(struct tt_op *op, bool *done, bool *progressed,
+                                 struct tt_wait_hint *hint)
 {
     if (op->count == 0) {
         *done = true;
         return ncclSuccess;
     }
     bool flagged = all_read(op);
-    if (op->state == RESERVE) {
+    if (st(op)->phase == RESERVE) {
         /* The op's slot (and events, or sequence number when flagged), reserved when it
          * starts: in lane order on every rank. */
         if (flagged)
-            tt_host_op_begin_flagged(op->host, &op->event_base, &op->slot);
+            tt_team_op_begin_flagged(op->env->team, &st(op)->event_base, &st(op)->slot);
         else
-            tt_host_op_begin(op->host, 2, &op->event_base, &op->slot);
-        op->state = PUBLISH;
+            tt_team_op_begin(op->env->team, 2, &st(op)->event_base, &st(op)->slot);
+        st(op)->phase = PUBLISH;
     }
-    if (op->state == PUBLISH) {
-        if (!tt_host_slot_free(op->host, op->slot, hint)) {
+    if (st(op)->phase == PUBLISH) {
+        if (!tt_team_slot_free(op->env->team, st(op)->slot, hint)) {
             op->waiting = TT_OP_WAIT_CREDIT;
             return ncclSuccess;
         }
@@ -137,21 +157,21 @@ ncclResult_t tt_oneshot_step(struct tt_op *op, bool *done, bool *progressed,
             unsigned flags = op->coll == TT_COLL_ALLGATHER || op->coll == TT_COLL_BROADCAST ||
                                      op->coll == TT_COLL_ALLTOALL
                                  ? 0 : TT_REDUCE_PRE;
-            tt_reduce_copy(&op->redop, tt_host_my_slot(op->host, op->slot), op->sendbuff,
+            tt_reduce_copy(&op->redop, tt_team_my_slot(op->env->team, st(op)->slot), op->sendbuff,
                            payload_count(op), flags);
         }
         if (flagged)
-            tt_host_publish(op->host, op->slot, op->event_base);
+            tt_team_publish(op->env->team, st(op)->slot, st(op)->event_base);
         else
-            tt_host_post(op->host, op->event_base + 1);
-        op->state = GATHER;
+            tt_team_post(op->env->team, st(op)->event_base + 1);
+        st(op)->phase = GATHER;
         *progressed = true;
     }
-    if (op->state == GATHER) {
+    if (st(op)->phase == GATHER) {
         for (int p = 0; p < op->nranks; p++) {
             if (p == op->rank || !reads_from(op, p)) continue;
-            if (flagged ? !tt_host_published(op->host, p, op->slot, op->event_base, hint)
-                        : !tt_host_reached(op->host, p, op->event_base + 1, hint)) {
+            if (flagged ? !tt_team_published(op->env->team, p, st(op)->slot, st(op)->event_base, hint)
+                        : !tt_team_reached(op->env->team, p, st(op)->event_base + 1, hint)) {
                 op->waiting = TT_OP_WAIT_DATA;
                 op->waiting_peer = p;
                 return ncclSuccess;
@@ -159,14 +179,78 @@ ncclResult_t tt_oneshot_step(struct tt_op *op, bool *done, bool *progressed,
         }
         finish(op);
         if (flagged) {
-            tt_host_op_seen_all(op->host, op->event_base);
+            tt_team_op_seen_all(op->env->team, st(op)->event_base);
         } else {
-            tt_host_post(op->host, op->event_base + 2);
-            tt_host_op_end(op->host, op->slot, op->event_base + 2);
+            tt_team_post(op->env->team, st(op)->event_base + 2);
+            tt_team_op_end(op->env->team, st(op)->slot, st(op)->event_base + 2);
         }
-        op->state = FINISH;
+        st(op)->phase = FINISH;
         *progressed = true;
     }
     *done = true;
     return ncclSuccess;
 }
+
+/* ---- The cost model ------------------------------------------------------------------------ */
+
+/* OneShot exists within one host only (docs/tuning.md, "The constants"). */
+static const struct tt_cost oneshot_cost = {.alpha_us = 0.4, .gbytes_per_s = 16.0};
+
+/* One step. A rank copies its payload into its mailbox slot (ReduceScatter publishes its whole
+ * input, n blocks), then reads what it needs from the slots: all n of them for AllReduce,
+ * AllGather, ReduceScatter (its own block of each) and Reduce (at the root, the critical path),
+ * the root's alone for Broadcast. Broadcast and Reduce's root may refill its slot only after
+ * every reader's "done" event, so it cannot run ahead as down a pipelined chain: a hand-off per
+ * reader, both ways. With 2 ranks Broadcast is charged a half more than the ring, which beat it
+ * at every size measured there; with more ranks the ring's rows overstate a chain of small
+ * copies, so OneShot keeps its own estimate (docs/tuning.md). */
+static double oneshot_estimate_us(const struct tt_tune_input *in)
+{
+    if (in->nhosts > 1) return INFINITY;
+    if (in->coll == TT_COLL_BROADCAST && in->nranks == 2)
+        return 1.5 * tt_ring_estimate_us(in, TT_LINK_SHM);
+    const struct tt_cost *c = &oneshot_cost;
+    double n = in->nranks, bytes = (double)in->bytes;
+    double moved;
+    double alpha = c->alpha_us;
+    switch (in->coll) {
+    case TT_COLL_BROADCAST:
+    case TT_COLL_REDUCE:
+        alpha *= 2 * (n - 1);
+        moved = in->coll == TT_COLL_BROADCAST ? 2 * bytes : bytes + n * bytes;
+        break;
+    case TT_COLL_REDUCESCATTER:
+        moved = n * bytes + n * bytes;
+        break;
+    default:
+        moved = bytes + n * bytes;
+        break;
+    }
+    return alpha + tt_transfer_us(moved, c->gbytes_per_s);
+}
+
+/* ---- The algorithm ------------------------------------------------------------------------- */
+
+static bool oneshot_implements(enum tt_coll coll)
+{
+    return coll <= TT_COLL_REDUCESCATTER;
+}
+
+static bool oneshot_can_run(const struct tt_tune_input *in)
+{
+    return in->oneshot_ok && in->bytes <= in->oneshot_max_bytes;
+}
+
+static void oneshot_bind(struct tt_op *op, const struct tt_algo_env *env)
+{
+}
+
+const struct tt_algo tt_algo_oneshot = {
+    .name = "OneShot",
+    .proto = TT_PROTO_LL,
+    .implements = oneshot_implements,
+    .can_run = oneshot_can_run,
+    .estimate_us = oneshot_estimate_us,
+    .bind = oneshot_bind,
+    .step = oneshot_step,
+};

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "algo/algo.h"
+#include "device/device.h"
 #include "util/err.h"
 
 static bool prim_receives(enum tt_prim_kind kind)
@@ -35,15 +36,15 @@ static void slice_compute(const struct tt_op *op, const struct tt_prim *p, const
         tt_reduce_copy(&op->redop, out, src, count, p->flags);
         break;
     case TT_PRIM_COPY_SEND:
-        memcpy(out, src, bytes);
-        if (dst != src) memcpy(dst, src, bytes);
+        tt_device_copy(op->mem, out, src, bytes);
+        if (dst != src) tt_device_copy(op->mem, dst, src, bytes);
         break;
     case TT_PRIM_RECV:
         tt_reduce_copy(&op->redop, dst, in, count, p->flags & TT_REDUCE_POST);
         break;
     case TT_PRIM_RECV_COPY_SEND:
-        memcpy(out, in, bytes);
-        memcpy(dst, in, bytes);
+        tt_device_copy(op->mem, out, in, bytes);
+        tt_device_copy(op->mem, dst, in, bytes);
         break;
     case TT_PRIM_RECV_REDUCE_SEND:
         tt_reduce_combine(&op->redop, out, src, in, count, p->flags);
@@ -133,14 +134,9 @@ static ncclResult_t progress_sends(const struct tt_op *op)
     return ncclSuccess;
 }
 
-ncclResult_t tt_algo_op_progress(struct tt_op *op, bool *done, bool *progressed,
-                                 struct tt_wait_hint *hint)
+ncclResult_t tt_prims_step(struct tt_op *op, bool *done, bool *progressed,
+                           struct tt_wait_hint *hint)
 {
-    *done = false;
-    *progressed = false;
-    tt_wait_hint_clear(hint);
-    op->waiting = TT_OP_WAIT_NONE;
-    if (op->step_fn != NULL) return op->step_fn(op, done, progressed, hint);
     while (!op->finished) {
         if (!op->have_prim) {
             if (!op->next(op, &op->prim)) {

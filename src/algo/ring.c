@@ -3,6 +3,8 @@
  * using the pure arithmetic of ring.h, and yields one primitive per call. */
 #include "algo/ring.h"
 
+#include <math.h>
+
 #include "algo/coll.h"
 
 static char *byte_at(const void *base, size_t elements, size_t elt_bytes)
@@ -169,64 +171,106 @@ bool tt_ring_reduce_next(struct tt_op *op, struct tt_prim *prim)
     return true;
 }
 
-const char *tt_coll_name(enum tt_coll coll)
+/* ---- The cost model ------------------------------------------------------------------------ */
+
+/* Ring's constants per link (measured: docs/tuning.md, "The constants"). A ring
+ * step across hosts waits for a TCP hop, so TCP's row governs a ring with any TCP link. */
+static const struct tt_cost ring_cost[TT_LINK_COUNT] = {
+    [TT_LINK_SHM] = {.alpha_us = 0.6, .gbytes_per_s = 6.0, .chunk_bytes = 524288},
+    [TT_LINK_TCP] = {.alpha_us = 15.0, .gbytes_per_s = 2.0, .chunk_bytes = 524288},
+};
+
+/* A chain of n-1 hops (Broadcast, Reduce over the ring) on a host with more ranks than CPUs, as
+ * a loop of calls runs it: the root does not wait for the end of the chain, so consecutive calls
+ * overlap down the chain and a call costs one hop's hand-off plus its share of the copying,
+ * two copies of the buffer per hop (in from the previous rank, out to the next) spread over the
+ * host's CPUs at ROOTED_CHAIN_GBPS (measured with 3 and 4 ranks on 2 CPUs: docs/tuning.md,
+ * "The cost model"). */
+#define ROOTED_CHAIN_GBPS 25.0
+
+static double rooted_chain_us(const struct tt_tune_input *in, const struct tt_cost *c,
+                              double alone_us)
 {
-    static const char *names[TT_COLL_SCATTER + 1] = {
-        [TT_COLL_ALLREDUCE] = "AllReduce",   [TT_COLL_BROADCAST] = "Broadcast",
-        [TT_COLL_REDUCE] = "Reduce",         [TT_COLL_ALLGATHER] = "AllGather",
-        [TT_COLL_REDUCESCATTER] = "ReduceScatter", [TT_COLL_SEND] = "Send",
-        [TT_COLL_RECV] = "Recv",           [TT_COLL_COPY] = "Copy",
-        [TT_COLL_ALLTOALL] = "AlltoAll",   [TT_COLL_GATHER] = "Gather",
-        [TT_COLL_SCATTER] = "Scatter",
-    };
-    return (unsigned)coll <= TT_COLL_SCATTER ? names[coll] : "Unknown";
+    double n = in->nranks, cpus = in->cpus > 0 && in->cpus < in->nranks ? in->cpus : n;
+    double loop_us = c->alpha_us +
+                     tt_transfer_us(2 * (n - 1) / cpus * (double)in->bytes, ROOTED_CHAIN_GBPS);
+    return fmin(loop_us, alone_us); /* a call in a loop costs no more than a call alone */
 }
 
-/* Point-to-point: one primitive over the whole buffer; the executor slices it. */
-bool tt_p2p_send_next(struct tt_op *op, struct tt_prim *prim)
+/* AllReduce is a reduce-scatter then an allgather around the ring: 2(n-1) steps, each moving
+ * one n-th of the buffer over every link at once. AllGather and ReduceScatter are one of the
+ * two halves: n-1 steps, each moving one rank's block (`bytes`, NCCL's per-rank count).
+ * Broadcast and Reduce are a chain of n-1 hops, pipelined in chunks: the whole buffer crosses
+ * the first link, and the last chunk then needs n-2 more hops to reach the end of the chain.
+ * Anything else (a send, a receive) is one step over one connection. */
+double tt_ring_estimate_us(const struct tt_tune_input *in, enum tt_link link)
 {
-    if (op->loop_off != 0 || op->count == 0) return false;
-    op->loop_off = op->count;
-    *prim = (struct tt_prim){.kind = TT_PRIM_SEND, .src = op->sendbuff, .count = op->count};
+    const struct tt_cost *c = &ring_cost[link];
+    double n = in->nranks, bytes = (double)in->bytes;
+    double steps, moved;
+    switch (in->coll) {
+    case TT_COLL_ALLREDUCE:
+        steps = 2 * (n - 1);
+        moved = 2 * (n - 1) / n * bytes;
+        break;
+    case TT_COLL_ALLGATHER:
+    case TT_COLL_REDUCESCATTER:
+        steps = n - 1;
+        moved = (n - 1) * bytes;
+        break;
+    case TT_COLL_BROADCAST:
+    case TT_COLL_REDUCE:
+        steps = n - 1;
+        moved = bytes + (n > 2 ? n - 2 : 0) * fmin(bytes, (double)c->chunk_bytes);
+        if (in->oversubscribed && in->nhosts <= 1)
+            return rooted_chain_us(in, c, c->alpha_us * steps +
+                                              tt_transfer_us(moved, c->gbytes_per_s));
+        break;
+    default:
+        steps = 1;
+        moved = bytes;
+        break;
+    }
+    return c->alpha_us * steps + tt_transfer_us(moved, c->gbytes_per_s);
+}
+
+/* ---- The algorithm ------------------------------------------------------------------------- */
+
+static bool ring_implements(enum tt_coll coll)
+{
+    return coll <= TT_COLL_REDUCESCATTER;
+}
+
+static bool ring_can_run(const struct tt_tune_input *in)
+{
     return true;
 }
 
-bool tt_p2p_recv_next(struct tt_op *op, struct tt_prim *prim)
+static double ring_estimate_us(const struct tt_tune_input *in)
 {
-    if (op->loop_off != 0 || op->count == 0) return false;
-    op->loop_off = op->count;
-    *prim = (struct tt_prim){.kind = TT_PRIM_RECV, .dst = op->recvbuff, .count = op->count};
-    return true;
+    return tt_ring_estimate_us(in, in->link);
 }
 
-bool tt_local_copy_next(struct tt_op *op, struct tt_prim *prim)
+static void ring_bind(struct tt_op *op, const struct tt_algo_env *env)
 {
-    if (op->loop_off != 0 || op->count == 0) return false;
-    op->loop_off = op->count;
-    *prim = (struct tt_prim){.kind = TT_PRIM_COPY, .src = op->sendbuff, .dst = op->recvbuff,
-                             .count = op->count};
-    return true;
-}
-
-void tt_algo_op_start(struct tt_op *op)
-{
-    static const tt_algo_next_fn ring[TT_COLL_COUNT_] = {
+    static const tt_algo_next_fn schedules[TT_COLL_REDUCESCATTER + 1] = {
         [TT_COLL_ALLREDUCE] = tt_ring_allreduce_next,
         [TT_COLL_BROADCAST] = tt_ring_broadcast_next,
         [TT_COLL_REDUCE] = tt_ring_reduce_next,
         [TT_COLL_ALLGATHER] = tt_ring_allgather_next,
         [TT_COLL_REDUCESCATTER] = tt_ring_reducescatter_next,
-        [TT_COLL_SEND] = tt_p2p_send_next,
-        [TT_COLL_RECV] = tt_p2p_recv_next,
-        [TT_COLL_COPY] = tt_local_copy_next,
     };
-    op->next = op->step_fn != NULL ? NULL : op->links != NULL ? tt_tree_next : ring[op->coll];
-    op->state = 0;
-    op->loop_off = 0;
-    op->step = 0;
-    op->have_prim = false;
-    op->prim_done = 0;
-    op->finished = false;
-    op->waiting = TT_OP_WAIT_NONE;
-    op->waiting_peer = -1;
+    op->send = env->ring_send;
+    op->recv = env->ring_recv;
+    op->next = schedules[op->coll];
 }
+
+const struct tt_algo tt_algo_ring = {
+    .name = "Ring",
+    .proto = TT_PROTO_SIMPLE,
+    .implements = ring_implements,
+    .can_run = ring_can_run,
+    .estimate_us = ring_estimate_us,
+    .bind = ring_bind,
+    .step = tt_prims_step,
+};

@@ -55,4 +55,7 @@ static inline void tt_ring_loop_chunk(size_t loop_count, int nranks, int c, size
     *count = start >= loop_count ? 0 : (loop_count - start < piece ? loop_count - start : piece);
 }
 
+/* Ring's cost estimate over `link` (OneShot compares itself with it). */
+double tt_ring_estimate_us(const struct tt_tune_input *in, enum tt_link link);
+
 #endif

@@ -20,6 +20,8 @@
  * Deadlock freedom: the core runs Tree only for messages of at most half a connection FIFO, so
  * a send never waits for its receiver; the trees have no cycles, and recursive doubling's
  * partners send before they receive. */
+#include <math.h>
+
 #include "algo/algo.h"
 #include "algo/coll.h"
 
@@ -129,7 +131,7 @@ static void plan_reduce(struct walker *w)
         EMIT(TT_PRIM_SEND, op->sendbuff, NULL, TT_REDUCE_PRE, parent);
         return;
     }
-    char *acc = v == 0 ? op->recvbuff : op->tree_tmp;
+    char *acc = v == 0 ? op->recvbuff : op->env->tree_tmp;
     EMIT(TT_PRIM_COPY, op->sendbuff, acc, TT_REDUCE_PRE, -1);
     for (int m = 1; m <= last; m *= 2)
         EMIT(TT_PRIM_RECV_REDUCE_COPY, acc, acc, v == 0 && m == last ? TT_REDUCE_POST : 0u,
@@ -187,3 +189,62 @@ int tt_tree_all_peers(int rank, int nranks, int *peers)
     }
     return count;
 }
+
+/* ---- The cost model ------------------------------------------------------------------------ */
+
+/* Tree's steps go over connections like the ring's, a whole message each. Across hosts a step
+ * costs what a ring step does; within a host a step costs about 3x a ring step, since it also
+ * copies the input and ends with a reduction pass, so OneShot and the ring keep the small
+ * messages there (docs/tuning.md, "The constants"). */
+static const struct tt_cost tree_cost[TT_LINK_COUNT] = {
+    [TT_LINK_SHM] = {.alpha_us = 2.0, .gbytes_per_s = 6.0},
+    [TT_LINK_TCP] = {.alpha_us = 15.0, .gbytes_per_s = 2.0},
+};
+
+/* AllReduce is recursive doubling: log2(p) rounds among p ranks, p the largest power of two
+ * <= n, each exchanging the whole message with one partner; the n - p ranks left over first
+ * hand their input to a partner and get the result back at the end (two more steps).
+ * Broadcast and Reduce walk a binomial tree: ceil(log2 n) levels, and the root, which has the
+ * most children, sends (or receives) the whole message once per level. */
+static double tree_estimate_us(const struct tt_tune_input *in)
+{
+    const struct tt_cost *c = &tree_cost[in->link];
+    int n = in->nranks, levels = 0, p = 1;
+    while (p * 2 <= n) {
+        p *= 2;
+        levels++;
+    }
+    double steps = in->coll == TT_COLL_ALLREDUCE ? levels + (p < n ? 2 : 0)
+                                                 : levels + (p < n ? 1 : 0);
+    return c->alpha_us * steps + tt_transfer_us(steps * (double)in->bytes, c->gbytes_per_s);
+}
+
+/* ---- The algorithm ------------------------------------------------------------------------- */
+
+static bool tree_implements(enum tt_coll coll)
+{
+    return coll == TT_COLL_ALLREDUCE || coll == TT_COLL_BROADCAST || coll == TT_COLL_REDUCE;
+}
+
+/* Whole messages of at most half a connection FIFO, so no send waits for its receiver. */
+static bool tree_can_run(const struct tt_tune_input *in)
+{
+    return in->nranks > 1 && in->tree_max_bytes > 0 && in->bytes <= in->tree_max_bytes;
+}
+
+static void tree_bind(struct tt_op *op, const struct tt_algo_env *env)
+{
+    op->links = env->tree;
+    op->send = op->recv = NULL; /* each primitive names its peer's link */
+    op->next = tt_tree_next;
+}
+
+const struct tt_algo tt_algo_tree = {
+    .name = "Tree",
+    .proto = TT_PROTO_SIMPLE,
+    .implements = tree_implements,
+    .can_run = tree_can_run,
+    .estimate_us = tree_estimate_us,
+    .bind = tree_bind,
+    .step = tt_prims_step,
+};

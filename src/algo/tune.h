@@ -19,9 +19,43 @@
 
 #include "algo/coll.h"
 #include "nccl.h"
+#include "transport/transport.h"
 
-enum tt_algo_id { TT_ALGO_RING, TT_ALGO_ONESHOT, TT_ALGO_DIRECT, TT_ALGO_TREE, TT_ALGO_COUNT };
+/* THE algorithm table, one line per algorithm: its enum suffix, the name of its descriptor
+ * (`const struct tt_algo tt_algo_<name>`, defined in its own file algo/<name>.c: see algo.h) and
+ * its NCCL_ALGO name. The order is the enum's and selection's tie-breaking order. Adding an
+ * algorithm is its file plus one line here. */
+#define TT_ALGO_TABLE(X)                                                                           \
+    X(RING, ring, "Ring")                                                                          \
+    X(ONESHOT, oneshot, "OneShot")                                                                 \
+    X(DIRECT, direct, "Direct")                                                                    \
+    X(TREE, tree, "Tree")
+
+enum tt_algo_id {
+#define TT_ALGO_ENUM_(id, name, text) TT_ALGO_##id,
+    TT_ALGO_TABLE(TT_ALGO_ENUM_)
+#undef TT_ALGO_ENUM_
+    TT_ALGO_COUNT
+};
 enum tt_proto_id { TT_PROTO_SIMPLE, TT_PROTO_LL, TT_PROTO_COUNT };
+
+
+/* The cost of one algorithm over one kind of link: an operation costs
+ *     alpha_us * steps + bytes_moved / gbytes_per_s + syscall_us * syscalls
+ * where steps, bytes_moved and syscalls come from the algorithm's shape (its estimator, in its
+ * own file). How the constants are measured: docs/tuning.md, "Measuring the constants". */
+struct tt_cost {
+    double alpha_us;     /* one step: publishing data and seeing the peer's flag or credit */
+    double gbytes_per_s; /* bytes per second (1e9) along the critical path, copies included */
+    double syscall_us;   /* Direct: one process_vm_readv call */
+    size_t chunk_bytes;  /* Ring: pipeline chunk of Broadcast/Reduce; Direct: bytes per call */
+};
+
+/* Microseconds to move `bytes` at `gbytes_per_s` (1 GB/s is 1000 bytes per microsecond). */
+static inline double tt_transfer_us(double bytes, double gbytes_per_s)
+{
+    return bytes / (gbytes_per_s * 1e3);
+}
 
 /* What selection looks at. `bytes` is the size of the operation's per-rank buffer as NCCL's
  * count describes it (count * element size). */
@@ -30,6 +64,7 @@ struct tt_tune_input {
     size_t bytes;
     int nranks;
     int nhosts;
+    enum tt_link link;        /* the ring's slowest link, as the transports chosen make it */
     bool oneshot_ok;          /* every rank on one host, mailboxes mapped */
     size_t oneshot_max_bytes; /* largest `bytes` OneShot takes: the mailbox slot's payload, divided
                                  by nranks for ReduceScatter (it publishes its whole input) */

@@ -34,9 +34,11 @@ struct tune_var {
 };
 
 /* Tutti's algorithms first, in enum tt_algo_id order, then NCCL's others. */
-static const char *const algo_names[] = {"Ring",         "OneShot", "Direct", "Tree",
-                                         "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree",
-                                         "PAT"};
+static const char *const algo_names[] = {
+#define TT_ALGO_NAME_(id, name, text) text,
+    TT_ALGO_TABLE(TT_ALGO_NAME_)
+#undef TT_ALGO_NAME_
+    "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree", "PAT"};
 enum { NALGO_NAMES = sizeof algo_names / sizeof algo_names[0] };
 static const struct tune_var algo_var = {"NCCL_ALGO", "algorithm", algo_names, NULL, NALGO_NAMES,
                                          NALGO_NAMES, TT_ALGO_COUNT};

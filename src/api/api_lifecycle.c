@@ -211,7 +211,7 @@ TT_API ncclResult_t pncclCommRegister(const ncclComm_t comm, void *buff, size_t 
     if (size == 0) return TT_ERROR(ncclInvalidArgument, "%s: size is 0", caller);
     TT_TRY(tt_api_check_ptr(handle, caller, "handle"));
     TT_INFO(TT_SUB_CALL, "%s: buff %p size %zu comm %p", caller, buff, size, (void *)comm);
-    return tt_comm_register(comm, buff, size, handle);
+    return tt_mem_register(comm, buff, size, handle);
 }
 TT_API_ALIAS(ncclCommRegister);
 
@@ -222,7 +222,7 @@ TT_API ncclResult_t pncclCommDeregister(const ncclComm_t comm, void *handle)
     TT_TRY(enter_comm(comm, caller));
     TT_TRY(tt_api_check_ptr(handle, caller, "handle"));
     TT_INFO(TT_SUB_CALL, "%s: handle %p comm %p", caller, handle, (void *)comm);
-    return tt_comm_deregister(comm, handle);
+    return tt_mem_deregister(comm, handle);
 }
 TT_API_ALIAS(ncclCommDeregister);
 
@@ -243,7 +243,7 @@ TT_API ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t 
                         caller, (unsigned)winFlags, (unsigned)NCCL_WIN_COLL_SYMMETRIC);
     TT_INFO(TT_SUB_CALL, "%s: buff %p size %zu flags 0x%x comm %p", caller, buff, size,
             (unsigned)winFlags, (void *)comm);
-    return tt_comm_window_register(comm, buff, size, win, winFlags);
+    return tt_mem_window_register(comm, buff, size, win, winFlags);
 }
 TT_API_ALIAS(ncclCommWindowRegister);
 
@@ -254,6 +254,6 @@ TT_API ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
     TT_TRY(enter_comm(comm, caller));
     TT_TRY(tt_api_check_ptr(win, caller, "win"));
     TT_INFO(TT_SUB_CALL, "%s: win %p comm %p", caller, (void *)win, (void *)comm);
-    return tt_comm_window_deregister(comm, win);
+    return tt_mem_window_deregister(comm, win);
 }
 TT_API_ALIAS(ncclCommWindowDeregister);

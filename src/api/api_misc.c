@@ -110,4 +110,39 @@ TT_API ncclResult_t tuttiStreamQuery(cudaStream_t stream)
     return tt_stream_query(stream);
 }
 
+TT_API ncclResult_t tuttiEventCreate(tuttiEvent_t *event)
+{
+    tt_error_clear();
+    TT_TRY(tt_api_check_ptr(event, "tuttiEventCreate", "event"));
+    return tt_event_create(event);
+}
+
+TT_API ncclResult_t tuttiEventDestroy(tuttiEvent_t event)
+{
+    tt_error_clear();
+    TT_TRY(tt_event_check(event, "tuttiEventDestroy"));
+    return tt_event_destroy(event);
+}
+
+TT_API ncclResult_t tuttiEventRecord(tuttiEvent_t event, ncclComm_t comm, cudaStream_t stream)
+{
+    tt_error_clear();
+    TT_TRY(tt_event_check(event, "tuttiEventRecord"));
+    TT_TRY(tt_comm_check(comm, "tuttiEventRecord"));
+    TT_TRY(tt_stream_check(stream, "tuttiEventRecord"));
+    return tt_event_record(event, comm, stream);
+}
+
+TT_API ncclResult_t tuttiEventQuery(tuttiEvent_t event)
+{
+    TT_TRY(tt_event_check(event, "tuttiEventQuery"));
+    return tt_event_query(event);
+}
+
+TT_API ncclResult_t tuttiEventSynchronize(tuttiEvent_t event)
+{
+    TT_TRY(tt_event_check(event, "tuttiEventSynchronize"));
+    return tt_event_synchronize(event);
+}
+
 TT_API const char *tuttiVersionString(void) { return TUTTI_VERSION_STRING; }

@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/coll.h"
+
 #include "core/comm.h"
+#include "core/dispatch.h"
 #include "core/group.h"
-#include "core/stream.h"
 #include "core/task.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -24,7 +26,7 @@ static ncclResult_t add_task(struct tt_batch *b, struct ncclComm *comm,
 {
     struct tt_task *task;
     TT_TRY(tt_task_create(comm, args, peer, &task));
-    tt_batch_add(b, task);
+    tt_engine_batch_add(b, task);
     return ncclSuccess;
 }
 
@@ -37,43 +39,16 @@ static ncclResult_t add_p2p(struct tt_batch *b, struct ncclComm *comm, enum tt_c
     return add_task(b, comm, &a, peer);
 }
 
-/* AlltoAll's path (task.h). Small ones run as OneShot: each rank publishes its whole input in
- * its mailbox slot and copies block r of every peer's slot, one hand-off in all (2 ranks, 8 B:
- * 0.17 us against 1.1 us as sends and receives). From blocks of TT_DIRECT_ALLTOALL_MIN_BYTES on
- * Direct copies every block straight out of the peers' send buffers, where one kernel copy per
- * peer beats two copies through a FIFO; from 4 KiB per rank when both buffers lie in symmetric
- * windows, whose plain-load copies beat OneShot's two copies there (measured: docs/tuning.md).
- * NCCL_ALGO as it applies to AllGather, which moves the same bytes, steers it: Direct alone
- * forces Direct, a list without OneShot or Direct forbids that one. */
-#define TT_DIRECT_ALLTOALL_MIN_BYTES (16u << 10)
-enum tt_alltoall_path tt_alltoall_path(const struct ncclComm *comm, const void *sendbuff,
-                                       const void *recvbuff, size_t block_bytes)
-{
-    if (comm->nranks < 2 || block_bytes == 0) return TT_ALLTOALL_P2P;
-    const bool *allowed = comm->tune.algo_allowed[TT_COLL_ALLGATHER];
-    size_t all = block_bytes * (size_t)comm->nranks;
-    bool direct = allowed[TT_ALGO_DIRECT] && comm->direct_ok;
-    bool oneshot = allowed[TT_ALGO_ONESHOT] && comm->host != NULL &&
-                   all <= tt_host_slot_bytes(comm->host);
-    if (direct && !allowed[TT_ALGO_RING] && !allowed[TT_ALGO_ONESHOT]) return TT_ALLTOALL_DIRECT;
-    if (direct && all >= 4096 && tt_comm_sym_window(comm, sendbuff, all) &&
-        tt_comm_sym_window(comm, recvbuff, all))
-        return TT_ALLTOALL_DIRECT;
-    if (oneshot) return TT_ALLTOALL_ONESHOT;
-    return direct && block_bytes >= TT_DIRECT_ALLTOALL_MIN_BYTES ? TT_ALLTOALL_DIRECT
-                                                                 : TT_ALLTOALL_P2P;
-}
-
 /* Appends the tasks of one operation to `b`. */
 static ncclResult_t expand(struct tt_batch *b, struct ncclComm *comm,
                            const struct tt_coll_args *args)
 {
     size_t elt = tt_dtype_bytes(args->dtype);
-    int n = comm->nranks, me = comm->rank;
+    int n = comm->st.nranks, me = comm->st.rank;
     size_t count = args->count;
     switch ((int)args->coll) {
     case TT_COLL_ALLTOALL:
-        if (tt_alltoall_path(comm, args->sendbuff, args->recvbuff, count * elt) != TT_ALLTOALL_P2P)
+        if (tt_task_alltoall_path(comm, args->sendbuff, args->recvbuff, count * elt) != TT_ALLTOALL_P2P)
             return add_task(b, comm, args, -1);
         for (int p = 0; p < n; p++) {
             const void *src = at(args->sendbuff, (size_t)p * count, elt);
@@ -122,23 +97,9 @@ static bool expands(enum tt_coll coll)
     return coll == TT_COLL_ALLTOALL || coll == TT_COLL_GATHER || coll == TT_COLL_SCATTER;
 }
 
-/* Queues a heap batch for the engine thread: on a host stream, or on a nonblocking
- * communicator's own queue. Takes ownership of `b`. */
-static ncclResult_t run_async(struct ncclComm *comm, cudaStream_t stream, struct tt_batch *b)
-{
-    ncclResult_t res = tt_batch_submit(b);
-    if (res != ncclSuccess) {
-        tt_batch_clear(b);
-        free(b);
-        return res;
-    }
-    TT_TRY(tt_stream_enqueue(stream != NULL ? stream : comm->background, b));
-    return stream != NULL ? ncclSuccess : ncclInProgress;
-}
-
 ncclResult_t tt_coll_run(ncclComm_t comm, const struct tt_coll_args *args)
 {
-    TT_TRY(tt_comm_check_usable(comm, tt_coll_name(args->coll)));
+    TT_TRY(tt_state_check_usable(&comm->st, tt_coll_name(args->coll)));
     if (tt_group_depth() > 0) return tt_group_add(comm, args, expand);
 
     bool async = args->stream != NULL || !comm->blocking;
@@ -146,21 +107,16 @@ ncclResult_t tt_coll_run(ncclComm_t comm, const struct tt_coll_args *args)
         /* The blocking fast path: one task on the stack. */
         struct tt_task task;
         TT_TRY(tt_task_init(&task, comm, args, args->peer));
-        return tt_task_run(&task);
+        return tt_dispatch_task(&task);
     }
     struct tt_batch *b = malloc(sizeof *b);
     if (b == NULL) return TT_ERROR(ncclSystemError, "out of memory for an operation");
-    tt_batch_init(b);
+    tt_engine_batch_init(b);
     ncclResult_t res = expand(b, comm, args);
     if (res != ncclSuccess) {
-        tt_batch_clear(b);
+        tt_engine_batch_clear(b);
         free(b);
         return res;
     }
-    if (async) return run_async(comm, args->stream, b);
-    res = tt_batch_submit(b);
-    if (res == ncclSuccess) res = tt_batch_run(b);
-    tt_batch_clear(b);
-    free(b);
-    return res;
+    return tt_dispatch(b, args->stream, !comm->blocking && args->stream == NULL);
 }

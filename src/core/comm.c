@@ -15,8 +15,11 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "core/core.h"
+#include "core/connect.h"
 #include "core/group.h"
+#include "core/lifecycle.h"
+#include "core/mem.h"
+#include "core/redop.h"
 #include "core/stream.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -74,10 +77,10 @@ static ncclResult_t choose_slot_bytes(size_t *out)
 
 static ncclResult_t exchange_peer_info(struct ncclComm *comm)
 {
-    TT_TRY(TT_CALLOC(&comm->peers, (size_t)comm->nranks));
-    struct tt_peer_info *me = &comm->peers[comm->rank];
+    TT_TRY(TT_CALLOC(&comm->peers, (size_t)comm->st.nranks));
+    struct tt_peer_info *me = &comm->peers[comm->st.rank];
     me->version = PEER_INFO_VERSION;
-    me->rank = comm->rank;
+    me->rank = comm->st.rank;
     me->pid = (int32_t)getpid();
     cpu_set_t set;
     long cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
@@ -88,7 +91,7 @@ static ncclResult_t exchange_peer_info(struct ncclComm *comm)
     if (getrandom(&me->nonce, sizeof me->nonce, 0) != (ssize_t)sizeof me->nonce)
         me->nonce = tt_time_ns() ^ (uint64_t)getpid();
     TT_TRY(tt_bootstrap_allgather(comm->bootstrap, comm->peers, sizeof *me));
-    for (int r = 0; r < comm->nranks; r++) {
+    for (int r = 0; r < comm->st.nranks; r++) {
         const struct tt_peer_info *p = &comm->peers[r];
         if (p->version != PEER_INFO_VERSION || p->rank != r)
             return TT_ERROR(ncclInvalidUsage,
@@ -98,7 +101,7 @@ static ncclResult_t exchange_peer_info(struct ncclComm *comm)
             return TT_ERROR(ncclInvalidUsage,
                             "FIFO slot size differs between ranks: rank %d has %llu bytes, rank "
                             "%d has %llu; set NCCL_BUFFSIZE and TUTTI_CHUNK_BYTES alike everywhere",
-                            comm->rank, (unsigned long long)comm->slot_bytes, r,
+                            comm->st.rank, (unsigned long long)comm->slot_bytes, r,
                             (unsigned long long)p->slot_bytes);
     }
     /* Shared-memory segment names must differ between communicators, even ones made from the
@@ -146,45 +149,79 @@ static size_t llc_bytes(void)
     return best > 0 ? (size_t)best : (size_t)32 << 20;
 }
 
-/* Mailboxes for the OneShot and Direct algorithms, when every rank is on this host and shared
- * memory is allowed. Cross-memory attach is used only if it works between every pair, which
- * the ranks agree on with one more allgather (selection must be identical everywhere). */
-
-static ncclResult_t setup_host_direct(struct ncclComm *comm)
+/* The shape of the job, from allgathered facts only, so that every rank's cost model sees the
+ * same values: hosts, ranks on this host, CPUs, and the slowest link of the ring, from the
+ * transport each rank will pick towards its successor. */
+static void learn_shape(struct ncclComm *comm)
 {
+    int n = comm->st.nranks;
+    uint64_t mine = comm->peers[comm->st.rank].host_hash;
     comm->nhosts = 0;
-    for (int r = 0; r < comm->nranks; r++) {
-        bool seen = false;
-        for (int q = 0; q < r && !seen; q++) seen = comm->peers[q].host_hash == comm->peers[r].host_hash;
-        comm->nhosts += !seen;
-    }
-    /* From allgathered facts only, so that every rank's cost model sees the same value. */
+    comm->local_nranks = 0;
     uint32_t cpus = 0;
-    for (int r = 0; r < comm->nranks; r++)
+    comm->ring_link = TT_LINK_SHM;
+    for (int r = 0; r < n; r++) {
+        bool seen = false;
+        for (int q = 0; q < r && !seen; q++)
+            seen = comm->peers[q].host_hash == comm->peers[r].host_hash;
+        comm->nhosts += !seen;
+        comm->local_nranks += comm->peers[r].host_hash == mine;
         if (comm->peers[r].cpus > cpus) cpus = comm->peers[r].cpus;
-    comm->oversubscribed = comm->nhosts == 1 && (uint32_t)comm->nranks > cpus;
+        int next = (r + 1) % n;
+        struct tt_reach reach = {.rank = r, .peer = next,
+                                 .same_host = comm->peers[r].host_hash ==
+                                              comm->peers[next].host_hash};
+        if (n > 1 && tt_transport_pick(&reach)->link == TT_LINK_TCP) comm->ring_link = TT_LINK_TCP;
+    }
+    comm->oversubscribed = comm->nhosts == 1 && (uint32_t)n > cpus;
     comm->host_cpus = cpus;
+}
+
+/* The local team: the ranks of this host, whenever there are two or more of them and shared
+ * memory is allowed, whatever else the communicator spans. Each member owns a mailbox every other
+ * member maps (transport/team.h); members are numbered by communicator rank order. When the team
+ * holds every rank, OneShot and Direct may run over it; cross-memory attach is used only if it
+ * works between every pair, which the ranks agree on with one more allgather (selection must be
+ * identical everywhere). Every rank takes part in the allgathers, in a team or not. */
+static ncclResult_t setup_team(struct ncclComm *comm)
+{
+    int n = comm->st.nranks;
     int64_t slot = tt_param_oneshot_bytes();
-    if (comm->nhosts != 1 || comm->nranks < 2 || slot <= 0 || tt_param_shm_disable() != 0 ||
-        tt_param_p2p_disable() != 0)
-        return ncclSuccess;
-    struct tt_host_info *infos = NULL;
+    bool shm_ok = tt_param_shm_disable() == 0 && tt_param_p2p_disable() == 0;
+    /* Every rank decides alike whether teams are formed: the variables are equal everywhere. */
+    if (n < 2 || slot <= 0 || !shm_ok) return ncclSuccess;
+    uint64_t mine = comm->peers[comm->st.rank].host_hash;
+    struct tt_team_info *all = NULL, *local = NULL;
     ncclResult_t res = ncclSuccess;
-    TT_TRY(TT_CALLOC(&infos, (size_t)comm->nranks));
-    TT_TRY_GOTO(tt_host_create(comm->rank, comm->nranks, comm->tctx.comm_hash, (size_t)slot,
-                               &comm->host, &infos[comm->rank]),
-                res, out);
-    TT_TRY_GOTO(tt_bootstrap_allgather(comm->bootstrap, infos, sizeof *infos), res, out);
-    TT_TRY_GOTO(tt_host_attach(comm->host, infos), res, out);
-    uint8_t *cma = (uint8_t *)infos; /* reuse: one byte per rank */
-    memset(cma, 0, (size_t)comm->nranks);
-    cma[comm->rank] = tt_host_cma_works(comm->host);
+    TT_TRY(TT_CALLOC(&all, (size_t)n));
+    TT_TRY_GOTO(TT_CALLOC(&local, (size_t)n), res, out);
+    int me = 0;
+    for (int r = 0; r < comm->st.rank; r++) me += comm->peers[r].host_hash == mine;
+    bool in_team = comm->local_nranks >= 2;
+    /* Segment names must differ between the hosts' teams of one communicator, even where two
+     * "hosts" (NCCL_HOSTID) share one machine. */
+    if (in_team)
+        TT_TRY_GOTO(tt_team_create(me, comm->local_nranks, comm->tctx.comm_hash ^ mine,
+                                   (size_t)slot, &comm->team, &all[comm->st.rank]),
+                    res, out);
+    TT_TRY_GOTO(tt_bootstrap_allgather(comm->bootstrap, all, sizeof *all), res, out);
+    if (in_team) {
+        int k = 0;
+        for (int r = 0; r < n; r++)
+            if (comm->peers[r].host_hash == mine) local[k++] = all[r];
+        TT_TRY_GOTO(tt_team_attach(comm->team, local), res, out);
+    }
+    uint8_t *cma = (uint8_t *)all; /* reuse: one byte per rank */
+    memset(cma, 0, (size_t)n);
+    cma[comm->st.rank] = in_team && tt_team_cma_works(comm->team);
     TT_TRY_GOTO(tt_bootstrap_allgather(comm->bootstrap, cma, 1), res, out);
+    comm->team_spans = in_team && comm->local_nranks == n;
+    if (!comm->team_spans) goto out;
     /* Direct publishes its addresses in the mailbox slot: a slot too small for them (a tiny
      * TUTTI_ONESHOT_BYTES) leaves Direct off. The slot size is equal everywhere (checked at
      * attach), so every rank agrees. */
     comm->direct_ok = (size_t)slot >= tt_direct_slot_bytes();
-    for (int r = 0; r < comm->nranks; r++) comm->direct_ok &= cma[r] != 0;
+    for (int r = 0; r < n; r++) comm->direct_ok &= cma[r] != 0;
     if (comm->direct_ok) {
         struct tt_direct_scratch *sc = &comm->scratch;
         sc->tmp_bytes = 256 << 10; /* a piece stays in L2 between the copy and the fold */
@@ -192,8 +229,8 @@ static ncclResult_t setup_host_direct(struct ncclComm *comm)
         sc->stream_min_footprint = bound > 0 ? (size_t)bound : 4 * llc_bytes();
         sc->tmp = malloc(2 * sc->tmp_bytes);
         sc->stage = sc->tmp != NULL ? (char *)sc->tmp + sc->tmp_bytes : NULL;
-        TT_TRY_GOTO(TT_CALLOC(&sc->send, (size_t)comm->nranks), res, out);
-        TT_TRY_GOTO(TT_CALLOC(&sc->recv, (size_t)comm->nranks), res, out);
+        TT_TRY_GOTO(TT_CALLOC(&sc->send, (size_t)n), res, out);
+        TT_TRY_GOTO(TT_CALLOC(&sc->recv, (size_t)n), res, out);
         if (sc->tmp == NULL) {
             res = TT_ERROR(ncclSystemError, "out of memory for %zu bytes of staging",
                            sc->tmp_bytes);
@@ -204,7 +241,11 @@ static ncclResult_t setup_host_direct(struct ncclComm *comm)
             (long long)slot, comm->direct_ok ? "on (cross-memory attach)" : "off",
             comm->oversubscribed ? "; more ranks than CPUs" : "");
 out:
-    free(infos);
+    if (in_team && res == ncclSuccess && !comm->team_spans)
+        TT_INFO(TT_SUB_INIT | TT_SUB_SHM, "local team of %d ranks (of %d) on this host",
+                comm->local_nranks, n);
+    free(local);
+    free(all);
     return res;
 }
 
@@ -217,8 +258,8 @@ static uint32_t choose_spin_limit(const struct ncclComm *comm)
     if (spin < 0) spin = 0;
     if (getenv("TUTTI_SPIN") != NULL) return (uint32_t)spin;
     int local = 0;
-    for (int r = 0; r < comm->nranks; r++)
-        local += comm->peers[r].host_hash == comm->peers[comm->rank].host_hash;
+    for (int r = 0; r < comm->st.nranks; r++)
+        local += comm->peers[r].host_hash == comm->peers[comm->st.rank].host_hash;
     cpu_set_t set;
     long cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
                                                              : sysconf(_SC_NPROCESSORS_ONLN);
@@ -228,13 +269,18 @@ static uint32_t choose_spin_limit(const struct ncclComm *comm)
     return limit;
 }
 
-const struct tt_transport *tt_comm_pick_transport(const struct ncclComm *comm, int peer)
+/* The transport towards every peer, from the transport table (transport/transport.c). */
+static ncclResult_t pick_transports(struct ncclComm *comm)
 {
-    if (peer == comm->rank) return &tt_transport_self;
-    bool same_host = comm->peers[peer].host_hash == comm->peers[comm->rank].host_hash;
-    if (same_host && tt_param_shm_disable() == 0 && tt_param_p2p_disable() == 0)
-        return &tt_transport_shm;
-    return &tt_transport_tcp;
+    int n = comm->st.nranks;
+    TT_TRY(TT_CALLOC(&comm->transports, (size_t)n));
+    for (int p = 0; p < n; p++) {
+        struct tt_reach reach = {.rank = comm->st.rank, .peer = p,
+                                 .same_host = comm->peers[p].host_hash ==
+                                              comm->peers[comm->st.rank].host_hash};
+        comm->transports[p] = tt_transport_pick(&reach);
+    }
+    return ncclSuccess;
 }
 
 /* Connects the ring: a send connection to the successor and a receive connection from the
@@ -243,25 +289,25 @@ const struct tt_transport *tt_comm_pick_transport(const struct ncclComm *comm, i
 static ncclResult_t connect_ring(struct ncclComm *comm)
 {
     struct tt_ring *ring = &comm->ring;
-    ring->prev = (comm->rank + comm->nranks - 1) % comm->nranks;
-    ring->next = (comm->rank + 1) % comm->nranks;
-    if (comm->nranks == 1) return ncclSuccess;
+    ring->prev = (comm->st.rank + comm->st.nranks - 1) % comm->st.nranks;
+    ring->next = (comm->st.rank + 1) % comm->st.nranks;
+    if (comm->st.nranks == 1) return ncclSuccess;
 
-    ring->send = (struct tt_conn){.transport = tt_comm_pick_transport(comm, ring->next),
+    ring->send = (struct tt_conn){.transport = comm->transports[ring->next],
                                   .peer = ring->next, .dir = TT_CONN_SEND,
                                   .slot_bytes = comm->slot_bytes};
-    ring->recv = (struct tt_conn){.transport = tt_comm_pick_transport(comm, ring->prev),
+    ring->recv = (struct tt_conn){.transport = comm->transports[ring->prev],
                                   .peer = ring->prev, .dir = TT_CONN_RECV,
                                   .slot_bytes = comm->slot_bytes};
     struct tt_conn_info *infos = NULL;
     ncclResult_t res = ncclSuccess;
     /* Per rank: [0] describes its send side, [1] its receive side. */
-    TT_TRY(TT_CALLOC(&infos, 2 * (size_t)comm->nranks));
-    struct tt_conn_info *mine = &infos[2 * comm->rank];
+    TT_TRY(TT_CALLOC(&infos, 2 * (size_t)comm->st.nranks));
+    struct tt_conn_info *mine = &infos[2 * comm->st.rank];
     TT_TRY_GOTO(ring->send.transport->setup(&comm->tctx, &ring->send, &mine[0]), res, out);
     TT_TRY_GOTO(ring->recv.transport->setup(&comm->tctx, &ring->recv, &mine[1]), res, out);
     TT_TRY_GOTO(tt_bootstrap_allgather(comm->bootstrap, infos, 2 * sizeof *infos), res, out);
-    uint64_t deadline = tt_deadline_after_ms(comm->timeout_ms);
+    uint64_t deadline = tt_deadline_after_ms(comm->st.timeout_ms);
     /* My send side pairs with my successor's receive side, and vice versa. */
     TT_TRY_GOTO(ring->send.transport->connect(&comm->tctx, &ring->send,
                                               &infos[2 * ring->next + 1], deadline),
@@ -269,13 +315,16 @@ static ncclResult_t connect_ring(struct ncclComm *comm)
     TT_TRY_GOTO(ring->recv.transport->connect(&comm->tctx, &ring->recv, &infos[2 * ring->prev],
                                               deadline),
                 res, out);
-    TT_INFO(TT_SUB_INIT, "ring: %d -> %d via %s, %d -> %d via %s, %zu-byte slots", comm->rank,
-            ring->next, ring->send.transport->name, ring->prev, comm->rank,
+    TT_INFO(TT_SUB_INIT, "ring: %d -> %d via %s, %d -> %d via %s, %zu-byte slots", comm->st.rank,
+            ring->next, ring->send.transport->name, ring->prev, comm->st.rank,
             ring->recv.transport->name, comm->slot_bytes);
 out:
     free(infos);
     return res;
 }
+
+/* Communicator ids: unique in the process, never reused. */
+static _Atomic uint64_t next_comm_id = 1;
 
 /* The registry of live communicators: a handle is checked by lookup, never by reading
  * memory that may already be freed. */
@@ -346,12 +395,12 @@ static void comm_free(struct ncclComm *comm)
     registry_remove(comm);
     if (comm->ring.send.transport) comm->ring.send.transport->close(&comm->ring.send);
     if (comm->ring.recv.transport) comm->ring.recv.transport->close(&comm->ring.recv);
-    for (int r = 0; comm->p2p != NULL && r < comm->nranks; r++) {
+    for (int r = 0; comm->p2p != NULL && r < comm->st.nranks; r++) {
         struct tt_p2p_peer *p = &comm->p2p[r];
         if (p->send.transport) p->send.transport->close(&p->send);
         if (p->recv.transport) p->recv.transport->close(&p->recv);
     }
-    for (int r = 0; comm->tree != NULL && r < comm->nranks; r++) {
+    for (int r = 0; comm->tree != NULL && r < comm->st.nranks; r++) {
         struct tt_tree_link *l = &comm->tree[r];
         if (l->send.transport) l->send.transport->close(&l->send);
         if (l->recv.transport) l->recv.transport->close(&l->recv);
@@ -359,16 +408,17 @@ static void comm_free(struct ncclComm *comm)
     free(comm->p2p);
     free(comm->tree);
     free(comm->tree_tmp);
-    tt_host_destroy(comm->host);
+    free(comm->transports);
+    tt_team_destroy(comm->team);
     free(comm->scratch.tmp);
     free(comm->scratch.send);
     free(comm->scratch.recv);
-    if (tt_transport_shm.ctx_fini) tt_transport_shm.ctx_fini(&comm->tctx);
-    if (tt_transport_tcp.ctx_fini) tt_transport_tcp.ctx_fini(&comm->tctx);
+    tt_transport_ctx_fini(&comm->tctx);
     tt_bootstrap_destroy(comm->bootstrap);
     tt_redop_table_destroy(comm->redops);
-    tt_reg_table_destroy(comm->regs);
+    tt_mem_table_destroy(comm->regs);
     pthread_mutex_destroy(&comm->bootstrap_lock);
+    pthread_mutex_destroy(&comm->tables_lock);
     free(comm->peers);
     free(comm);
 }
@@ -389,7 +439,7 @@ static bool id_is_comm_id(const ncclUniqueId *id)
  * the connections cost a FIFO each). Every rank sees the same host count and variables. */
 static bool wants_tree(const struct ncclComm *comm)
 {
-    if (comm->nranks < 2 || (comm->nhosts <= 1 && !comm->tune.algo_forced)) return false;
+    if (comm->st.nranks < 2 || (comm->nhosts <= 1 && !comm->tune.algo_forced)) return false;
     const enum tt_coll colls[] = {TT_COLL_ALLREDUCE, TT_COLL_BROADCAST, TT_COLL_REDUCE};
     for (int i = 0; i < 3; i++)
         if (comm->tune.algo_allowed[colls[i]][TT_ALGO_TREE]) return true;
@@ -400,35 +450,61 @@ static bool wants_tree(const struct ncclComm *comm)
 static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
 {
     /* As in NCCL: with NCCL_COMM_ID every rank derives the same id, and rank 0 hosts the root. */
-    if (comm->rank == 0 && id_is_comm_id(id)) TT_TRY(tt_bootstrap_root_start(id));
-    TT_TRY(tt_bootstrap_create(id, comm->rank, comm->nranks, &comm->abort, &comm->bootstrap));
+    if (comm->st.rank == 0 && id_is_comm_id(id)) TT_TRY(tt_bootstrap_root_start(id));
+    TT_TRY(tt_bootstrap_create(id, comm->st.rank, comm->st.nranks, &comm->st.abort, &comm->bootstrap));
     comm->tctx.local_addr = *tt_bootstrap_local_addr(comm->bootstrap);
     TT_TRY(exchange_peer_info(comm));
-    comm->spin_limit = comm->spin_max = choose_spin_limit(comm);
+    comm->st.spin_max = choose_spin_limit(comm);
+    atomic_store(&comm->st.spin_limit, comm->st.spin_max);
     TT_TRY(tt_tune_init(&comm->tune));
-    TT_TRY(setup_host_direct(comm));
+    learn_shape(comm);
+    TT_TRY(pick_transports(comm));
+    TT_TRY(setup_team(comm));
     TT_TRY(connect_ring(comm));
     if (wants_tree(comm)) {
-        TT_TRY(tt_tree_connect(comm));
+        TT_TRY(tt_connect_tree(comm));
+        /* A non-root's partial result of Tree Reduce: at most half a FIFO. */
+        size_t bytes = comm->slot_bytes * (TT_CONN_SLOTS / 2);
+        comm->tree_tmp = malloc(bytes);
+        if (comm->tree_tmp == NULL)
+            return TT_ERROR(ncclSystemError, "out of memory for %zu bytes of Tree staging",
+                            bytes);
         comm->tree_ready = true;
     }
+    /* What the algorithms bind to; the engine's view of the team only where it spans. */
+    if (comm->team_spans) comm->st.team = comm->team;
+    comm->algo_env = (struct tt_algo_env){
+        .ring_send = comm->st.nranks > 1 ? &comm->ring.send : NULL,
+        .ring_recv = comm->st.nranks > 1 ? &comm->ring.recv : NULL,
+        .tree = comm->tree_ready ? comm->tree : NULL,
+        .tree_tmp = comm->tree_tmp,
+        .team = comm->st.team,
+        .scratch = &comm->scratch,
+        .region = tt_mem_region,
+    };
     /* Nobody returns before everyone is connected, so a failure anywhere fails init everywhere
      * instead of surfacing in the first collective. */
     TT_TRY(tt_bootstrap_barrier(comm->bootstrap));
-    tt_host_unlink(comm->host); /* every peer has mapped it: nothing may leak in /dev/shm */
-    TT_INFO(TT_SUB_INIT, "comm %p rank %d nranks %d pid %d ready", (void *)comm, comm->rank,
-            comm->nranks, (int)getpid());
+    tt_team_unlink(comm->team); /* every peer has mapped it: nothing may leak in /dev/shm */
+    TT_INFO(TT_SUB_INIT, "comm %p rank %d nranks %d pid %d ready", (void *)comm, comm->st.rank,
+            comm->st.nranks, (int)getpid());
     return ncclSuccess;
+}
+
+/* The outermost ncclGroupEnd waits for the inits issued in the group through this. */
+static ncclResult_t wait_ready(void *arg)
+{
+    return tt_comm_wait_ready(arg);
 }
 
 static void *init_main(void *arg)
 {
     struct ncclComm *comm = arg;
-    tt_log_set_rank(comm->rank);
+    tt_log_set_rank(comm->st.rank);
     ncclResult_t res = comm_connect(comm, &comm->init_id);
-    comm->init_result = res;
-    if (res != ncclSuccess) tt_comm_latch(comm, res);
-    atomic_store(&comm->state, res == ncclSuccess ? TT_COMM_READY : TT_COMM_FAILED);
+    comm->st.init_result = res;
+    if (res != ncclSuccess) tt_state_latch(&comm->st, res);
+    atomic_store(&comm->st.phase, res == ncclSuccess ? TT_COMM_READY : TT_COMM_FAILED);
     return NULL;
 }
 
@@ -439,17 +515,19 @@ ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *
     ncclResult_t res = ncclSuccess;
     *out = NULL;
     TT_TRY(TT_CALLOC(&comm, 1));
-    comm->rank = rank;
-    comm->nranks = nranks;
-    comm->timeout_ms = tt_param_timeout_ms();
-    comm->async_error = ncclSuccess;
-    comm->init_result = ncclSuccess;
-    atomic_init(&comm->abort, 0);
-    atomic_init(&comm->state, TT_COMM_INITIALIZING);
+    comm->st.rank = rank;
+    comm->st.nranks = nranks;
+    comm->id = atomic_fetch_add(&next_comm_id, 1);
+    comm->st.timeout_ms = tt_param_timeout_ms();
+    comm->st.init_result = ncclSuccess;
+    atomic_init(&comm->st.async_error, ncclSuccess);
+    atomic_init(&comm->st.abort, 0);
+    atomic_init(&comm->st.phase, TT_COMM_INITIALIZING);
     pthread_mutex_init(&comm->bootstrap_lock, NULL);
+    pthread_mutex_init(&comm->tables_lock, NULL);
     comm->tctx.rank = rank;
     comm->tctx.nranks = nranks;
-    comm->tctx.abort = &comm->abort;
+    comm->tctx.abort = &comm->st.abort;
     int64_t forced = tt_param_comm_blocking();
     comm->blocking = forced >= 0 ? forced != 0 : (config == NULL || config->blocking != 0);
     tt_log_set_rank(rank);
@@ -462,7 +540,7 @@ ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *
     bool in_group = tt_group_depth() > 0;
     if (comm->blocking && !in_group) {
         TT_TRY_GOTO(comm_connect(comm, id), res, fail);
-        atomic_store(&comm->state, TT_COMM_READY);
+        atomic_store(&comm->st.phase, TT_COMM_READY);
         TT_TRY_GOTO(registry_add(comm), res, fail);
         *out = comm;
         return ncclSuccess;
@@ -477,7 +555,7 @@ ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *
     }
     comm->init_thread_running = true;
     *out = comm;
-    if (in_group) return tt_group_add_init(comm);
+    if (in_group) return tt_group_add_wait(wait_ready, comm);
     return ncclInProgress;
 fail:
     comm_free(comm);
@@ -490,27 +568,7 @@ ncclResult_t tt_comm_wait_ready(struct ncclComm *comm)
         pthread_join(comm->init_thread, NULL);
         comm->init_thread_running = false;
     }
-    return comm->init_result;
-}
-
-ncclResult_t tt_comm_check_usable(struct ncclComm *comm, const char *caller)
-{
-    int state = atomic_load(&comm->state);
-    if (state == TT_COMM_INITIALIZING)
-        return TT_ERROR(ncclInvalidUsage,
-                        "%s: rank %d's communicator is still initialising; poll "
-                        "ncclCommGetAsyncError until it returns ncclSuccess",
-                        caller, comm->rank);
-    if (state == TT_COMM_FAILED)
-        return TT_ERROR(comm->init_result, "%s: rank %d's communicator failed to initialise",
-                        caller, comm->rank);
-    if (atomic_load(&comm->revoked))
-        return TT_ERROR(ncclInvalidUsage, "%s: rank %d's communicator was revoked", caller,
-                        comm->rank);
-    if (comm->finalized)
-        return TT_ERROR(ncclInvalidUsage, "%s: rank %d's communicator was finalized", caller,
-                        comm->rank);
-    return ncclSuccess;
+    return comm->st.init_result;
 }
 
 /* Joins the background init, waits for queued work on the communicator, frees it. */
@@ -525,7 +583,7 @@ static void comm_teardown(struct ncclComm *comm)
 
 ncclResult_t tt_comm_destroy(ncclComm_t comm)
 {
-    TT_INFO(TT_SUB_INIT, "comm %p rank %d destroyed", (void *)comm, comm->rank);
+    TT_INFO(TT_SUB_INIT, "comm %p rank %d destroyed", (void *)comm, comm->st.rank);
     registry_remove(comm);
     comm_teardown(comm);
     return ncclSuccess;
@@ -534,7 +592,7 @@ ncclResult_t tt_comm_destroy(ncclComm_t comm)
 ncclResult_t tt_comm_abort(ncclComm_t comm)
 {
     /* The flag makes the init thread, the engine and every waiter give up within one sleep. */
-    atomic_store(&comm->abort, 1);
+    atomic_store(&comm->st.abort, 1);
     registry_remove(comm);
     comm_teardown(comm);
     return ncclSuccess;
@@ -542,20 +600,20 @@ ncclResult_t tt_comm_abort(ncclComm_t comm)
 
 ncclResult_t tt_comm_revoke(ncclComm_t comm)
 {
-    atomic_store(&comm->revoked, 1);
+    atomic_store(&comm->st.revoked, 1);
     tt_stream_wait_comm_idle(comm);
     return ncclSuccess;
 }
 
 ncclResult_t tt_comm_finalize(ncclComm_t comm)
 {
-    if (comm->finalized)
+    if (comm->st.finalized)
         return TT_ERROR(ncclInvalidArgument, "ncclCommFinalize: rank %d's communicator is "
-                                             "already finalized", comm->rank);
+                                             "already finalized", comm->st.rank);
     TT_TRY(tt_comm_wait_ready(comm));
     tt_stream_wait_comm_idle(comm);
-    comm->finalized = true;
-    return comm->async_error;
+    comm->st.finalized = true;
+    return comm->st.async_error;
 }
 
 ncclResult_t tt_comm_check(ncclComm_t comm, const char *caller)
@@ -568,12 +626,17 @@ ncclResult_t tt_comm_check(ncclComm_t comm, const char *caller)
     return ncclSuccess;
 }
 
-int tt_comm_rank(ncclComm_t comm) { return comm->rank; }
-int tt_comm_nranks(ncclComm_t comm) { return comm->nranks; }
+int tt_comm_rank(ncclComm_t comm) { return comm->st.rank; }
+int tt_comm_nranks(ncclComm_t comm) { return comm->st.nranks; }
 ncclResult_t tt_comm_async_error(ncclComm_t comm)
 {
-    if (atomic_load(&comm->state) == TT_COMM_INITIALIZING) return ncclInProgress;
-    if (comm->async_error != ncclSuccess) return comm->async_error;
+    if (atomic_load(&comm->st.phase) == TT_COMM_INITIALIZING) return ncclInProgress;
+    if (comm->st.async_error != ncclSuccess) return comm->st.async_error;
     if (comm->background != NULL && tt_stream_pending(comm->background) > 0) return ncclInProgress;
     return ncclSuccess;
+}
+
+ncclResult_t tt_comm_check_usable(ncclComm_t comm, const char *caller)
+{
+    return tt_state_check_usable(&comm->st, caller);
 }

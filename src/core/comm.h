@@ -1,6 +1,11 @@
-/* The communicator. It owns its module objects (bootstrap, transport context, ring
- * connections) rather than absorbing their fields. Live communicators are kept in a registry
- * (comm.c), so a destroyed or forged handle is recognised without touching its memory. */
+/* The communicator. It owns its module objects (bootstrap, transport context, connections, the
+ * local team, the tuning sets) rather than absorbing their fields, and embeds the run-time state
+ * (core/state.h) that is all the engine sees of it. Live communicators are kept in a registry
+ * (core/comm.c), so a destroyed or forged handle is recognised without touching its memory.
+ *
+ * Thread-safety: everything here is set during init and read-only afterwards, except the state
+ * (atomic), the lazily made point-to-point connections (under bootstrap_lock) and the
+ * registration tables (under their own locks, core/mem.c, core/redop.c). */
 #ifndef TT_CORE_COMM_H
 #define TT_CORE_COMM_H
 
@@ -10,8 +15,9 @@
 
 #include "algo/algo.h"
 #include "algo/tune.h"
-#include "core/task.h"
 #include "bootstrap/bootstrap.h"
+#include "core/engine.h"
+#include "core/state.h"
 #include "transport/transport.h"
 
 /* What every rank tells every other at init (allgathered over the bootstrap). */
@@ -25,7 +31,7 @@ struct tt_peer_info {
     uint64_t nonce;
 };
 
-/* Point-to-point connections to one peer, made on first use (core/p2p.c). */
+/* Point-to-point connections to one peer, made on first use (core/connect.c). */
 struct tt_p2p_peer {
     struct tt_conn send;
     struct tt_conn recv;
@@ -45,84 +51,41 @@ struct tt_ring {
 struct tt_redop_table; /* core/redop.c */
 struct tt_reg_table;   /* core/mem.c */
 
-enum tt_comm_state { TT_COMM_INITIALIZING, TT_COMM_READY, TT_COMM_FAILED };
-
-/* The cost model's last answer (core/engine.c), reused for a repeat of the same collective and
- * size: the model is deterministic, so every rank still makes the same choice. */
-struct tt_tune_memo {
-    bool valid;
-    int coll;
-    size_t bytes;
-    bool symmetric;
-    enum tt_algo_id algo;
-    enum tt_proto_id proto;
-    float estimate_us;
-};
-
 struct ncclComm {
-    int rank;
-    int nranks;
+    struct tt_comm_state st;   /* rank, nranks, flags, first error: what the engine sees */
+    uint64_t id;               /* unique in this process, never reused (selection memo) */
     struct tt_bootstrap *bootstrap;
     pthread_mutex_t bootstrap_lock; /* the bootstrap is not thread-safe: hold this to use it */
     struct tt_peer_info *peers;
+    const struct tt_transport **transports; /* [nranks]: towards each peer (transport table) */
     struct tt_transport_ctx tctx;
     struct tt_ring ring;
     struct tt_lane ring_lane;  /* orders the collectives that use the ring */
     struct tt_p2p_peer *p2p;   /* [nranks] */
     struct tt_tree_link *tree; /* [nranks]: Tree's connections, made at init when wanted */
     bool tree_ready;           /* they are: Tree may run (see wants_tree in core/comm.c) */
-    void *tree_tmp;            /* Tree Reduce's partial result on non-roots (first use) */
+    void *tree_tmp;            /* Tree Reduce's partial result on non-roots (made with tree) */
     int nhosts;
-    struct tt_host *host;      /* mailboxes, when every rank is on this host (else NULL) */
+    int local_nranks;          /* ranks on this host, this one included */
+    enum tt_link ring_link;    /* the slowest link of the ring, as every rank computes it */
+    struct tt_team *team;      /* the local team (owned), when 2+ ranks share this host */
+    bool team_spans;           /* it holds every rank (OneShot, Direct may run; st.team set) */
     bool direct_ok;            /* cross-memory attach works between every pair */
     struct tt_direct_scratch scratch;
+    struct tt_algo_env algo_env; /* what algorithms bind to (core/comm.c fills it at init) */
     struct tt_tune tune;
-    struct tt_tune_memo tune_memo;
-    int sym_windows; /* symmetric windows in shareable memory everywhere (core/mem.c) */
+    _Atomic int sym_windows; /* symmetric windows in shareable memory everywhere (core/mem.c) */
     bool oversubscribed; /* one host, more ranks than any rank has CPUs (agreed at init) */
     uint32_t host_cpus;  /* the most CPUs any rank may run on (agreed at init) */
     size_t slot_bytes;
-    int64_t timeout_ms;
-    uint32_t spin_limit; /* polls before a blocked wait yields, adapted (core/engine.c) */
-    uint32_t spin_max;   /* its ceiling (see choose_spin_limit) */
-    /* When this rank last moved a thread off a peer's CPU (core/engine.c); a calling thread and
-     * the stream engine thread may both move. */
-    _Atomic uint64_t moved_off_ns;
-    _Atomic int abort;
-    ncclResult_t async_error;
     bool blocking;              /* config.blocking (NCCL_COMM_BLOCKING overrides) */
-    _Atomic int state;          /* enum tt_comm_state */
-    ncclResult_t init_result;
     bool init_thread_running;   /* a background init to join */
     pthread_t init_thread;
     ncclUniqueId init_id;
-    bool finalized;
-    _Atomic int revoked;
     cudaStream_t background;    /* nonblocking communicators: their operations' queue */
-    uint64_t op_seq;
+    pthread_mutex_t tables_lock;   /* guards redops and regs */
     struct tt_redop_table *redops; /* user ops; NULL until the first is created */
     struct tt_reg_table *regs;     /* registrations and windows; NULL until the first */
 };
-
-/* Records `res` as the communicator's first error (ncclCommGetAsyncError); thread-safe. */
-static inline void tt_comm_latch(struct ncclComm *comm, ncclResult_t res)
-{
-    int expected = ncclSuccess;
-    __atomic_compare_exchange_n((int *)&comm->async_error, &expected, (int)res, false,
-                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-}
-
-/* Waits for a background init to end and returns its result. */
-ncclResult_t tt_comm_wait_ready(struct ncclComm *comm);
-/* ncclSuccess when `comm` may take operations, else the reason (initialising, failed init,
- * finalized) as an error naming `caller`. */
-ncclResult_t tt_comm_check_usable(struct ncclComm *comm, const char *caller);
-
-/* The transport for a connection to `peer`: self, shared memory or TCP (core/comm.c). */
-const struct tt_transport *tt_comm_pick_transport(const struct ncclComm *comm, int peer);
-
-/* Free the per-communicator tables (accept NULL). */
-void tt_redop_table_destroy(struct tt_redop_table *table);
-void tt_reg_table_destroy(struct tt_reg_table *table);
 
 #endif

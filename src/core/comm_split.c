@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "core/comm.h"
-#include "core/core.h"
+#include "core/lifecycle.h"
 #include "util/err.h"
 #include "util/log.h"
 
@@ -82,12 +82,12 @@ static ncclResult_t check_parent(struct ncclComm *comm, const char *caller, bool
         return TT_ERROR(ncclInvalidUsage,
                         "%s: rank %d's communicator still has operations in progress; wait "
                         "until ncclCommGetAsyncError returns ncclSuccess",
-                        caller, comm->rank);
+                        caller, comm->st.rank);
     if (state != ncclSuccess && !accept_failed)
         return TT_ERROR(state,
                         "%s: rank %d's communicator has failed (error %d); only ncclCommShrink "
                         "with NCCL_SHRINK_ABORT makes a new communicator from it",
-                        caller, comm->rank, (int)state);
+                        caller, comm->st.rank, (int)state);
     return ncclSuccess;
 }
 
@@ -103,10 +103,10 @@ static int compare_members(const void *a, const void *b)
  * leaving the others waiting for the rank that gave up. */
 static ncclResult_t check_colors(const struct ncclComm *comm, const struct split_entry *all)
 {
-    for (int r = 0; r < comm->nranks; r++) {
+    for (int r = 0; r < comm->st.nranks; r++) {
         int color = all[r].color;
         if (color >= 0 || color == NCCL_SPLIT_NOCOLOR) continue;
-        if (r == comm->rank)
+        if (r == comm->st.rank)
             return TT_ERROR(ncclInvalidArgument,
                             "ncclCommSplit: color %d is invalid: it must be >= 0 or "
                             "NCCL_SPLIT_NOCOLOR (%d)",
@@ -127,30 +127,30 @@ ncclResult_t tt_comm_split(ncclComm_t comm, int color, int key, ncclComm_t *newc
     int *members = NULL;
     *newcomm = NULL;
     TT_TRY(check_parent(comm, "ncclCommSplit", false));
-    TT_TRY(TT_CALLOC(&all, (size_t)comm->nranks));
-    all[comm->rank] = (struct split_entry){.color = color, .key = key, .rank = comm->rank};
+    TT_TRY(TT_CALLOC(&all, (size_t)comm->st.nranks));
+    all[comm->st.rank] = (struct split_entry){.color = color, .key = key, .rank = comm->st.rank};
     TT_TRY_GOTO(allgather_entries(comm, all), res, out);
     TT_TRY_GOTO(check_colors(comm, all), res, out);
     if (color == NCCL_SPLIT_NOCOLOR) {
         TT_INFO(TT_SUB_INIT, "split: rank %d joins no new communicator (NCCL_SPLIT_NOCOLOR)",
-                comm->rank);
+                comm->st.rank);
         goto out;
     }
 
     /* Keep this colour's entries, in order, and find this rank among them. */
     int n = 0;
-    for (int r = 0; r < comm->nranks; r++)
+    for (int r = 0; r < comm->st.nranks; r++)
         if (all[r].color == color) all[n++] = all[r];
     qsort(all, (size_t)n, sizeof *all, compare_members);
     TT_TRY_GOTO(TT_CALLOC(&members, (size_t)n), res, out);
     int newrank = -1;
     for (int i = 0; i < n; i++) {
         members[i] = all[i].rank;
-        if (all[i].rank == comm->rank) newrank = i;
+        if (all[i].rank == comm->st.rank) newrank = i;
     }
     TT_ASSERT(newrank >= 0);
     TT_INFO(TT_SUB_INIT, "split: parent rank %d color %d key %d becomes rank %d of %d",
-            comm->rank, color, key, newrank, n);
+            comm->st.rank, color, key, newrank, n);
     ncclUniqueId id;
     TT_TRY_GOTO(share_id(comm, members, n, newrank, SPLIT_ID_TAG, &id), res, out);
     res = init_child(newcomm, n, &id, newrank, config);
@@ -172,18 +172,18 @@ ncclResult_t tt_comm_shrink(ncclComm_t comm, const int *exclude_ranks, int exclu
     TT_TRY(check_parent(comm, "ncclCommShrink", (flags & NCCL_SHRINK_ABORT) != 0));
     /* Only the survivors call shrink, so they cannot exchange anything with all ranks: each
      * computes the survivor list from the exclude list, which they all pass alike. */
-    TT_TRY(TT_CALLOC(&excluded, (size_t)comm->nranks));
-    TT_TRY_GOTO(TT_CALLOC(&members, (size_t)comm->nranks), res, out);
+    TT_TRY(TT_CALLOC(&excluded, (size_t)comm->st.nranks));
+    TT_TRY_GOTO(TT_CALLOC(&members, (size_t)comm->st.nranks), res, out);
     for (int i = 0; i < exclude_count; i++) excluded[exclude_ranks[i]] = true;
     int n = 0, newrank = -1;
-    for (int r = 0; r < comm->nranks; r++) {
+    for (int r = 0; r < comm->st.nranks; r++) {
         if (excluded[r]) continue;
-        if (r == comm->rank) newrank = n;
+        if (r == comm->st.rank) newrank = n;
         members[n++] = r;
     }
     TT_ASSERT(newrank >= 0);
     TT_INFO(TT_SUB_INIT, "shrink%s: parent rank %d becomes rank %d of %d (%d excluded)",
-            (flags & NCCL_SHRINK_ABORT) ? " (abort)" : "", comm->rank, newrank, n,
+            (flags & NCCL_SHRINK_ABORT) ? " (abort)" : "", comm->st.rank, newrank, n,
             exclude_count);
     ncclUniqueId id;
     TT_TRY_GOTO(share_id(comm, members, n, newrank, SHRINK_ID_TAG, &id), res, out);

@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #include "bootstrap/bootstrap.h"
-#include "core/core.h"
+#include "core/lifecycle.h"
 #include "core/env_init.h"
 #include "tutti.h"
 #include "util/err.h"

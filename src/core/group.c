@@ -5,9 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
 #include "core/group.h"
-#include "core/stream.h"
+
+#include "core/comm.h"
+#include "core/dispatch.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -19,9 +20,15 @@ struct group_state {
     cudaStream_t stream;
     bool any_blocking;
     bool any_nonblocking;
-    struct ncclComm **inits;
-    int init_count;
-    int init_cap;
+    struct deferred_wait *waits;
+    int wait_count;
+    int wait_cap;
+};
+
+/* Something the outermost end must wait for before it runs the group: a background init. */
+struct deferred_wait {
+    tt_group_wait_fn fn;
+    void *arg;
 };
 
 static _Thread_local struct group_state group;
@@ -33,11 +40,11 @@ int tt_group_depth(void) { return group_depth_fast; }
 ncclResult_t tt_group_start(void)
 {
     if (group.depth == 0) {
-        tt_batch_init(&group.batch);
+        tt_engine_batch_init(&group.batch);
         group.error = ncclSuccess;
         group.stream = NULL;
         group.any_blocking = group.any_nonblocking = false;
-        group.init_count = 0;
+        group.wait_count = 0;
     }
     group_depth_fast = ++group.depth;
     return ncclSuccess;
@@ -71,39 +78,39 @@ ncclResult_t tt_group_add(struct ncclComm *comm, const struct tt_coll_args *args
     return remember(expand(&group.batch, comm, args));
 }
 
-ncclResult_t tt_group_add_init(struct ncclComm *comm)
+ncclResult_t tt_group_add_wait(tt_group_wait_fn fn, void *arg)
 {
-    if (group.init_count == group.init_cap) {
-        int cap = group.init_cap ? 2 * group.init_cap : 8;
-        struct ncclComm **grown = realloc(group.inits, (size_t)cap * sizeof *grown);
+    if (group.wait_count == group.wait_cap) {
+        int cap = group.wait_cap ? 2 * group.wait_cap : 8;
+        struct deferred_wait *grown = realloc(group.waits, (size_t)cap * sizeof *grown);
         if (grown == NULL) return remember(TT_ERROR(ncclSystemError, "out of memory in a group"));
-        group.inits = grown;
-        group.init_cap = cap;
+        group.waits = grown;
+        group.wait_cap = cap;
     }
-    group.inits[group.init_count++] = comm;
+    group.waits[group.wait_count++] = (struct deferred_wait){.fn = fn, .arg = arg};
     return ncclSuccess;
 }
 
-/* Waits for the inits issued in the group; the first failure is the group's result. */
-static ncclResult_t wait_inits(void)
+/* Waits for what the group deferred; the first failure is the group's result. */
+static ncclResult_t wait_deferred(void)
 {
     ncclResult_t first = ncclSuccess;
-    for (int i = 0; i < group.init_count; i++) {
-        ncclResult_t res = tt_comm_wait_ready(group.inits[i]);
+    for (int i = 0; i < group.wait_count; i++) {
+        ncclResult_t res = group.waits[i].fn(group.waits[i].arg);
         if (res != ncclSuccess && first == ncclSuccess) first = res;
     }
-    group.init_count = 0;
+    group.wait_count = 0;
     return first;
 }
 
 /* Ends the group without running anything (error or simulation). */
 static void discard(void)
 {
-    tt_batch_clear(&group.batch);
+    tt_engine_batch_clear(&group.batch);
     group.depth = group_depth_fast = 0;
-    free(group.inits);
-    group.inits = NULL;
-    group.init_cap = 0;
+    free(group.waits);
+    group.waits = NULL;
+    group.wait_cap = 0;
 }
 
 ncclResult_t tt_group_end(void)
@@ -113,7 +120,7 @@ ncclResult_t tt_group_end(void)
                                           "ncclGroupStart");
     group_depth_fast = --group.depth;
     if (group.depth > 0) return ncclSuccess;
-    ncclResult_t res = wait_inits();
+    ncclResult_t res = wait_deferred();
     if (group.error != ncclSuccess || res != ncclSuccess) {
         ncclResult_t err = group.error != ncclSuccess ? group.error : res;
         discard();
@@ -132,19 +139,11 @@ ncclResult_t tt_group_end(void)
         return TT_ERROR(ncclSystemError, "out of memory ending a group");
     }
     *b = group.batch;
-    tt_batch_init(&group.batch);
+    tt_engine_batch_init(&group.batch);
     cudaStream_t stream = group.stream;
     bool nonblocking = group.any_nonblocking;
     discard();
-    res = tt_batch_submit(b);
-    if (res == ncclSuccess && (stream != NULL || nonblocking)) {
-        res = tt_stream_enqueue(stream != NULL ? stream : b->head->comm->background, b);
-        return res != ncclSuccess ? res : stream != NULL ? ncclSuccess : ncclInProgress;
-    }
-    if (res == ncclSuccess) res = tt_batch_run(b);
-    tt_batch_clear(b);
-    free(b);
-    return res;
+    return tt_dispatch(b, stream, nonblocking);
 }
 
 /* Estimates the group's time with the selection model (a per-byte and a per-step cost for

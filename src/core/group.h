@@ -1,8 +1,8 @@
-/* Groups: between ncclGroupStart and the outermost ncclGroupEnd, operations issued by this
- * thread are collected (thread-local state) and then submitted and progressed together, which
- * makes matching sends and receives, and one thread driving several communicators, free of
- * deadlock. Communicator inits issued inside a group run in the background and the outermost
- * end waits for them, so one thread can initialise several ranks. */
+/* Groups (core/group.c): between ncclGroupStart and the outermost ncclGroupEnd, operations issued
+ * by this thread are collected (thread-local state) and then dispatched together, which makes
+ * matching sends and receives, and one thread driving several communicators, free of deadlock.
+ * Communicator inits issued inside a group run in the background and the outermost end waits
+ * for them (through tt_group_add_wait), so one thread can initialise several ranks. */
 #ifndef TT_CORE_GROUP_H
 #define TT_CORE_GROUP_H
 
@@ -10,12 +10,20 @@
 
 typedef ncclResult_t (*tt_group_expand_fn)(struct tt_batch *b, struct ncclComm *comm,
                                            const struct tt_coll_args *args);
+typedef ncclResult_t (*tt_group_wait_fn)(void *arg);
 
+ncclResult_t tt_group_start(void);
+ncclResult_t tt_group_end(void);
+/* Estimates the group's time with the selection model and ends it without running anything. */
+ncclResult_t tt_group_simulate_end(ncclSimInfo_t *sim);
+/* Records an error of a call made inside a group, which then fails as a whole. */
+void tt_group_note_error(ncclResult_t res);
 int tt_group_depth(void);
 /* Defers an operation to the group end; `expand` turns it into tasks. */
 ncclResult_t tt_group_add(struct ncclComm *comm, const struct tt_coll_args *args,
                           tt_group_expand_fn expand);
-/* Makes the outermost end wait for `comm`'s background init. */
-ncclResult_t tt_group_add_init(struct ncclComm *comm);
+/* Makes the outermost end call fn(arg) and wait for it before it runs the group (a background
+ * init); its error fails the group. */
+ncclResult_t tt_group_add_wait(tt_group_wait_fn fn, void *arg);
 
 #endif

@@ -46,8 +46,8 @@
 #include <unistd.h>
 
 #include "core/comm.h"
-#include "core/core.h"
-#include "transport/host.h"
+#include "core/mem.h"
+#include "transport/team.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -74,7 +74,7 @@ static void release_file(int fd, size_t bytes);
 /* A new memory file of `bytes` (its pages reserved now when `reserve`, else on first touch),
  * sealed at that size: F_SEAL_SHRINK means no process, this one or a peer holding the
  * descriptor, can cut the file under the peers' mappings, whose loads would then raise SIGBUS;
- * peers map only files that carry it (transport/host.c). -1 with errno on failure. */
+ * peers map only files that carry it (transport/team.c). -1 with errno on failure. */
 static int sealed_file(const char *name, size_t bytes, bool reserve)
 {
     int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -147,9 +147,9 @@ ncclResult_t tt_mem_free(void *ptr)
     return ncclSuccess;
 }
 
-bool tt_mem_region(const void *ptr, size_t bytes, struct tt_host_region *out)
+bool tt_mem_region(const void *ptr, size_t bytes, struct tt_team_region *out)
 {
-    *out = (struct tt_host_region){.fd = -1};
+    *out = (struct tt_team_region){.fd = -1};
     if (ptr == NULL || bytes == 0 ||
         atomic_load_explicit(&live_blocks, memory_order_relaxed) == 0)
         return false;
@@ -161,7 +161,7 @@ bool tt_mem_region(const void *ptr, size_t bytes, struct tt_host_region *out)
         /* An ncclMemAlloc block must hold the whole buffer; shared pages may hold a part. */
         uintptr_t from = lo > base ? lo : base, to = hi < end ? hi : end;
         if (from >= to || (!b->shared_pages && (from != lo || to != hi))) continue;
-        *out = (struct tt_host_region){.fd = b->fd, .id = b->id, .offset = from - base,
+        *out = (struct tt_team_region){.fd = b->fd, .id = b->id, .offset = from - base,
                                        .bytes = b->bytes, .lo = from - lo, .hi = to - lo};
         break;
     }
@@ -454,7 +454,7 @@ struct tt_reg_table {
     struct tt_reg *head;
 };
 
-void tt_reg_table_destroy(struct tt_reg_table *table)
+void tt_mem_table_destroy(struct tt_reg_table *table)
 {
     if (table == NULL) return;
     struct tt_reg *reg = table->head;
@@ -470,26 +470,34 @@ void tt_reg_table_destroy(struct tt_reg_table *table)
 
 static ncclResult_t add_reg(struct ncclComm *comm, struct tt_reg *reg)
 {
-    if (comm->regs == NULL) TT_TRY(TT_CALLOC(&comm->regs, 1));
-    reg->next = comm->regs->head;
-    comm->regs->head = reg;
-    return ncclSuccess;
+    ncclResult_t res = ncclSuccess;
+    pthread_mutex_lock(&comm->tables_lock);
+    if (comm->regs == NULL) res = TT_CALLOC(&comm->regs, 1);
+    if (res == ncclSuccess) {
+        reg->next = comm->regs->head;
+        comm->regs->head = reg;
+    }
+    pthread_mutex_unlock(&comm->tables_lock);
+    return res;
 }
 
 /* Unlinks the record at `reg` of the given kind; false when the table has no such record. */
 static bool remove_reg(struct ncclComm *comm, const void *reg, bool is_window)
 {
-    if (comm->regs == NULL) return false;
-    for (struct tt_reg **p = &comm->regs->head; *p != NULL; p = &(*p)->next) {
+    bool found = false;
+    pthread_mutex_lock(&comm->tables_lock);
+    for (struct tt_reg **p = comm->regs ? &comm->regs->head : NULL; p && *p; p = &(*p)->next) {
         if ((const void *)*p == reg && (*p)->is_window == is_window) {
             *p = (*p)->next;
-            return true;
+            found = true;
+            break;
         }
     }
-    return false;
+    pthread_mutex_unlock(&comm->tables_lock);
+    return found;
 }
 
-ncclResult_t tt_comm_register(ncclComm_t comm, void *buff, size_t bytes, void **handle)
+ncclResult_t tt_mem_register(ncclComm_t comm, void *buff, size_t bytes, void **handle)
 {
     ncclResult_t res = ncclSuccess;
     struct tt_reg *reg = NULL;
@@ -506,7 +514,7 @@ fail:
     return res;
 }
 
-ncclResult_t tt_comm_deregister(ncclComm_t comm, void *handle)
+ncclResult_t tt_mem_deregister(ncclComm_t comm, void *handle)
 {
     if (!remove_reg(comm, handle, false))
         return TT_ERROR(ncclInvalidArgument,
@@ -522,19 +530,19 @@ ncclResult_t tt_comm_deregister(ncclComm_t comm, void *handle)
 /* Sets *flag to whether it is true on every rank of the communicator (a collective call). */
 static ncclResult_t agree_all(struct ncclComm *comm, bool *flag)
 {
-    if (comm->nranks == 1) return ncclSuccess;
+    if (comm->st.nranks == 1) return ncclSuccess;
     uint8_t *all = NULL;
-    TT_TRY(TT_CALLOC(&all, (size_t)comm->nranks));
-    all[comm->rank] = *flag;
+    TT_TRY(TT_CALLOC(&all, (size_t)comm->st.nranks));
+    all[comm->st.rank] = *flag;
     pthread_mutex_lock(&comm->bootstrap_lock);
     ncclResult_t res = tt_bootstrap_allgather(comm->bootstrap, all, 1);
     pthread_mutex_unlock(&comm->bootstrap_lock);
-    for (int r = 0; r < comm->nranks; r++) *flag = *flag && all[r];
+    for (int r = 0; r < comm->st.nranks; r++) *flag = *flag && all[r];
     free(all);
     return res;
 }
 
-ncclResult_t tt_comm_window_register(ncclComm_t comm, void *buff, size_t bytes,
+ncclResult_t tt_mem_window_register(ncclComm_t comm, void *buff, size_t bytes,
                                      ncclWindow_t *win, int flags)
 {
     ncclResult_t res = ncclSuccess;
@@ -567,7 +575,7 @@ fail:
     return res;
 }
 
-ncclResult_t tt_comm_window_deregister(ncclComm_t comm, ncclWindow_t win)
+ncclResult_t tt_mem_window_deregister(ncclComm_t comm, ncclWindow_t win)
 {
     if (!remove_reg(comm, win, true))
         return TT_ERROR(ncclInvalidArgument,
@@ -581,14 +589,21 @@ ncclResult_t tt_comm_window_deregister(ncclComm_t comm, ncclWindow_t win)
     return ncclSuccess;
 }
 
-bool tt_comm_sym_window(const struct ncclComm *comm, const void *ptr, size_t bytes)
+bool tt_mem_sym_window(const struct ncclComm *comm, const void *ptr, size_t bytes)
 {
-    if (comm->sym_windows == 0 || ptr == NULL) return false;
+    if (atomic_load_explicit(&comm->sym_windows, memory_order_relaxed) == 0 || ptr == NULL)
+        return false;
     uintptr_t lo = (uintptr_t)ptr;
-    for (const struct tt_reg *r = comm->regs->head; r != NULL; r = r->next) {
+    bool found = false;
+    /* The lock is the table's, not part of the communicator's value. */
+    pthread_mutex_t *lock = (pthread_mutex_t *)&comm->tables_lock;
+    pthread_mutex_lock(lock);
+    for (const struct tt_reg *r = comm->regs ? comm->regs->head : NULL; r && !found;
+         r = r->next) {
         uintptr_t base = (uintptr_t)r->buff;
-        if (r->shared && lo >= base && lo - base <= r->bytes && bytes <= r->bytes - (lo - base))
-            return true;
+        found = r->shared && lo >= base && lo - base <= r->bytes &&
+                bytes <= r->bytes - (lo - base);
     }
-    return false;
+    pthread_mutex_unlock(lock);
+    return found;
 }

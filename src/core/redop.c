@@ -3,13 +3,15 @@
  * resolved into the kernels' form (struct tt_redop), so the scalar is copied once, at creation,
  * and later collectives never read the user's memory again. A destroyed slot may be reused by
  * the next creation. Invariant: a value resolves only while its slot is live, and only for the
- * datatype it was created for (NCCL's rule). The table belongs to one communicator and, like
- * the communicator, is used by one thread at a time. */
+ * datatype it was created for (NCCL's rule). The table belongs to one communicator and is
+ * guarded by its tables_lock; built-in operators never touch it. */
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
 #include "core/comm.h"
-#include "core/core.h"
+#include "core/redop.h"
+#include "core/state.h"
 #include "util/err.h"
 #include "util/log.h"
 
@@ -84,13 +86,18 @@ ncclResult_t tt_redop_create_premulsum(ncclComm_t comm, ncclRedOp_t *op, const v
                         "ncclRedOpCreatePreMulSum: residence ncclScalarDevice: device-resident "
                         "scalars need a CUDA build; pass ncclScalarHostImmediate for a host "
                         "scalar");
-    TT_TRY(tt_comm_check_usable(comm, "ncclRedOpCreatePreMulSum"));
+    TT_TRY(tt_state_check_usable(&comm->st, "ncclRedOpCreatePreMulSum"));
     struct tt_redop redop;
     TT_TRY(tt_redop_init_premulsum(&redop, dtype, scalar));
     size_t index = 0;
-    TT_TRY(find_free_slot(comm, &index));
-    comm->redops->slots[index].redop = redop;
-    comm->redops->slots[index].live = true;
+    pthread_mutex_lock(&comm->tables_lock);
+    ncclResult_t res = find_free_slot(comm, &index);
+    if (res == ncclSuccess) {
+        comm->redops->slots[index].redop = redop;
+        comm->redops->slots[index].live = true;
+    }
+    pthread_mutex_unlock(&comm->tables_lock);
+    TT_TRY(res);
     *op = (ncclRedOp_t)((size_t)ncclNumOps + index);
     TT_INFO(TT_SUB_COLL, "user operator %d: PreMulSum on %s", (int)*op, tt_dtype_name(dtype));
     return ncclSuccess;
@@ -98,24 +105,30 @@ ncclResult_t tt_redop_create_premulsum(ncclComm_t comm, ncclRedOp_t *op, const v
 
 ncclResult_t tt_redop_destroy(ncclComm_t comm, ncclRedOp_t op)
 {
+    pthread_mutex_lock(&comm->tables_lock);
     struct user_op *slot = find_live(comm, op);
+    if (slot != NULL) slot->live = false;
+    pthread_mutex_unlock(&comm->tables_lock);
     if (slot == NULL)
         return TT_ERROR(ncclInvalidArgument,
                         "ncclRedOpDestroy: op %d is not a live operator of this communicator "
                         "(never created on it, or already destroyed)",
                         (int)op);
-    slot->live = false;
     TT_INFO(TT_SUB_COLL, "user operator %d destroyed", (int)op);
     return ncclSuccess;
 }
 
-ncclResult_t tt_comm_redop_resolve(ncclComm_t comm, ncclRedOp_t op, ncclDataType_t dtype,
+ncclResult_t tt_redop_resolve(ncclComm_t comm, ncclRedOp_t op, ncclDataType_t dtype,
                                    struct tt_redop *out)
 {
     if ((int)op < 0)
         return TT_ERROR(ncclInvalidArgument, "op %d is not an ncclRedOp_t", (int)op);
-    if ((int)op < (int)ncclNumOps) return tt_redop_init(out, op, dtype, comm->nranks);
-    const struct user_op *slot = find_live(comm, op);
+    if ((int)op < (int)ncclNumOps) return tt_redop_init(out, op, dtype, comm->st.nranks);
+    pthread_mutex_lock(&comm->tables_lock);
+    const struct user_op *found = find_live(comm, op);
+    struct user_op slot_copy = found ? *found : (struct user_op){0};
+    pthread_mutex_unlock(&comm->tables_lock);
+    const struct user_op *slot = found ? &slot_copy : NULL;
     if (slot == NULL)
         return TT_ERROR(ncclInvalidArgument,
                         "op %d is neither a built-in operator (0 to %d) nor a live operator "

@@ -1,19 +1,40 @@
 /* Host streams and the progress thread (core/stream.c). A host stream is an in-order queue of
  * batches; one engine thread per process drives the head batch of every stream, so streams
  * progress independently of each other and of the threads that issued the work. Nonblocking
- * communicators use a stream of their own (struct ncclComm's `background`). */
+ * communicators use a stream of their own (struct ncclComm's `background`). Every stream knows
+ * its kind (device/device.h); a handle that is not a live host stream is asked of the device
+ * kinds. Thread-safe: any thread may enqueue, query or synchronize any stream. */
 #ifndef TT_CORE_STREAM_H
 #define TT_CORE_STREAM_H
 
-#include "core/task.h"
+#include <stdint.h>
+
+#include "core/engine.h"
+
+struct ncclComm;
+struct tt_event_rec;
+
+ncclResult_t tt_stream_create(cudaStream_t *out);
+ncclResult_t tt_stream_destroy(cudaStream_t stream);
+ncclResult_t tt_stream_synchronize(cudaStream_t stream);
+ncclResult_t tt_stream_query(cudaStream_t stream);
+/* ncclSuccess when `stream` is NULL or a live host stream, else ncclInvalidUsage. */
+ncclResult_t tt_stream_check(cudaStream_t stream, const char *caller);
 
 /* Queues a submitted heap batch on `stream`, which owns it from now on. */
 ncclResult_t tt_stream_enqueue(cudaStream_t stream, struct tt_batch *b);
 /* Batches queued on `stream` and not yet finished. */
 uint64_t tt_stream_pending(cudaStream_t stream);
-
 /* Returns once no queued batch references `comm` (destroy and abort call it; with the abort
  * flag set the engine fails such batches at its next pass). */
 void tt_stream_wait_comm_idle(const struct ncclComm *comm);
+
+/* Records `rec` after the last batch queued on `stream`: it completes with that batch's result
+ * when the batch ends, or at once (ncclSuccess) when nothing is queued. */
+void tt_stream_record(cudaStream_t stream, struct tt_event_rec *rec);
+/* Takes `rec` off the batch it was recorded on, if it is still pending. */
+void tt_stream_unrecord(cudaStream_t stream, struct tt_event_rec *rec);
+/* Waits until `rec` completed, driving the streams meanwhile like a synchronize. */
+void tt_stream_wait_event(cudaStream_t stream, struct tt_event_rec *rec);
 
 #endif

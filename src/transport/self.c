@@ -104,8 +104,16 @@ static ncclResult_t self_recv_release(struct tt_conn *conn)
     return ncclSuccess;
 }
 
+/* A rank's connections to itself. */
+static bool self_can_reach(const struct tt_reach *r)
+{
+    return r->peer == r->rank;
+}
+
 const struct tt_transport tt_transport_self = {
     .name = "self",
+    .link = TT_LINK_SHM,
+    .can_reach = self_can_reach,
     .setup = self_setup,
     .connect = self_connect,
     .close = self_close,

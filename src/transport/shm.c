@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "transport/transport.h"
+#include "util/param.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -352,8 +353,16 @@ static ncclResult_t shm_recv_release(struct tt_conn *conn)
     return ncclSuccess;
 }
 
+/* Peers of this host, unless NCCL_SHM_DISABLE or NCCL_P2P_DISABLE forbids it. */
+static bool shm_can_reach(const struct tt_reach *r)
+{
+    return r->same_host && tt_param_shm_disable() == 0 && tt_param_p2p_disable() == 0;
+}
+
 const struct tt_transport tt_transport_shm = {
     .name = "shm",
+    .link = TT_LINK_SHM,
+    .can_reach = shm_can_reach,
     .setup = shm_setup,
     .connect = shm_connect,
     .close = shm_close,

@@ -1,7 +1,7 @@
 /* TCP transport: one socket per connection, a staging ring of TT_CONN_SLOTS slots on each side,
  * and length-checked frames. The sender's ring holds committed messages until the socket has
  * taken them; the receiver's ring holds frames read from the socket until they are released.
- * Receive connections of a communicator share one listener (ctx->tcp); accepted sockets are
+ * Receive connections of a communicator share one listener (its state in the context); accepted sockets are
  * matched to connections by a random nonce carried in the info blob and echoed in the hello,
  * so a stranger's connection never becomes a data stream. Invariants per side: done <= posted
  * <= done + TT_CONN_SLOTS (frames numbered from 0; frame k uses slot k % TT_CONN_SLOTS).
@@ -200,15 +200,21 @@ fail:
     return res;
 }
 
+/* The communicator's listener (its slot in the context's transport states). */
+static struct tcp_listener **listener_of(struct tt_transport_ctx *ctx)
+{
+    return (struct tcp_listener **)tt_transport_ctx_state(ctx, &tt_transport_tcp);
+}
+
 static void tcp_ctx_fini(struct tt_transport_ctx *ctx)
 {
-    struct tcp_listener *l = ctx->tcp;
+    struct tcp_listener **slot = listener_of(ctx), *l = slot ? *slot : NULL;
     if (l == NULL) return;
     for (size_t i = 0; i < l->npending; i++) tt_sock_close(&l->pending[i].fd);
     free(l->pending);
     tt_sock_close(&l->fd);
     free(l);
-    ctx->tcp = NULL;
+    *slot = NULL;
 }
 
 static ncclResult_t tcp_setup(struct tt_transport_ctx *ctx, struct tt_conn *conn,
@@ -231,14 +237,18 @@ static ncclResult_t tcp_setup(struct tt_transport_ctx *ctx, struct tt_conn *conn
                         ring_bytes);
     if (conn->dir == TT_CONN_SEND) return ncclSuccess;
 
-    if (ctx->tcp == NULL) {
+    struct tcp_listener **slot = listener_of(ctx);
+    if (slot == NULL)
+        return TT_ERROR(ncclInternalError, "tcp: no room for the listener in the transport "
+                                           "context (TT_TRANSPORT_STATES)");
+    if (*slot == NULL) {
         struct tcp_listener *l = NULL;
         TT_TRY(listener_create(ctx, &l));
-        ctx->tcp = l;
+        *slot = l;
     }
     if (getrandom(&tc->nonce, sizeof tc->nonce, 0) != (ssize_t)sizeof tc->nonce)
         return TT_ERROR(ncclSystemError, "tcp: getrandom failed: %s", strerror(errno));
-    encode_info(info->bytes, tc->nonce, &((struct tcp_listener *)ctx->tcp)->addr);
+    encode_info(info->bytes, tc->nonce, &(*slot)->addr);
     return ncclSuccess;
 }
 
@@ -314,7 +324,7 @@ static bool read_hellos(struct tcp_listener *l)
 static ncclResult_t connect_recv(struct tt_transport_ctx *ctx, struct tt_conn *conn,
                                  struct tcp_conn *tc, uint64_t deadline_ns)
 {
-    struct tcp_listener *l = ctx->tcp;
+    struct tcp_listener **slot = listener_of(ctx), *l = slot ? *slot : NULL;
     struct tt_backoff backoff;
     tt_backoff_init(&backoff);
     struct tt_wait_hint hint;
@@ -633,8 +643,16 @@ static ncclResult_t tcp_progress(struct tt_conn *conn)
     return fill(conn, tc);
 }
 
+/* Any peer. */
+static bool tcp_can_reach(const struct tt_reach *r)
+{
+    return true;
+}
+
 const struct tt_transport tt_transport_tcp = {
     .name = "tcp",
+    .link = TT_LINK_TCP,
+    .can_reach = tcp_can_reach,
     .setup = tcp_setup,
     .connect = tcp_connect,
     .close = tcp_close,

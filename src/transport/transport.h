@@ -43,6 +43,9 @@ struct tt_conn_info {
     uint8_t bytes[TT_CONN_INFO_BYTES];
 };
 
+/* Transports that may keep per-communicator state in one context. */
+#define TT_TRANSPORT_STATES 4
+
 /* Per-communicator context the core gives every transport call during setup. */
 struct tt_transport_ctx {
     int rank;
@@ -50,10 +53,26 @@ struct tt_transport_ctx {
     uint64_t comm_hash;              /* unique per communicator: names shm segments */
     struct sockaddr_storage local_addr; /* interface chosen by the bootstrap: TCP listens here */
     const _Atomic int *abort;        /* set when the communicator is aborted */
-    void *tcp;                       /* TCP transport's per-communicator state (listener) */
+    /* Each transport's per-communicator state (TCP: its listener), found by
+     * tt_transport_ctx_state and freed by the transport's ctx_fini. */
+    struct {
+        const struct tt_transport *owner;
+        void *state;
+    } states[TT_TRANSPORT_STATES];
 };
 
 struct tt_transport;
+
+/* The kind of link a transport makes. The cost model prices steps by it (a ring with any TCP
+ * link is priced as TCP), so TCP over loopback is never taken for shared memory. */
+enum tt_link { TT_LINK_SHM, TT_LINK_TCP, TT_LINK_COUNT };
+
+/* What a transport is told about a peer when asked whether it can reach it. */
+struct tt_reach {
+    int rank;
+    int peer;
+    bool same_host; /* equal host hashes (hostname and boot id, or NCCL_HOSTID) */
+};
 
 /* One direction of one peer pair. The core owns the struct; the transport owns `priv`. */
 struct tt_conn {
@@ -67,6 +86,10 @@ struct tt_conn {
 
 struct tt_transport {
     const char *name;
+    enum tt_link link;
+    /* Whether this transport can connect `r->rank` with `r->peer` (environment variables such
+     * as NCCL_SHM_DISABLE included). */
+    bool (*can_reach)(const struct tt_reach *r);
     /* setup: allocate this side's resources, describe them in *info. */
     ncclResult_t (*setup)(struct tt_transport_ctx *ctx, struct tt_conn *conn,
                           struct tt_conn_info *info);
@@ -98,5 +121,16 @@ struct tt_transport {
 extern const struct tt_transport tt_transport_shm;
 extern const struct tt_transport tt_transport_tcp;
 extern const struct tt_transport tt_transport_self;
+
+/* The transports in order of preference (transport/transport.c); NULL-terminated. Adding one is
+ * its folder and one entry there. */
+extern const struct tt_transport *const tt_transports[];
+/* The first transport of the table that can reach the peer (TCP always can). */
+const struct tt_transport *tt_transport_pick(const struct tt_reach *r);
+/* The slot of `t`'s per-communicator state in `ctx` (claimed on first use; NULL when all are
+ * taken, which a table of TT_TRANSPORT_STATES transports at most never sees). */
+void **tt_transport_ctx_state(struct tt_transport_ctx *ctx, const struct tt_transport *t);
+/* Frees every transport's per-communicator state (ctx_fini of each transport of the table). */
+void tt_transport_ctx_fini(struct tt_transport_ctx *ctx);
 
 #endif

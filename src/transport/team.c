@@ -3,7 +3,7 @@
  * CPU the owner last waited on (kept off the counter's line, which peers poll), then two
  * 64-byte aligned slots, each an 8-byte flag word followed by the payload. Peers map each other's segments read-only in spirit (the
  * mapping is read-write only so futex sleepers can count themselves). */
-#include "transport/host.h"
+#include "transport/team.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,7 +32,7 @@ struct mailbox {
     _Alignas(LINE) _Atomic uint64_t posted;
     _Atomic uint32_t sleepers;
     _Alignas(LINE) uint64_t nonce;
-    _Atomic int32_t cpu; /* where the owner last waited, -1 unknown (tt_host_set_cpu)... */
+    _Atomic int32_t cpu; /* where the owner last waited, -1 unknown (tt_team_set_cpu)... */
     _Atomic int32_t tid; /* ...and the thread that waited there */
     _Alignas(LINE) unsigned char slots[];
 };
@@ -46,7 +46,7 @@ struct peer_map {
     uint64_t last_use;
 };
 
-struct tt_host {
+struct tt_team {
     int rank;
     int nranks;
     size_t slot_bytes;
@@ -77,10 +77,10 @@ static size_t segment_bytes(size_t slot_bytes)
     return sizeof(struct mailbox) + 2 * round_up(FLAG_BYTES + slot_bytes, LINE);
 }
 
-ncclResult_t tt_host_create(int rank, int nranks, uint64_t comm_hash, size_t slot_bytes,
-                            struct tt_host **out, struct tt_host_info *info)
+ncclResult_t tt_team_create(int rank, int nranks, uint64_t comm_hash, size_t slot_bytes,
+                            struct tt_team **out, struct tt_team_info *info)
 {
-    struct tt_host *h = NULL;
+    struct tt_team *h = NULL;
     ncclResult_t res = ncclSuccess;
     TT_TRY(TT_CALLOC(&h, 1));
     h->rank = rank;
@@ -130,11 +130,11 @@ ncclResult_t tt_host_create(int rank, int nranks, uint64_t comm_hash, size_t slo
     *out = h;
     return ncclSuccess;
 fail:
-    tt_host_destroy(h);
+    tt_team_destroy(h);
     return res;
 }
 
-ncclResult_t tt_host_attach(struct tt_host *h, const struct tt_host_info *infos)
+ncclResult_t tt_team_attach(struct tt_team *h, const struct tt_team_info *infos)
 {
     bool cma = true;
     for (int p = 0; p < h->nranks; p++) {
@@ -183,7 +183,7 @@ ncclResult_t tt_host_attach(struct tt_host *h, const struct tt_host_info *infos)
     return ncclSuccess;
 }
 
-void tt_host_unlink(struct tt_host *h)
+void tt_team_unlink(struct tt_team *h)
 {
     if (h != NULL && !h->unlinked && h->mine != NULL) {
         shm_unlink(h->name);
@@ -191,10 +191,10 @@ void tt_host_unlink(struct tt_host *h)
     }
 }
 
-void tt_host_destroy(struct tt_host *h)
+void tt_team_destroy(struct tt_team *h)
 {
     if (h == NULL) return;
-    tt_host_unlink(h);
+    tt_team_unlink(h);
     for (int p = 0; h->boxes != NULL && p < h->nranks; p++)
         if (h->boxes[p] != NULL) munmap(h->boxes[p], h->map_bytes);
     for (int p = 0; h->pidfds != NULL && p < h->nranks; p++)
@@ -208,17 +208,17 @@ void tt_host_destroy(struct tt_host *h)
     free(h);
 }
 
-bool tt_host_cma_works(const struct tt_host *h) { return h->cma; }
-size_t tt_host_slot_bytes(const struct tt_host *h) { return h->slot_bytes; }
+bool tt_team_cma_works(const struct tt_team *h) { return h->cma; }
+size_t tt_team_slot_bytes(const struct tt_team *h) { return h->slot_bytes; }
 
-void tt_host_op_begin(struct tt_host *h, int events, uint64_t *event_base, int *slot)
+void tt_team_op_begin(struct tt_team *h, int events, uint64_t *event_base, int *slot)
 {
     *event_base = h->events;
     *slot = (int)(++h->op_index & 1);
     h->events += (uint64_t)events;
 }
 
-void tt_host_op_end(struct tt_host *h, int slot, uint64_t end_event)
+void tt_team_op_end(struct tt_team *h, int slot, uint64_t end_event)
 {
     h->slot_end[slot] = end_event;
     h->slot_seq[slot] = 0;
@@ -227,13 +227,13 @@ void tt_host_op_end(struct tt_host *h, int slot, uint64_t end_event)
 /* A flagged operation k ends, for its slot's next user, when every peer has been seen to
  * publish a later flagged operation (seen_all), or has posted the first event reserved after
  * k: peers do either only after finishing k. */
-void tt_host_op_begin_flagged(struct tt_host *h, uint64_t *seq, int *slot)
+void tt_team_op_begin_flagged(struct tt_team *h, uint64_t *seq, int *slot)
 {
     *seq = ++h->op_index;
     *slot = (int)(*seq & 1);
 }
 
-void tt_host_op_seen_all(struct tt_host *h, uint64_t seq)
+void tt_team_op_seen_all(struct tt_team *h, uint64_t seq)
 {
     if (seq > h->seen_all) h->seen_all = seq;
 }
@@ -243,19 +243,19 @@ static _Atomic uint64_t *slot_flag(const struct mailbox *box, size_t stride, int
     return (_Atomic uint64_t *)(box->slots + (size_t)slot * stride);
 }
 
-void tt_host_publish(struct tt_host *h, int slot, uint64_t seq)
+void tt_team_publish(struct tt_team *h, int slot, uint64_t seq)
 {
-    /* Sequentially consistent for the sleeper check, as in tt_host_post. */
+    /* Sequentially consistent for the sleeper check, as in tt_team_post. */
     _Atomic uint64_t *flag = slot_flag(h->mine, h->slot_stride, slot);
-    /* The slot's previous user is over (the caller checked tt_host_slot_free): record how this
-     * one will end (see tt_host_op_begin_flagged). */
+    /* The slot's previous user is over (the caller checked tt_team_slot_free): record how this
+     * one will end (see tt_team_op_begin_flagged). */
     h->slot_end[slot] = h->events + 1;
     h->slot_seq[slot] = seq;
     atomic_store(flag, seq);
     tt_wait_wake(flag, &h->mine->sleepers);
 }
 
-bool tt_host_published(const struct tt_host *h, int peer, int slot, uint64_t seq,
+bool tt_team_published(const struct tt_team *h, int peer, int slot, uint64_t seq,
                        struct tt_wait_hint *hint)
 {
     struct mailbox *box = h->boxes[peer];
@@ -269,26 +269,26 @@ bool tt_host_published(const struct tt_host *h, int peer, int slot, uint64_t seq
     return false;
 }
 
-bool tt_host_slot_free(struct tt_host *h, int slot, struct tt_wait_hint *hint)
+bool tt_team_slot_free(struct tt_team *h, int slot, struct tt_wait_hint *hint)
 {
     /* Every peer finished a flagged previous user once a later flagged operation was seen. */
     if (h->slot_seq[slot] != 0 && h->seen_all > h->slot_seq[slot]) return true;
     for (int p = 0; p < h->nranks; p++)
-        if (p != h->rank && !tt_host_reached(h, p, h->slot_end[slot], hint)) return false;
+        if (p != h->rank && !tt_team_reached(h, p, h->slot_end[slot], hint)) return false;
     return true;
 }
 
-void *tt_host_my_slot(struct tt_host *h, int slot)
+void *tt_team_my_slot(struct tt_team *h, int slot)
 {
     return h->mine->slots + (size_t)slot * h->slot_stride + FLAG_BYTES;
 }
 
-const void *tt_host_peer_slot(const struct tt_host *h, int peer, int slot)
+const void *tt_team_peer_slot(const struct tt_team *h, int peer, int slot)
 {
     return h->boxes[peer]->slots + (size_t)slot * h->slot_stride + FLAG_BYTES;
 }
 
-void tt_host_post(struct tt_host *h, uint64_t event)
+void tt_team_post(struct tt_team *h, uint64_t event)
 {
     /* Sequentially consistent so the sleeper check in tt_wait_wake cannot be reordered
      * before the store (see util/wait.c). */
@@ -296,7 +296,7 @@ void tt_host_post(struct tt_host *h, uint64_t event)
     tt_wait_wake(&h->mine->posted, &h->mine->sleepers);
 }
 
-void tt_host_set_cpu(struct tt_host *h, int cpu, int tid)
+void tt_team_set_cpu(struct tt_team *h, int cpu, int tid)
 {
     if (atomic_load_explicit(&h->mine->cpu, memory_order_relaxed) != cpu)
         atomic_store_explicit(&h->mine->cpu, cpu, memory_order_relaxed);
@@ -304,13 +304,13 @@ void tt_host_set_cpu(struct tt_host *h, int cpu, int tid)
         atomic_store_explicit(&h->mine->tid, tid, memory_order_relaxed);
 }
 
-int tt_host_peer_cpu(const struct tt_host *h, int peer, int *tid)
+int tt_team_peer_cpu(const struct tt_team *h, int peer, int *tid)
 {
     *tid = atomic_load_explicit(&h->boxes[peer]->tid, memory_order_relaxed);
     return atomic_load_explicit(&h->boxes[peer]->cpu, memory_order_relaxed);
 }
 
-bool tt_host_reached(const struct tt_host *h, int peer, uint64_t event, struct tt_wait_hint *hint)
+bool tt_team_reached(const struct tt_team *h, int peer, uint64_t event, struct tt_wait_hint *hint)
 {
     struct mailbox *box = h->boxes[peer];
     uint64_t seen = atomic_load_explicit(&box->posted, memory_order_acquire);
@@ -323,7 +323,7 @@ bool tt_host_reached(const struct tt_host *h, int peer, uint64_t event, struct t
 }
 
 /* One direction of cross-memory attach, repeated until every byte moved. */
-static ncclResult_t cross_copy(const struct tt_host *h, int peer, char *local, uintptr_t remote,
+static ncclResult_t cross_copy(const struct tt_team *h, int peer, char *local, uintptr_t remote,
                                size_t bytes, bool write)
 {
     while (bytes > 0) {
@@ -345,13 +345,13 @@ static ncclResult_t cross_copy(const struct tt_host *h, int peer, char *local, u
     return ncclSuccess;
 }
 
-ncclResult_t tt_host_read(const struct tt_host *h, int peer, void *local, uintptr_t remote,
+ncclResult_t tt_team_read(const struct tt_team *h, int peer, void *local, uintptr_t remote,
                           size_t bytes)
 {
     return cross_copy(h, peer, local, remote, bytes, false);
 }
 
-ncclResult_t tt_host_write(const struct tt_host *h, int peer, uintptr_t remote, const void *local,
+ncclResult_t tt_team_write(const struct tt_team *h, int peer, uintptr_t remote, const void *local,
                            size_t bytes)
 {
     return cross_copy(h, peer, (char *)local, remote, bytes, true);
@@ -360,7 +360,7 @@ ncclResult_t tt_host_write(const struct tt_host *h, int peer, uintptr_t remote, 
 /* Maps a peer's block: its memory file's descriptor is duplicated into this process through a
  * pidfd (the same ptrace permission cross-memory attach needs), checked, mapped and closed
  * again. */
-static void *map_block(struct tt_host *h, int peer, const struct tt_host_region *r)
+static void *map_block(struct tt_team *h, int peer, const struct tt_team_region *r)
 {
     if (h->pidfds[peer] == -1) {
         long fd = syscall(SYS_pidfd_open, (pid_t)h->pids[peer], 0);
@@ -405,7 +405,7 @@ static void *map_block(struct tt_host *h, int peer, const struct tt_host_region 
     return base;
 }
 
-const void *tt_host_map(struct tt_host *h, int peer, const struct tt_host_region *r)
+const void *tt_team_map(struct tt_team *h, int peer, const struct tt_team_region *r)
 {
     if (!h->map_peers || r->fd < 0 || r->offset > r->bytes || r->lo >= r->hi ||
         r->hi - r->lo > r->bytes - r->offset)

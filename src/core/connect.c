@@ -1,4 +1,4 @@
-/* Point-to-point connections, made on first use. A send to peer p needs this rank's send side
+/* Connections made after init: point-to-point ones on first use, and Tree's at init. A send to peer p needs this rank's send side
  * and p's receive side, set up at the same time: the matching operation on p is in p's batch
  * (NCCL requires matching sends and receives), so both ranks reach this code for that pair.
  *
@@ -11,14 +11,15 @@
  * skips the bootstrap.
  *
  * Tree's connections (a transport tag and bootstrap tags of their own) go through the same
- * exchange, but at init (tt_tree_connect), for every partner any Tree operation may need:
+ * exchange, but at init (tt_connect_tree), for every partner any Tree operation may need:
  * collectives, unlike sends and receives, may be grouped differently on different ranks, so a
  * connection made inside the first Tree operation could wait for a peer busy elsewhere. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/connect.h"
+
 #include "core/comm.h"
-#include "core/task.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -81,7 +82,7 @@ static void add_need(struct need *needs, int *count, struct need n)
     for (int i = 0; i < *count; i++)
         if (same_conn(&needs[i], &n)) return;
     needs[(*count)++] = n;
-    if (n.peer == n.comm->rank) {
+    if (n.peer == n.comm->st.rank) {
         n.dir = n.dir == TT_CONN_SEND ? TT_CONN_RECV : TT_CONN_SEND;
         add_need(needs, count, n);
     }
@@ -100,19 +101,19 @@ static ncclResult_t exchange(struct need *needs, int count)
     for (int i = 0; i < count; i++) {
         struct need *n = &needs[i];
         struct tt_conn *conn = need_conn(n);
-        *conn = (struct tt_conn){.transport = tt_comm_pick_transport(n->comm, n->peer),
+        *conn = (struct tt_conn){.transport = n->comm->transports[n->peer],
                                  .peer = n->peer, .dir = n->dir,
                                  .slot_bytes = n->comm->slot_bytes,
                                  .tag = n->tree ? CONN_TAG_TREE : CONN_TAG_P2P};
         TT_TRY(conn->transport->setup(&n->comm->tctx, conn, &n->mine));
-        if (n->peer != n->comm->rank)
+        if (n->peer != n->comm->st.rank)
             TT_TRY(tt_bootstrap_send(n->comm->bootstrap, n->peer, info_tag(n->tree, n->dir),
                                      &n->mine, sizeof n->mine));
     }
     /* Phase 2: the peer's side of each connection. */
     for (int i = 0; i < count; i++) {
         struct need *n = &needs[i];
-        if (n->peer != n->comm->rank) {
+        if (n->peer != n->comm->st.rank) {
             TT_TRY(tt_bootstrap_recv(n->comm->bootstrap, n->peer,
                                      info_tag(n->tree, n->dir == TT_CONN_SEND ? TT_CONN_RECV
                                                                               : TT_CONN_SEND),
@@ -131,10 +132,10 @@ static ncclResult_t exchange(struct need *needs, int count)
             struct need *n = &needs[i];
             if (n->dir != dir) continue;
             struct tt_conn *conn = need_conn(n);
-            uint64_t deadline = tt_deadline_after_ms(n->comm->timeout_ms);
+            uint64_t deadline = tt_deadline_after_ms(n->comm->st.timeout_ms);
             TT_TRY(conn->transport->connect(&n->comm->tctx, conn, &n->theirs, deadline));
             *need_ready(n) = true;
-            TT_INFO(TT_SUB_P2P, "%s: %d %s %d via %s", n->tree ? "tree" : "p2p", n->comm->rank,
+            TT_INFO(TT_SUB_P2P, "%s: %d %s %d via %s", n->tree ? "tree" : "p2p", n->comm->st.rank,
                     dir == TT_CONN_SEND ? "->" : "<-", n->peer, conn->transport->name);
         }
     }
@@ -158,10 +159,10 @@ static void close_unready(struct need *needs, int count)
     }
 }
 
-ncclResult_t tt_tree_connect(struct ncclComm *comm)
+ncclResult_t tt_connect_tree(struct ncclComm *comm)
 {
     int peers[TT_TREE_ALL_PEERS];
-    int npeers = tt_tree_all_peers(comm->rank, comm->nranks, peers);
+    int npeers = tt_tree_all_peers(comm->st.rank, comm->st.nranks, peers);
     struct need *needs = NULL;
     int count = 0;
     TT_TRY(TT_CALLOC(&needs, 2 * (size_t)npeers + 1));
@@ -179,7 +180,7 @@ ncclResult_t tt_tree_connect(struct ncclComm *comm)
     return res;
 }
 
-ncclResult_t tt_p2p_connect(struct tt_batch *b)
+ncclResult_t tt_connect_batch(struct tt_batch *b)
 {
     int max = 0;
     for (struct tt_task *t = b->head; t; t = t->next)
@@ -205,7 +206,7 @@ ncclResult_t tt_p2p_connect(struct tt_batch *b)
     for (int i = 0; i < ncomms; i++) pthread_mutex_lock(&comms[i]->bootstrap_lock);
     for (struct tt_task *t = b->head; t; t = t->next) {
         /* A failed communicator's tasks fail when they start; its peers may be gone. */
-        if (!connects(t) || t->comm->async_error != ncclSuccess) continue;
+        if (!connects(t) || t->comm->st.async_error != ncclSuccess) continue;
         add_need(needs, &count,
                  (struct need){.comm = t->comm, .peer = t->peer,
                                .dir = t->op.coll == TT_COLL_SEND ? TT_CONN_SEND : TT_CONN_RECV});

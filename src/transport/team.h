@@ -6,15 +6,15 @@
  * acquire load, so whatever p wrote before posting e is visible. All ranks of a communicator run
  * the same sequence of operations, so they agree on every event number without talking.
  * Payloads go into slot (op index & 1): a rank may refill a slot only once every peer has
- * posted the event that ends the operation that last used it (tt_host_slot_free).
+ * posted the event that ends the operation that last used it (tt_team_slot_free).
  *
  * Cross-memory attach (process_vm_readv) lets a rank copy straight out of a peer's user buffer,
  * one copy instead of two through a FIFO. It needs ptrace permission over the peer (same user,
- * no Yama restriction, or CAP_SYS_PTRACE); tt_host_attach probes it and reports whether it
+ * no Yama restriction, or CAP_SYS_PTRACE); tt_team_attach probes it and reports whether it
  * works. Not thread-safe: one operation at a time uses a communicator's mailboxes (the ring
  * lane orders them). */
-#ifndef TT_TRANSPORT_HOST_H
-#define TT_TRANSPORT_HOST_H
+#ifndef TT_TRANSPORT_TEAM_H
+#define TT_TRANSPORT_TEAM_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -25,7 +25,7 @@
 #include "util/wait.h"
 
 /* What a rank tells its local peers about its mailbox (allgathered by the core). */
-struct tt_host_info {
+struct tt_team_info {
     char name[48];
     uint64_t nonce;
     uint64_t probe_addr; /* address of the nonce in the owner's process, for the CMA probe */
@@ -33,27 +33,27 @@ struct tt_host_info {
     uint32_t slot_bytes;
 };
 
-struct tt_host;
+struct tt_team;
 
 /* Creates this rank's mailbox with slots of `slot_bytes` payload bytes. */
-ncclResult_t tt_host_create(int rank, int nranks, uint64_t comm_hash, size_t slot_bytes,
-                            struct tt_host **out, struct tt_host_info *info);
+ncclResult_t tt_team_create(int rank, int nranks, uint64_t comm_hash, size_t slot_bytes,
+                            struct tt_team **out, struct tt_team_info *info);
 /* Maps every peer's mailbox (`infos` has nranks entries) and probes cross-memory attach. */
-ncclResult_t tt_host_attach(struct tt_host *h, const struct tt_host_info *infos);
+ncclResult_t tt_team_attach(struct tt_team *h, const struct tt_team_info *infos);
 /* Removes this rank's segment name once every peer has mapped it (after a barrier). */
-void tt_host_unlink(struct tt_host *h);
-void tt_host_destroy(struct tt_host *h);
+void tt_team_unlink(struct tt_team *h);
+void tt_team_destroy(struct tt_team *h);
 
-bool tt_host_cma_works(const struct tt_host *h);
-size_t tt_host_slot_bytes(const struct tt_host *h);
+bool tt_team_cma_works(const struct tt_team *h);
+size_t tt_team_slot_bytes(const struct tt_team *h);
 
 /* Reserves `count` events and one slot for the next operation: returns the event number
  * before its first event and the slot it owns. Every rank calls it in the same order. */
-void tt_host_op_begin(struct tt_host *h, int events, uint64_t *event_base, int *slot);
+void tt_team_op_begin(struct tt_team *h, int events, uint64_t *event_base, int *slot);
 /* Records that the operation that owns `slot` ends at event `end_event`. */
-void tt_host_op_end(struct tt_host *h, int slot, uint64_t end_event);
+void tt_team_op_end(struct tt_team *h, int slot, uint64_t end_event);
 /* Whether every peer has finished the previous user of `slot`; otherwise fills `hint`. */
-bool tt_host_slot_free(struct tt_host *h, int slot, struct tt_wait_hint *hint);
+bool tt_team_slot_free(struct tt_team *h, int slot, struct tt_wait_hint *hint);
 
 /* Flagged operations post no events: each rank publishes its slot by storing the operation's
  * sequence number in the slot's flag word, right before the payload (NCCL's LL idea: a small
@@ -61,35 +61,35 @@ bool tt_host_slot_free(struct tt_host *h, int slot, struct tt_wait_hint *hint);
  * operations in which every rank reads every peer's slot: once a rank has seen all peers'
  * flags for operation k, all of them have finished everything before k, which is what frees
  * slots without "done" events. Reserves the slot and returns the sequence number (never 0). */
-void tt_host_op_begin_flagged(struct tt_host *h, uint64_t *seq, int *slot);
+void tt_team_op_begin_flagged(struct tt_team *h, uint64_t *seq, int *slot);
 /* Publishes this rank's `slot` for operation `seq` (the payload is written) and wakes
  * sleepers. */
-void tt_host_publish(struct tt_host *h, int slot, uint64_t seq);
+void tt_team_publish(struct tt_team *h, int slot, uint64_t seq);
 /* Whether `peer` published `slot` for operation `seq`; otherwise fills `hint`. */
-bool tt_host_published(const struct tt_host *h, int peer, int slot, uint64_t seq,
+bool tt_team_published(const struct tt_team *h, int peer, int slot, uint64_t seq,
                        struct tt_wait_hint *hint);
 /* Records that every peer published operation `seq` (so finished all operations before it). */
-void tt_host_op_seen_all(struct tt_host *h, uint64_t seq);
+void tt_team_op_seen_all(struct tt_team *h, uint64_t seq);
 
 /* This rank's payload area of `slot`, to fill before posting. */
-void *tt_host_my_slot(struct tt_host *h, int slot);
+void *tt_team_my_slot(struct tt_team *h, int slot);
 /* Rank `peer`'s payload area of `slot` (read only; valid once the peer posted the event). */
-const void *tt_host_peer_slot(const struct tt_host *h, int peer, int slot);
+const void *tt_team_peer_slot(const struct tt_team *h, int peer, int slot);
 /* Posts this rank's event `event` and wakes sleepers. */
-void tt_host_post(struct tt_host *h, uint64_t event);
+void tt_team_post(struct tt_team *h, uint64_t event);
 /* Whether `peer` reached `event`; otherwise fills `hint` (sleep on its counter). */
-bool tt_host_reached(const struct tt_host *h, int peer, uint64_t event, struct tt_wait_hint *hint);
+bool tt_team_reached(const struct tt_team *h, int peer, uint64_t event, struct tt_wait_hint *hint);
 /* Waiters record the CPU they run on and their thread id, so that a rank waiting for a peer
  * can tell that the peer is queued behind it on the same CPU (the scheduler placed both there)
  * and spinning only delays it. The CPU a peer last recorded (-1: unknown), and its thread in
  * *tid (the waiter's own thread when one thread drives both ranks). */
-void tt_host_set_cpu(struct tt_host *h, int cpu, int tid);
-int tt_host_peer_cpu(const struct tt_host *h, int peer, int *tid);
+void tt_team_set_cpu(struct tt_team *h, int cpu, int tid);
+int tt_team_peer_cpu(const struct tt_team *h, int peer, int *tid);
 /* Copies `bytes` from address `remote` in `peer`'s process to `local` (cross-memory attach). */
-ncclResult_t tt_host_read(const struct tt_host *h, int peer, void *local, uintptr_t remote,
+ncclResult_t tt_team_read(const struct tt_team *h, int peer, void *local, uintptr_t remote,
                           size_t bytes);
 /* Copies `bytes` from `local` to address `remote` in `peer`'s process (cross-memory attach). */
-ncclResult_t tt_host_write(const struct tt_host *h, int peer, uintptr_t remote, const void *local,
+ncclResult_t tt_team_write(const struct tt_team *h, int peer, uintptr_t remote, const void *local,
                            size_t bytes);
 
 /* The part of a buffer that lies inside shareable memory (a memory file: an ncclMemAlloc block,
@@ -99,7 +99,7 @@ ncclResult_t tt_host_write(const struct tt_host *h, int peer, uintptr_t remote, 
  * pages were moved by a registration may have a head and a tail outside (the partial pages it
  * shares with other data), which peers reach with cross-memory attach. fd < 0 means no part of
  * the buffer is shareable. */
-struct tt_host_region {
+struct tt_team_region {
     int32_t fd;
     uint32_t reserved;
     uint64_t id;
@@ -111,10 +111,10 @@ struct tt_host_region {
 
 /* Bytes [r->lo, r->hi) of `peer`'s buffer `r`, mapped into this process read-write (zero-copy
  * access with plain loads and stores): the address of byte r->lo. NULL when nothing of it is
- * shareable, it cannot be mapped or TUTTI_MAP_PEERS is 0 (then use tt_host_read and
- * tt_host_write). Mappings are cached per peer and block id (ids are never reused) and live
- * until evicted or tt_host_destroy; a block's owner drops the file's pages from every mapping
+ * shareable, it cannot be mapped or TUTTI_MAP_PEERS is 0 (then use tt_team_read and
+ * tt_team_write). Mappings are cached per peer and block id (ids are never reused) and live
+ * until evicted or tt_team_destroy; a block's owner drops the file's pages from every mapping
  * when it frees the block (core/mem.c, release_file), so a dead block's mapping holds no memory. */
-const void *tt_host_map(struct tt_host *h, int peer, const struct tt_host_region *r);
+const void *tt_team_map(struct tt_team *h, int peer, const struct tt_team_region *r);
 
 #endif

@@ -1,0 +1,87 @@
+/* The algorithm table and binding: which algorithm an op runs and what it runs on. The table is
+ * generated from TT_ALGO_TABLE (algo/tune.h), so the enum, the NCCL_ALGO names and this array
+ * cannot disagree. Sends, receives and local copies are not selected: they are one primitive
+ * over one connection, run by the primitive executor. */
+#include <string.h>
+
+#include "algo/algo.h"
+#include "algo/coll.h"
+
+const struct tt_algo *const tt_algo_table[TT_ALGO_COUNT] = {
+#define TT_ALGO_ENTRY_(id, name, text) [TT_ALGO_##id] = &tt_algo_##name,
+    TT_ALGO_TABLE(TT_ALGO_ENTRY_)
+#undef TT_ALGO_ENTRY_
+};
+
+void tt_algo_bind(struct tt_op *op, enum tt_algo_id id, const struct tt_algo_env *env)
+{
+    op->algo = tt_algo_table[id];
+    op->env = env;
+    op->algo->bind(op, env);
+}
+
+/* Point-to-point: one primitive over the whole buffer; the executor slices it. */
+static bool send_next(struct tt_op *op, struct tt_prim *prim)
+{
+    if (op->loop_off != 0 || op->count == 0) return false;
+    op->loop_off = op->count;
+    *prim = (struct tt_prim){.kind = TT_PRIM_SEND, .src = op->sendbuff, .count = op->count};
+    return true;
+}
+
+static bool recv_next(struct tt_op *op, struct tt_prim *prim)
+{
+    if (op->loop_off != 0 || op->count == 0) return false;
+    op->loop_off = op->count;
+    *prim = (struct tt_prim){.kind = TT_PRIM_RECV, .dst = op->recvbuff, .count = op->count};
+    return true;
+}
+
+static bool copy_next(struct tt_op *op, struct tt_prim *prim)
+{
+    if (op->loop_off != 0 || op->count == 0) return false;
+    op->loop_off = op->count;
+    *prim = (struct tt_prim){.kind = TT_PRIM_COPY, .src = op->sendbuff, .dst = op->recvbuff,
+                             .count = op->count};
+    return true;
+}
+
+/* What runs sends, receives and copies: the executor over the connection bound. */
+static const struct tt_algo p2p = {
+    .name = "P2P",
+    .proto = TT_PROTO_SIMPLE,
+    .step = tt_prims_step,
+};
+
+void tt_algo_bind_p2p(struct tt_op *op, struct tt_conn *conn)
+{
+    op->algo = &p2p;
+    op->env = NULL;
+    switch (op->coll) {
+    case TT_COLL_SEND:
+        op->send = conn;
+        op->next = send_next;
+        break;
+    case TT_COLL_RECV:
+        op->recv = conn;
+        op->next = recv_next;
+        break;
+    default:
+        op->next = copy_next;
+        break;
+    }
+}
+
+void tt_algo_op_start(struct tt_op *op)
+{
+    op->loop_off = 0;
+    op->step = 0;
+    op->have_prim = false;
+    op->prim_done = 0;
+    op->finished = false;
+    op->waiting = TT_OP_WAIT_NONE;
+    op->waiting_peer = -1;
+    /* Only the head: an algorithm keeps its phase there and sets the rest in its first phase,
+     * so the smallest operations do not pay for clearing all of it. */
+    memset(op->state, 0, TT_ALGO_STATE_HEAD_BYTES);
+}

@@ -1,0 +1,14 @@
+/* Issuing operations (core/coll.c): the API's operation expanded into tasks and dispatched. */
+#ifndef TT_CORE_COLL_H
+#define TT_CORE_COLL_H
+
+#include "core/task.h"
+
+/* Issues a collective, a send or a receive (args->coll). Arguments were validated by the
+ * caller, the stream included. Inside a group the operation is deferred to the outermost
+ * ncclGroupEnd; on a host stream it is queued and ncclSuccess returned; on a nonblocking
+ * communicator it runs in the background and ncclInProgress is returned; otherwise it is
+ * complete on return. */
+ncclResult_t tt_coll_run(ncclComm_t comm, const struct tt_coll_args *args);
+
+#endif

@@ -1,0 +1,22 @@
+/* One batch dispatch (core/dispatch.c): the single place where a batch of tasks, however it was
+ * issued (one blocking call, a group, an operation on a host stream or on a nonblocking
+ * communicator), gets its connections, is submitted to the engine and then either runs on the
+ * calling thread or is handed to a stream. */
+#ifndef TT_CORE_DISPATCH_H
+#define TT_CORE_DISPATCH_H
+
+#include <stdbool.h>
+
+#include "core/engine.h"
+#include "nccl.h"
+
+/* Takes ownership of the heap batch `b` (non-empty, in program order). With a host `stream`
+ * the batch is queued there and ncclSuccess returned; with `nonblocking` (stream NULL) it is
+ * queued on its communicator's background queue and ncclInProgress returned; otherwise it runs
+ * to its end here and its result is returned. */
+ncclResult_t tt_dispatch(struct tt_batch *b, cudaStream_t stream, bool nonblocking);
+
+/* The same for one blocking task on the caller's stack: no allocation on this path. */
+ncclResult_t tt_dispatch_task(struct tt_task *t);
+
+#endif

@@ -1,0 +1,92 @@
+/* Per-operation events (core/event.h). A record is attached to the last batch queued on its
+ * stream and completed by the stream when that batch ends (core/stream.c, under the stream's
+ * lock); in-order streams make that "everything before it completed" as well. */
+#include "core/event.h"
+
+#include <stdlib.h>
+
+#include "core/comm.h"
+#include "core/group.h"
+#include "core/stream.h"
+#include "util/err.h"
+
+#define EVENT_MAGIC 0x74746576656e7431ull /* "ttevent1" */
+
+/* The handle users hold. The magic catches a handle that was never an event or was destroyed
+ * (it is cleared then), as far as reading it can. */
+struct tuttiEvent_st {
+    uint64_t magic;
+    struct tt_event_rec rec;
+};
+
+ncclResult_t tt_event_create(struct tuttiEvent_st **out)
+{
+    struct tuttiEvent_st *event = NULL;
+    TT_TRY(TT_CALLOC(&event, 1));
+    event->magic = EVENT_MAGIC;
+    atomic_init(&event->rec.state, TT_EVENT_IDLE);
+    event->rec.result = ncclSuccess;
+    *out = event;
+    return ncclSuccess;
+}
+
+ncclResult_t tt_event_check(const struct tuttiEvent_st *ev, const char *caller)
+{
+    if (ev == NULL) return TT_ERROR(ncclInvalidArgument, "%s: event is NULL", caller);
+    if (ev->magic != EVENT_MAGIC)
+        return TT_ERROR(ncclInvalidArgument,
+                        "%s: %p is not a live event (tuttiEventCreate; destroyed already?)",
+                        caller, (const void *)ev);
+    return ncclSuccess;
+}
+
+/* Takes a pending record off its batch. */
+static void unrecord(struct tt_event_rec *ev)
+{
+    if (atomic_load_explicit(&ev->state, memory_order_acquire) == TT_EVENT_PENDING)
+        tt_stream_unrecord(ev->stream, ev);
+}
+
+ncclResult_t tt_event_destroy(struct tuttiEvent_st *event)
+{
+    unrecord(&event->rec);
+    event->magic = 0;
+    free(event);
+    return ncclSuccess;
+}
+
+ncclResult_t tt_event_record(struct tuttiEvent_st *event, struct ncclComm *comm,
+                             cudaStream_t stream)
+{
+    if (tt_group_depth() > 0)
+        return TT_ERROR(ncclInvalidUsage,
+                        "tuttiEventRecord: inside a group nothing has been issued yet; record "
+                        "the event after the outermost ncclGroupEnd");
+    struct tt_event_rec *ev = &event->rec;
+    unrecord(ev);
+    if (stream == NULL && !comm->blocking) stream = comm->background;
+    if (stream == NULL) {
+        /* A blocking call has completed when it returned, with the result it returned. */
+        ev->result = ncclSuccess;
+        atomic_store_explicit(&ev->state, TT_EVENT_DONE, memory_order_release);
+        return ncclSuccess;
+    }
+    tt_stream_record(stream, ev);
+    return ncclSuccess;
+}
+
+ncclResult_t tt_event_query(struct tuttiEvent_st *event)
+{
+    struct tt_event_rec *ev = &event->rec;
+    int state = atomic_load_explicit(&ev->state, memory_order_acquire);
+    if (state == TT_EVENT_PENDING) return ncclInProgress;
+    return ev->result;
+}
+
+ncclResult_t tt_event_synchronize(struct tuttiEvent_st *event)
+{
+    struct tt_event_rec *ev = &event->rec;
+    if (atomic_load_explicit(&ev->state, memory_order_acquire) == TT_EVENT_PENDING)
+        tt_stream_wait_event(ev->stream, ev);
+    return tt_event_query(event);
+}

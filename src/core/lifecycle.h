@@ -1,0 +1,45 @@
+/* Communicator lifecycle (core/comm.c, core/comm_split.c): init, destroy, abort, finalize,
+ * revoke, and communicators made from communicators. The api layer validated every argument;
+ * `comm` is live unless said otherwise. */
+#ifndef TT_CORE_LIFECYCLE_H
+#define TT_CORE_LIFECYCLE_H
+
+#include "nccl.h"
+
+struct ncclComm;
+
+/* ncclCommInitRank(Config): `id` was checked non-NULL, 0 <= rank < nranks; `config` (NULL
+ * for defaults) was validated. With config->blocking == 0 the communicator is returned at once
+ * and finishes initialising in the background: ncclCommGetAsyncError reports ncclInProgress
+ * until it is ready, and the call returns ncclInProgress. */
+ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank,
+                               const ncclConfig_t *config);
+/* ncclCommDestroy / ncclCommAbort: free everything. */
+ncclResult_t tt_comm_destroy(ncclComm_t comm);
+ncclResult_t tt_comm_abort(ncclComm_t comm);
+/* ncclSuccess when `comm` is a live communicator, else ncclInvalidArgument with a message
+ * (NULL, never created, or already destroyed). */
+ncclResult_t tt_comm_check(ncclComm_t comm, const char *caller);
+/* ncclSuccess when a live `comm` may take operations (core/state.h). */
+ncclResult_t tt_comm_check_usable(ncclComm_t comm, const char *caller);
+int tt_comm_rank(ncclComm_t comm);
+int tt_comm_nranks(ncclComm_t comm);
+/* The first error latched on the communicator (ncclCommGetAsyncError). */
+ncclResult_t tt_comm_async_error(ncclComm_t comm);
+/* Waits for a background init to end and returns its result. */
+ncclResult_t tt_comm_wait_ready(struct ncclComm *comm);
+ncclResult_t tt_comm_finalize(ncclComm_t comm);
+/* ncclCommRevoke: operations in flight fail, new ones are refused; the communicator may still
+ * be shrunk, split from, destroyed or aborted. */
+ncclResult_t tt_comm_revoke(ncclComm_t comm);
+
+/* Communicators made from communicators, and several at once (core/comm_split.c). */
+ncclResult_t tt_comm_split(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                           const ncclConfig_t *config);
+ncclResult_t tt_comm_shrink(ncclComm_t comm, const int *exclude_ranks, int exclude_count,
+                            ncclComm_t *newcomm, const ncclConfig_t *config, int flags);
+ncclResult_t tt_comm_init_all(ncclComm_t *comms, int ndev);
+ncclResult_t tt_comm_init_rank_scalable(ncclComm_t *out, int nranks, int rank, int id_count,
+                                        const ncclUniqueId *ids, const ncclConfig_t *config);
+
+#endif

@@ -1,0 +1,35 @@
+/* Memory (core/mem.c): ncclMemAlloc memory is shared memory other ranks of the host can map, and
+ * registering ordinary memory moves its whole pages into such memory; registrations and windows
+ * are recorded per communicator (under its tables_lock) for the zero-copy paths. */
+#ifndef TT_CORE_MEM_H
+#define TT_CORE_MEM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "nccl.h"
+
+struct ncclComm;
+struct tt_team_region;
+struct tt_reg_table;
+
+ncclResult_t tt_mem_alloc(void **ptr, size_t bytes);
+ncclResult_t tt_mem_free(void *ptr);
+/* Whether part of [ptr, ptr + bytes) lies in shareable memory: an ncclMemAlloc block, which must
+ * hold all of it, or pages a registration moved into a memory file, which may leave a head and a
+ * tail outside. Fills *out for peers to map that part (out->fd = -1 otherwise). */
+bool tt_mem_region(const void *ptr, size_t bytes, struct tt_team_region *out);
+ncclResult_t tt_mem_register(struct ncclComm *comm, void *buff, size_t bytes, void **handle);
+ncclResult_t tt_mem_deregister(struct ncclComm *comm, void *handle);
+ncclResult_t tt_mem_window_register(struct ncclComm *comm, void *buff, size_t bytes,
+                                    ncclWindow_t *win, int flags);
+ncclResult_t tt_mem_window_deregister(struct ncclComm *comm, ncclWindow_t win);
+/* Whether [ptr, ptr + bytes) lies inside one of the communicator's symmetric windows
+ * (NCCL_WIN_COLL_SYMMETRIC) that every rank put in shareable memory: NCCL's contract is that the
+ * other ranks then pass window buffers too, so the cost model may count on their peers mapping
+ * them. */
+bool tt_mem_sym_window(const struct ncclComm *comm, const void *ptr, size_t bytes);
+/* Frees a communicator's registration table (accepts NULL). */
+void tt_mem_table_destroy(struct tt_reg_table *table);
+
+#endif

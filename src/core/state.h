@@ -1,0 +1,62 @@
+/* The communicator's run-time state that every part of the core shares, the engine included:
+ * who this rank is, the flags that stop work (abort, revoke), the first error, the deadline and
+ * the spin budget. This is all the engine sees of a communicator; the rest (connections,
+ * bootstrap, tuning) belongs to struct ncclComm (core/comm.h), which embeds this.
+ *
+ * Thread-safety: every field that changes after init is atomic, so any thread may read it while
+ * another issues, progresses or aborts. */
+#ifndef TT_CORE_STATE_H
+#define TT_CORE_STATE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "nccl.h"
+
+struct tt_team;
+
+enum tt_comm_phase { TT_COMM_INITIALIZING, TT_COMM_READY, TT_COMM_FAILED };
+
+struct tt_comm_state {
+    int rank;
+    int nranks;
+    int64_t timeout_ms;         /* TUTTI_TIMEOUT_MS: a stall longer than this fails */
+    _Atomic uint32_t spin_limit; /* polls before a blocked wait yields, adapted (core/engine.c) */
+    uint32_t spin_max;           /* its ceiling */
+    /* When this rank last moved a thread off a peer's CPU (core/engine.c). */
+    _Atomic uint64_t moved_off_ns;
+    _Atomic int abort;
+    _Atomic int revoked;
+    _Atomic int phase;          /* enum tt_comm_phase */
+    _Atomic int async_error;    /* the first error (ncclResult_t), latched */
+    ncclResult_t init_result;   /* written before phase leaves INITIALIZING */
+    _Atomic bool finalized;
+    _Atomic uint64_t op_seq;    /* operations issued, for logs and errors */
+    struct tt_team *team;       /* the local team, for the waiters' CPU records (or NULL) */
+};
+
+/* Records `res` as the communicator's first error (ncclCommGetAsyncError); thread-safe. */
+static inline void tt_state_latch(struct tt_comm_state *st, ncclResult_t res)
+{
+    int expected = ncclSuccess;
+    atomic_compare_exchange_strong(&st->async_error, &expected, (int)res);
+}
+
+static inline ncclResult_t tt_state_error(const struct tt_comm_state *st)
+{
+    return (ncclResult_t)atomic_load_explicit(&st->async_error, memory_order_acquire);
+}
+
+/* Whether work must stop: the communicator was aborted or revoked. */
+static inline bool tt_state_stopped(const struct tt_comm_state *st)
+{
+    return atomic_load_explicit(&st->abort, memory_order_relaxed) ||
+           atomic_load_explicit(&st->revoked, memory_order_relaxed);
+}
+
+/* ncclSuccess when the communicator may take operations, else the reason (initialising, failed
+ * init, revoked, finalized, aborted) as an error naming `caller`. */
+ncclResult_t tt_state_check_usable(const struct tt_comm_state *st, const char *caller);
+
+#endif
