@@ -34,10 +34,8 @@
  * block r also writes each finished piece, still in cache, to every peer's output. A mapped
  * output gets plain stores (the last fold step stores to two destinations; further mapped
  * outputs get a copy), any other output a cross-memory write (process_vm_writev). That saves
- * the gather phase's read of the block from memory: 2 ranks with ordinary buffers, 16 MiB
- * 1.4 vs 2.1-2.3 ms, 256 MiB 32 vs 36-37 ms (22 vs 28-35 ms in place, where the peer's output
- * lines were just read and are still in cache); 4 ranks on 2 cores, 16 MiB 4.6-5.1 vs 7.1-7.3
- * ms.
+ * the gather phase's read of the block from memory (measured: docs/performance.md, "Measurements
+ * behind the code").
  *
  * Block r is computed by rank r alone and copied bit for bit by the others, so all ranks end
  * with identical results. Events: 1 addresses published, 2 "done": this rank has finished
@@ -110,16 +108,10 @@ static void block_of(const struct tt_op *op, int r, size_t *first, size_t *count
 /* Streaming copies. Non-temporal stores skip reading each destination line before writing it,
  * but also push the data out of the caches, where a benchmark loop (or a training step) would
  * find it again. What decides is the footprint of the operation: the bytes of every rank's
- * send and receive buffers together. Measured here with two processes copying over mapped
- * memory, plain stores against streaming ones, best of 50 (the VM reports a 32 MiB L3):
- *   AllGather pattern (footprint 3N): N = 16 MiB 217-234 vs 436-448 us, 32 MiB 696 vs 897 us,
- *     64 MiB 2270 vs 1908 us, 256 MiB 10.1 vs 8.5-8.9 ms;
- *   AlltoAll pattern (footprint 4N): 16 MiB 302 vs 430 us, 32 MiB 933 vs 1018 us, 64 MiB 2414
- *     vs 2281 us, 256 MiB 11.7 vs 9.9 ms.
- * So copies stream once the footprint exceeds four times the L3 the kernel reports (comm.c sets
- * the bound; TUTTI_STREAM_FOOTPRINT overrides it). The pieces AllReduce's fold pushes to further
- * mapped outputs never stream: 4 ranks, 64 MiB in place, 5.8-6.4 ms plain against 7.4-11.4 ms
- * streamed (256 MiB 23.7-25.2 against 27.3-29.3 ms). */
+ * send and receive buffers together: copies stream once it exceeds four times the L3 the kernel
+ * reports (comm.c sets the bound; TUTTI_STREAM_FOOTPRINT overrides it), where streaming measured
+ * faster. The pieces AllReduce's fold pushes to further mapped outputs never stream, which
+ * measured faster too (docs/performance.md, "Measurements behind the code"). */
 static size_t footprint(const struct tt_op *op)
 {
     size_t n = (size_t)op->nranks, b = op->count * op->elt_bytes, blocks;

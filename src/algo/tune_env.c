@@ -3,6 +3,7 @@
  * tt_tune_init every schedulable collective allows at least one (algorithm, protocol) pair that
  * Tutti implements for it. */
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -276,12 +277,11 @@ ncclResult_t tt_tune_init(struct tt_tune *tune)
         int count = 0;
         for (int i = algo_var.ntutti; i < algo_var.count; i++)
             if ((foreign >> i) & 1) names[count++] = algo_names[i];
-        char list[128];
+        char list[128], ours[128];
         join_names(names, count, list, sizeof list);
+        join_names(algo_names, algo_var.ntutti, ours, sizeof ours);
         TT_INFO(TT_SUB_TUNING | TT_SUB_ENV,
-                "NCCL_ALGO: %s ignored (no Tutti implementation; Tutti has Ring, OneShot, Direct, "
-                "Tree)",
-                list);
+                "NCCL_ALGO: %s ignored (no Tutti implementation; Tutti has %s)", list, ours);
     }
 
     /* A collective left with no pair it can use runs on Ring/Simple, said once here. */
@@ -297,11 +297,24 @@ ncclResult_t tt_tune_init(struct tt_tune *tune)
         append(empty, sizeof empty, &used, "%s%s", used ? ", " : "",
                tt_coll_name((enum tt_coll)c));
     }
-    if (used > 0)
+    /* Every communicator parses the same variables: warn once per process, then say it at
+     * INFO (an 8-rank job with 21 communicators printed 168 identical warnings). */
+    static _Atomic int warned;
+    if (used > 0 && atomic_exchange(&warned, 1) == 0) {
+        char pairs[160];
+        size_t at = 0;
+        pairs[0] = '\0';
+        for (int a = 0; a < TT_ALGO_COUNT; a++)
+            append(pairs, sizeof pairs, &at, "%s%s/%s", a ? ", " : "",
+                   tt_algo_name((enum tt_algo_id)a), tt_proto_name(tt_tune_proto_of(a)));
         TT_WARN("NCCL_ALGO=\"%s\" NCCL_PROTO=\"%s\" allow nothing Tutti implements for %s "
-                "(Ring, Direct and Tree use Simple, OneShot uses LL): "
-                "using Ring/Simple there",
-                algo_text, proto_text, empty);
+                "(Tutti's pairs: %s): using Ring/Simple there (said once per process)",
+                algo_text, proto_text, empty, pairs);
+    }
+    else if (used > 0)
+        TT_INFO(TT_SUB_TUNING | TT_SUB_ENV,
+                "NCCL_ALGO=\"%s\" NCCL_PROTO=\"%s\": Ring/Simple for %s", algo_text,
+                proto_text, empty);
 
     if (tune->algo_forced || tune->proto_forced) {
         char summary[512];

@@ -200,7 +200,7 @@ ncclResult_t tt_engine_check_stall(struct tt_batch *b)
  * anyway (the peer was not running: a loaded host) halves it, a wait that ended while spinning
  * doubles it back, up to the configured budget. The floor is a quarter of the budget: lower,
  * the spiral feeds itself (a rank that sleeps makes its peers' waits long, which shrinks their
- * budgets too) and a 2-rank 256 KiB AllReduce was seen stuck at 40 us instead of 9 us. */
+ * budgets too; seen: docs/performance.md, "Measurements behind the code"). */
 static void adapt_spin(struct tt_comm_state *st, uint32_t longest_wait)
 {
     uint32_t spin = atomic_load_explicit(&st->spin_limit, memory_order_relaxed);
@@ -243,11 +243,10 @@ static void move_off(struct tt_comm_state *comm, int cpu, int peer)
 
 /* Whether the peer this batch waits for is on this thread's CPU (both ranks of a host on one CPU:
  * the scheduler put them there, and until it moves one, the peer runs only when this rank
- * gives the CPU up). Records this thread's CPU for its peers' waiters as well. Seen on the 2-CPU
- * development VM for the first tens of milliseconds of about one launch in five: every
- * hand-off then cost a whole spin budget, a 16 KiB AllReduce 50 us instead of 1.6 us. Yielding
- * at once brings that to about 1 us, but the pair then alternates so politely that the
- * scheduler never separates them; the higher rank moves itself off instead (move_off). */
+ * gives the CPU up). Records this thread's CPU for its peers' waiters as well. Every hand-off
+ * then costs a whole spin budget; yielding at once helps, but the pair then alternates so
+ * politely that the scheduler never separates them, so the higher rank moves itself off instead
+ * (move_off; measured: docs/performance.md, "Measurements behind the code"). */
 bool tt_engine_peer_on_my_cpu(const struct tt_batch *b)
 {
     for (const struct tt_task *t = b->head; t; t = t->next) {
@@ -297,10 +296,10 @@ ncclResult_t tt_engine_run(struct tt_batch *b)
     }
 }
 
-/* Polls of the direct loop in tt_engine_run_task before the general one takes over: at most this many,
- * and no more than the communicator spins (one, which never waits, on a host with more ranks
- * than CPUs, where spinning takes the CPU from the rank waited for: 4 ranks on 2 cores ran an
- * 8-byte AllReduce in 3-5 us instead of 1.2-1.5 with 64 polls there). */
+/* Polls of the direct loop in tt_engine_run_task before the general one takes over: at most
+ * this many, and no more than the communicator spins (one, which never waits, on a host with
+ * more ranks than CPUs, where spinning takes the CPU from the rank waited for; measured:
+ * docs/performance.md, "Measurements behind the code"). */
 #define RUN_ALONE_POLLS 64
 
 ncclResult_t tt_engine_run_task(struct tt_task *t)

@@ -5,16 +5,12 @@
  * each; a finished batch is popped, its first error kept for the next synchronize or query,
  * and waiters are woken. With nothing queued anywhere the thread sleeps on a condition
  * variable; with work that cannot move it backs off like any waiter (spin, yield, short sleep),
- * yielding at once when the peer it waits for runs on its CPU (tt_batch_peer_on_my_cpu).
+ * yielding at once when the peer it waits for runs on its CPU (tt_engine_peer_on_my_cpu).
  *
- * A synchronizing thread drives the streams itself (wait_drained) instead of sleeping until the
- * engine thread wakes it, and the engine thread sleeps meanwhile: a stream's 8 B AllReduce with
- * a synchronize after each went from 4.5-5.2 to 0.5-1.5 us (2 ranks on 2 cores), 4 ranks on 2
- * cores from 25-46 to 15-21 us; both ranks pinned to one CPU, 6.1 became 7.1 us (the engine
- * thread each enqueue wakes costs a context switch there). The idle engine thread does not poll
- * before sleeping. Tried: with 2 ranks on 2 cores, each rank's user thread and engine thread
- * polling for up to 20 us made that AllReduce 14-15 us instead of 4.7-5.9 us, since the pollers
- * took the cores from the threads with work.
+ * A synchronizing thread drives the streams itself (drive_until) instead of sleeping until the
+ * engine thread wakes it, and the engine thread sleeps meanwhile: no wake-up lies on the way
+ * back. The idle engine thread does not poll before sleeping: pollers take the cores from the
+ * threads with work (both measured: docs/performance.md, "Measurements behind the code").
  *
  * The handle given to the user is the struct's address, checked against the list of live
  * streams before use, so a stale or foreign handle is an error, not a crash. */
@@ -108,9 +104,7 @@ static void back_off(struct tt_backoff *backoff, const struct tt_wait_hint *hint
                      struct tt_batch *blocked)
 {
     /* Spinning cannot help a peer that waits for this CPU: yield at once, as blocking calls
-     * do (core/engine.c). Both ranks' engine threads pinned to one CPU (taskset -c 0), a
-     * stream's 8 B AllReduce with a synchronize after each: 6.6-6.9 us instead of 151 us.
-     * The batch stays queued while the lock is held. */
+     * do (core/engine.c). The batch stays queued while the lock is held. */
     if (backoff->polls < backoff->spin_limit && (backoff->polls & 63) == 15 &&
         tt_engine_peer_on_my_cpu(blocked))
         backoff->polls = backoff->spin_limit;
