@@ -10,17 +10,24 @@ set_tests_properties(api_args api_one_rank PROPERTIES LABELS api TIMEOUT 60 SKIP
 
 add_test(NAME check_symbols
          COMMAND sh ${CMAKE_SOURCE_DIR}/tools/check_symbols.sh $<TARGET_FILE:tutti>)
+add_test(NAME check_symbols_static
+         COMMAND sh ${CMAKE_SOURCE_DIR}/tools/check_symbols.sh $<TARGET_FILE:tutti_static>)
 add_test(NAME check_layers COMMAND sh ${CMAKE_SOURCE_DIR}/tools/check_layers.sh
                                    ${CMAKE_SOURCE_DIR}/src)
 
-# Fixtures the checks must reject: a library exporting tt_leaked_symbol, and a src/ tree whose
-# util/ includes core/.
+# Fixtures the checks must reject: a library exporting tt_leaked_symbol, the plain archive of the
+# library's objects (tutti_internal, whose tt_* symbols are global), and a src/ tree whose util/
+# includes core/.
 add_library(api_badsyms SHARED tests/api_badsyms.c)
 set_target_properties(api_badsyms PROPERTIES C_VISIBILITY_PRESET default)
 add_test(NAME check_symbols_detects
          COMMAND sh ${CMAKE_SOURCE_DIR}/tools/check_symbols.sh $<TARGET_FILE:api_badsyms>)
 set_tests_properties(check_symbols_detects PROPERTIES
                      PASS_REGULAR_EXPRESSION "exports 'tt_leaked_symbol'")
+add_test(NAME check_symbols_static_detects
+         COMMAND sh ${CMAKE_SOURCE_DIR}/tools/check_symbols.sh $<TARGET_FILE:tutti_internal>)
+set_tests_properties(check_symbols_static_detects PROPERTIES
+                     PASS_REGULAR_EXPRESSION "exports 'tt_[a-z_]+', which is not")
 set(TT_LAYERS_FIXTURE ${CMAKE_CURRENT_BINARY_DIR}/check_layers_fixture/src)
 add_test(NAME check_layers_detects
          COMMAND sh -c "rm -rf \"$1\" && mkdir -p \"$1/util\" &&
@@ -39,5 +46,6 @@ add_test(NAME check_layers_detects_core
 set_tests_properties(check_layers_detects_core PROPERTIES
                      PASS_REGULAR_EXPRESSION "core/engine.c \\(level 6\\) includes core/coll.h \\(level 2\\)")
 
-set_tests_properties(check_symbols check_layers check_symbols_detects check_layers_detects
-                     check_layers_detects_core PROPERTIES LABELS unit TIMEOUT 30)
+set_tests_properties(check_symbols check_symbols_static check_layers check_symbols_detects
+                     check_symbols_static_detects check_layers_detects check_layers_detects_core
+                     PROPERTIES LABELS unit TIMEOUT 30)

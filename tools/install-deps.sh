@@ -1,6 +1,8 @@
 #!/bin/sh
 # Installs the build and test tools a fresh Debian machine may lack (cmake, ninja, a C compiler,
-# iproute2 for network-namespace tests). Does nothing when everything is present.
+# iproute2 for network-namespace tests; pkg-config, dpkg-dev and file for the install and package
+# tests; man-db for the man page check; Open MPI for the MPI example). Does nothing when
+# everything is present.
 set -e
 missing=""
 command -v cmake >/dev/null 2>&1 || missing="$missing cmake"
@@ -8,6 +10,12 @@ command -v ninja >/dev/null 2>&1 || missing="$missing ninja-build"
 command -v cc >/dev/null 2>&1 || missing="$missing gcc"
 command -v nm >/dev/null 2>&1 || missing="$missing binutils"
 command -v ip >/dev/null 2>&1 || missing="$missing iproute2"
+command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
+command -v dpkg-shlibdeps >/dev/null 2>&1 || missing="$missing dpkg-dev"
+command -v file >/dev/null 2>&1 || missing="$missing file"
+command -v man >/dev/null 2>&1 || missing="$missing man-db"
+command -v mpicc >/dev/null 2>&1 || missing="$missing libopenmpi-dev"
+command -v mpirun >/dev/null 2>&1 || missing="$missing openmpi-bin"
 [ -z "$missing" ] && exit 0
 echo "install-deps: installing$missing"
 SUDO=""

@@ -1,7 +1,8 @@
 /* tutti-info: what this Tutti is and how it is configured — version, build options, host
  * identity, and every parameter with its current value and default. `--markdown` prints the
  * parameter reference that is committed as docs/env.md (a test checks they agree). It links
- * the static library, so it sees the internal parameter table. */
+ * tutti_internal, the plain objects (not the installed libtutti.a, whose internals are
+ * local), so it sees the internal parameter table. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -56,8 +57,16 @@ int main(int argc, char **argv)
         print_markdown();
         return 0;
     }
+    if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        printf("usage: tutti-info [--markdown]\n"
+               "Prints the version, build options, host, and every parameter (NCCL_* and\n"
+               "TUTTI_* environment variables) with its current value and default.\n"
+               "  --markdown  the parameter reference as markdown (docs/env.md)\n"
+               "  -h, --help  this text\n");
+        return 0;
+    }
     if (argc > 1) {
-        fprintf(stderr, "usage: tutti-info [--markdown]\n");
+        fprintf(stderr, "usage: tutti-info [--markdown | --help]\n");
         return 2;
     }
     print_info();

@@ -9,9 +9,9 @@
 
 #include "tutti-perf.h"
 
-static void usage(void)
+static void usage(FILE *to)
 {
-    fprintf(stderr,
+    fprintf(to,
             "usage: tutti-run -n N tutti-perf [options]\n"
             "  -t, --collective NAME  all_reduce (default), all_gather, reduce_scatter,\n"
             "                         broadcast, reduce, alltoall, gather, scatter, sendrecv\n"
@@ -37,7 +37,8 @@ static void usage(void)
             "      --malloc           with -R 2: windows over ordinary (aligned_alloc) buffers,\n"
             "                         whose pages the registration moves, not ncclMemAlloc ones\n"
             "      --json FILE        also write the results as JSON\n"
-            "      --csv              print CSV instead of the table\n");
+            "      --csv              print CSV instead of the table\n"
+            "  -h, --help             this text\n");
 }
 
 static bool parse_int(const char *text, int lo, int hi, int *out)
@@ -168,6 +169,10 @@ bool tp_parse_options(int argc, char **argv, struct options *o)
         case 'M':
             o->malloc_windows = true;
             break;
+        case 'h':
+            usage(stdout);
+            o->help = true;
+            return false;
         default:
             ok = false;
             break;
@@ -177,7 +182,7 @@ bool tp_parse_options(int argc, char **argv, struct options *o)
         }
     }
     if (!ok || optind != argc || o->min_bytes > o->max_bytes) {
-        usage();
+        usage(stderr);
         return false;
     }
     return true;

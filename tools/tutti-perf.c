@@ -501,7 +501,7 @@ int main(int argc, char **argv)
     struct bench b;
     memset(&b, 0, sizeof(b));
     if (!tp_parse_options(argc, argv, &b.opt)) {
-        return 2;
+        return b.opt.help ? 0 : 2;
     }
     ncclResult_t res = tuttiCommInitFromEnv(&b.comm);
     if (res != ncclSuccess) {

@@ -56,10 +56,11 @@ struct options {
     const char *json_path;
     bool csv;
     bool malloc_windows; /* --malloc: -R 2 windows over ordinary buffers */
+    bool help;           /* -h, --help: the usage was printed on stdout */
 };
 
 /* Parses the command line into *o (defaults first); prints the usage and returns false on a bad
- * option or value. */
+ * option or value, and also after printing it for -h/--help (then o->help is set: exit 0). */
 bool tp_parse_options(int argc, char **argv, struct options *o);
 
 #endif

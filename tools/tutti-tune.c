@@ -35,6 +35,7 @@ static void usage(FILE *to)
             "  -b, -e  smallest and largest size in bytes, K/M/G suffixes (default 8, 256M)\n"
             "  -f  size step factor (default 4)\n"
             "  -c  only this collective (allreduce, broadcast, reduce, allgather, reducescatter)\n"
+            "  -h, --help  this text\n"
             "Sizes are NCCL's count times the element size: the whole buffer for AllReduce,\n"
             "Broadcast and Reduce, one rank's block for AllGather and ReduceScatter.\n");
 }
@@ -111,7 +112,8 @@ int main(int argc, char **argv)
     size_t min_bytes = 8, max_bytes = (size_t)256 << 20, factor = 4;
     int only = -1;
     int opt;
-    while ((opt = getopt(argc, argv, "n:N:m:DOSC:b:e:f:c:h")) != -1) {
+    static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    while ((opt = getopt_long(argc, argv, "n:N:m:DOSC:b:e:f:c:h", longopts, NULL)) != -1) {
         switch (opt) {
         case 'n': in.nranks = atoi(optarg); break;
         case 'N': in.nhosts = atoi(optarg); break;
