@@ -4,3 +4,18 @@ target_link_libraries(fault_deadline PRIVATE tutti)
 target_compile_options(fault_deadline PRIVATE ${TUTTI_WARNINGS})
 add_test(NAME fault_deadline COMMAND fault_deadline)
 set_tests_properties(fault_deadline PROPERTIES LABELS fault TIMEOUT 60)
+
+# A rank killed with SIGKILL mid-collective: every survivor errs within 1 s naming it, over shared
+# memory and over TCP, with the default deadline. 20 trials in the default suite, 200 under the
+# soak label.
+add_executable(fault_kill tests/fault_kill.c)
+target_link_libraries(fault_kill PRIVATE tutti)
+target_compile_options(fault_kill PRIVATE ${TUTTI_WARNINGS})
+add_test(NAME fault_kill_shm COMMAND fault_kill --trials 20 --seed 1)
+add_test(NAME fault_kill_tcp COMMAND fault_kill --trials 20 --seed 2)
+set_tests_properties(fault_kill_tcp PROPERTIES ENVIRONMENT "NCCL_SHM_DISABLE=1")
+set_tests_properties(fault_kill_shm fault_kill_tcp PROPERTIES LABELS fault TIMEOUT 300)
+add_test(NAME fault_kill_shm_soak COMMAND fault_kill --trials 200 --seed 11)
+add_test(NAME fault_kill_tcp_soak COMMAND fault_kill --trials 200 --seed 12)
+set_tests_properties(fault_kill_tcp_soak PROPERTIES ENVIRONMENT "NCCL_SHM_DISABLE=1")
+set_tests_properties(fault_kill_shm_soak fault_kill_tcp_soak PROPERTIES LABELS soak TIMEOUT 3000)

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/connect.h"
@@ -26,7 +27,7 @@
 #include "util/param.h"
 #include "util/time.h"
 
-#define PEER_INFO_VERSION 2
+#define PEER_INFO_VERSION 3
 #define SLOT_BYTES_MIN 8
 #define SLOT_BYTES_MAX (64ull << 20)
 
@@ -75,6 +76,47 @@ static ncclResult_t choose_slot_bytes(size_t *out)
     return ncclSuccess;
 }
 
+/* When process `pid` started, in clock ticks since boot (field 22 of /proc/PID/stat); 0 when
+ * unknown. With the pid it names one process for as long as the machine runs. */
+static uint64_t process_start_ticks(pid_t pid)
+{
+    char path[64], text[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    text[n] = '\0';
+    /* The command name (field 2) may hold spaces and parentheses: count from its last ')'. */
+    const char *p = strrchr(text, ')');
+    for (int field = 2; p != NULL && field < 22; field++) p = strchr(p + 1, ' ');
+    return p != NULL ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+/* A pidfd of every other rank of this host, so that a stalled wait sees a dead peer at once
+ * (core/state.h). A pid is trusted only when the process behind it here started when the peer
+ * says it did: a peer in another pid namespace may have a pid that names a stranger here. */
+static void open_pidfds(struct ncclComm *comm)
+{
+    int n = comm->st.nranks;
+    if (TT_CALLOC(&comm->st.pidfds, (size_t)n) != ncclSuccess) return;
+    uint64_t mine = comm->peers[comm->st.rank].host_hash;
+    for (int r = 0; r < n; r++) {
+        const struct tt_peer_info *p = &comm->peers[r];
+        comm->st.pidfds[r] = -1;
+        if (r == comm->st.rank || p->host_hash != mine || p->start_ticks == 0) continue;
+        long fd = syscall(SYS_pidfd_open, (pid_t)p->pid, 0);
+        if (fd < 0) continue;
+        if (process_start_ticks(p->pid) != p->start_ticks) {
+            close((int)fd);
+            continue;
+        }
+        comm->st.pidfds[r] = (int)fd;
+        comm->st.npidfds++;
+    }
+}
+
 static ncclResult_t exchange_peer_info(struct ncclComm *comm)
 {
     TT_TRY(TT_CALLOC(&comm->peers, (size_t)comm->st.nranks));
@@ -82,6 +124,7 @@ static ncclResult_t exchange_peer_info(struct ncclComm *comm)
     me->version = PEER_INFO_VERSION;
     me->rank = comm->st.rank;
     me->pid = (int32_t)getpid();
+    me->start_ticks = process_start_ticks(getpid());
     cpu_set_t set;
     long cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
                                                              : sysconf(_SC_NPROCESSORS_ONLN);
@@ -409,6 +452,9 @@ static void comm_free(struct ncclComm *comm)
     free(comm->tree);
     free(comm->tree_tmp);
     free(comm->transports);
+    for (int r = 0; comm->st.pidfds != NULL && r < comm->st.nranks; r++)
+        if (comm->st.pidfds[r] >= 0) close(comm->st.pidfds[r]);
+    free(comm->st.pidfds);
     tt_team_destroy(comm->team);
     free(comm->scratch.tmp);
     free(comm->scratch.send);
@@ -454,6 +500,7 @@ static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
     TT_TRY(tt_bootstrap_create(id, comm->st.rank, comm->st.nranks, &comm->st.abort, &comm->bootstrap));
     comm->tctx.local_addr = *tt_bootstrap_local_addr(comm->bootstrap);
     TT_TRY(exchange_peer_info(comm));
+    open_pidfds(comm);
     comm->st.spin_max = choose_spin_limit(comm);
     atomic_store(&comm->st.spin_limit, comm->st.spin_max);
     TT_TRY(tt_tune_init(&comm->tune));

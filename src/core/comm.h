@@ -29,6 +29,7 @@ struct tt_peer_info {
     uint64_t host_hash;
     uint64_t slot_bytes;
     uint64_t nonce;
+    uint64_t start_ticks; /* when the process started (it and pid name one process) */
 };
 
 /* Point-to-point connections to one peer, made on first use (core/connect.c). */

@@ -111,9 +111,14 @@ static ncclResult_t task_progress(struct tt_task *t, struct tt_batch *b, bool *p
     bool done = false, moved = false;
     ncclResult_t res = tt_algo_op_progress(&t->op, &done, &moved, hint);
     if (res != ncclSuccess) {
-        res = TT_ERROR(res, "%s #%llu (%zu elements of %s) failed on rank %d",
+        /* The cause was reported where it happened; say it again with the operation, so that
+         * ncclGetLastError names both. */
+        char cause[512];
+        snprintf(cause, sizeof cause, "%s", tt_error_last());
+        res = TT_ERROR(res, "%s #%llu (%zu elements of %s) failed on rank %d: %s",
                        tt_coll_name(t->op.coll), (unsigned long long)t->seq, t->op.count,
-                       tt_dtype_name(t->op.redop.dtype), st->rank);
+                       tt_dtype_name(t->op.redop.dtype), st->rank,
+                       cause[0] ? cause : "(no cause recorded)");
         task_finish(t, b, res);
         return res;
     }
@@ -149,6 +154,9 @@ ncclResult_t tt_engine_progress(struct tt_batch *b, bool *done, bool *progressed
     return *done ? first : ncclSuccess;
 }
 
+/* How often a stalled batch asks whether the peers it waits for are alive. */
+#define ALIVE_CHECK_NS 1000000ull
+
 /* Fails every unfinished task of the batch with `res`. */
 static ncclResult_t batch_fail(struct tt_batch *b, ncclResult_t res)
 {
@@ -172,14 +180,39 @@ ncclResult_t tt_engine_check_stall(struct tt_batch *b)
     /* The stall clock starts at the first check after progress, so the fast path (a batch
      * that never stalls) reads no clock at all. */
     if (b->last_progress_ns == 0) {
-        b->last_progress_ns = tt_time_ns();
+        b->last_progress_ns = b->last_alive_ns = tt_time_ns();
         return ncclSuccess;
+    }
+    /* A peer of this host that died is seen through its pidfd, at most every
+     * ALIVE_CHECK_NS of a stall, instead of at the deadline. A collective depends on every
+     * rank (one waiting for a live peer that waits for the dead one would otherwise wait for
+     * the deadline), a send or a receive on its peer alone. Peers on other hosts are seen
+     * through their connections. */
+    uint64_t now = tt_time_ns();
+    if (now - b->last_alive_ns >= ALIVE_CHECK_NS) {
+        b->last_alive_ns = now;
+        for (struct tt_task *t = b->head; t; t = t->next) {
+            if (t->done) continue;
+            bool p2p = t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV;
+            int dead = tt_state_dead_peer(t->st, p2p ? t->peer : -1);
+            if (dead < 0) continue;
+            char waited[96] = "";
+            if (t->started && t->op.waiting_peer >= 0)
+                snprintf(waited, sizeof waited, "; this rank waited for %s rank %d",
+                         wait_text(t->op.waiting), t->op.waiting_peer);
+            return batch_fail(b, TT_ERROR(ncclRemoteError,
+                                          "%s #%llu (%zu elements of %s) failed on rank %d: "
+                                          "rank %d died (its process ended)%s",
+                                          tt_coll_name(t->op.coll), (unsigned long long)t->seq,
+                                          t->op.count, tt_dtype_name(t->op.redop.dtype),
+                                          t->st->rank, dead, waited));
+        }
     }
     for (struct tt_task *t = b->head; t; t = t->next) {
         if (t->done) continue;
         int64_t timeout_ms = t->st->timeout_ms;
         if (timeout_ms <= 0 ||
-            tt_time_ns() - b->last_progress_ns < (uint64_t)timeout_ms * 1000000ull)
+            now - b->last_progress_ns < (uint64_t)timeout_ms * 1000000ull)
             return ncclSuccess;
         int peer = t->started ? t->op.waiting_peer
                    : t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV ? t->peer

@@ -66,6 +66,7 @@ struct tt_batch {
     int count;
     int pending;
     uint64_t last_progress_ns;
+    uint64_t last_alive_ns;       /* the last liveness check of the peers waited for */
     ncclResult_t result;          /* the first task error, once the batch ended */
     struct tt_event_rec *events;  /* events recorded on this batch (core/event.c) */
     struct tt_batch *next;        /* in a stream's queue */

@@ -34,6 +34,8 @@ struct tt_comm_state {
     _Atomic bool finalized;
     _Atomic uint64_t op_seq;    /* operations issued, for logs and errors */
     struct tt_team *team;       /* the local team, for the waiters' CPU records (or NULL) */
+    int *pidfds;                /* [nranks]: a pidfd of each peer on this host, else -1 */
+    int npidfds;                /* how many of them are open */
 };
 
 /* Records `res` as the communicator's first error (ncclCommGetAsyncError); thread-safe. */
@@ -54,6 +56,11 @@ static inline bool tt_state_stopped(const struct tt_comm_state *st)
     return atomic_load_explicit(&st->abort, memory_order_relaxed) ||
            atomic_load_explicit(&st->revoked, memory_order_relaxed);
 }
+
+/* A peer of this host whose process has ended: `peer` itself when peer >= 0, else any of them
+ * (one poll over all their pidfds). Returns the dead rank, or -1 while they all may be alive.
+ * Peers without a pidfd (other hosts) are taken as alive: their connections tell. */
+int tt_state_dead_peer(const struct tt_comm_state *st, int peer);
 
 /* ncclSuccess when the communicator may take operations, else the reason (initialising, failed
  * init, revoked, finalized, aborted) as an error naming `caller`. */
