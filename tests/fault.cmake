@@ -19,3 +19,13 @@ add_test(NAME fault_kill_shm_soak COMMAND fault_kill --trials 200 --seed 11)
 add_test(NAME fault_kill_tcp_soak COMMAND fault_kill --trials 200 --seed 12)
 set_tests_properties(fault_kill_tcp_soak PROPERTIES ENVIRONMENT "NCCL_SHM_DISABLE=1")
 set_tests_properties(fault_kill_shm_soak fault_kill_tcp_soak PROPERTIES LABELS soak TIMEOUT 3000)
+
+# ncclCommAbort from another thread while a call is blocked (peer stopped, peer dead, mid-init):
+# returns within 1 s, the blocked call errs, nothing crashes. 12 trials by default, 200 under soak.
+add_executable(fault_abort tests/fault_abort.c)
+target_link_libraries(fault_abort PRIVATE tutti Threads::Threads)
+target_compile_options(fault_abort PRIVATE ${TUTTI_WARNINGS})
+add_test(NAME fault_abort COMMAND fault_abort --trials 12)
+set_tests_properties(fault_abort PROPERTIES LABELS fault TIMEOUT 120)
+add_test(NAME fault_abort_soak COMMAND fault_abort --trials 200)
+set_tests_properties(fault_abort_soak PROPERTIES LABELS soak TIMEOUT 1200)

@@ -104,6 +104,7 @@ TT_API ncclResult_t pncclAllReduce(const void *sendbuff, void *recvbuff, size_t 
                                    ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                    cudaStream_t stream)
 {
+    TT_CALL_SCOPE;
     struct tt_coll_args args = {.coll = TT_COLL_ALLREDUCE, .sendbuff = sendbuff,
                                 .recvbuff = recvbuff, .count = count, .dtype = datatype,
                                 .op = op, .root = 0, .stream = stream};
@@ -115,6 +116,7 @@ TT_API ncclResult_t pncclBroadcast(const void *sendbuff, void *recvbuff, size_t 
                                    ncclDataType_t datatype, int root, ncclComm_t comm,
                                    cudaStream_t stream)
 {
+    TT_CALL_SCOPE;
     struct tt_coll_args args = {.coll = TT_COLL_BROADCAST, .sendbuff = sendbuff,
                                 .recvbuff = recvbuff, .count = count, .dtype = datatype,
                                 .op = ncclSum, .root = root, .stream = stream};
@@ -126,6 +128,7 @@ TT_API_ALIAS(ncclBroadcast);
 TT_API ncclResult_t pncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
                                ncclComm_t comm, cudaStream_t stream)
 {
+    TT_CALL_SCOPE;
     struct tt_coll_args args = {.coll = TT_COLL_BROADCAST, .sendbuff = buff, .recvbuff = buff,
                                 .count = count, .dtype = datatype, .op = ncclSum, .root = root,
                                 .stream = stream};
@@ -137,6 +140,7 @@ TT_API ncclResult_t pncclReduce(const void *sendbuff, void *recvbuff, size_t cou
                                 ncclDataType_t datatype, ncclRedOp_t op, int root,
                                 ncclComm_t comm, cudaStream_t stream)
 {
+    TT_CALL_SCOPE;
     struct tt_coll_args args = {.coll = TT_COLL_REDUCE, .sendbuff = sendbuff,
                                 .recvbuff = recvbuff, .count = count, .dtype = datatype,
                                 .op = op, .root = root, .stream = stream};
@@ -147,6 +151,7 @@ TT_API_ALIAS(ncclReduce);
 TT_API ncclResult_t pncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                                    ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
+    TT_CALL_SCOPE;
     struct tt_coll_args args = {.coll = TT_COLL_ALLGATHER, .sendbuff = sendbuff,
                                 .recvbuff = recvbuff, .count = sendcount, .dtype = datatype,
                                 .op = ncclSum, .root = 0, .stream = stream};
@@ -158,6 +163,7 @@ TT_API ncclResult_t pncclReduceScatter(const void *sendbuff, void *recvbuff, siz
                                        ncclDataType_t datatype, ncclRedOp_t op,
                                        ncclComm_t comm, cudaStream_t stream)
 {
+    TT_CALL_SCOPE;
     struct tt_coll_args args = {.coll = TT_COLL_REDUCESCATTER, .sendbuff = sendbuff,
                                 .recvbuff = recvbuff, .count = recvcount, .dtype = datatype,
                                 .op = op, .root = 0, .stream = stream};
@@ -168,6 +174,7 @@ TT_API_ALIAS(ncclReduceScatter);
 TT_API ncclResult_t pncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
                                   ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
+    TT_CALL_SCOPE;
     struct tt_coll_args args = {.coll = TT_COLL_ALLTOALL, .sendbuff = sendbuff,
                                 .recvbuff = recvbuff, .count = count, .dtype = datatype,
                                 .op = ncclSum, .stream = stream};
@@ -179,6 +186,7 @@ TT_API ncclResult_t pncclGather(const void *sendbuff, void *recvbuff, size_t cou
                                 ncclDataType_t datatype, int root, ncclComm_t comm,
                                 cudaStream_t stream)
 {
+    TT_CALL_SCOPE;
     struct tt_coll_args args = {.coll = TT_COLL_GATHER, .sendbuff = sendbuff,
                                 .recvbuff = recvbuff, .count = count, .dtype = datatype,
                                 .op = ncclSum, .root = root, .stream = stream};
@@ -190,6 +198,7 @@ TT_API ncclResult_t pncclScatter(const void *sendbuff, void *recvbuff, size_t co
                                  ncclDataType_t datatype, int root, ncclComm_t comm,
                                  cudaStream_t stream)
 {
+    TT_CALL_SCOPE;
     struct tt_coll_args args = {.coll = TT_COLL_SCATTER, .sendbuff = sendbuff,
                                 .recvbuff = recvbuff, .count = count, .dtype = datatype,
                                 .op = ncclSum, .root = root, .stream = stream};
@@ -200,6 +209,7 @@ TT_API_ALIAS(ncclScatter);
 TT_API ncclResult_t pncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype,
                               int peer, ncclComm_t comm, cudaStream_t stream)
 {
+    TT_CALL_SCOPE;
     struct tt_coll_args args = {.coll = TT_COLL_SEND, .sendbuff = sendbuff, .count = count,
                                 .dtype = datatype, .op = ncclSum, .peer = peer,
                                 .stream = stream};
@@ -210,6 +220,7 @@ TT_API_ALIAS(ncclSend);
 TT_API ncclResult_t pncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
                               ncclComm_t comm, cudaStream_t stream)
 {
+    TT_CALL_SCOPE;
     struct tt_coll_args args = {.coll = TT_COLL_RECV, .recvbuff = recvbuff, .count = count,
                                 .dtype = datatype, .op = ncclSum, .peer = peer,
                                 .stream = stream};

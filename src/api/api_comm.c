@@ -18,6 +18,7 @@
 
 TT_API ncclResult_t pncclGetUniqueId(ncclUniqueId *uniqueId)
 {
+    TT_CALL_SCOPE;
     tt_error_clear();
     TT_TRY(tt_api_check_ptr(uniqueId, "ncclGetUniqueId", "uniqueId"));
     /* As in NCCL, NCCL_COMM_ID names the root for every rank, so the id is derived from it and
@@ -55,6 +56,7 @@ static ncclResult_t init_rank(const char *caller, ncclComm_t *comm, int nranks,
 TT_API ncclResult_t pncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId,
                                       int rank)
 {
+    TT_CALL_SCOPE;
     return init_rank("ncclCommInitRank", comm, nranks, &commId, rank, NULL);
 }
 TT_API_ALIAS(ncclCommInitRank);
@@ -62,6 +64,7 @@ TT_API_ALIAS(ncclCommInitRank);
 TT_API ncclResult_t pncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId,
                                             int rank, ncclConfig_t *config)
 {
+    TT_CALL_SCOPE;
     return init_rank("ncclCommInitRankConfig", comm, nranks, &commId, rank, config);
 }
 TT_API_ALIAS(ncclCommInitRankConfig);
@@ -69,6 +72,7 @@ TT_API_ALIAS(ncclCommInitRankConfig);
 /* Destroy and abort accept NULL as a no-op, as NCCL does. */
 TT_API ncclResult_t pncclCommDestroy(ncclComm_t comm)
 {
+    TT_CALL_SCOPE;
     tt_error_clear();
     if (comm == NULL) return ncclSuccess;
     TT_TRY(tt_comm_check(comm, "ncclCommDestroy"));
@@ -82,6 +86,7 @@ TT_API_ALIAS(ncclCommDestroy);
 
 TT_API ncclResult_t pncclCommAbort(ncclComm_t comm)
 {
+    TT_CALL_SCOPE;
     tt_error_clear();
     if (comm == NULL) return ncclSuccess;
     TT_TRY(tt_comm_check(comm, "ncclCommAbort"));
@@ -98,6 +103,7 @@ TT_API_ALIAS(ncclCommAbort);
 
 TT_API ncclResult_t pncclCommCount(const ncclComm_t comm, int *count)
 {
+    TT_CALL_SCOPE;
     TT_TRY(tt_comm_check(comm, "ncclCommCount"));
     tt_log_set_rank(tt_comm_rank(comm));
     TT_TRY(tt_api_check_ptr(count, "ncclCommCount", "count"));
@@ -108,6 +114,7 @@ TT_API_ALIAS(ncclCommCount);
 
 TT_API ncclResult_t pncclCommUserRank(const ncclComm_t comm, int *rank)
 {
+    TT_CALL_SCOPE;
     TT_TRY(tt_comm_check(comm, "ncclCommUserRank"));
     tt_log_set_rank(tt_comm_rank(comm));
     TT_TRY(tt_api_check_ptr(rank, "ncclCommUserRank", "rank"));
@@ -119,6 +126,7 @@ TT_API_ALIAS(ncclCommUserRank);
 /* A communicator of host processes has no CUDA device. */
 TT_API ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int *device)
 {
+    TT_CALL_SCOPE;
     TT_TRY(tt_comm_check(comm, "ncclCommCuDevice"));
     tt_log_set_rank(tt_comm_rank(comm));
     TT_TRY(tt_api_check_ptr(device, "ncclCommCuDevice", "device"));
@@ -129,6 +137,7 @@ TT_API_ALIAS(ncclCommCuDevice);
 
 TT_API ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
 {
+    TT_CALL_SCOPE;
     TT_TRY(tt_comm_check(comm, "ncclCommGetAsyncError"));
     tt_log_set_rank(tt_comm_rank(comm));
     TT_TRY(tt_api_check_ptr(asyncError, "ncclCommGetAsyncError", "asyncError"));
@@ -139,6 +148,7 @@ TT_API_ALIAS(ncclCommGetAsyncError);
 
 TT_API ncclResult_t pncclCommFinalize(ncclComm_t comm)
 {
+    TT_CALL_SCOPE;
     tt_error_clear();
     TT_TRY(tt_comm_check(comm, "ncclCommFinalize"));
     tt_log_set_rank(tt_comm_rank(comm));
@@ -149,6 +159,7 @@ TT_API_ALIAS(ncclCommFinalize);
 
 TT_API ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags)
 {
+    TT_CALL_SCOPE;
     tt_error_clear();
     TT_TRY(tt_comm_check(comm, "ncclCommRevoke"));
     tt_log_set_rank(tt_comm_rank(comm));

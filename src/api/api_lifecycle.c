@@ -32,6 +32,7 @@ static ncclResult_t enter_comm(ncclComm_t comm, const char *caller)
 TT_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                                    ncclConfig_t *config)
 {
+    TT_CALL_SCOPE;
     static const char caller[] = "ncclCommSplit";
     tt_error_clear();
     TT_TRY(enter_comm(comm, caller));
@@ -52,6 +53,7 @@ TT_API ncclResult_t pncclCommShrink(ncclComm_t comm, int *excludeRanksList,
                                     int excludeRanksCount, ncclComm_t *newcomm,
                                     ncclConfig_t *config, int shrinkFlags)
 {
+    TT_CALL_SCOPE;
     static const char caller[] = "ncclCommShrink";
     ncclResult_t res = ncclSuccess;
     bool *seen = NULL;
@@ -108,6 +110,7 @@ TT_API_ALIAS(ncclCommShrink);
 /* Host ranks have no device, so devlist is ignored (it may be NULL, as in NCCL). */
 TT_API ncclResult_t pncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)
 {
+    TT_CALL_SCOPE;
     static const char caller[] = "ncclCommInitAll";
     tt_error_clear();
     TT_TRY(tt_api_check_ptr(comm, caller, "comm"));
@@ -123,6 +126,7 @@ TT_API ncclResult_t pncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, i
                                               int nId, ncclUniqueId *commIds,
                                               ncclConfig_t *config)
 {
+    TT_CALL_SCOPE;
     static const char caller[] = "ncclCommInitRankScalable";
     tt_error_clear();
     TT_TRY(tt_api_check_ptr(newcomm, caller, "newcomm"));
@@ -148,6 +152,7 @@ TT_API ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar,
                                               ncclDataType_t datatype,
                                               ncclScalarResidence_t residence, ncclComm_t comm)
 {
+    TT_CALL_SCOPE;
     static const char caller[] = "ncclRedOpCreatePreMulSum";
     tt_error_clear();
     TT_TRY(enter_comm(comm, caller));
@@ -167,6 +172,7 @@ TT_API_ALIAS(ncclRedOpCreatePreMulSum);
 
 TT_API ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
 {
+    TT_CALL_SCOPE;
     static const char caller[] = "ncclRedOpDestroy";
     tt_error_clear();
     if ((int)op >= 0 && (int)op < (int)ncclNumOps)
@@ -185,6 +191,7 @@ TT_API_ALIAS(ncclRedOpDestroy);
 
 TT_API ncclResult_t pncclMemAlloc(void **ptr, size_t size)
 {
+    TT_CALL_SCOPE;
     static const char caller[] = "ncclMemAlloc";
     tt_error_clear();
     TT_TRY(tt_api_check_ptr(ptr, caller, "ptr"));
@@ -195,6 +202,7 @@ TT_API_ALIAS(ncclMemAlloc);
 
 TT_API ncclResult_t pncclMemFree(void *ptr)
 {
+    TT_CALL_SCOPE;
     tt_error_clear();
     TT_TRY(tt_api_check_ptr(ptr, "ncclMemFree", "ptr"));
     return tt_mem_free(ptr);
@@ -204,6 +212,7 @@ TT_API_ALIAS(ncclMemFree);
 TT_API ncclResult_t pncclCommRegister(const ncclComm_t comm, void *buff, size_t size,
                                       void **handle)
 {
+    TT_CALL_SCOPE;
     static const char caller[] = "ncclCommRegister";
     tt_error_clear();
     TT_TRY(enter_comm(comm, caller));
@@ -217,6 +226,7 @@ TT_API_ALIAS(ncclCommRegister);
 
 TT_API ncclResult_t pncclCommDeregister(const ncclComm_t comm, void *handle)
 {
+    TT_CALL_SCOPE;
     static const char caller[] = "ncclCommDeregister";
     tt_error_clear();
     TT_TRY(enter_comm(comm, caller));
@@ -231,6 +241,7 @@ TT_API_ALIAS(ncclCommDeregister);
 TT_API ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size,
                                             ncclWindow_t *win, int winFlags)
 {
+    TT_CALL_SCOPE;
     static const char caller[] = "ncclCommWindowRegister";
     tt_error_clear();
     TT_TRY(enter_comm(comm, caller));
@@ -249,6 +260,7 @@ TT_API_ALIAS(ncclCommWindowRegister);
 
 TT_API ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
 {
+    TT_CALL_SCOPE;
     static const char caller[] = "ncclCommWindowDeregister";
     tt_error_clear();
     TT_TRY(enter_comm(comm, caller));

@@ -13,6 +13,7 @@
 
 TT_API ncclResult_t pncclGetVersion(int *version)
 {
+    TT_CALL_SCOPE;
     TT_TRY(tt_api_check_ptr(version, "ncclGetVersion", "version"));
     *version = NCCL_VERSION_CODE;
     return ncclSuccess;
@@ -21,6 +22,7 @@ TT_API_ALIAS(ncclGetVersion);
 
 TT_API const char *pncclGetErrorString(ncclResult_t result)
 {
+    TT_CALL_SCOPE;
     switch (result) {
     case ncclSuccess: return "no error";
     case ncclUnhandledCudaError: return "a CUDA call failed (NCCL_DEBUG=INFO shows which)";
@@ -44,6 +46,7 @@ TT_API_ALIAS(ncclGetErrorString);
  * needed and may be NULL. */
 TT_API const char *pncclGetLastError(ncclComm_t comm)
 {
+    TT_CALL_SCOPE;
     (void)comm;
     return tt_error_last();
 }
@@ -59,6 +62,7 @@ TT_API_ALIAS(ncclResetDebugInit);
 
 TT_API ncclResult_t pncclGroupStart(void)
 {
+    TT_CALL_SCOPE;
     TT_TRACE(TT_SUB_CALL, "ncclGroupStart");
     return tt_group_start();
 }
@@ -66,6 +70,7 @@ TT_API_ALIAS(ncclGroupStart);
 
 TT_API ncclResult_t pncclGroupEnd(void)
 {
+    TT_CALL_SCOPE;
     TT_TRACE(TT_SUB_CALL, "ncclGroupEnd");
     return tt_group_end();
 }
@@ -73,6 +78,7 @@ TT_API_ALIAS(ncclGroupEnd);
 
 TT_API ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
 {
+    TT_CALL_SCOPE;
     TT_TRY(tt_api_check_ptr(simInfo, "ncclGroupSimulateEnd", "simInfo"));
     if (simInfo->magic != 0x74685283u)
         return TT_ERROR(ncclInvalidArgument, "ncclGroupSimulateEnd: simInfo was not "
@@ -83,6 +89,7 @@ TT_API_ALIAS(ncclGroupSimulateEnd);
 
 TT_API ncclResult_t tuttiStreamCreate(cudaStream_t *stream)
 {
+    TT_CALL_SCOPE;
     tt_error_clear();
     TT_TRY(tt_api_check_ptr(stream, "tuttiStreamCreate", "stream"));
     return tt_stream_create(stream);
@@ -90,6 +97,7 @@ TT_API ncclResult_t tuttiStreamCreate(cudaStream_t *stream)
 
 TT_API ncclResult_t tuttiStreamDestroy(cudaStream_t stream)
 {
+    TT_CALL_SCOPE;
     if (stream == NULL)
         return TT_ERROR(ncclInvalidArgument, "tuttiStreamDestroy: stream is NULL");
     TT_TRY(tt_stream_check(stream, "tuttiStreamDestroy"));
@@ -98,6 +106,7 @@ TT_API ncclResult_t tuttiStreamDestroy(cudaStream_t stream)
 
 TT_API ncclResult_t tuttiStreamSynchronize(cudaStream_t stream)
 {
+    TT_CALL_SCOPE;
     if (stream == NULL) return ncclSuccess; /* NULL-stream work is complete on return */
     TT_TRY(tt_stream_check(stream, "tuttiStreamSynchronize"));
     return tt_stream_synchronize(stream);
@@ -105,6 +114,7 @@ TT_API ncclResult_t tuttiStreamSynchronize(cudaStream_t stream)
 
 TT_API ncclResult_t tuttiStreamQuery(cudaStream_t stream)
 {
+    TT_CALL_SCOPE;
     if (stream == NULL) return ncclSuccess;
     TT_TRY(tt_stream_check(stream, "tuttiStreamQuery"));
     return tt_stream_query(stream);
@@ -112,6 +122,7 @@ TT_API ncclResult_t tuttiStreamQuery(cudaStream_t stream)
 
 TT_API ncclResult_t tuttiEventCreate(tuttiEvent_t *event)
 {
+    TT_CALL_SCOPE;
     tt_error_clear();
     TT_TRY(tt_api_check_ptr(event, "tuttiEventCreate", "event"));
     return tt_event_create(event);
@@ -119,6 +130,7 @@ TT_API ncclResult_t tuttiEventCreate(tuttiEvent_t *event)
 
 TT_API ncclResult_t tuttiEventDestroy(tuttiEvent_t event)
 {
+    TT_CALL_SCOPE;
     tt_error_clear();
     TT_TRY(tt_event_check(event, "tuttiEventDestroy"));
     return tt_event_destroy(event);
@@ -126,6 +138,7 @@ TT_API ncclResult_t tuttiEventDestroy(tuttiEvent_t event)
 
 TT_API ncclResult_t tuttiEventRecord(tuttiEvent_t event, ncclComm_t comm, cudaStream_t stream)
 {
+    TT_CALL_SCOPE;
     tt_error_clear();
     TT_TRY(tt_event_check(event, "tuttiEventRecord"));
     TT_TRY(tt_comm_check(comm, "tuttiEventRecord"));
@@ -135,12 +148,14 @@ TT_API ncclResult_t tuttiEventRecord(tuttiEvent_t event, ncclComm_t comm, cudaSt
 
 TT_API ncclResult_t tuttiEventQuery(tuttiEvent_t event)
 {
+    TT_CALL_SCOPE;
     TT_TRY(tt_event_check(event, "tuttiEventQuery"));
     return tt_event_query(event);
 }
 
 TT_API ncclResult_t tuttiEventSynchronize(tuttiEvent_t event)
 {
+    TT_CALL_SCOPE;
     TT_TRY(tt_event_check(event, "tuttiEventSynchronize"));
     return tt_event_synchronize(event);
 }

@@ -618,6 +618,16 @@ ncclResult_t tt_comm_wait_ready(struct ncclComm *comm)
     return comm->st.init_result;
 }
 
+/* Communicators removed from the registry while another thread was still inside a call that
+ * may touch them: freed once no thread is in a call any more (reap_zombies). */
+static pthread_mutex_t zombies_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ncclComm **zombies;
+static size_t nzombies, zombies_cap;
+
+/* How long Destroy and Abort wait for other threads to leave their calls before leaving the
+ * communicator to be freed later: Abort must return within a second. */
+#define QUIESCE_NS 800000000ull
+
 /* Joins the background init, waits for queued work on the communicator, frees it. */
 static void comm_teardown(struct ncclComm *comm)
 {
@@ -628,11 +638,48 @@ static void comm_teardown(struct ncclComm *comm)
     comm_free(comm);
 }
 
+/* Frees the zombies, if no thread is in a call now (checked without waiting). */
+static void reap_zombies(void)
+{
+    pthread_mutex_lock(&zombies_lock);
+    if (nzombies > 0 && tt_call_quiesce(0)) {
+        for (size_t i = 0; i < nzombies; i++) comm_teardown(zombies[i]);
+        nzombies = 0;
+    }
+    pthread_mutex_unlock(&zombies_lock);
+}
+
+/* Frees a communicator already removed from the registry, once no other thread can be inside a
+ * call that touches it; with the abort flag set, blocked calls leave within a sleep. A thread
+ * still inside a call at the deadline leaves the communicator to reap_zombies. */
+static void comm_release(struct ncclComm *comm)
+{
+    if (tt_call_quiesce(tt_time_ns() + QUIESCE_NS)) {
+        comm_teardown(comm);
+        reap_zombies();
+        return;
+    }
+    TT_INFO(TT_SUB_INIT, "comm %p rank %d: another thread is still inside a call on it; freed "
+                         "once it returns", (void *)comm, comm->st.rank);
+    pthread_mutex_lock(&zombies_lock);
+    if (nzombies == zombies_cap) {
+        size_t cap = zombies_cap ? 2 * zombies_cap : 8;
+        struct ncclComm **grown = realloc(zombies, cap * sizeof *grown);
+        if (grown != NULL) {
+            zombies = grown;
+            zombies_cap = cap;
+        }
+    }
+    /* Out of memory for the list: the communicator is leaked rather than freed under a user. */
+    if (nzombies < zombies_cap) zombies[nzombies++] = comm;
+    pthread_mutex_unlock(&zombies_lock);
+}
+
 ncclResult_t tt_comm_destroy(ncclComm_t comm)
 {
     TT_INFO(TT_SUB_INIT, "comm %p rank %d destroyed", (void *)comm, comm->st.rank);
     registry_remove(comm);
-    comm_teardown(comm);
+    comm_release(comm);
     return ncclSuccess;
 }
 
@@ -641,7 +688,7 @@ ncclResult_t tt_comm_abort(ncclComm_t comm)
     /* The flag makes the init thread, the engine and every waiter give up within one sleep. */
     atomic_store(&comm->st.abort, 1);
     registry_remove(comm);
-    comm_teardown(comm);
+    comm_release(comm);
     return ncclSuccess;
 }
 

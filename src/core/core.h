@@ -19,6 +19,7 @@
 #include "core/lifecycle.h"
 #include "core/mem.h"
 #include "core/redop.h"
+#include "core/state.h"
 #include "core/stream.h"
 #include "core/task.h"
 

@@ -2,10 +2,16 @@
  * operation (core/state.h). */
 #include "core/state.h"
 
+#include <linux/membarrier.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "util/err.h"
+#include "util/time.h"
 
 ncclResult_t tt_state_check_usable(const struct tt_comm_state *st, const char *caller)
 {
@@ -62,4 +68,82 @@ out:
     free(ranks);
     if (fds != all && fds != &one) free(fds);
     return found;
+}
+
+/* ---- Calls in progress ---------------------------------------------------------------------- */
+
+_Thread_local struct tt_call_rec *tt_call_self __attribute__((tls_model("initial-exec")));
+bool tt_call_fence_each;
+
+/* Every thread that ever made a call has a record here, for the life of the process (a few
+ * bytes per thread). */
+static pthread_mutex_t calls_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tt_call_rec *calls;
+static pthread_once_t membarrier_once = PTHREAD_ONCE_INIT;
+
+/* The process registers for expedited private membarriers once, before its first call marks
+ * anything; where the kernel refuses, every entry fences instead. */
+static void register_membarrier(void)
+{
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0)
+        tt_call_fence_each = true;
+}
+
+struct tt_call_rec *tt_call_register(void)
+{
+    pthread_once(&membarrier_once, register_membarrier);
+    struct tt_call_rec *r = calloc(1, sizeof *r);
+    if (r == NULL) {
+        /* Out of memory for 24 bytes: this thread's calls go unseen by tt_call_quiesce. */
+        static _Thread_local struct tt_call_rec unlisted;
+        tt_call_self = &unlisted;
+        return &unlisted;
+    }
+    pthread_mutex_lock(&calls_lock);
+    r->next = calls;
+    calls = r;
+    pthread_mutex_unlock(&calls_lock);
+    tt_call_self = r;
+    return r;
+}
+
+bool tt_call_quiesce(uint64_t deadline_ns)
+{
+    pthread_once(&membarrier_once, register_membarrier);
+    if (!tt_call_fence_each &&
+        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
+        atomic_thread_fence(memory_order_seq_cst); /* cannot happen once registered */
+    atomic_thread_fence(memory_order_seq_cst);
+    struct busy {
+        struct tt_call_rec *rec;
+        uint64_t leaves;
+    } *busy = NULL;
+    size_t nbusy = 0, cap = 0;
+    pthread_mutex_lock(&calls_lock);
+    for (struct tt_call_rec *r = calls; r != NULL; r = r->next) {
+        if (r == tt_call_self || atomic_load_explicit(&r->depth, memory_order_acquire) == 0)
+            continue;
+        if (nbusy == cap) {
+            size_t grown = cap ? 2 * cap : 8;
+            struct busy *b = realloc(busy, grown * sizeof *b);
+            if (b == NULL) break;
+            busy = b;
+            cap = grown;
+        }
+        busy[nbusy++] = (struct busy){r, atomic_load_explicit(&r->leaves, memory_order_acquire)};
+    }
+    pthread_mutex_unlock(&calls_lock);
+    bool quiet = false;
+    for (;;) {
+        quiet = true;
+        for (size_t i = 0; i < nbusy && quiet; i++)
+            quiet = atomic_load_explicit(&busy[i].rec->depth, memory_order_acquire) == 0 ||
+                    atomic_load_explicit(&busy[i].rec->leaves, memory_order_acquire) !=
+                        busy[i].leaves;
+        if (quiet || tt_time_ns() >= deadline_ns) break;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 100000};
+        nanosleep(&ts, NULL);
+    }
+    free(busy);
+    return quiet;
 }

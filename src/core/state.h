@@ -62,6 +62,59 @@ static inline bool tt_state_stopped(const struct tt_comm_state *st)
  * Peers without a pidfd (other hosts) are taken as alive: their connections tell. */
 int tt_state_dead_peer(const struct tt_comm_state *st, int peer);
 
+/* ---- Calls in progress -------------------------------------------------------------------
+ *
+ * ncclCommAbort (and Destroy) may run while other threads are inside calls on the same
+ * communicator; it must not free anything they may still touch. Every public call marks its
+ * thread "in a call" for its duration (TT_CALL_SCOPE in api/): two plain stores to the thread's
+ * own record, no atomic read-modify-write on the fast path. The freeing side makes the marks
+ * visible with one process-wide barrier (membarrier; a full fence on every entry where the
+ * kernel lacks it) and then waits for the threads that were in a call to leave it. A thread that
+ * entered after the barrier sees the communicator gone from the registry and never touches it. */
+struct tt_call_rec {
+    _Atomic uint32_t depth;  /* nested public calls in progress on this thread */
+    _Atomic uint64_t leaves; /* outermost calls left, so a waiter sees a call end and another
+                                begin */
+    struct tt_call_rec *next;
+};
+
+extern _Thread_local struct tt_call_rec *tt_call_self __attribute__((tls_model("initial-exec")));
+extern bool tt_call_fence_each;
+struct tt_call_rec *tt_call_register(void);
+
+static inline struct tt_call_rec *tt_call_enter(void)
+{
+    struct tt_call_rec *r = tt_call_self;
+    if (r == NULL) r = tt_call_register();
+    uint32_t depth = atomic_load_explicit(&r->depth, memory_order_relaxed);
+    atomic_store_explicit(&r->depth, depth + 1, memory_order_relaxed);
+    if (tt_call_fence_each)
+        atomic_thread_fence(memory_order_seq_cst);
+    else
+        atomic_signal_fence(memory_order_seq_cst);
+    return r;
+}
+
+static inline void tt_call_leave(struct tt_call_rec *const *rp)
+{
+    struct tt_call_rec *r = *rp;
+    uint32_t depth = atomic_load_explicit(&r->depth, memory_order_relaxed);
+    if (depth == 1)
+        atomic_store_explicit(&r->leaves,
+                              atomic_load_explicit(&r->leaves, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+    atomic_store_explicit(&r->depth, depth - 1, memory_order_release);
+}
+
+/* The first statement of every public entry point: the thread is in a call until it returns. */
+#define TT_CALL_SCOPE                                                                           \
+    struct tt_call_rec *tt_call_scope_ __attribute__((cleanup(tt_call_leave), unused)) =        \
+        tt_call_enter()
+
+/* Makes every thread's marks visible, then waits until each other thread that was in a call
+ * has left it, or until `deadline_ns`. True when they all did. */
+bool tt_call_quiesce(uint64_t deadline_ns);
+
 /* ncclSuccess when the communicator may take operations, else the reason (initialising, failed
  * init, revoked, finalized, aborted) as an error naming `caller`. */
 ncclResult_t tt_state_check_usable(const struct tt_comm_state *st, const char *caller);

@@ -1,0 +1,141 @@
+/* ncclCommAbort from another thread, while a call on the same communicator is blocked, in real
+ * processes: the abort must return within 1 s, the blocked call must return an error, and
+ * nothing may crash (run it under ASan to see use after free). Each trial forks 2 ranks; rank 0
+ * blocks a thread in a call and aborts from its main thread 100 ms later:
+ *
+ *   stopped   rank 1 joins the communicator but never issues the AllReduce rank 0 waits in;
+ *   dead      rank 1 is killed while rank 0 waits (the call may fail on its own first);
+ *   init      rank 1 never starts: rank 0's nonblocking init waits for it, then is aborted.
+ *
+ * `fault_abort [--trials N]` cycles through the three; exit 1 on any failure. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nccl.h"
+
+enum mode { STOPPED, DEAD, INIT, NMODES };
+static const char *const mode_names[NMODES] = {"stopped", "dead", "init"};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+struct blocked {
+    ncclComm_t comm;
+    ncclResult_t result;
+    float buf[1024];
+};
+
+static void *block_in_allreduce(void *arg)
+{
+    struct blocked *b = arg;
+    b->result = ncclAllReduce(b->buf, b->buf, 1024, ncclFloat, ncclSum, b->comm, NULL);
+    return NULL;
+}
+
+/* Rank 0 of a trial: returns 0 when the abort behaved. */
+static int rank0(enum mode mode, ncclUniqueId id, pid_t peer)
+{
+    ncclComm_t comm = NULL;
+    if (mode == INIT) {
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.blocking = 0;
+        ncclResult_t res = ncclCommInitRankConfig(&comm, 2, id, 0, &config);
+        if (res != ncclInProgress && res != ncclSuccess) return 1;
+        usleep(100000);
+        double t0 = now_s();
+        ncclCommAbort(comm);
+        double took = now_s() - t0;
+        if (took > 1.0) {
+            fprintf(stderr, "init: ncclCommAbort took %.3f s\n", took);
+            return 1;
+        }
+        return 0;
+    }
+    if (ncclCommInitRank(&comm, 2, id, 0) != ncclSuccess) return 1;
+    struct blocked *b = calloc(1, sizeof *b);
+    b->comm = comm;
+    pthread_t thread;
+    pthread_create(&thread, NULL, block_in_allreduce, b);
+    usleep(100000);
+    if (mode == DEAD) kill(peer, SIGKILL);
+    double t0 = now_s();
+    ncclResult_t res = ncclCommAbort(comm);
+    double took = now_s() - t0;
+    pthread_join(thread, NULL);
+    int bad = 0;
+    if (res != ncclSuccess) {
+        fprintf(stderr, "%s: ncclCommAbort returned %d\n", mode_names[mode], (int)res);
+        bad = 1;
+    }
+    if (took > 1.0) {
+        fprintf(stderr, "%s: ncclCommAbort took %.3f s\n", mode_names[mode], took);
+        bad = 1;
+    }
+    if (b->result == ncclSuccess || b->result == ncclInProgress) {
+        fprintf(stderr, "%s: the blocked AllReduce returned %d after the abort\n",
+                mode_names[mode], (int)b->result);
+        bad = 1;
+    }
+    free(b);
+    return bad;
+}
+
+static int trial(int t, enum mode mode)
+{
+    ncclUniqueId id;
+    if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
+    int go[2];
+    if (pipe(go) != 0) return 1;
+    pid_t peer = -1;
+    if (mode != INIT) {
+        peer = fork();
+        if (peer == 0) {
+            close(go[1]);
+            ncclComm_t comm;
+            if (ncclCommInitRank(&comm, 2, id, 1) != ncclSuccess) _exit(3);
+            char c;
+            while (read(go[0], &c, 1) > 0) {
+            }
+            ncclCommAbort(comm);
+            _exit(0);
+        }
+    }
+    close(go[0]);
+    pid_t me = fork();
+    if (me == 0) _exit(rank0(mode, id, peer));
+    int status = 0;
+    waitpid(me, &status, 0);
+    close(go[1]);
+    if (peer > 0) {
+        kill(peer, SIGKILL);
+        waitpid(peer, NULL, 0);
+    }
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!ok)
+        fprintf(stderr, "trial %d (%s): rank 0 %s %d\n", t, mode_names[mode],
+                WIFSIGNALED(status) ? "died of signal" : "exited with",
+                WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    int trials = 12;
+    if (argc == 3 && strcmp(argv[1], "--trials") == 0) trials = atoi(argv[2]);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    int failures = 0;
+    for (int t = 0; t < trials; t++) failures += trial(t, (enum mode)(t % NMODES));
+    printf("%d trials, %d failures\n", trials, failures);
+    return failures ? 1 : 0;
+}
