@@ -550,7 +550,7 @@ static void *init_main(void *arg)
     tt_log_set_rank(comm->st.rank);
     ncclResult_t res = comm_connect(comm, &comm->init_id);
     comm->st.init_result = res;
-    if (res != ncclSuccess) tt_state_latch(&comm->st, res);
+    if (res != ncclSuccess) tt_state_fail(&comm->st, res);
     atomic_store(&comm->st.phase, res == ncclSuccess ? TT_COMM_READY : TT_COMM_FAILED);
     return NULL;
 }

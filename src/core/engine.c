@@ -73,7 +73,7 @@ static void task_finish(struct tt_task *t, struct tt_batch *b, ncclResult_t res)
         atomic_store_explicit(&t->lane->serving,
                               atomic_load_explicit(&t->lane->serving, memory_order_relaxed) + 1,
                               memory_order_release);
-    if (res != ncclSuccess) tt_state_latch(t->st, res);
+    if (res != ncclSuccess) tt_state_fail(t->st, res);
 }
 
 static const char *wait_text(enum tt_op_wait waiting)
@@ -183,8 +183,8 @@ ncclResult_t tt_engine_check_stall(struct tt_batch *b)
         b->last_progress_ns = b->last_alive_ns = tt_time_ns();
         return ncclSuccess;
     }
-    /* A peer of this host that died is seen through its pidfd, at most every
-     * ALIVE_CHECK_NS of a stall, instead of at the deadline. A collective depends on every
+    /* A peer of this host that died (its pidfd) or whose communicator failed (its team
+     * mailbox) is seen at most ALIVE_CHECK_NS into a stall, instead of at the deadline. A collective depends on every
      * rank (one waiting for a live peer that waits for the dead one would otherwise wait for
      * the deadline), a send or a receive on its peer alone. Peers on other hosts are seen
      * through their connections. */
@@ -194,18 +194,20 @@ ncclResult_t tt_engine_check_stall(struct tt_batch *b)
         for (struct tt_task *t = b->head; t; t = t->next) {
             if (t->done) continue;
             bool p2p = t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV;
-            int dead = tt_state_dead_peer(t->st, p2p ? t->peer : -1);
-            if (dead < 0) continue;
+            char why[TT_TEAM_REASON_BYTES + 16];
+            ncclResult_t code;
+            int gone = tt_state_gone_peer(t->st, p2p ? t->peer : -1, &code, why, sizeof why);
+            if (gone < 0) continue;
             char waited[96] = "";
             if (t->started && t->op.waiting_peer >= 0)
                 snprintf(waited, sizeof waited, "; this rank waited for %s rank %d",
                          wait_text(t->op.waiting), t->op.waiting_peer);
-            return batch_fail(b, TT_ERROR(ncclRemoteError,
+            return batch_fail(b, TT_ERROR(code,
                                           "%s #%llu (%zu elements of %s) failed on rank %d: "
-                                          "rank %d died (its process ended)%s",
+                                          "rank %d %s%s",
                                           tt_coll_name(t->op.coll), (unsigned long long)t->seq,
                                           t->op.count, tt_dtype_name(t->op.redop.dtype),
-                                          t->st->rank, dead, waited));
+                                          t->st->rank, gone, why, waited));
         }
     }
     for (struct tt_task *t = b->head; t; t = t->next) {

@@ -4,12 +4,14 @@
 
 #include <linux/membarrier.h>
 #include <poll.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "transport/team.h"
 #include "util/err.h"
 #include "util/time.h"
 
@@ -36,7 +38,7 @@ ncclResult_t tt_state_check_usable(const struct tt_comm_state *st, const char *c
     return ncclSuccess;
 }
 
-int tt_state_dead_peer(const struct tt_comm_state *st, int peer)
+static int dead_peer(const struct tt_comm_state *st, int peer)
 {
     if (st->pidfds == NULL || st->npidfds == 0) return -1;
     struct pollfd one, all[64], *fds = all;
@@ -146,4 +148,34 @@ bool tt_call_quiesce(uint64_t deadline_ns)
     }
     free(busy);
     return quiet;
+}
+
+void tt_state_fail(struct tt_comm_state *st, ncclResult_t res)
+{
+    int expected = ncclSuccess;
+    if (atomic_compare_exchange_strong(&st->async_error, &expected, (int)res))
+        tt_team_set_failed(st->team, (int)res, tt_error_last());
+}
+
+int tt_state_gone_peer(const struct tt_comm_state *st, int peer, ncclResult_t *code, char *why,
+                       size_t bytes)
+{
+    int dead = dead_peer(st, peer);
+    *code = ncclRemoteError;
+    if (dead >= 0) {
+        snprintf(why, bytes, "died (its process ended)");
+        return dead;
+    }
+    if (st->team == NULL) return -1;
+    char reason[TT_TEAM_REASON_BYTES];
+    for (int p = peer >= 0 ? peer : 0; p < st->nranks; p++) {
+        int failed = tt_team_peer_failed(st->team, p, reason, sizeof reason);
+        if (failed != 0) {
+            snprintf(why, bytes, "failed: %s", reason);
+            if (failed == ncclInvalidUsage) *code = ncclInvalidUsage;
+            return p;
+        }
+        if (peer >= 0) break;
+    }
+    return -1;
 }

@@ -57,10 +57,18 @@ static inline bool tt_state_stopped(const struct tt_comm_state *st)
            atomic_load_explicit(&st->revoked, memory_order_relaxed);
 }
 
-/* A peer of this host whose process has ended: `peer` itself when peer >= 0, else any of them
- * (one poll over all their pidfds). Returns the dead rank, or -1 while they all may be alive.
- * Peers without a pidfd (other hosts) are taken as alive: their connections tell. */
-int tt_state_dead_peer(const struct tt_comm_state *st, int peer);
+/* Latches `res` as the first error and, the first time, tells the local team's members
+ * (transport/team.h) why, so that their waits on this rank fail at once. */
+void tt_state_fail(struct tt_comm_state *st, ncclResult_t res);
+
+/* A peer of this host that is gone: `peer` itself when peer >= 0, else any of them. Gone means
+ * its process ended (one poll over the pidfds) or its communicator failed (its team mailbox).
+ * Returns the rank, with what happened in `why` and the error this rank should return in
+ * *code (the peer's own ncclInvalidUsage for a misuse every rank shares, else
+ * ncclRemoteError), or -1 while they all may be fine. Peers on
+ * other hosts are taken as fine: their connections tell. */
+int tt_state_gone_peer(const struct tt_comm_state *st, int peer, ncclResult_t *code, char *why,
+                       size_t bytes);
 
 /* ---- Calls in progress -------------------------------------------------------------------
  *

@@ -34,6 +34,9 @@ struct mailbox {
     _Alignas(LINE) uint64_t nonce;
     _Atomic int32_t cpu; /* where the owner last waited, -1 unknown (tt_team_set_cpu)... */
     _Atomic int32_t tid; /* ...and the thread that waited there */
+    /* The owner's communicator failed: its first error (ncclResult_t) once set, and why. */
+    _Alignas(LINE) _Atomic int32_t failed;
+    char reason[TT_TEAM_REASON_BYTES];
     _Alignas(LINE) unsigned char slots[];
 };
 
@@ -429,4 +432,30 @@ const void *tt_team_map(struct tt_team *h, int peer, const struct tt_team_region
     TT_INFO(TT_SUB_SHM, "mapped rank %d's memory file %llu (%llu bytes)", peer,
             (unsigned long long)r->id, (unsigned long long)r->bytes);
     return (const char *)base + r->offset;
+}
+
+void tt_team_set_failed(struct tt_team *h, int code, const char *reason)
+{
+    if (h == NULL || code == 0) return;
+    int32_t expected = 0;
+    /* The reason first, published by the store of the code (the reader checks the code). */
+    if (atomic_load_explicit(&h->mine->failed, memory_order_relaxed) != 0) return;
+    snprintf(h->mine->reason, sizeof h->mine->reason, "%s", reason != NULL ? reason : "");
+    if (atomic_compare_exchange_strong_explicit(&h->mine->failed, &expected, code,
+                                                memory_order_release, memory_order_relaxed))
+        tt_wait_wake(&h->mine->posted, &h->mine->sleepers);
+}
+
+int tt_team_peer_failed(const struct tt_team *h, int peer, char *reason, size_t bytes)
+{
+    if (h == NULL || peer < 0 || peer >= h->nranks || peer == h->rank) return 0;
+    const struct mailbox *box = h->boxes[peer];
+    int code = atomic_load_explicit(&box->failed, memory_order_acquire);
+    if (code != 0 && reason != NULL && bytes > 0) {
+        /* The peer's memory: copied bounded and terminated, whatever it holds. */
+        size_t n = sizeof box->reason < bytes ? sizeof box->reason : bytes;
+        memcpy(reason, box->reason, n);
+        reason[n - 1] = '\0';
+    }
+    return code;
 }

@@ -35,6 +35,9 @@ struct tt_team_info {
 
 struct tt_team;
 
+/* Bytes of the reason a failed member leaves in its mailbox. */
+#define TT_TEAM_REASON_BYTES 184
+
 /* Creates this rank's mailbox with slots of `slot_bytes` payload bytes. */
 ncclResult_t tt_team_create(int rank, int nranks, uint64_t comm_hash, size_t slot_bytes,
                             struct tt_team **out, struct tt_team_info *info);
@@ -85,6 +88,12 @@ bool tt_team_reached(const struct tt_team *h, int peer, uint64_t event, struct t
  * *tid (the waiter's own thread when one thread drives both ranks). */
 void tt_team_set_cpu(struct tt_team *h, int cpu, int tid);
 int tt_team_peer_cpu(const struct tt_team *h, int peer, int *tid);
+/* Marks this member's communicator failed with its first error `code` (non-zero) and a short
+ * reason, once, and wakes its sleepers: the other members' stalled waits see it within a
+ * millisecond (core/engine.c) instead of waiting for their deadline. */
+void tt_team_set_failed(struct tt_team *h, int code, const char *reason);
+/* The error `peer` marked itself failed with (0: none), its reason copied into `reason`. */
+int tt_team_peer_failed(const struct tt_team *h, int peer, char *reason, size_t bytes);
 /* Copies `bytes` from address `remote` in `peer`'s process to `local` (cross-memory attach). */
 ncclResult_t tt_team_read(const struct tt_team *h, int peer, void *local, uintptr_t remote,
                           size_t bytes);
