@@ -262,6 +262,14 @@ static bool pump(struct conns *c)
 
 /* ---- The stream driver: all streams advance together, in both directions at once. ---- */
 
+/* The descriptor message `msgs` of a stream carries: every field distinct and non-zero. */
+static struct tt_op_desc desc_of(const struct stream *s, size_t bytes)
+{
+    return (struct tt_op_desc){.ticket = s->msgs + 1, .count = bytes, .root = -(s->tag + 2),
+                               .coll = (uint8_t)(s->tag + 1), .dtype = 7,
+                               .op = (uint16_t)(0x1234 + s->msgs)};
+}
+
 static bool drive(struct conns *c, struct stream *tx, int ntx, struct stream *rx, int nrx,
                   int timeout_ms)
 {
@@ -279,7 +287,8 @@ static bool drive(struct conns *c, struct stream *tx, int ntx, struct stream *rx
             all_done = false;
             const void *data;
             size_t bytes;
-            if (!CHECK(t->recv_peek(s->conn, &data, &bytes, &hint) == ncclSuccess,
+            struct tt_op_desc desc;
+            if (!CHECK(t->recv_peek(s->conn, &data, &bytes, &desc, &hint) == ncclSuccess,
                        "recv_peek from rank %d tag %d after %" PRIu64 " bytes", s->from, s->tag,
                        s->offset))
                 return false;
@@ -288,6 +297,14 @@ static bool drive(struct conns *c, struct stream *tx, int ntx, struct stream *rx
                 continue;
             }
             if (!verify_msg(s, data, bytes)) return false;
+            /* The descriptor travels with its message, every field intact. */
+            struct tt_op_desc want = desc_of(s, bytes);
+            if (!CHECK(memcmp(&desc, &want, sizeof desc) == 0,
+                       "descriptor of message %" PRIu64 " from rank %d: ticket %" PRIu64
+                       " count %" PRIu64 " root %d op %u, want ticket %" PRIu64 " count %" PRIu64,
+                       s->msgs, s->from, desc.ticket, desc.count, (int)desc.root,
+                       (unsigned)desc.op, want.ticket, want.count))
+                return false;
             if (!CHECK(t->recv_release(s->conn) == ncclSuccess, "recv_release")) return false;
             s->offset += bytes;
             s->msgs++;
@@ -313,7 +330,9 @@ static bool drive(struct conns *c, struct stream *tx, int ntx, struct stream *rx
             }
             size_t n = msg_bytes(s->msgs, s->conn->slot_bytes, s->total - s->offset);
             fill_msg(s, slot, n);
-            if (!CHECK(t->send_commit(s->conn, n) == ncclSuccess, "send_commit %zu bytes", n))
+            struct tt_op_desc desc = desc_of(s, n);
+            if (!CHECK(t->send_commit(s->conn, n, &desc) == ncclSuccess, "send_commit %zu bytes",
+                       n))
                 return false;
             s->offset += n;
             s->msgs++;
@@ -388,7 +407,7 @@ static bool recv_one(struct conns *c, struct tt_conn *conn, const uint8_t *want,
         const void *data;
         size_t got;
         struct tt_wait_hint hint;
-        if (!CHECK(c->t->recv_peek(conn, &data, &got, &hint) == ncclSuccess, "recv_peek"))
+        if (!CHECK(c->t->recv_peek(conn, &data, &got, NULL, &hint) == ncclSuccess, "recv_peek"))
             return false;
         if (data != NULL) {
             bool ok = CHECK(got == bytes, "got %zu bytes, want %zu", got, bytes) &&
@@ -414,7 +433,7 @@ static bool send_one(struct conns *c, struct tt_conn *conn, const uint8_t *buf, 
             return false;
         if (slot != NULL) {
             memcpy(slot, buf, bytes);
-            return CHECK(c->t->send_commit(conn, bytes) == ncclSuccess, "send_commit");
+            return CHECK(c->t->send_commit(conn, bytes, NULL) == ncclSuccess, "send_commit");
         }
         if (!pump(c) || !CHECK(!tt_deadline_passed(deadline), "no credit after %d ms",
                                STEP_TIMEOUT_MS))
@@ -469,7 +488,8 @@ static bool run_backpressure(const struct tt_transport *t, int rank, int ctl, ui
             if (slot != NULL) {
                 size_t n = msg_bytes(s.msgs, s.conn->slot_bytes, UINT64_MAX);
                 fill_msg(&s, slot, n);
-                ok = CHECK(t->send_commit(s.conn, n) == ncclSuccess, "send_commit") &&
+                struct tt_op_desc desc = desc_of(&s, n);
+                ok = CHECK(t->send_commit(s.conn, n, &desc) == ncclSuccess, "send_commit") &&
                      CHECK(s.msgs < MAX_MSGS, "sender still has credit after %d messages "
                                               "that nobody consumed", MAX_MSGS);
                 s.offset += n;
@@ -507,7 +527,7 @@ static bool run_backpressure(const struct tt_transport *t, int rank, int ctl, ui
         size_t bytes;
         struct tt_wait_hint hint;
         for (int i = 0; ok && i < 20; i++) {
-            ok = CHECK(t->recv_peek(r.conn, &data, &bytes, &hint) == ncclSuccess, "recv_peek") &&
+            ok = CHECK(t->recv_peek(r.conn, &data, &bytes, NULL, &hint) == ncclSuccess, "recv_peek") &&
                  CHECK(data == NULL, "message %" PRIu64 " arrived that was never sent", msgs);
             usleep(1000);
         }
@@ -536,7 +556,8 @@ static bool expect_remote_error(struct conns *c, struct stream *s, bool sending,
             if (res == ncclSuccess && slot != NULL) {
                 size_t n = msg_bytes(s->msgs, s->conn->slot_bytes, UINT64_MAX);
                 fill_msg(s, slot, n);
-                res = c->t->send_commit(s->conn, n);
+                struct tt_op_desc desc = desc_of(s, n);
+                res = c->t->send_commit(s->conn, n, &desc);
                 s->offset += n;
                 s->msgs++;
             }
@@ -544,7 +565,7 @@ static bool expect_remote_error(struct conns *c, struct stream *s, bool sending,
         } else {
             const void *data;
             size_t bytes;
-            res = c->t->recv_peek(s->conn, &data, &bytes, &hint);
+            res = c->t->recv_peek(s->conn, &data, &bytes, NULL, &hint);
             if (res == ncclSuccess && data != NULL) {
                 if (!CHECK(data_allowed, "tag %d: got %zu bytes from a broken stream", s->tag,
                            bytes) ||
@@ -615,7 +636,8 @@ static bool run_kill_receiver(const struct tt_transport *t, int rank, int ctl, u
             if (ok && slot != NULL) {
                 size_t n = msg_bytes(s.msgs, s.conn->slot_bytes, UINT64_MAX);
                 fill_msg(&s, slot, n);
-                ok = CHECK(t->send_commit(s.conn, n) == ncclSuccess, "send_commit");
+                struct tt_op_desc desc = desc_of(&s, n);
+                ok = CHECK(t->send_commit(s.conn, n, &desc) == ncclSuccess, "send_commit");
                 s.offset += n;
                 s.msgs++;
                 tt_backoff_reset(&backoff);
@@ -667,8 +689,12 @@ static void make_hello(uint8_t *p, uint64_t nonce, size_t slot_bytes, int tag)
     put32(p + 32, (uint32_t)tag);
 }
 
+/* A frame header as tcp.c writes it: length, check word, then a descriptor (zeros here). */
+#define FRAME_HEADER 32
+
 static void make_frame_header(uint8_t *p, uint32_t bytes, uint32_t frame, bool bad_check)
 {
+    memset(p, 0, FRAME_HEADER);
     put32(p, bytes);
     put32(p + 4, bad_check ? 0x12345678u : frame ^ 0x54544652u);
 }
@@ -683,7 +709,7 @@ static bool run_hostile(const struct tt_transport *t, int rank, int ctl, uint64_
     enum { SLOT = 1000 };
     static const char good[] = "hostile-ok";
     if (rank == 1) {
-        uint8_t info[2][TT_CONN_INFO_BYTES], buf[64], hello[40];
+        uint8_t info[2][TT_CONN_INFO_BYTES], buf[96], hello[40];
         if (!ctl_read(ctl, info, sizeof info, STEP_TIMEOUT_MS)) return false;
         uint64_t nonce0, nonce1;
         memcpy(&nonce0, info[0] + 8, 8);
@@ -703,19 +729,19 @@ static bool run_hostile(const struct tt_transport *t, int rank, int ctl, uint64_
         usleep(50000);
         ok = ok && ctl_write(fds[2], hello + 13, 27);
         make_frame_header(buf, sizeof good, 0, false);
-        memcpy(buf + 8, good, sizeof good);
-        ok = ok && ctl_write(fds[2], buf, 8 + sizeof good);
+        memcpy(buf + FRAME_HEADER, good, sizeof good);
+        ok = ok && ctl_write(fds[2], buf, FRAME_HEADER + sizeof good);
         /* Tag 1: a frame whose check word is wrong. */
         make_hello(hello, nonce1, SLOT, 1);
         ok = ok && ctl_write(fds[3], hello, 40);
         make_frame_header(buf, 5, 0, true);
-        ok = ok && ctl_write(fds[3], buf, 13);
+        ok = ok && ctl_write(fds[3], buf, FRAME_HEADER + 5);
         /* Tag 0's bad frame only after rank 0 has taken the good one, so the order is fixed. */
         uint8_t token;
         ok = ok && ctl_read(ctl, &token, 1, STEP_TIMEOUT_MS);
         make_frame_header(buf, SLOT + 1, 1, false);
-        memset(buf + 8, 0xcd, 56);
-        ok = ok && ctl_write(fds[2], buf, 64);
+        memset(buf + FRAME_HEADER, 0xcd, 56);
+        ok = ok && ctl_write(fds[2], buf, FRAME_HEADER + 56);
         ok = ok && ctl_read(ctl, &token, 1, STEP_TIMEOUT_MS);
         for (int i = 0; i < 4; i++) close(fds[i]);
         return ok;
@@ -750,7 +776,7 @@ static bool run_hostile(const struct tt_transport *t, int rank, int ctl, uint64_
         const void *data = &data;
         size_t bytes;
         struct tt_wait_hint hint;
-        ok = ok && CHECK(t->recv_peek(&c.recv[tag], &data, &bytes, &hint) == ncclRemoteError &&
+        ok = ok && CHECK(t->recv_peek(&c.recv[tag], &data, &bytes, NULL, &hint) == ncclRemoteError &&
                              data == NULL,
                          "tag %d: a broken connection must keep failing", tag);
     }

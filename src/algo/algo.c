@@ -6,6 +6,8 @@
 
 #include "algo/algo.h"
 #include "algo/coll.h"
+#include "reduce/reduce.h"
+#include "util/err.h"
 
 const struct tt_algo *const tt_algo_table[TT_ALGO_COUNT] = {
 #define TT_ALGO_ENTRY_(id, name, text) [TT_ALGO_##id] = &tt_algo_##name,
@@ -84,4 +86,46 @@ void tt_algo_op_start(struct tt_op *op)
     /* Only the head: an algorithm keeps its phase there and sets the rest in its first phase,
      * so the smallest operations do not pay for clearing all of it. */
     memset(op->state, 0, TT_ALGO_STATE_HEAD_BYTES);
+}
+
+/* The first field in which `got` differs from `want` (p2p: only ticket, count, datatype). */
+static ncclResult_t desc_mismatch(const struct tt_op *op, const struct tt_op_desc *got, int peer)
+{
+    const struct tt_op_desc *want = &op->desc;
+    const char *what = tt_coll_name((enum tt_coll)want->coll);
+    if (got->ticket != want->ticket)
+        return TT_ERROR(ncclInvalidUsage,
+                        "%s: rank %d is at its operation %llu on this connection where this rank "
+                        "is at %llu: the ranks issued their operations in different orders or "
+                        "numbers", what, peer, (unsigned long long)got->ticket,
+                        (unsigned long long)want->ticket);
+    bool recv = want->coll == TT_COLL_RECV;
+    if (!recv && got->coll != want->coll)
+        return TT_ERROR(ncclInvalidUsage, "%s: rank %d issued %s where this rank issued %s",
+                        what, peer, tt_coll_name((enum tt_coll)got->coll), what);
+    if (recv && got->coll != TT_COLL_SEND)
+        return TT_ERROR(ncclInvalidUsage, "Recv: rank %d issued %s where this rank's ncclRecv "
+                        "waits for an ncclSend", peer, tt_coll_name((enum tt_coll)got->coll));
+    if (got->count != want->count)
+        return TT_ERROR(ncclInvalidUsage, "%s: count mismatch: rank %d passed %llu, this rank "
+                        "%llu", what, peer, (unsigned long long)got->count,
+                        (unsigned long long)want->count);
+    if (got->dtype != want->dtype)
+        return TT_ERROR(ncclInvalidUsage, "%s: datatype mismatch: rank %d passed %s, this rank "
+                        "%s", what, peer, tt_dtype_name((ncclDataType_t)got->dtype),
+                        tt_dtype_name((ncclDataType_t)want->dtype));
+    if (!recv && got->op != want->op)
+        return TT_ERROR(ncclInvalidUsage, "%s: reduction operator mismatch: rank %d passed op "
+                        "%d, this rank op %d", what, peer, (int)got->op, (int)want->op);
+    if (!recv && got->root != want->root)
+        return TT_ERROR(ncclInvalidUsage, "%s: root mismatch: rank %d passed root %d, this rank "
+                        "root %d", what, peer, (int)got->root, (int)want->root);
+    return ncclSuccess;
+}
+
+ncclResult_t tt_algo_check_desc(const struct tt_op *op, const struct tt_op_desc *got, int peer)
+{
+    /* The common case, a collective whose peer agrees, is one comparison of 24 bytes. */
+    if (memcmp(got, &op->desc, sizeof *got) == 0) return ncclSuccess;
+    return desc_mismatch(op, got, peer);
 }

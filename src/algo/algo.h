@@ -136,6 +136,9 @@ struct tt_op {
     size_t slice_count;   /* elements per slot */
     size_t chunk_count;   /* elements per primitive (per rank per loop for ring collectives) */
     enum tt_mem_kind mem; /* where the buffers live: the executor copies through this kind */
+    /* What this op is, as every rank must agree (the core fills it; the ticket at submission):
+     * sent with every slice and every mailbox publication, compared by every receiver. */
+    struct tt_op_desc desc;
 
     /* How (set by bind). */
     const struct tt_algo *algo;
@@ -215,6 +218,11 @@ static inline ncclResult_t tt_algo_op_progress(struct tt_op *op, bool *done, boo
     op->waiting = TT_OP_WAIT_NONE;
     return op->algo->step(op, done, progressed, hint);
 }
+
+/* Compares the descriptor `peer` sent for this op with the op's own: ncclSuccess when they
+ * match, else ncclInvalidUsage naming the field that differs and both values. A send matches
+ * a receive of the same ticket, count and datatype. */
+ncclResult_t tt_algo_check_desc(const struct tt_op *op, const struct tt_op_desc *got, int peer);
 
 /* The primitive executor (algo/prims.c): the `step` of every algorithm that is a schedule of
  * primitives (op->next). */

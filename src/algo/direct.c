@@ -72,6 +72,7 @@ static struct direct_state *st(const struct tt_op *op)
 }
 
 struct addresses {
+    struct tt_op_desc desc; /* the operation, as the publishing rank issued it */
     uint64_t send;
     uint64_t recv;
     struct tt_team_region send_region;
@@ -86,10 +87,14 @@ struct addresses {
 
 size_t tt_direct_slot_bytes(void) { return sizeof(struct addresses); }
 
-/* Whether peer p published addresses for this very operation. */
+/* Whether peer p published addresses for this very operation, issued as this rank issued it. */
 static ncclResult_t check_peer_slot(const struct tt_op *op, int p, const struct addresses *a)
 {
-    if (a->magic == DIRECT_MAGIC && a->base == st(op)->event_base) return ncclSuccess;
+    if (a->magic == DIRECT_MAGIC && a->base == st(op)->event_base) {
+        struct tt_op_desc got;
+        memcpy(&got, &a->desc, sizeof got); /* the peer's memory: read once */
+        return tt_algo_check_desc(op, &got, p);
+    }
     return TT_ERROR(ncclInvalidUsage,
                     "Direct %s: rank %d's mailbox holds no Direct addresses for this operation: "
                     "the ranks chose different algorithms (is NCCL_ALGO, NCCL_PROTO or the use "
@@ -392,6 +397,7 @@ static ncclResult_t direct_step(struct tt_op *op, bool *done, bool *progressed,
             return ncclSuccess;
         }
         struct addresses *mine = tt_team_my_slot(op->env->team, st(op)->slot);
+        mine->desc = op->desc;
         mine->send = (uint64_t)(uintptr_t)op->sendbuff;
         mine->recv = (uint64_t)(uintptr_t)op->recvbuff;
         mine->send_region = st(op)->send_region;

@@ -18,6 +18,7 @@
 #include "algo/algo.h"
 #include "algo/coll.h"
 #include "algo/ring.h"
+#include "util/err.h"
 
 /* The schedule, one phase after the other (the op's state): */
 enum {
@@ -152,6 +153,7 @@ static ncclResult_t oneshot_step(struct tt_op *op, bool *done, bool *progressed,
             op->waiting = TT_OP_WAIT_CREDIT;
             return ncclSuccess;
         }
+        *tt_team_my_slot_desc(op->env->team, st(op)->slot) = op->desc;
         if (publishes(op)) {
             /* Contributions carry the pre-operation (avg's 1/n) once, applied by their owner. */
             unsigned flags = op->coll == TT_COLL_ALLGATHER || op->coll == TT_COLL_BROADCAST ||
@@ -176,6 +178,14 @@ static ncclResult_t oneshot_step(struct tt_op *op, bool *done, bool *progressed,
                 op->waiting_peer = p;
                 return ncclSuccess;
             }
+        }
+        /* Every slot this rank reads was filled for the same operation, or the ranks
+         * disagree (count, datatype, operator, root, collective or order of calls). */
+        for (int p = 0; p < op->nranks; p++) {
+            if (p == op->rank || !reads_from(op, p)) continue;
+            struct tt_op_desc got;
+            tt_team_peer_slot_desc(op->env->team, p, st(op)->slot, &got);
+            TT_TRY(tt_algo_check_desc(op, &got, p));
         }
         finish(op);
         if (flagged) {

@@ -77,13 +77,15 @@ static ncclResult_t prim_advance(struct tt_op *op, bool *progressed, bool *block
         void *out = NULL;
         if (receives) {
             size_t in_bytes = 0;
-            TT_TRY(op->recv->transport->recv_peek(op->recv, &in, &in_bytes, hint));
+            struct tt_op_desc got;
+            TT_TRY(op->recv->transport->recv_peek(op->recv, &in, &in_bytes, &got, hint));
             if (in == NULL) {
                 op->waiting = TT_OP_WAIT_DATA;
                 op->waiting_peer = op->recv->peer;
                 *blocked = true;
                 return ncclSuccess;
             }
+            TT_TRY(tt_algo_check_desc(op, &got, op->recv->peer));
             if (in_bytes != bytes)
                 return TT_ERROR(ncclRemoteError,
                                 "rank %d sent a slice of %zu bytes where %zu were due: the ranks "
@@ -103,7 +105,7 @@ static ncclResult_t prim_advance(struct tt_op *op, bool *progressed, bool *block
         const char *src = p->src ? (const char *)p->src + at : NULL;
         char *dst = p->dst ? (char *)p->dst + at : NULL;
         slice_compute(op, p, src, dst, in, out, count);
-        if (sends) TT_TRY(op->send->transport->send_commit(op->send, bytes));
+        if (sends) TT_TRY(op->send->transport->send_commit(op->send, bytes, &op->desc));
         if (receives) TT_TRY(op->recv->transport->recv_release(op->recv));
         op->prim_done += count;
         *progressed = true;

@@ -45,6 +45,7 @@ void tt_engine_submit(struct tt_batch *b)
         /* Atomic: threads may issue on one communicator at once (docs/semantics.md). */
         t->seq = atomic_fetch_add_explicit(&t->st->op_seq, 1, memory_order_relaxed) + 1;
         if (t->lane) t->ticket = atomic_fetch_add(&t->lane->next_ticket, 1);
+        t->op.desc.ticket = t->ticket;
         bool p2p = t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV;
         if (p2p)
             TT_INFO(TT_SUB_P2P, "%s #%llu: count %zu %s peer %d buff %p",

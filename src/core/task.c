@@ -188,6 +188,10 @@ ncclResult_t tt_task_init(struct tt_task *task, struct ncclComm *comm,
     op->nranks = comm->st.nranks;
     op->elt_bytes = tt_dtype_bytes(args->dtype);
     op->mem = tt_device_mem_kind(args->recvbuff != NULL ? args->recvbuff : args->sendbuff);
+    bool rooted = args->coll == TT_COLL_BROADCAST || args->coll == TT_COLL_REDUCE;
+    op->desc = (struct tt_op_desc){.count = args->count, .root = rooted ? args->root : -1,
+                                   .coll = (uint8_t)args->coll, .dtype = (uint8_t)args->dtype,
+                                   .op = is_reduction(args->coll) ? (uint16_t)args->op : 0};
     /* Operations without a reduction still carry the dtype: copies use it for element sizes. */
     if (is_reduction(args->coll))
         TT_TRY(tt_redop_resolve(comm, args->op, args->dtype, &op->redop));

@@ -14,6 +14,7 @@ struct self_fifo {
     _Atomic int refs;      /* both ends hold a reference; the last close frees */
     size_t slot_bytes;
     size_t lengths[TT_CONN_SLOTS];
+    struct tt_op_desc descs[TT_CONN_SLOTS];
     unsigned char *slots;
 };
 
@@ -72,11 +73,13 @@ static ncclResult_t self_send_acquire(struct tt_conn *conn, void **slot, struct 
     return ncclSuccess;
 }
 
-static ncclResult_t self_send_commit(struct tt_conn *conn, size_t bytes)
+static ncclResult_t self_send_commit(struct tt_conn *conn, size_t bytes,
+                                     const struct tt_op_desc *desc)
 {
     struct self_fifo *fifo = conn->priv;
     uint64_t tail = atomic_load_explicit(&fifo->tail, memory_order_relaxed);
     fifo->lengths[tail % TT_CONN_SLOTS] = bytes;
+    fifo->descs[tail % TT_CONN_SLOTS] = desc != NULL ? *desc : (struct tt_op_desc){0};
     atomic_store_explicit(&fifo->tail, tail + 1, memory_order_release);
     return ncclSuccess;
 }
@@ -84,7 +87,7 @@ static ncclResult_t self_send_commit(struct tt_conn *conn, size_t bytes)
 static bool self_send_idle(struct tt_conn *conn) { return true; }
 
 static ncclResult_t self_recv_peek(struct tt_conn *conn, const void **data, size_t *bytes,
-                                   struct tt_wait_hint *hint)
+                                   struct tt_op_desc *desc, struct tt_wait_hint *hint)
 {
     struct self_fifo *fifo = conn->priv;
     uint64_t head = atomic_load_explicit(&fifo->head, memory_order_relaxed);
@@ -94,6 +97,7 @@ static ncclResult_t self_recv_peek(struct tt_conn *conn, const void **data, size
     }
     *data = fifo->slots + (head % TT_CONN_SLOTS) * tt_conn_slot_stride(fifo->slot_bytes);
     *bytes = fifo->lengths[head % TT_CONN_SLOTS];
+    if (desc != NULL) *desc = fifo->descs[head % TT_CONN_SLOTS];
     return ncclSuccess;
 }
 

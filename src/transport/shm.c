@@ -42,9 +42,11 @@ struct shm_header {
     uint64_t slot_bytes;
 };
 
-/* Each slot: the payload length, then the payload on the next cache line. */
+/* Each slot: the payload length and the operation's descriptor, then the payload on the next
+ * cache line. */
 struct shm_slot_header {
     alignas(SHM_ALIGN) uint64_t bytes;
+    struct tt_op_desc desc;
 };
 
 /* What the receiver tells the sender in the info blob. */
@@ -289,13 +291,17 @@ static ncclResult_t shm_send_acquire(struct tt_conn *conn, void **slot,
     return ncclSuccess;
 }
 
-static ncclResult_t shm_send_commit(struct tt_conn *conn, size_t bytes)
+static ncclResult_t shm_send_commit(struct tt_conn *conn, size_t bytes,
+                                    const struct tt_op_desc *desc)
 {
     struct shm_conn *sc = conn->priv;
     if (bytes > conn->slot_bytes)
         return TT_ERROR(ncclInternalError, "shm: commit of %zu bytes into a %zu-byte slot",
                         bytes, conn->slot_bytes);
-    slot_at(sc, sc->next)->bytes = bytes;
+    struct shm_slot_header *slot = slot_at(sc, sc->next);
+    slot->bytes = bytes;
+    if (desc != NULL) slot->desc = *desc;
+    else memset(&slot->desc, 0, sizeof slot->desc);
     sc->next++;
     /* Sequentially consistent, so that this store and the sleeper check in tt_wait_wake
      * cannot be reordered against the receiver's announce-then-check (see wait.c). */
@@ -307,7 +313,7 @@ static ncclResult_t shm_send_commit(struct tt_conn *conn, size_t bytes)
 static bool shm_send_idle(struct tt_conn *conn) { return true; }
 
 static ncclResult_t shm_recv_peek(struct tt_conn *conn, const void **data, size_t *bytes,
-                                  struct tt_wait_hint *hint)
+                                  struct tt_op_desc *desc, struct tt_wait_hint *hint)
 {
     struct shm_conn *sc = conn->priv;
     /* A tail read before covers every slot below it (its acquire load saw their contents). */
@@ -339,6 +345,7 @@ static ncclResult_t shm_recv_peek(struct tt_conn *conn, const void **data, size_
                         conn->peer, len, conn->slot_bytes);
     *data = s + 1;
     *bytes = (size_t)len;
+    if (desc != NULL) memcpy(desc, (const void *)&s->desc, sizeof *desc);
     return ncclSuccess;
 }
 

@@ -15,7 +15,9 @@
  *     0 u64 magic TCP_HELLO_MAGIC | 8 u64 nonce | 16 u64 slot_bytes | 24 u32 from rank
  *     28 u32 to rank | 32 u32 tag | 36 u32 zero
  *   Then frames, frame k (k = 0, 1, ...) being one committed message:
- *     0 u32 payload bytes (<= slot_bytes) | 4 u32 (k mod 2^32) XOR TCP_FRAME_MAGIC | payload
+ *     0 u32 payload bytes (<= slot_bytes) | 4 u32 (k mod 2^32) XOR TCP_FRAME_MAGIC
+ *     8 the operation's descriptor (struct tt_op_desc): u64 ticket | u64 count | u32 root |
+ *     u8 coll | u8 dtype | u16 op | payload
  * A frame whose length or check word is wrong is a ncclRemoteError and closes the connection;
  * its payload is never handed out. */
 #include <endian.h>
@@ -42,7 +44,7 @@
 #define TCP_HELLO_MAGIC 0x6f6c6c6568706374ull /* "tcphello" */
 #define TCP_FRAME_MAGIC 0x54544652u           /* "RFTT" */
 #define TCP_HELLO_BYTES 40
-#define TCP_FRAME_HEADER_BYTES 8
+#define TCP_FRAME_HEADER_BYTES 32
 /* Accepted sockets whose connection has not asked for them yet; more are refused. */
 #define TCP_MAX_PENDING 4096
 
@@ -91,6 +93,8 @@ struct tcp_conn {
     size_t rx_hdr_got;
     bool rx_have_len;
     uint32_t rx_len;
+    struct tt_op_desc rx_desc;             /* of frame `posted`, parsed with rx_len */
+    struct tt_op_desc desc[TT_CONN_SLOTS]; /* receiver: each complete frame's descriptor */
     size_t rx_got;
 };
 
@@ -118,6 +122,26 @@ static uint64_t get_u64(const uint8_t *p)
     uint64_t v;
     memcpy(&v, p, 8);
     return le64toh(v);
+}
+
+static void put_desc(uint8_t *p, const struct tt_op_desc *d)
+{
+    static const struct tt_op_desc none;
+    if (d == NULL) d = &none;
+    put_u64(p, d->ticket);
+    put_u64(p + 8, d->count);
+    put_u32(p + 16, (uint32_t)d->root);
+    p[20] = d->coll;
+    p[21] = d->dtype;
+    p[22] = (uint8_t)(d->op & 0xff);
+    p[23] = (uint8_t)(d->op >> 8);
+}
+
+static void get_desc(const uint8_t *p, struct tt_op_desc *d)
+{
+    *d = (struct tt_op_desc){.ticket = get_u64(p), .count = get_u64(p + 8),
+                             .root = (int32_t)get_u32(p + 16), .coll = p[20], .dtype = p[21],
+                             .op = (uint16_t)(p[22] | p[23] << 8)};
 }
 
 static void encode_hello(uint8_t *p, const struct tcp_hello *h)
@@ -507,6 +531,7 @@ static ncclResult_t fill(struct tt_conn *conn, struct tcp_conn *tc)
                                          conn->peer, tc->posted, len, conn->slot_bytes, check,
                                          want));
             tc->rx_len = len;
+            get_desc(tc->rx_hdr + 8, &tc->rx_desc);
             tc->rx_have_len = true;
             tc->rx_hdr_got = 0;
             tc->rx_got = 0;
@@ -514,6 +539,7 @@ static ncclResult_t fill(struct tt_conn *conn, struct tcp_conn *tc)
         if (tc->posted - tc->done == TT_CONN_SLOTS) return ncclSuccess;
         if (tc->rx_have_len && tc->rx_got == tc->rx_len) {
             tc->len[tc->posted % TT_CONN_SLOTS] = tc->rx_len;
+            tc->desc[tc->posted % TT_CONN_SLOTS] = tc->rx_desc;
             tc->posted++;
             tc->rx_have_len = false;
             continue;
@@ -576,7 +602,8 @@ static ncclResult_t tcp_send_acquire(struct tt_conn *conn, void **slot,
     return ncclSuccess;
 }
 
-static ncclResult_t tcp_send_commit(struct tt_conn *conn, size_t bytes)
+static ncclResult_t tcp_send_commit(struct tt_conn *conn, size_t bytes,
+                                    const struct tt_op_desc *desc)
 {
     struct tcp_conn *tc = conn->priv;
     if (tc->failed != ncclSuccess) return tc->failed;
@@ -588,6 +615,7 @@ static ncclResult_t tcp_send_commit(struct tt_conn *conn, size_t bytes)
     tc->len[s] = (uint32_t)bytes;
     put_u32(tc->tx_hdr[s], (uint32_t)bytes);
     put_u32(tc->tx_hdr[s] + 4, (uint32_t)tc->posted ^ TCP_FRAME_MAGIC);
+    put_desc(tc->tx_hdr[s] + 8, desc);
     tc->posted++;
     TT_TRY(flush(conn, tc));
     return ncclSuccess;
@@ -600,7 +628,7 @@ static bool tcp_send_idle(struct tt_conn *conn)
 }
 
 static ncclResult_t tcp_recv_peek(struct tt_conn *conn, const void **data, size_t *bytes,
-                                  struct tt_wait_hint *hint)
+                                  struct tt_op_desc *desc, struct tt_wait_hint *hint)
 {
     struct tcp_conn *tc = conn->priv;
     *data = NULL;
@@ -621,6 +649,7 @@ static ncclResult_t tcp_recv_peek(struct tt_conn *conn, const void **data, size_
     }
     *data = slot_of(conn, tc, tc->done);
     *bytes = tc->len[tc->done % TT_CONN_SLOTS];
+    if (desc != NULL) *desc = tc->desc[tc->done % TT_CONN_SLOTS];
     return ncclSuccess;
 }
 

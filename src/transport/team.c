@@ -22,7 +22,10 @@
 #include "util/param.h"
 
 #define LINE 64
-#define FLAG_BYTES 8 /* the flag word before each slot's payload */
+/* Before each slot's payload: the flag word (8 bytes) and the descriptor of the operation that
+ * filled it (24), so that a small payload still shares their cache line. */
+#define FLAG_BYTES 8
+#define SLOT_HEADER_BYTES (FLAG_BYTES + sizeof(struct tt_op_desc))
 /* Peers' blocks mapped at once, per communicator: at least this many, and always more than one
  * operation can need (a send and a receive block per peer), so that mapping a block never evicts
  * one the same operation is still using. */
@@ -77,7 +80,7 @@ static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
 static size_t segment_bytes(size_t slot_bytes)
 {
-    return sizeof(struct mailbox) + 2 * round_up(FLAG_BYTES + slot_bytes, LINE);
+    return sizeof(struct mailbox) + 2 * round_up(SLOT_HEADER_BYTES + slot_bytes, LINE);
 }
 
 ncclResult_t tt_team_create(int rank, int nranks, uint64_t comm_hash, size_t slot_bytes,
@@ -90,7 +93,7 @@ ncclResult_t tt_team_create(int rank, int nranks, uint64_t comm_hash, size_t slo
     h->map_peers = tt_param_map_peers() != 0;
     h->nranks = nranks;
     h->slot_bytes = slot_bytes;
-    h->slot_stride = round_up(FLAG_BYTES + slot_bytes, LINE);
+    h->slot_stride = round_up(SLOT_HEADER_BYTES + slot_bytes, LINE);
     h->map_bytes = segment_bytes(slot_bytes);
     TT_TRY_GOTO(TT_CALLOC(&h->boxes, (size_t)nranks), res, fail);
     TT_TRY_GOTO(TT_CALLOC(&h->pids, (size_t)nranks), res, fail);
@@ -283,12 +286,12 @@ bool tt_team_slot_free(struct tt_team *h, int slot, struct tt_wait_hint *hint)
 
 void *tt_team_my_slot(struct tt_team *h, int slot)
 {
-    return h->mine->slots + (size_t)slot * h->slot_stride + FLAG_BYTES;
+    return h->mine->slots + (size_t)slot * h->slot_stride + SLOT_HEADER_BYTES;
 }
 
 const void *tt_team_peer_slot(const struct tt_team *h, int peer, int slot)
 {
-    return h->boxes[peer]->slots + (size_t)slot * h->slot_stride + FLAG_BYTES;
+    return h->boxes[peer]->slots + (size_t)slot * h->slot_stride + SLOT_HEADER_BYTES;
 }
 
 void tt_team_post(struct tt_team *h, uint64_t event)
@@ -458,4 +461,16 @@ int tt_team_peer_failed(const struct tt_team *h, int peer, char *reason, size_t 
         reason[n - 1] = '\0';
     }
     return code;
+}
+
+struct tt_op_desc *tt_team_my_slot_desc(struct tt_team *h, int slot)
+{
+    return (struct tt_op_desc *)(void *)(h->mine->slots + (size_t)slot * h->slot_stride +
+                                         FLAG_BYTES);
+}
+
+void tt_team_peer_slot_desc(const struct tt_team *h, int peer, int slot, struct tt_op_desc *out)
+{
+    /* The peer's memory: copied once, then compared (it could change under a second read). */
+    memcpy(out, h->boxes[peer]->slots + (size_t)slot * h->slot_stride + FLAG_BYTES, sizeof *out);
 }

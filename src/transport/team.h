@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "nccl.h"
+#include "transport/transport.h"
 #include "util/wait.h"
 
 /* What a rank tells its local peers about its mailbox (allgathered by the core). */
@@ -78,6 +79,10 @@ void tt_team_op_seen_all(struct tt_team *h, uint64_t seq);
 void *tt_team_my_slot(struct tt_team *h, int slot);
 /* Rank `peer`'s payload area of `slot` (read only; valid once the peer posted the event). */
 const void *tt_team_peer_slot(const struct tt_team *h, int peer, int slot);
+/* The descriptor of the operation that fills this rank's `slot` (written before posting), and a
+ * copy of the one `peer` wrote into its `slot` (valid once it posted). */
+struct tt_op_desc *tt_team_my_slot_desc(struct tt_team *h, int slot);
+void tt_team_peer_slot_desc(const struct tt_team *h, int peer, int slot, struct tt_op_desc *out);
 /* Posts this rank's event `event` and wakes sleepers. */
 void tt_team_post(struct tt_team *h, uint64_t event);
 /* Whether `peer` reached `event`; otherwise fills `hint` (sleep on its counter). */

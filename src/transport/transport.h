@@ -38,6 +38,20 @@ static inline size_t tt_conn_slot_stride(size_t slot_bytes)
     return (slot_bytes + 63) & ~(size_t)63;
 }
 
+/* What an operation is, as the ranks must agree on it. The sender attaches its operation's
+ * descriptor to every slice it commits and the receiver gets it with the slice, so that a
+ * mismatch between ranks (count, datatype, operator, root, collective, or the order of calls)
+ * is an error instead of wrong data (algo/prims.c compares). Transports carry it opaquely. */
+struct tt_op_desc {
+    uint64_t ticket; /* the operation's place on its lane: equal on both ends of a match */
+    uint64_t count;
+    int32_t root;    /* -1 where the collective has none */
+    uint8_t coll;
+    uint8_t dtype;
+    uint16_t op;     /* ncclRedOp_t of reductions (user ops are small slot numbers), else 0 */
+};
+_Static_assert(sizeof(struct tt_op_desc) == 24, "struct tt_op_desc is part of the wire format");
+
 /* The opaque blob one side of a connection gives the other at setup. */
 struct tt_conn_info {
     uint8_t bytes[TT_CONN_INFO_BYTES];
@@ -101,14 +115,16 @@ struct tt_transport {
 
     /* Sender: a free slot of conn->slot_bytes, or *slot = NULL when no credit yet. */
     ncclResult_t (*send_acquire)(struct tt_conn *conn, void **slot, struct tt_wait_hint *hint);
-    /* Sender: publish the acquired slot holding `bytes` (<= slot_bytes) bytes. */
-    ncclResult_t (*send_commit)(struct tt_conn *conn, size_t bytes);
+    /* Sender: publish the acquired slot holding `bytes` (<= slot_bytes) bytes, with the
+     * descriptor of the operation it belongs to (NULL: zeros). */
+    ncclResult_t (*send_commit)(struct tt_conn *conn, size_t bytes, const struct tt_op_desc *desc);
     /* Sender: true when everything committed has left this process (TCP: written to the
      * socket), so the caller may return to the user without a proxy thread. */
     bool (*send_idle)(struct tt_conn *conn);
-    /* Receiver: the oldest full slot and its length, or *data = NULL when none yet. */
+    /* Receiver: the oldest full slot, its length and the descriptor sent with it (into *desc
+     * unless NULL), or *data = NULL when none yet. */
     ncclResult_t (*recv_peek)(struct tt_conn *conn, const void **data, size_t *bytes,
-                              struct tt_wait_hint *hint);
+                              struct tt_op_desc *desc, struct tt_wait_hint *hint);
     /* Receiver: give the slot returned by recv_peek back to the sender. */
     ncclResult_t (*recv_release)(struct tt_conn *conn);
     /* Move bytes without being asked for a slot (TCP: flush and fill socket buffers); may be
