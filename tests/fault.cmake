@@ -29,3 +29,21 @@ add_test(NAME fault_abort COMMAND fault_abort --trials 12)
 set_tests_properties(fault_abort PROPERTIES LABELS fault TIMEOUT 120)
 add_test(NAME fault_abort_soak COMMAND fault_abort --trials 200)
 set_tests_properties(fault_abort_soak PROPERTIES LABELS soak TIMEOUT 1200)
+
+# Arguments that differ across ranks (count, datatype, operator, root, collective) at 8 B, 1 MiB
+# and 64 MiB: ncclInvalidUsage on every rank, over shared memory at 2 and 3 ranks and over TCP at
+# 2 (see docs/semantics.md for TCP with more ranks).
+if(TARGET tutti-run)
+  add_executable(fault_mismatch tests/fault_mismatch.c)
+  target_link_libraries(fault_mismatch PRIVATE tutti)
+  target_compile_options(fault_mismatch PRIVATE ${TUTTI_WARNINGS})
+  foreach(cfg "n2_shm;2;" "n3_shm;3;" "n2_tcp;2;NCCL_SHM_DISABLE=1")
+    list(GET cfg 0 name)
+    list(GET cfg 1 n)
+    list(GET cfg 2 extra)
+    add_test(NAME fault_mismatch_${name}
+             COMMAND $<TARGET_FILE:tutti-run> -n ${n} --timeout 170 $<TARGET_FILE:fault_mismatch>)
+    set_tests_properties(fault_mismatch_${name} PROPERTIES LABELS fault TIMEOUT 180
+                         ENVIRONMENT "TUTTI_TIMEOUT_MS=20000;${extra}")
+  endforeach()
+endif()
