@@ -142,6 +142,38 @@ static void test_init_args(void)
     config.splitShare = -2;
     CHECK_RES(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument,
               "splitShare");
+    config = good;
+    config.minCTAs = 8;
+    config.maxCTAs = 4;
+    CHECK_RES(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument, "minCTAs");
+    config = good;
+    config.CTAPolicy = 99;
+    CHECK_RES(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument,
+              "CTAPolicy");
+    config = good;
+    config.cgaClusterSize = 9;
+    CHECK_RES(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument,
+              "cgaClusterSize");
+}
+
+/* Integer variables outside their range (or not integers) fail init naming the variable,
+ * instead of being taken silently (TUTTI_TIMEOUT_MS=-5 used to turn every deadline off). */
+static void test_env_ranges(void)
+{
+    static const struct {
+        const char *var, *value;
+    } bad[] = {{"TUTTI_TIMEOUT_MS", "-5"},  {"TUTTI_SPIN", "-1"},
+               {"NCCL_COMM_BLOCKING", "7"}, {"NCCL_BUFFSIZE", "12"},
+               {"NCCL_SHM_DISABLE", "2"},   {"TUTTI_ONESHOT_BYTES", "1e9"},
+               {"TUTTI_CHUNK_BYTES", "x"},  {"TUTTI_MAP_PEERS", "-1"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv(bad[i].var, bad[i].value, 1);
+        ncclUniqueId id;
+        memset(&id, 0, sizeof id);
+        ncclComm_t comm = NULL;
+        CHECK_RES(ncclCommInitRank(&comm, 1, id, 0), ncclInvalidArgument, bad[i].var);
+        unsetenv(bad[i].var);
+    }
 }
 
 /* Every call on a NULL communicator is refused, except destroy and abort, which accept NULL as
@@ -382,6 +414,7 @@ int main(int argc, char **argv)
     test_version();
     test_error_strings();
     test_init_args();
+    test_env_ranges();
     test_null_comm();
     test_groups();
     test_nothing_silently_succeeds();

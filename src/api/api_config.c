@@ -22,6 +22,16 @@ static ncclResult_t check_config_flag(int value, const char *caller, const char 
     return ncclSuccess;
 }
 
+/* An integer field of ncclConfig_t: unset, or within [lo, hi]. */
+static ncclResult_t check_config_range(int value, int lo, int hi, const char *caller,
+                                       const char *field)
+{
+    if (value != NCCL_CONFIG_UNDEF_INT && (value < lo || value > hi))
+        return TT_ERROR(ncclInvalidArgument, "%s: config->%s is %d; it must lie in [%d, %d]",
+                        caller, field, value, lo, hi);
+    return ncclSuccess;
+}
+
 ncclResult_t tt_api_read_config(const ncclConfig_t *config, const char *caller,
                                 ncclConfig_t *out)
 {
@@ -48,5 +58,26 @@ ncclResult_t tt_api_read_config(const ncclConfig_t *config, const char *caller,
     TT_TRY(check_config_flag(out->splitShare, caller, "splitShare"));
     TT_TRY(check_config_flag(out->shrinkShare, caller, "shrinkShare"));
     TT_TRY(check_config_flag(out->collnetEnable, caller, "collnetEnable"));
+    TT_TRY(check_config_flag(out->nvlinkCentricSched, caller, "nvlinkCentricSched"));
+    /* Fields Tutti accepts for compatibility but has no use for on CPUs are still checked, so
+     * that a program that passes nonsense hears about it here as it would from NCCL. */
+    TT_TRY(check_config_range(out->cgaClusterSize, 0, 8, caller, "cgaClusterSize"));
+    TT_TRY(check_config_range(out->minCTAs, 1, 65535, caller, "minCTAs"));
+    TT_TRY(check_config_range(out->maxCTAs, 1, 65535, caller, "maxCTAs"));
+    TT_TRY(check_config_range(out->trafficClass, 0, 255, caller, "trafficClass"));
+    TT_TRY(check_config_range(out->nvlsCTAs, 1, 65535, caller, "nvlsCTAs"));
+    TT_TRY(check_config_range(out->nChannelsPerNetPeer, 1, 65535, caller, "nChannelsPerNetPeer"));
+    /* CTAPolicy is a set of NCCL_CTA_POLICY_* flags. */
+    int policies = NCCL_CTA_POLICY_EFFICIENCY | NCCL_CTA_POLICY_ZERO;
+    if (out->CTAPolicy != NCCL_CONFIG_UNDEF_INT && (out->CTAPolicy & ~policies) != 0)
+        return TT_ERROR(ncclInvalidArgument,
+                        "%s: config->CTAPolicy is %d; it must be a combination of "
+                        "NCCL_CTA_POLICY_DEFAULT, _EFFICIENCY and _ZERO (0 to %d)",
+                        caller, out->CTAPolicy, policies);
+    if (out->minCTAs != NCCL_CONFIG_UNDEF_INT && out->maxCTAs != NCCL_CONFIG_UNDEF_INT &&
+        out->minCTAs > out->maxCTAs)
+        return TT_ERROR(ncclInvalidArgument,
+                        "%s: config->minCTAs (%d) is larger than config->maxCTAs (%d)", caller,
+                        out->minCTAs, out->maxCTAs);
     return ncclSuccess;
 }

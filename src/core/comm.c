@@ -561,6 +561,7 @@ ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *
     struct ncclComm *comm = NULL;
     ncclResult_t res = ncclSuccess;
     *out = NULL;
+    TT_TRY(tt_param_check());
     TT_TRY(TT_CALLOC(&comm, 1));
     comm->st.rank = rank;
     comm->st.nranks = nranks;

@@ -8,56 +8,60 @@
 
 #include <stdint.h>
 
-/* X(name, ENV_VARIABLE, type INT|STR, default, doc) */
-#define TT_PARAMS(X)                                                                            \
-    X(debug, "NCCL_DEBUG", STR, "WARN",                                                         \
-      "Log level: NONE, VERSION, WARN, INFO, ABORT or TRACE")                                   \
-    X(debug_subsys, "NCCL_DEBUG_SUBSYS", STR, "INIT,ENV,BOOTSTRAP",                             \
-      "Subsystems logged at INFO/TRACE: INIT,COLL,P2P,SHM,NET,TUNING,ENV,ALLOC,CALL,PROXY,"     \
-      "BOOTSTRAP,ALL; a leading ^ excludes")                                                    \
-    X(debug_file, "NCCL_DEBUG_FILE", STR, "",                                                   \
-      "Write the log to this file instead of stderr (%h = host, %p = pid)")                     \
-    X(comm_id, "NCCL_COMM_ID", STR, "",                                                         \
-      "host:port of the bootstrap root; gives every rank the same unique id (set by tutti-run)") \
-    X(socket_ifname, "NCCL_SOCKET_IFNAME", STR, "",                                             \
-      "Network interfaces to use: prefixes, ^ to exclude, = for exact names (e.g. eth0,^docker)") \
-    X(socket_family, "NCCL_SOCKET_FAMILY", STR, "",                                             \
-      "Address family for sockets: AF_INET or AF_INET6 (default: either)")                      \
-    X(hostid, "NCCL_HOSTID", STR, "",                                                           \
-      "Override this process's host identity (ranks with equal ids are on one host)")           \
-    X(buffsize, "NCCL_BUFFSIZE", INT, 4194304,                                                  \
-      "Bytes of each connection's FIFO (8 slots); must be equal on every rank")                 \
-    X(shm_disable, "NCCL_SHM_DISABLE", INT, 0,                                                  \
-      "1: never use shared memory between ranks of one host (use TCP instead)")                 \
-    X(p2p_disable, "NCCL_P2P_DISABLE", INT, 0,                                                  \
-      "1: disable direct peer access (same effect as NCCL_SHM_DISABLE on host buffers)")        \
-    X(algo, "NCCL_ALGO", STR, "",                                                               \
-      "Allowed algorithms, NCCL syntax (e.g. Ring, ^Tree, allreduce:ring)")                    \
-    X(proto, "NCCL_PROTO", STR, "",                                                             \
-      "Allowed protocols, NCCL syntax (e.g. Simple, ^LL)")                                      \
-    X(comm_blocking, "NCCL_COMM_BLOCKING", INT, -1,                                             \
-      "1 or 0: overrides config.blocking of every communicator (-1: use the config)")          \
-    X(timeout_ms, "TUTTI_TIMEOUT_MS", INT, 300000,                                              \
-      "Deadline of init and of every operation: milliseconds without progress (0 = none)")          \
-    X(oneshot_bytes, "TUTTI_ONESHOT_BYTES", INT, 65536,                                         \
-      "Payload bytes of each rank's mailbox slot: the largest OneShot message (0 disables)")   \
-    X(chunk_bytes, "TUTTI_CHUNK_BYTES", INT, 0,                                                 \
-      "Test knob: bytes per FIFO slot instead of NCCL_BUFFSIZE/8, so tiny buffers cross many " \
-      "chunks")                                                                                 \
-    X(spin, "TUTTI_SPIN", INT, 2000,                                                            \
-      "Polls of a blocked wait before it starts yielding the CPU")                              \
-    X(secret, "TUTTI_SECRET", STR, "",                                                          \
-      "Job secret mixed into the unique id derived from NCCL_COMM_ID")                          \
-    X(port_range, "TUTTI_PORT_RANGE", STR, "",                                                  \
-      "lo-hi: listen only on TCP ports in this range (firewalls)")                              \
-    X(map_peers, "TUTTI_MAP_PEERS", INT, 1,                                                     \
-      "0: never map peers' shareable buffers; Direct then copies them with cross-memory "       \
-      "attach (debugging, and the fallback's test)")                                            \
-    X(stream_footprint, "TUTTI_STREAM_FOOTPRINT", INT, 0,                                       \
-      "Direct's copies use non-temporal stores above this many bytes of buffers, all ranks "    \
-      "together (0: four times the last-level cache)")                                          \
-    X(register_remap, "TUTTI_REGISTER_REMAP", INT, 1,                                           \
-      "1: ncclCommRegister and ncclCommWindowRegister move the whole pages of an ordinary "     \
+#include "nccl.h"
+
+/* X(name, ENV_VARIABLE, type INT|STR, default, min, max, doc): an INT outside [min, max] (or not
+ * an integer) is reported once at WARN and the default used, and fails communicator init
+ * (tt_param_check); min and max are 0 for STR. */
+#define TT_PARAMS(X)                                                                               \
+    X(debug, "NCCL_DEBUG", STR, "WARN", 0, 0,                                                      \
+      "Log level: NONE, VERSION, WARN, INFO, ABORT or TRACE")                                      \
+    X(debug_subsys, "NCCL_DEBUG_SUBSYS", STR, "INIT,ENV,BOOTSTRAP", 0, 0,                          \
+      "Subsystems logged at INFO/TRACE: INIT,COLL,P2P,SHM,NET,TUNING,ENV,ALLOC,CALL,PROXY,"        \
+      "BOOTSTRAP,ALL; a leading ^ excludes")                                                       \
+    X(debug_file, "NCCL_DEBUG_FILE", STR, "", 0, 0,                                                \
+      "Write the log to this file instead of stderr (%h = host, %p = pid)")                        \
+    X(comm_id, "NCCL_COMM_ID", STR, "", 0, 0,                                                      \
+      "host:port of the bootstrap root; gives every rank the same unique id (set by tutti-run)")   \
+    X(socket_ifname, "NCCL_SOCKET_IFNAME", STR, "", 0, 0,                                          \
+      "Network interfaces to use: prefixes, ^ to exclude, = for exact names (e.g. eth0,^docker)")  \
+    X(socket_family, "NCCL_SOCKET_FAMILY", STR, "", 0, 0,                                          \
+      "Address family for sockets: AF_INET or AF_INET6 (default: either)")                         \
+    X(hostid, "NCCL_HOSTID", STR, "", 0, 0,                                                        \
+      "Override this process's host identity (ranks with equal ids are on one host)")              \
+    X(buffsize, "NCCL_BUFFSIZE", INT, 4194304, 64, 536870912,                                      \
+      "Bytes of each connection's FIFO (8 slots); must be equal on every rank")                    \
+    X(shm_disable, "NCCL_SHM_DISABLE", INT, 0, 0, 1,                                               \
+      "1: never use shared memory between ranks of one host (use TCP instead)")                    \
+    X(p2p_disable, "NCCL_P2P_DISABLE", INT, 0, 0, 1,                                               \
+      "1: disable direct peer access (same effect as NCCL_SHM_DISABLE on host buffers)")           \
+    X(algo, "NCCL_ALGO", STR, "", 0, 0,                                                            \
+      "Allowed algorithms, NCCL syntax (e.g. Ring, ^Tree, allreduce:ring)")                        \
+    X(proto, "NCCL_PROTO", STR, "", 0, 0,                                                          \
+      "Allowed protocols, NCCL syntax (e.g. Simple, ^LL)")                                         \
+    X(comm_blocking, "NCCL_COMM_BLOCKING", INT, -1, -1, 1,                                         \
+      "1 or 0: overrides config.blocking of every communicator (-1: use the config)")              \
+    X(timeout_ms, "TUTTI_TIMEOUT_MS", INT, 300000, 0, 31536000000LL,                               \
+      "Deadline of init and of every operation: milliseconds without progress (0 = none)")         \
+    X(oneshot_bytes, "TUTTI_ONESHOT_BYTES", INT, 65536, 0, 67108864,                               \
+      "Payload bytes of each rank's mailbox slot: the largest OneShot message (0 disables)")       \
+    X(chunk_bytes, "TUTTI_CHUNK_BYTES", INT, 0, 0, 67108864,                                       \
+      "Test knob: bytes per FIFO slot instead of NCCL_BUFFSIZE/8, so tiny buffers cross many "     \
+      "chunks")                                                                                    \
+    X(spin, "TUTTI_SPIN", INT, 2000, 0, 1000000000,                                                \
+      "Polls of a blocked wait before it starts yielding the CPU")                                 \
+    X(secret, "TUTTI_SECRET", STR, "", 0, 0,                                                       \
+      "Job secret mixed into the unique id derived from NCCL_COMM_ID")                             \
+    X(port_range, "TUTTI_PORT_RANGE", STR, "", 0, 0,                                               \
+      "lo-hi: listen only on TCP ports in this range (firewalls)")                                 \
+    X(map_peers, "TUTTI_MAP_PEERS", INT, 1, 0, 1,                                                  \
+      "0: never map peers' shareable buffers; Direct then copies them with cross-memory "          \
+      "attach (debugging, and the fallback's test)")                                               \
+    X(stream_footprint, "TUTTI_STREAM_FOOTPRINT", INT, 0, 0, INT64_MAX,                            \
+      "Direct's copies use non-temporal stores above this many bytes of buffers, all ranks "       \
+      "together (0: four times the last-level cache)")                                             \
+    X(register_remap, "TUTTI_REGISTER_REMAP", INT, 1, 0, 1,                                        \
+      "1: ncclCommRegister and ncclCommWindowRegister move the whole pages of an ordinary "        \
       "buffer (64 KiB or more) into a memory file the host's peers map; 0: bookkeeping only")
 
 enum tt_param_type { TT_PARAM_INT, TT_PARAM_STR };
@@ -67,12 +71,14 @@ struct tt_param_desc {
     const char *env;
     enum tt_param_type type;
     const char *default_text;
+    int64_t min;
+    int64_t max;
     const char *doc;
 };
 
 #define TT_PARAM_GETTER_INT(name) int64_t tt_param_##name(void);
 #define TT_PARAM_GETTER_STR(name) const char *tt_param_##name(void);
-#define TT_PARAM_DECLARE(name, env, type, def, doc) TT_PARAM_GETTER_##type(name)
+#define TT_PARAM_DECLARE(name, env, type, def, lo, hi, doc) TT_PARAM_GETTER_##type(name)
 TT_PARAMS(TT_PARAM_DECLARE)
 #undef TT_PARAM_DECLARE
 
@@ -81,5 +87,9 @@ const struct tt_param_desc *tt_param_table(int *count);
 /* Current value of entry i as text (the default when unset). */
 const char *tt_param_value_text(int i, char *buf, unsigned buf_bytes);
 void tt_param_reload(void);
+/* The first integer variable that is set but not an integer within its range, as an
+ * ncclInvalidArgument naming it and its range (communicator init calls this); else
+ * ncclSuccess. */
+ncclResult_t tt_param_check(void);
 
 #endif
