@@ -51,6 +51,13 @@ ncclResult_t tuttiStreamSynchronize(cudaStream_t stream);
  * or the first error of the completed ones (forgotten once reported). Never blocks. */
 ncclResult_t tuttiStreamQuery(cudaStream_t stream);
 
+/* Who is stuck: logs at WARN (NCCL_DEBUG=WARN, the default, shows it) the communicator's
+ * operations that are stalled right now, each with its sequence number, collective, count,
+ * how long it has waited and the rank and resource it waits for. The same dump is printed when
+ * an operation times out, and for every communicator of the process on SIGUSR1 when
+ * TUTTI_DUMP_SIGNAL=1. Safe to call from any thread, while other threads are blocked. */
+ncclResult_t tuttiCommDump(ncclComm_t comm);
+
 /* Per-operation events: tell when one operation completed, and with what error, however it was
  * issued (what a PyTorch Work or any asynchronous caller waits on). tuttiEventRecord marks the
  * point after every operation `comm` has issued so far on `stream` (a host stream), or, with

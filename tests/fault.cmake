@@ -47,3 +47,13 @@ if(TARGET tutti-run)
                          ENVIRONMENT "TUTTI_TIMEOUT_MS=20000;${extra}")
   endforeach()
 endif()
+# tuttiCommDump while a thread is blocked names the operation and the rank it waits for.
+add_test(NAME fault_dump COMMAND fault_abort --trials 1)
+set_tests_properties(fault_dump PROPERTIES LABELS fault TIMEOUT 60 PASS_REGULAR_EXPRESSION
+  "1 operation stalled:.*#1 AllReduce of 1024 elements of float32, stalled [0-9.]+ ms, waiting for data from rank 1")
+add_executable(fault_signal tests/fault_signal.c)
+target_link_libraries(fault_signal PRIVATE tutti)
+target_compile_options(fault_signal PRIVATE ${TUTTI_WARNINGS})
+add_test(NAME fault_signal COMMAND fault_signal)
+set_tests_properties(fault_signal PROPERTIES LABELS fault TIMEOUT 60 PASS_REGULAR_EXPRESSION
+  "rank 0 of 2 \\(SIGUSR1\\): 1 operation stalled:.*#1 AllReduce of 4 elements of float32, stalled [0-9.]+ ms, waiting for data from rank 1")

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "nccl.h"
+#include "tutti.h"
 
 enum mode { STOPPED, DEAD, INIT, NMODES };
 static const char *const mode_names[NMODES] = {"stopped", "dead", "init"};
@@ -68,6 +69,12 @@ static int rank0(enum mode mode, ncclUniqueId id, pid_t peer)
     pthread_t thread;
     pthread_create(&thread, NULL, block_in_allreduce, b);
     usleep(100000);
+    /* Who is stuck: the blocked AllReduce, waiting for rank 1 (checked by the fault_dump test
+     * through the log). */
+    if (mode == STOPPED && tuttiCommDump(comm) != ncclSuccess) {
+        fprintf(stderr, "tuttiCommDump failed: %s\n", ncclGetLastError(comm));
+        return 1;
+    }
     if (mode == DEAD) kill(peer, SIGKILL);
     double t0 = now_s();
     ncclResult_t res = ncclCommAbort(comm);

@@ -120,6 +120,14 @@ TT_API ncclResult_t tuttiStreamQuery(cudaStream_t stream)
     return tt_stream_query(stream);
 }
 
+TT_API ncclResult_t tuttiCommDump(ncclComm_t comm)
+{
+    TT_CALL_SCOPE;
+    tt_error_clear();
+    TT_TRY(tt_comm_check(comm, "tuttiCommDump"));
+    return tt_comm_dump(comm);
+}
+
 TT_API ncclResult_t tuttiEventCreate(tuttiEvent_t *event)
 {
     TT_CALL_SCOPE;

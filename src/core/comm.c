@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -455,6 +456,8 @@ static void comm_free(struct ncclComm *comm)
     for (int r = 0; comm->st.pidfds != NULL && r < comm->st.nranks; r++)
         if (comm->st.pidfds[r] >= 0) close(comm->st.pidfds[r]);
     free(comm->st.pidfds);
+    if (comm->st.flight != NULL) pthread_mutex_destroy(&comm->st.flight->lock);
+    free(comm->st.flight);
     tt_team_destroy(comm->team);
     free(comm->scratch.tmp);
     free(comm->scratch.send);
@@ -555,6 +558,10 @@ static void *init_main(void *arg)
     return NULL;
 }
 
+/* SIGUSR1 dumps (TUTTI_DUMP_SIGNAL=1), set up by the first init that finds the variable. */
+static pthread_once_t dump_once = PTHREAD_ONCE_INIT;
+static void start_dump_signal(void);
+
 ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank,
                                const ncclConfig_t *config)
 {
@@ -562,6 +569,7 @@ ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *
     ncclResult_t res = ncclSuccess;
     *out = NULL;
     TT_TRY(tt_param_check());
+    if (tt_param_dump_signal() != 0) pthread_once(&dump_once, start_dump_signal);
     TT_TRY(TT_CALLOC(&comm, 1));
     comm->st.rank = rank;
     comm->st.nranks = nranks;
@@ -573,6 +581,8 @@ ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *
     atomic_init(&comm->st.phase, TT_COMM_INITIALIZING);
     pthread_mutex_init(&comm->bootstrap_lock, NULL);
     pthread_mutex_init(&comm->tables_lock, NULL);
+    TT_TRY_GOTO(TT_CALLOC(&comm->st.flight, 1), res, fail);
+    pthread_mutex_init(&comm->st.flight->lock, NULL);
     comm->tctx.rank = rank;
     comm->tctx.nranks = nranks;
     comm->tctx.abort = &comm->st.abort;
@@ -734,4 +744,54 @@ ncclResult_t tt_comm_async_error(ncclComm_t comm)
 ncclResult_t tt_comm_check_usable(ncclComm_t comm, const char *caller)
 {
     return tt_state_check_usable(&comm->st, caller);
+}
+
+ncclResult_t tt_comm_dump(ncclComm_t comm)
+{
+    tt_state_flight_dump(&comm->st, "tuttiCommDump");
+    return ncclSuccess;
+}
+
+/* ---- SIGUSR1: every communicator's stalled operations (TUTTI_DUMP_SIGNAL=1) ----------------- */
+
+static int dump_pipe[2] = {-1, -1};
+
+static void on_dump_signal(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    char c = 1;
+    ssize_t ignored = write(dump_pipe[1], &c, 1); /* async-signal-safe; a full pipe drops it */
+    (void)ignored;
+    errno = saved;
+}
+
+/* Waits for the signal handler's byte and dumps every live communicator. */
+static void *dump_main(void *arg)
+{
+    (void)arg;
+    char c;
+    for (;;) {
+        ssize_t n = read(dump_pipe[0], &c, 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return NULL;
+        pthread_mutex_lock(&registry_lock);
+        for (size_t i = 0; i < registry_count; i++)
+            tt_state_flight_dump(&registry[i]->st, "SIGUSR1");
+        pthread_mutex_unlock(&registry_lock);
+    }
+}
+
+static void start_dump_signal(void)
+{
+    if (pipe2(dump_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return;
+    /* The reader blocks; only the handler's end stays nonblocking. */
+    fcntl(dump_pipe[0], F_SETFL, 0);
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, dump_main, NULL) != 0) return;
+    pthread_detach(thread);
+    struct sigaction sa = {.sa_handler = on_dump_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+    TT_INFO(TT_SUB_INIT, "SIGUSR1 dumps every communicator's stalled operations");
 }

@@ -75,6 +75,7 @@ static void task_finish(struct tt_task *t, struct tt_batch *b, ncclResult_t res)
                               atomic_load_explicit(&t->lane->serving, memory_order_relaxed) + 1,
                               memory_order_release);
     if (res != ncclSuccess) tt_state_fail(t->st, res);
+    if (t->flight_slot != 0) tt_state_flight_release(t->st, &t->flight_slot);
 }
 
 static const char *wait_text(enum tt_op_wait waiting)
@@ -194,6 +195,14 @@ ncclResult_t tt_engine_check_stall(struct tt_batch *b)
         b->last_alive_ns = now;
         for (struct tt_task *t = b->head; t; t = t->next) {
             if (t->done) continue;
+            bool p2p_task = t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV;
+            struct tt_flight_entry entry = {
+                .seq = t->seq, .coll = t->op.coll, .count = t->op.count,
+                .dtype = (int)t->op.redop.dtype,
+                .waits = t->started ? wait_text(t->op.waiting) : "its turn on its lane",
+                .peer = t->started ? t->op.waiting_peer : p2p_task ? t->peer : -1,
+                .since_ns = b->last_progress_ns};
+            tt_state_flight_record(t->st, &t->flight_slot, &entry);
             bool p2p = t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV;
             char why[TT_TEAM_REASON_BYTES + 16];
             ncclResult_t code;
@@ -220,6 +229,7 @@ ncclResult_t tt_engine_check_stall(struct tt_batch *b)
         int peer = t->started ? t->op.waiting_peer
                    : t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV ? t->peer
                                                                                : -1;
+        tt_state_flight_dump(t->st, "timeout");
         return batch_fail(b, TT_ERROR(ncclRemoteError,
                                       "%s #%llu (%zu elements of %s) made no progress for %lld ms "
                                       "on rank %d, waiting for %s rank %d (TUTTI_TIMEOUT_MS)",

@@ -54,6 +54,7 @@ struct tt_task {
     bool started;
     bool done;
     bool heap;            /* allocated on the heap (freed with its batch) */
+    int flight_slot;      /* its flight recorder slot + 1 while recorded stalled, else 0 */
     ncclResult_t result;
     struct tt_task *next;
     /* Last, so that task init clears everything before it and only the head of the reason. */

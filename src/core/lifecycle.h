@@ -33,6 +33,9 @@ ncclResult_t tt_comm_finalize(ncclComm_t comm);
  * be shrunk, split from, destroyed or aborted. */
 ncclResult_t tt_comm_revoke(ncclComm_t comm);
 
+/* tuttiCommDump: logs the communicator's stalled operations (core/state.h). */
+ncclResult_t tt_comm_dump(ncclComm_t comm);
+
 /* Communicators made from communicators, and several at once (core/comm_split.c). */
 ncclResult_t tt_comm_split(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                            const ncclConfig_t *config);

@@ -11,8 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "reduce/reduce.h"
 #include "transport/team.h"
 #include "util/err.h"
+#include "util/log.h"
 #include "util/time.h"
 
 ncclResult_t tt_state_check_usable(const struct tt_comm_state *st, const char *caller)
@@ -178,4 +180,71 @@ int tt_state_gone_peer(const struct tt_comm_state *st, int peer, ncclResult_t *c
         if (peer >= 0) break;
     }
     return -1;
+}
+
+/* ---- The flight recorder --------------------------------------------------------------------- */
+
+void tt_state_flight_record(struct tt_comm_state *st, int *slot,
+                            const struct tt_flight_entry *entry)
+{
+    struct tt_flight *f = st->flight;
+    if (f == NULL) return;
+    pthread_mutex_lock(&f->lock);
+    if (*slot == 0) {
+        for (int i = 0; i < TT_FLIGHT_SLOTS && *slot == 0; i++)
+            if (!f->entries[i].used) *slot = i + 1;
+    }
+    if (*slot > 0) {
+        struct tt_flight_entry *e = &f->entries[*slot - 1];
+        uint64_t since = e->used ? e->since_ns : entry->since_ns;
+        *e = *entry;
+        e->used = true;
+        e->since_ns = since;
+    }
+    pthread_mutex_unlock(&f->lock);
+}
+
+void tt_state_flight_release(struct tt_comm_state *st, int *slot)
+{
+    struct tt_flight *f = st->flight;
+    if (f == NULL || *slot <= 0) return;
+    pthread_mutex_lock(&f->lock);
+    f->entries[*slot - 1].used = false;
+    pthread_mutex_unlock(&f->lock);
+    *slot = 0;
+}
+
+/* The names the recorder prints; the core's enum tt_coll order. */
+static const char *coll_text(int coll)
+{
+    static const char *const names[] = {"AllReduce", "Broadcast", "Reduce", "AllGather",
+                                        "ReduceScatter", "Send", "Recv", "Copy", "AlltoAll"};
+    return coll >= 0 && coll < (int)(sizeof names / sizeof names[0]) ? names[coll] : "?";
+}
+
+void tt_state_flight_dump(struct tt_comm_state *st, const char *why)
+{
+    struct tt_flight *f = st->flight;
+    if (f == NULL) return;
+    uint64_t now = tt_time_ns();
+    int n = 0;
+    pthread_mutex_lock(&f->lock);
+    for (int i = 0; i < TT_FLIGHT_SLOTS; i++) n += f->entries[i].used;
+    TT_WARN("rank %d of %d (%s): %d operation%s stalled%s", st->rank, st->nranks, why, n,
+            n == 1 ? "" : "s", n ? ":" : "");
+    for (int i = 0; i < TT_FLIGHT_SLOTS; i++) {
+        const struct tt_flight_entry *e = &f->entries[i];
+        if (!e->used) continue;
+        if (e->peer >= 0)
+            TT_WARN("  #%llu %s of %zu elements of %s, stalled %.1f ms, waiting for %s rank %d",
+                    (unsigned long long)e->seq, coll_text(e->coll), e->count,
+                    tt_dtype_name((ncclDataType_t)e->dtype),
+                    (double)(now - e->since_ns) / 1e6, e->waits, e->peer);
+        else
+            TT_WARN("  #%llu %s of %zu elements of %s, stalled %.1f ms, waiting for %s",
+                    (unsigned long long)e->seq, coll_text(e->coll), e->count,
+                    tt_dtype_name((ncclDataType_t)e->dtype),
+                    (double)(now - e->since_ns) / 1e6, e->waits);
+    }
+    pthread_mutex_unlock(&f->lock);
 }

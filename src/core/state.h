@@ -8,13 +8,35 @@
 #ifndef TT_CORE_STATE_H
 #define TT_CORE_STATE_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "nccl.h"
 
 struct tt_team;
+
+/* The flight recorder: the operations of a communicator that are stalled right now (a wait
+ * that went past its first stall check), what they wait for and since when. Only the slow path
+ * writes it, so the fast path pays nothing; tuttiCommDump, SIGUSR1 (TUTTI_DUMP_SIGNAL=1) and a
+ * timeout print it. */
+#define TT_FLIGHT_SLOTS 32
+struct tt_flight_entry {
+    bool used;
+    uint64_t seq;
+    int coll;          /* enum tt_coll */
+    size_t count;
+    int dtype;         /* ncclDataType_t */
+    const char *waits; /* "data from", "free buffer space at", ... (static text) */
+    int peer;          /* -1: its turn on its lane */
+    uint64_t since_ns; /* when it was first seen stalled */
+};
+struct tt_flight {
+    pthread_mutex_t lock;
+    struct tt_flight_entry entries[TT_FLIGHT_SLOTS];
+};
 
 enum tt_comm_phase { TT_COMM_INITIALIZING, TT_COMM_READY, TT_COMM_FAILED };
 
@@ -36,7 +58,16 @@ struct tt_comm_state {
     struct tt_team *team;       /* the local team, for the waiters' CPU records (or NULL) */
     int *pidfds;                /* [nranks]: a pidfd of each peer on this host, else -1 */
     int npidfds;                /* how many of them are open */
+    struct tt_flight *flight;   /* stalled operations (NULL: none recorded) */
 };
+
+/* Records or updates a stalled operation; *slot is 0 before its first record and the slot + 1
+ * after it. Releases it when done. Both lock the recorder: slow path only. */
+void tt_state_flight_record(struct tt_comm_state *st, int *slot,
+                            const struct tt_flight_entry *entry);
+void tt_state_flight_release(struct tt_comm_state *st, int *slot);
+/* Writes the stalled operations to the log at WARN (`why` says what asked). */
+void tt_state_flight_dump(struct tt_comm_state *st, const char *why);
 
 /* Records `res` as the communicator's first error (ncclCommGetAsyncError); thread-safe. */
 static inline void tt_state_latch(struct tt_comm_state *st, ncclResult_t res)

@@ -60,6 +60,9 @@
     X(stream_footprint, "TUTTI_STREAM_FOOTPRINT", INT, 0, 0, INT64_MAX,                            \
       "Direct's copies use non-temporal stores above this many bytes of buffers, all ranks "       \
       "together (0: four times the last-level cache)")                                             \
+    X(dump_signal, "TUTTI_DUMP_SIGNAL", INT, 0, 0, 1,                                           \
+      "1: SIGUSR1 makes every communicator of the process log its stalled operations "          \
+      "(tuttiCommDump)")                                                                        \
     X(register_remap, "TUTTI_REGISTER_REMAP", INT, 1, 0, 1,                                        \
       "1: ncclCommRegister and ncclCommWindowRegister move the whole pages of an ordinary "        \
       "buffer (64 KiB or more) into a memory file the host's peers map; 0: bookkeeping only")
