@@ -57,3 +57,11 @@ target_compile_options(fault_signal PRIVATE ${TUTTI_WARNINGS})
 add_test(NAME fault_signal COMMAND fault_signal)
 set_tests_properties(fault_signal PROPERTIES LABELS fault TIMEOUT 60 PASS_REGULAR_EXPRESSION
   "rank 0 of 2 \\(SIGUSR1\\): 1 operation stalled:.*#1 AllReduce of 4 elements of float32, stalled [0-9.]+ ms, waiting for data from rank 1")
+
+# TUTTI_FAULT: exit, stall, close and corrupt at a named point give each survivor the expected
+# error naming the failing rank.
+add_executable(fault_inject tests/fault_inject.c)
+target_link_libraries(fault_inject PRIVATE tutti)
+target_compile_options(fault_inject PRIVATE ${TUTTI_WARNINGS})
+add_test(NAME fault_inject COMMAND fault_inject)
+set_tests_properties(fault_inject PROPERTIES LABELS fault TIMEOUT 120)

@@ -80,6 +80,7 @@ void tt_algo_op_start(struct tt_op *op)
     op->step = 0;
     op->have_prim = false;
     op->prim_done = 0;
+    op->slices_sent = 0;
     op->finished = false;
     op->waiting = TT_OP_WAIT_NONE;
     op->waiting_peer = -1;

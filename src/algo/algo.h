@@ -155,6 +155,7 @@ struct tt_op {
     /* The primitive executor's state (algo/prims.c). */
     struct tt_prim prim;
     size_t prim_done;
+    uint64_t slices_sent; /* slices this op committed so far (TUTTI_FAULT counts them) */
     bool have_prim;
     bool finished;
 

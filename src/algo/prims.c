@@ -3,9 +3,12 @@
  * cannot move (no incoming data, no credit) it returns, remembering the primitive and how much
  * of it is done, and the next call resumes there. A slice is all-or-nothing: it is computed only
  * once both its input slot and its output slot are in hand. */
+#include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "algo/algo.h"
+#include "algo/fault.h"
 #include "device/device.h"
 #include "util/err.h"
 
@@ -62,6 +65,32 @@ static void slice_compute(const struct tt_op *op, const struct tt_prim *p, const
     }
 }
 
+/* TUTTI_FAULT (algo/fault.h): the fault due before this op sends its next slice, if any. */
+static ncclResult_t inject(struct tt_op *op, struct tt_op_desc *spoiled,
+                           const struct tt_op_desc **desc)
+{
+    switch (tt_fault_due(op, op->slices_sent)) {
+    case TT_FAULT_EXIT:
+        _exit(71);
+    case TT_FAULT_STALL:
+        raise(SIGSTOP);
+        return ncclSuccess;
+    case TT_FAULT_CLOSE:
+        op->send->transport->close(op->send);
+        op->send->transport = NULL; /* closed: teardown skips it */
+        return TT_ERROR(ncclRemoteError, "TUTTI_FAULT: rank %d closed its connection to rank "
+                        "%d on purpose", op->rank, op->send->peer);
+    case TT_FAULT_CORRUPT:
+        *spoiled = op->desc;
+        spoiled->ticket ^= 0x5a5a5a5aull;
+        spoiled->count ^= 0x33;
+        *desc = spoiled;
+        return ncclSuccess;
+    default:
+        return ncclSuccess;
+    }
+}
+
 /* Moves as many slices of the current primitive as possible. Sets *blocked when a slice had to
  * wait, with the reason in op->waiting and `hint`. */
 static ncclResult_t prim_advance(struct tt_op *op, bool *progressed, bool *blocked,
@@ -105,7 +134,13 @@ static ncclResult_t prim_advance(struct tt_op *op, bool *progressed, bool *block
         const char *src = p->src ? (const char *)p->src + at : NULL;
         char *dst = p->dst ? (char *)p->dst + at : NULL;
         slice_compute(op, p, src, dst, in, out, count);
-        if (sends) TT_TRY(op->send->transport->send_commit(op->send, bytes, &op->desc));
+        if (sends) {
+            const struct tt_op_desc *desc = &op->desc;
+            struct tt_op_desc spoiled;
+            if (__builtin_expect(tt_fault_armed, 0)) TT_TRY(inject(op, &spoiled, &desc));
+            op->slices_sent++;
+            TT_TRY(op->send->transport->send_commit(op->send, bytes, desc));
+        }
         if (receives) TT_TRY(op->recv->transport->recv_release(op->recv));
         op->prim_done += count;
         *progressed = true;

@@ -17,6 +17,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "algo/fault.h"
 #include "core/connect.h"
 #include "core/group.h"
 #include "core/lifecycle.h"
@@ -569,6 +570,7 @@ ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *
     ncclResult_t res = ncclSuccess;
     *out = NULL;
     TT_TRY(tt_param_check());
+    TT_TRY(tt_fault_init());
     if (tt_param_dump_signal() != 0) pthread_once(&dump_once, start_dump_signal);
     TT_TRY(TT_CALLOC(&comm, 1));
     comm->st.rank = rank;

@@ -60,6 +60,9 @@
     X(stream_footprint, "TUTTI_STREAM_FOOTPRINT", INT, 0, 0, INT64_MAX,                            \
       "Direct's copies use non-temporal stores above this many bytes of buffers, all ranks "       \
       "together (0: four times the last-level cache)")                                             \
+    X(fault, "TUTTI_FAULT", STR, "", 0, 0,                                                      \
+      "Test knob: make a rank fail on purpose, e.g. rank=1,op=allreduce,seq=3,"                 \
+      "point=after_chunk:2,action=exit|stall|close|corrupt (src/algo/fault.h)")                 \
     X(dump_signal, "TUTTI_DUMP_SIGNAL", INT, 0, 0, 1,                                           \
       "1: SIGUSR1 makes every communicator of the process log its stalled operations "          \
       "(tuttiCommDump)")                                                                        \

@@ -1,0 +1,133 @@
+/* TUTTI_FAULT makes failures deterministic: 3 ranks (forked, ring algorithm forced) run 1 MiB
+ * AllReduces; rank 1 carries TUTTI_FAULT=rank=1,op=allreduce,seq=3,point=after_chunk:2,
+ * action=A for each action A. Every other rank must fail its third AllReduce with the expected
+ * code and a message naming rank 1, within the test's deadline (TUTTI_TIMEOUT_MS=2000):
+ *
+ *   exit     ncclRemoteError (rank 1 died)
+ *   stall    ncclRemoteError (the deadline: rank 1 is stopped, not dead)
+ *   close    ncclRemoteError (rank 1 failed: its connection closed on purpose)
+ *   corrupt  ncclInvalidUsage (rank 2 sees a descriptor from another operation; the others
+ *            learn it from rank 2)
+ *
+ * A malformed TUTTI_FAULT fails init with ncclInvalidArgument. Exit 1 on any failure. */
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nccl.h"
+
+#define NRANKS 3
+#define COUNT (256 * 1024)
+
+struct report {
+    int calls;  /* AllReduces that succeeded */
+    int result; /* of the one that failed */
+    int names;  /* its message names rank 1 */
+};
+
+static void run_rank(int rank, ncclUniqueId id, const char *fault, int out)
+{
+    if (rank == 1) setenv("TUTTI_FAULT", fault, 1);
+    ncclComm_t comm;
+    struct report r = {0};
+    r.result = ncclCommInitRank(&comm, NRANKS, id, rank);
+    if (r.result == ncclSuccess) {
+        float *buf = malloc(COUNT * sizeof(float));
+        for (size_t i = 0; i < COUNT; i++) buf[i] = 1.0f;
+        while (r.calls < 6 &&
+               (r.result = ncclAllReduce(buf, buf, COUNT, ncclFloat, ncclSum, comm, NULL)) ==
+                   ncclSuccess)
+            r.calls++;
+        r.names = strstr(ncclGetLastError(comm), "rank 1") != NULL;
+    }
+    if (write(out, &r, sizeof r) != (ssize_t)sizeof r) _exit(4);
+    char c;
+    while (read(out, &c, 1) > 0) {
+    }
+    _exit(0);
+}
+
+static int check_action(const char *action, int want)
+{
+    char fault[128];
+    snprintf(fault, sizeof fault, "rank=1,op=allreduce,seq=3,point=after_chunk:2,action=%s",
+             action);
+    ncclUniqueId id;
+    if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
+    int fds[NRANKS][2];
+    pid_t pids[NRANKS];
+    for (int r = 0; r < NRANKS; r++) {
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds[r]) != 0) return 1;
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            close(fds[r][0]);
+            run_rank(r, id, fault, fds[r][1]);
+        }
+        close(fds[r][1]);
+    }
+    int failures = 0;
+    for (int r = 0; r < NRANKS; r++) {
+        if (r == 1) continue;
+        struct report rep;
+        alarm(30);
+        ssize_t got = read(fds[r][0], &rep, sizeof rep);
+        alarm(0);
+        if (got != (ssize_t)sizeof rep) {
+            fprintf(stderr, "%s: rank %d never reported\n", action, r);
+            failures++;
+            continue;
+        }
+        if (rep.calls != 2 || rep.result != want || !rep.names) {
+            fprintf(stderr, "%s: rank %d: %d AllReduces succeeded, then %d (%s), naming rank 1: "
+                    "%s; want 2, then %d (%s), naming it\n", action, r, rep.calls, rep.result,
+                    ncclGetErrorString(rep.result), rep.names ? "yes" : "no", want,
+                    ncclGetErrorString(want));
+            failures++;
+        }
+    }
+    for (int r = 0; r < NRANKS; r++) {
+        close(fds[r][0]);
+        kill(pids[r], SIGKILL);
+        waitpid(pids[r], NULL, 0);
+    }
+    printf("%s: %s\n", action, failures ? "FAIL" : "ok");
+    return failures;
+}
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    /* Before anything reads them: parameters are cached per process, and the ranks fork. */
+    setenv("NCCL_ALGO", "Ring", 1);
+    setenv("TUTTI_TIMEOUT_MS", "2000", 1);
+    struct sigaction sa = {.sa_handler = on_alarm};
+    sigaction(SIGALRM, &sa, NULL);
+    int failures = 0;
+    failures += check_action("exit", ncclRemoteError);
+    failures += check_action("stall", ncclRemoteError);
+    failures += check_action("close", ncclRemoteError);
+    failures += check_action("corrupt", ncclInvalidUsage);
+    /* A malformed fault is refused at init. */
+    setenv("TUTTI_FAULT", "rank=1,op=allreduce,seq=0,point=after_chunk:2,action=exit", 1);
+    ncclUniqueId id;
+    ncclComm_t comm = NULL;
+    ncclGetUniqueId(&id);
+    ncclResult_t res = ncclCommInitRank(&comm, 1, id, 0);
+    if (res != ncclInvalidArgument) {
+        fprintf(stderr, "malformed TUTTI_FAULT: init returned %d, want ncclInvalidArgument\n",
+                (int)res);
+        failures++;
+    }
+    printf("%d failures\n", failures);
+    return failures ? 1 : 0;
+}
