@@ -1,0 +1,27 @@
+#!/bin/sh
+# Runs one Python test of the bindings with Debian's /usr/bin/python3: under tutti-run with
+# NRANKS ranks, or as one plain process when NRANKS is 0. Exits 77 (CTest's "skipped") with a
+# line saying why when that interpreter or its numpy is missing.
+# usage: run.sh TUTTI_RUN NRANKS SCRIPT [ARGS...]
+set -e
+TUTTI_RUN=$1
+NRANKS=$2
+shift 2
+PY=/usr/bin/python3
+if [ ! -x "$PY" ]; then
+    echo "SKIP: $PY is missing (apt-get install python3 python3-numpy)"
+    exit 77
+fi
+if ! "$PY" -c 'import numpy' >/dev/null 2>&1; then
+    echo "SKIP: numpy is missing for $PY (apt-get install python3-numpy)"
+    exit 77
+fi
+HERE=$(cd "$(dirname "$0")" && pwd)
+PYTHONPATH="$(dirname "$HERE"):$HERE${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH
+# No __pycache__ in the source tree.
+export PYTHONDONTWRITEBYTECODE=1
+if [ "$NRANKS" = 0 ]; then
+    exec "$PY" "$@"
+fi
+exec "$TUTTI_RUN" -n "$NRANKS" -x TUTTI_TIMEOUT_MS=60000 "$PY" "$@"
