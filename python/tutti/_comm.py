@@ -266,13 +266,21 @@ class PreMulSum:
     by the scalar, then summed. Valid for its communicator and datatype only; pass it as op=."""
 
     def __init__(self, comm, value, dtype):
-        self.comm, self.op_value, self.dtype = comm, value, dtype
+        self.comm, self._value, self.dtype = comm, value, dtype
+
+    @property
+    def op_value(self):
+        """The ncclRedOp_t value."""
+        if self._value is None:
+            raise _errors.usage_error(Result.INVALID_ARGUMENT, "PreMulSum",
+                                      "the PreMulSum operator was destroyed")
+        return self._value
 
     def destroy(self):
         """ncclRedOpDestroy."""
-        if self.op_value is None:
+        if self._value is None:
             return
-        v, self.op_value = self.op_value, None
+        v, self._value = self._value, None
         h = self.comm._h("ncclRedOpDestroy")
         _errors.check(_lib.lib().ncclRedOpDestroy(v, h), "ncclRedOpDestroy", h)
 
