@@ -204,7 +204,10 @@ def encode_scalar(value, dtype):
             raise ValueError("scalar %d out of range for %s" % (value, dtype.name.lower()))
     value = float(value)
     if dtype == DataType.FLOAT16:
-        return struct.pack("=e", value)
+        try:
+            return struct.pack("=e", value)
+        except OverflowError:  # beyond float16's range: rounds to infinity, as in C
+            return struct.pack("=e", math.copysign(math.inf, value))
     if dtype == DataType.FLOAT32:
         return struct.pack("=f", value)
     if dtype == DataType.FLOAT64:
