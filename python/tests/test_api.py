@@ -70,6 +70,16 @@ def explicit_comm(world):
 
 
 @case
+def scalable_init(world):
+    uids = [shared_uid(world), shared_uid(world)]
+    c = tutti.Comm.init_scalable(world.size, uids, world.rank)
+    x = np.ones(3, dtype=np.uint8)
+    c.all_reduce(x)
+    eq(x, np.full(3, world.size, dtype=np.uint8), "scalable init all_reduce")
+    c.destroy()
+
+
+@case
 def nonblocking_comm(world):
     uid = shared_uid(world)
     c = tutti.Comm(world.size, bytes(uid), world.rank, config=tutti.Config(blocking=False))

@@ -195,6 +195,27 @@ def one_rank():
         raise AssertionError("ncclCommInitRank message: %r" % e.message)
 
 
+@case
+def init_all_and_simulate():
+    comms = tutti.Comm.init_all(2)
+    eq([(c.rank, c.size) for c in comms], [(0, 2), (1, 2)], "init_all ranks")
+    xs = [np.full(4, float(i + 1)) for i in range(2)]
+    with tutti.group():  # one thread drives both ranks
+        for c, x in zip(comms, xs):
+            c.all_reduce(x)
+    eq(xs[0], np.full(4, 3.0), "init_all all_reduce")
+    tutti.group_start()
+    comms[0].all_reduce(xs[0])
+    comms[1].all_reduce(xs[1])
+    t = tutti.group_simulate_end()
+    if not t > 0:
+        raise AssertionError("simulated time %r" % t)
+    eq(xs[0], np.full(4, 3.0), "simulate runs nothing")
+    for c in comms:
+        c.destroy()
+    raises(tutti.InvalidUsageError, tutti.group_simulate_end, match="without a matching")
+
+
 def main():
     failed = 0
     for fn in cases:

@@ -16,8 +16,8 @@ from ._errors import (InProgressError, InternalError, InvalidArgumentError,
 from ._types import DataType, RedOp
 from ._comm import (NCCL_SPLIT_NOCOLOR, REVOKE_DEFAULT, SHRINK_ABORT, SHRINK_DEFAULT,
                     WIN_COLL_SYMMETRIC, WIN_DEFAULT, Comm, Config, PreMulSum, Registration,
-                    Stream, UniqueId, Window, get_unique_id, group, group_end, group_start,
-                    init_from_env)
+                    Stream, UniqueId, Window, get_unique_id, group, group_end, group_simulate_end,
+                    group_start, init_from_env)
 from ._memory import empty, zeros
 from ._lib import library_path
 
@@ -29,7 +29,8 @@ __all__ = [
     "TuttiError", "UnhandledCudaError", "SystemCallError", "InternalError",
     "InvalidArgumentError", "InvalidUsageError", "RemoteError", "InProgressError", "Result",
     "DataType", "RedOp", "Comm", "Config", "PreMulSum", "Registration", "Window", "Stream",
-    "UniqueId", "get_unique_id", "group", "group_start", "group_end", "init_from_env",
+    "UniqueId", "get_unique_id", "group", "group_start", "group_end", "group_simulate_end",
+    "init_from_env",
     "empty", "zeros", "library_path", "nccl_version", "version",
     "SUM", "PROD", "MAX", "MIN", "AVG",
     "NCCL_SPLIT_NOCOLOR", "WIN_DEFAULT", "WIN_COLL_SYMMETRIC", "SHRINK_DEFAULT", "SHRINK_ABORT",

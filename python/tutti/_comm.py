@@ -165,6 +165,20 @@ def group_end():
     return Result(rc)
 
 
+def group_simulate_end():
+    """ncclGroupSimulateEnd: ends the group without running it; returns the cost model's
+    estimate of its time in microseconds."""
+    if _group.depth == 0:
+        raise _errors.usage_error(Result.INVALID_USAGE, "ncclGroupSimulateEnd",
+                                  "group_simulate_end() without a matching group_start()")
+    _group.depth -= 1
+    if _group.depth == 0:
+        _group.keep, _group.comms = [], []
+    info = _lib.SimInfoStruct.initializer()
+    _errors.check(_lib.lib().ncclGroupSimulateEnd(ctypes.byref(info)), "ncclGroupSimulateEnd")
+    return info.estimatedTime
+
+
 @contextlib.contextmanager
 def group():
     """`with tutti.group(): ...` brackets calls with group_start()/group_end(). If the body
@@ -369,6 +383,36 @@ class Comm:
         rc = _lib.lib().tuttiCommInitFromEnv(ctypes.byref(h))
         _errors.check(rc, "tuttiCommInitFromEnv", allow_in_progress=True)
         return cls._wrap(h.value)
+
+    @classmethod
+    def init_scalable(cls, nranks, uids, rank, config=None):
+        """ncclCommInitRankScalable: like Comm(), with several ids (the same list on every
+        rank) to spread the rendezvous."""
+        nranks = _check_int(nranks, "nranks")
+        rank = _check_int(rank, "rank")
+        uids = [_as_uid(u) for u in uids]
+        if not uids:
+            raise ValueError("init_scalable needs at least one unique id")
+        arr = (_lib.UniqueIdStruct * len(uids))(*[u._struct() for u in uids])
+        h = ctypes.c_void_p()
+        cfg, keep = _config_ptr(config)
+        rc = _lib.lib().ncclCommInitRankScalable(ctypes.byref(h), nranks, rank, len(uids), arr,
+                                                 cfg)
+        _errors.check(rc, "ncclCommInitRankScalable", allow_in_progress=True)
+        del keep
+        return cls._wrap(h.value)
+
+    @classmethod
+    def init_all(cls, ndev):
+        """ncclCommInitAll: all `ndev` ranks of a new clique inside this process, as a list
+        (drive them from one thread inside a group, or from one thread each)."""
+        ndev = _check_int(ndev, "ndev")
+        if ndev < 1:
+            raise ValueError("init_all needs at least one rank, got %d" % ndev)
+        out = (ctypes.c_void_p * ndev)()
+        _errors.check(_lib.lib().ncclCommInitAll(out, ndev, None), "ncclCommInitAll",
+                      allow_in_progress=True)
+        return [cls._wrap(h) for h in out]
 
     @classmethod
     def _wrap(cls, handle):

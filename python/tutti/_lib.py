@@ -63,6 +63,18 @@ class ConfigStruct(ctypes.Structure):
         return c
 
 
+class SimInfoStruct(ctypes.Structure):
+    """ncclSimInfo_t (ncclSimInfo_v22200)."""
+
+    _fields_ = [("size", ctypes.c_size_t), ("magic", ctypes.c_uint),
+                ("version", ctypes.c_uint), ("estimatedTime", ctypes.c_float)]
+
+    @classmethod
+    def initializer(cls):
+        """NCCL_SIM_INFO_INITIALIZER."""
+        return cls(ctypes.sizeof(cls), 0x74685283, NCCL_VERSION_CODE, -1.0)
+
+
 _p = ctypes.c_void_p
 _i = ctypes.c_int
 _sz = ctypes.c_size_t
@@ -77,6 +89,11 @@ _PROTOTYPES = {
     "ncclCommInitRank": (_res, [ctypes.POINTER(_p), _i, UniqueIdStruct, _i]),
     "ncclCommInitRankConfig": (_res, [ctypes.POINTER(_p), _i, UniqueIdStruct, _i,
                                       ctypes.POINTER(ConfigStruct)]),
+    "ncclCommInitRankScalable": (_res, [ctypes.POINTER(_p), _i, _i, _i,
+                                        ctypes.POINTER(UniqueIdStruct),
+                                        ctypes.POINTER(ConfigStruct)]),
+    "ncclCommInitAll": (_res, [ctypes.POINTER(_p), _i, ctypes.POINTER(_i)]),
+    "ncclGroupSimulateEnd": (_res, [ctypes.POINTER(SimInfoStruct)]),
     "tuttiCommInitFromEnv": (_res, [ctypes.POINTER(_p)]),
     "tuttiVersionString": (ctypes.c_char_p, []),
     "ncclCommFinalize": (_res, [_p]),
