@@ -8,12 +8,10 @@ averages that round), chosen per datatype and operator so that every partial res
 and the result does not depend on the order of the reduction.
 """
 
-import os
 import sys
 
 import numpy as np
 
-import tutti
 from tutti import DataType as D
 
 ALL_DTYPES = list(D)

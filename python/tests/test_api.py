@@ -85,7 +85,7 @@ def nonblocking_comm(world):
     c = tutti.Comm(world.size, bytes(uid), world.rank, config=tutti.Config(blocking=False))
     c.wait(timeout=60)
     x = np.full(1000, 2.0)
-    rc = c.all_reduce(x)
+    c.all_reduce(x)
     c.wait(timeout=60)
     eq(x, np.full(1000, 2.0 * world.size), "nonblocking all_reduce")
     # A group on a nonblocking communicator.

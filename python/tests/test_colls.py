@@ -3,8 +3,6 @@ PreMulSum user operator) x in place and out of place, compared bit for bit with 
 computed in numpy (reference.py). Run under tutti-run -n N; every rank checks its own results.
 """
 
-import sys
-
 import numpy as np
 
 import reference as ref

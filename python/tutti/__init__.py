@@ -14,10 +14,11 @@ from ._errors import (InProgressError, InternalError, InvalidArgumentError,
                       InvalidUsageError, RemoteError, Result, SystemCallError, TuttiError,
                       UnhandledCudaError)
 from ._types import DataType, RedOp
+from ._ids import Config, UniqueId, get_unique_id
+from ._group import Stream, group, group_end, group_simulate_end, group_start
 from ._comm import (NCCL_SPLIT_NOCOLOR, REVOKE_DEFAULT, SHRINK_ABORT, SHRINK_DEFAULT,
-                    WIN_COLL_SYMMETRIC, WIN_DEFAULT, Comm, Config, PreMulSum, Registration,
-                    Stream, UniqueId, Window, get_unique_id, group, group_end, group_simulate_end,
-                    group_start, init_from_env)
+                    WIN_COLL_SYMMETRIC, WIN_DEFAULT, Comm, PreMulSum, Registration, Window,
+                    init_from_env)
 from ._memory import empty, zeros
 from ._lib import library_path
 
