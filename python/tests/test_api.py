@@ -223,6 +223,26 @@ def revoke_abort(world):
 
 
 @case
+def abort_while_blocked(world):
+    """Another thread aborts a communicator while this one is blocked in it: ctypes releases
+    the GIL during the call, so the abort runs and the blocked call raises in bounded time."""
+    import threading
+    import time
+    c = world.split(0)
+    if world.rank != 0:
+        c.abort()
+        return
+    t = threading.Timer(0.3, c.abort)
+    t.start()
+    start = time.monotonic()
+    raises(tutti.TuttiError, c.recv, np.zeros(4), 1)  # rank 1 never sends
+    t.join()
+    if time.monotonic() - start > 20:
+        raise AssertionError("blocked recv took %.1f s to fail" % (time.monotonic() - start))
+    eq(c.handle, None, "aborted handle")
+
+
+@case
 def premul_sum(world):
     n = world.size
     with world.premul_sum(0.5, "float32") as half:

@@ -88,7 +88,9 @@ def error_from(code, call=None, comm_handle=None):
     lib = _lib.lib()
     name = lib.ncclGetErrorString(code)
     name = name.decode("utf-8", "replace") if name else "unknown error"
-    msg = lib.ncclGetLastError(comm_handle)
+    # Tutti keeps the message per thread and ignores the communicator; passing NULL also keeps
+    # a handle that another thread's abort has just freed from ever reaching C.
+    msg = lib.ncclGetLastError(None)
     msg = msg.decode("utf-8", "replace") if msg else ""
     cls = _BY_CODE.get(int(code), TuttiError)
     return cls(code, name, msg, call)

@@ -34,11 +34,15 @@ class _MemBlock:
 
     def __del__(self):
         global _live
-        if self.ptr:
-            ptr, self.ptr = self.ptr, None
+        if not self.ptr:
+            return
+        ptr, self.ptr = self.ptr, None
+        try:
             _lib.lib().ncclMemFree(ptr)
-            with _live_lock:
-                _live -= 1
+        except Exception:  # at interpreter exit the module may already be torn down
+            return
+        with _live_lock:
+            _live -= 1
 
 
 def empty(shape, dtype="float32"):
