@@ -1,7 +1,8 @@
-"""Build step beyond pyproject.toml: bundle libtutti.so into the package.
+"""Build step beyond pyproject.toml: bundle libtutti.so (and the C headers, which tutti.torch's
+shim compiles against) into the package.
 
 The library comes from TUTTI_LIBRARY when set, else from the repository's build/release (this
-file's ../build/release). Without either the package is built without it, and finds the
+file's ../build/release); the headers from TUTTI_INCLUDE, else ../include. Without either the package is built without it, and finds the
 library at run time through TUTTI_LIBRARY or the system's library path.
 """
 
@@ -26,6 +27,14 @@ def _library():
 class BuildPyWithLibrary(build_py):
     def run(self):
         super().run()
+        here = os.path.dirname(os.path.abspath(__file__))
+        include = os.environ.get("TUTTI_INCLUDE") or os.path.join(os.path.dirname(here),
+                                                                  "include")
+        if os.path.exists(os.path.join(include, "nccl.h")):
+            dst_inc = os.path.join(self.build_lib, "tutti", "include")
+            os.makedirs(dst_inc, exist_ok=True)
+            for name in ("nccl.h", "tutti.h"):
+                shutil.copyfile(os.path.join(include, name), os.path.join(dst_inc, name))
         lib = _library()
         if lib is None:
             print("setup.py: no libtutti.so found (set TUTTI_LIBRARY); building without it")

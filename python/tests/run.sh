@@ -16,6 +16,16 @@ if ! "$PY" -c 'import numpy' >/dev/null 2>&1; then
     echo "SKIP: numpy is missing for $PY (apt-get install python3-numpy)"
     exit 77
 fi
+case "$1" in
+*test_torch.py)
+    # tutti.torch compiles its shim on first use: torch, its headers, pybind11 and g++.
+    if ! "$PY" -c 'import torch, torch.distributed, torch.utils.cpp_extension' >/dev/null 2>&1 ||
+       [ ! -f /usr/include/pybind11/pybind11.h ] || [ ! -d /usr/include/torch/csrc/distributed ] ||
+       ! command -v c++ >/dev/null 2>&1 || ! command -v ninja >/dev/null 2>&1; then
+        echo "SKIP: tutti.torch needs python3-torch, libtorch-dev, pybind11-dev, g++ and ninja-build"
+        exit 77
+    fi ;;
+esac
 HERE=$(cd "$(dirname "$0")" && pwd)
 PYTHONPATH="$(dirname "$HERE"):$HERE${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONPATH

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Installs the package the documented way (pip, offline, no build isolation) into a temporary
-# --target directory from a copy of python/, with libtutti.so bundled from TUTTI_LIBRARY, then
-# runs a 2-rank job that imports it from there with TUTTI_LIBRARY unset: the installed package
-# must find the library next to itself. Skips (77) without /usr/bin/python3, pip or setuptools.
+# --target directory from a copy of python/, with libtutti.so bundled from TUTTI_LIBRARY and the
+# headers from TUTTI_INCLUDE, then runs a 2-rank job that imports it from there with
+# TUTTI_LIBRARY unset: the installed package must find the library next to itself. Skips (77)
+# without /usr/bin/python3, pip, setuptools, wheel or numpy.
 # usage: test_install.sh TUTTI_RUN LIBTUTTI
 set -e
 TUTTI_RUN=$(realpath "$1")
@@ -19,10 +20,14 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 cp -r "$(dirname "$HERE")" "$TMP/src"
 rm -rf "$TMP/src/build" "$TMP/src"/*.egg-info
-echo "+ TUTTI_LIBRARY=$LIB $PY -m pip install --no-build-isolation --no-index --no-deps --target $TMP/site $TMP/src"
-TUTTI_LIBRARY=$LIB "$PY" -m pip install --no-build-isolation --no-index --no-deps -q \
+INC=$(dirname "$(dirname "$HERE")")/include
+echo "+ TUTTI_LIBRARY=$LIB TUTTI_INCLUDE=$INC $PY -m pip install --no-build-isolation --no-index --no-deps --target $TMP/site $TMP/src"
+TUTTI_LIBRARY=$LIB TUTTI_INCLUDE=$INC "$PY" -m pip install --no-build-isolation --no-index --no-deps -q \
     --disable-pip-version-check --target "$TMP/site" "$TMP/src" 2>&1 | grep -v "Running pip as the 'root' user" || true
-test -f "$TMP/site/tutti/libtutti.so" || { echo "FAIL: libtutti.so was not bundled"; exit 1; }
+for f in tutti/libtutti.so tutti/include/nccl.h tutti/include/tutti.h tutti/torch/__init__.py \
+         tutti/torch/backend.cpp; do
+    test -f "$TMP/site/$f" || { echo "FAIL: $f is not in the installed package"; exit 1; }
+done
 cat > "$TMP/check.py" <<PYEOF
 import numpy as np, tutti
 path = tutti.library_path()
