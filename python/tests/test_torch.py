@@ -69,6 +69,11 @@ def main():
         raise AssertionError("BAND should be refused")
     except RuntimeError as e:
         assert "not supported" in str(e), e
+    try:  # a sum of bools would not be a bool: refused until it maps to a logical op
+        dist.all_reduce(torch.ones(2, dtype=torch.bool))
+        raise AssertionError("bool should be refused")
+    except RuntimeError as e:
+        assert "not supported" in str(e), e
     try:
         dist.all_reduce(torch.ones(4)[::2])
         raise AssertionError("a strided tensor should be refused")

@@ -32,7 +32,6 @@ ncclDataType_t datatype(const at::Tensor& t) {
   switch (t.scalar_type()) {
     case at::kChar: return ncclInt8;
     case at::kByte: return ncclUint8;
-    case at::kBool: return ncclUint8;
     case at::kInt: return ncclInt32;
     case at::kLong: return ncclInt64;
     case at::kHalf: return ncclFloat16;
