@@ -156,6 +156,26 @@ def streams(world):
 
 
 @case
+def stream_error(world):
+    """An operation that fails after its call returned: rank 0 queues an all_reduce that the
+    other ranks never join, then revokes the communicator; synchronize raises the failure."""
+    import time
+    c = world.split(0)
+    if world.rank == 0:
+        with tutti.Stream() as s:
+            c.all_reduce(np.ones(4), stream=s)
+            time.sleep(0.05)
+            eq(s.query(), False, "query while the peers are absent")
+            c.revoke()
+            e = raises(tutti.TuttiError, s.synchronize)
+            if "failed" not in e.message:
+                raise AssertionError("the stream's error lacks the library's text: %r" % e)
+            eq(c.get_async_error(), tutti.Result(e.code), "the error latched on the comm")
+    world.all_reduce(np.ones(1))
+    c.abort()
+
+
+@case
 def groups(world):
     n, r = world.size, world.rank
     a, b = np.ones(4), np.full(4, 2, dtype=np.int32)

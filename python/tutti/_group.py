@@ -110,23 +110,33 @@ class Stream:
         with self._lock:
             self._keep.append(keep)
 
-    def _release(self):
+    def _pending(self):
         with self._lock:
-            self._keep = []
+            return len(self._keep)
+
+    def _release(self, count=None):
+        """Drops the buffers of the first `count` operations held (all when None): those the
+        library has finished with. Operations queued meanwhile by other threads stay held."""
+        with self._lock:
+            del self._keep[:len(self._keep) if count is None else count]
 
     def synchronize(self):
         """tuttiStreamSynchronize: waits for every queued operation; raises the first error."""
+        held = self._pending()
         rc = _lib.lib().tuttiStreamSynchronize(self.handle)
-        self._release()
+        self._release(held)
         _errors.check(rc, "tuttiStreamSynchronize")
 
     def query(self):
         """tuttiStreamQuery: True when every queued operation is complete, False while some are
-        not; raises the first error of the completed ones. Never blocks."""
+        not; raises the first error of the completed ones (others may still be queued, so
+        their buffers stay held). Never blocks."""
+        held = self._pending()
         rc = _lib.lib().tuttiStreamQuery(self.handle)
         if rc == Result.IN_PROGRESS:
             return False
-        self._release()
+        if rc == Result.SUCCESS:
+            self._release(held)
         _errors.check(rc, "tuttiStreamQuery")
         return True
 
