@@ -312,6 +312,9 @@ def argument_errors(world):
     f = np.zeros(4, dtype=np.float32)
     raises(TypeError, world.all_reduce, np.zeros(4, dtype=np.int16), match="no NCCL datatype")
     raises(TypeError, world.all_reduce, np.zeros(4, dtype=np.complex64), match="dtype=")
+    raises(TypeError, world.all_reduce, np.zeros(4, dtype=">f4"), match="byte order")
+    raises(ValueError, world.all_reduce, np.zeros(4, dtype=np.float32)[::-1],
+           match="C-contiguous")
     raises(ValueError, world.all_reduce, f, dtype="float128", match="unknown datatype")
     raises(ValueError, world.all_reduce, f, dtype=99, match="invalid datatype 99")
     raises(ValueError, world.all_reduce, f, dtype="float64", match="4-byte elements")

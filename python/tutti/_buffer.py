@@ -49,11 +49,13 @@ class Buf:
     """One resolved buffer: address, bytes, natural datatype (None when it has none), element
     size, and the objects that must stay alive while an operation uses it."""
 
-    __slots__ = ("name", "ptr", "nbytes", "natural", "itemsize", "keep", "dtype", "count")
+    __slots__ = ("name", "ptr", "nbytes", "natural", "itemsize", "keep", "dtype", "count",
+                 "why")
 
-    def __init__(self, name, ptr, nbytes, natural, itemsize, keep):
+    def __init__(self, name, ptr, nbytes, natural, itemsize, keep, why=None):
         self.name, self.ptr, self.nbytes = name, ptr, nbytes
         self.natural, self.itemsize, self.keep = natural, itemsize, keep
+        self.why = why  # why there is no natural datatype, when there is none
         self.dtype = None
         self.count = 0
 
@@ -67,12 +69,13 @@ def resolve(obj, name, writable):
         if writable and not obj.flags.writeable:
             raise ValueError("%s must be writable (it receives the result), got a read-only "
                              "array" % name)
+        why = None
         try:
             natural = _types.from_numpy_dtype(obj.dtype)
-        except TypeError:
-            natural = None
+        except TypeError as e:  # still usable as raw bytes with an explicit dtype=
+            natural, why = None, str(e)
         ptr = obj.__array_interface__["data"][0]
-        return Buf(name, ptr, obj.nbytes, natural, obj.dtype.itemsize, obj)
+        return Buf(name, ptr, obj.nbytes, natural, obj.dtype.itemsize, obj, why)
     try:
         view = memoryview(obj)
     except TypeError:
@@ -105,7 +108,8 @@ def assign_dtype(dtype, bufs):
     else:
         first = bufs[0]
         if first.natural is None:
-            raise TypeError("%s's element type has no NCCL datatype; pass dtype= (int8, uint8, "
+            raise TypeError("%s: %s" % (first.name, first.why) if first.why else
+                            "%s's element type has no NCCL datatype; pass dtype= (int8, uint8, "
                             "int32, uint32, int64, uint64, float16, float32, float64, "
                             "bfloat16, float8_e4m3, float8_e5m2)" % first.name)
         dt = first.natural

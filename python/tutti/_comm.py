@@ -364,7 +364,10 @@ class Comm:
 
     def _typed(self, dtype, *pairs):
         """Resolves (object, name, writable) triples, skipping None objects, and gives them
-        one datatype."""
+        one datatype. An object passed twice (in place) is resolved once, as writable."""
+        if len(pairs) == 2 and pairs[0][0] is pairs[1][0] and pairs[0][0] is not None:
+            b = _buffer.resolve(pairs[0][0], "%s (in place)" % pairs[0][1], True)
+            return [_buffer.assign_dtype(dtype, [b]), b, b]
         bufs = [None if obj is None else _buffer.resolve(obj, name, writable)
                 for obj, name, writable in pairs]
         present = [b for b in bufs if b is not None]

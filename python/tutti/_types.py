@@ -111,15 +111,26 @@ def as_datatype(dtype):
     raise TypeError("dtype must be a tutti.DataType, a name or a numpy dtype, not %r" % (dtype,))
 
 
+_BY_NUMPY = {}  # numpy dtype -> DataType, filled on first sight (dtype.name is slow)
+
+
 def from_numpy_dtype(nd):
     """The DataType of a numpy dtype; TypeError for those NCCL lacks (bool, int16, complex ...)."""
-    if nd.name in _NAMES and nd.kind == "V":  # ml_dtypes' bfloat16 / float8 types
-        return _NAMES[nd.name]
-    dt = _BY_KIND.get((nd.kind, nd.itemsize))
+    dt = _BY_NUMPY.get(nd)
+    if dt is not None:
+        return dt
+    if not nd.isnative:
+        raise TypeError("numpy dtype %s is not in this machine's byte order; convert it with "
+                        ".astype(%r)" % (nd, nd.newbyteorder("=").str))
+    if nd.kind == "V" and nd.name in _NAMES:  # ml_dtypes' bfloat16 / float8 types
+        dt = _NAMES[nd.name]
+    else:
+        dt = _BY_KIND.get((nd.kind, nd.itemsize))
     if dt is None:
         raise TypeError("numpy dtype %s has no NCCL datatype (supported: int8, uint8, int32, "
                         "uint32, int64, uint64, float16, float32, float64; bfloat16 and fp8 "
                         "as uint16/uint8 arrays with dtype=)" % nd)
+    _BY_NUMPY[nd] = dt
     return dt
 
 
