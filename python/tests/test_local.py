@@ -77,6 +77,8 @@ def datatypes():
     raises(TypeError, _types.as_datatype, True)
     eq(_types.from_format("<l", 8), D.INT64, "format <l")
     eq(_types.from_format("?", 1), None, "format ?")
+    eq(_types.from_format(">f", 4), None, "big-endian format")
+    eq(_types.from_format("=f", 4), D.FLOAT32, "native format")
 
 
 @case

@@ -10,6 +10,7 @@ each datatype's own representation, rounding to nearest even (fp8 saturating, as
 import enum
 import math
 import struct
+import sys
 
 
 class DataType(enum.IntEnum):
@@ -136,6 +137,9 @@ def from_numpy_dtype(nd):
 
 def from_format(fmt, itemsize):
     """The DataType of a buffer-protocol format string, or None when it has none."""
+    foreign = ">!" if sys.byteorder == "little" else "<"
+    if fmt[:1] and fmt[0] in foreign:  # not this machine's byte order: no datatype fits
+        return None
     fmt = fmt.lstrip("@=<>!")
     if len(fmt) != 1:
         return None
