@@ -1,8 +1,9 @@
 """tutti.torch on every rank of a tutti-run job: torch.distributed initialised with the
 "tutti" backend through a FileStore (a file named after tutti-run's pid, which every rank
-shares as its parent), then allreduce (sum, avg, max), broadcast,
-reduce, all_gather (list and into one tensor), barrier and send/recv on CPU tensors, compared
-exactly with what they must produce, and an unsupported operation's clear error.
+shares as its parent), then allreduce (sum, avg, max), broadcast, reduce, all_gather and
+reduce_scatter (lists and single tensors), all_to_all_single, gather, scatter, barrier and
+send/recv on CPU tensors, compared exactly with what they must produce, and the clear errors
+of what is not supported.
 """
 
 import os
@@ -55,6 +56,31 @@ def main():
     dist.all_gather_into_tensor(flat, torch.full((4,), rank, dtype=torch.int32))
     assert torch.equal(flat, torch.arange(n, dtype=torch.int32).repeat_interleave(4)), flat
 
+    rs = torch.zeros(3, dtype=torch.int64)
+    dist.reduce_scatter(rs, [torch.full((3,), q * 10 + rank, dtype=torch.int64)
+                             for q in range(n)])
+    assert torch.equal(rs, torch.full((3,), n * rank * 10 + ranks_sum)), rs
+    rst = torch.zeros(2)
+    dist.reduce_scatter_tensor(rst, torch.arange(2 * n, dtype=torch.float32),
+                               op=dist.ReduceOp.MAX)
+    assert torch.equal(rst, torch.arange(2 * rank, 2 * rank + 2, dtype=torch.float32)), rst
+
+    a2a = torch.zeros(2 * n)
+    dist.all_to_all_single(a2a, torch.arange(2 * n, dtype=torch.float32) + 100 * rank)
+    want = torch.tensor([100.0 * q + 2 * rank + i for q in range(n) for i in range(2)])
+    assert torch.equal(a2a, want), a2a
+
+    root = n - 1
+    glist = [torch.zeros(2, dtype=torch.int32) for _ in range(n)] if rank == root else None
+    dist.gather(torch.full((2,), rank, dtype=torch.int32), glist, dst=root)
+    if rank == root:
+        for q in range(n):
+            assert torch.equal(glist[q], torch.full((2,), q, dtype=torch.int32)), glist
+    sc = torch.zeros(3)
+    slist = [torch.full((3,), float(q * q)) for q in range(n)] if rank == 0 else None
+    dist.scatter(sc, slist, src=0)
+    assert torch.equal(sc, torch.full((3,), float(rank * rank))), sc
+
     dist.barrier()
 
     if rank == 0:
@@ -74,6 +100,11 @@ def main():
         raise AssertionError("bool should be refused")
     except RuntimeError as e:
         assert "not supported" in str(e), e
+    try:  # every row to rank 0: uneven splits
+        dist.all_to_all_single(torch.zeros(n), torch.zeros(n), [n] + [0] * (n - 1), [1] * n)
+        raise AssertionError("uneven all_to_all should be refused")
+    except RuntimeError as e:
+        assert "uneven split sizes is not supported" in str(e), e
     try:
         dist.all_reduce(torch.ones(4)[::2])
         raise AssertionError("a strided tensor should be refused")

@@ -174,6 +174,103 @@ class ProcessGroupTutti : public c10d::ProcessGroup {
     return done(c10d::OpType::_ALLGATHER_BASE, out);
   }
 
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override {
+    std::vector<at::Tensor> in{input}, out{output};
+    single(in, "_reduce_scatter_base");
+    single(out, "_reduce_scatter_base");
+    TORCH_CHECK(input.numel() == output.numel() * getSize(),
+                "tutti: _reduce_scatter_base input must hold world_size x output elements");
+    TORCH_CHECK(output.scalar_type() == input.scalar_type(),
+                "tutti: _reduce_scatter_base input and output types differ");
+    check(ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(),
+                            datatype(input), redop(opts.reduceOp), comm_, nullptr),
+          "ncclReduceScatter");
+    return done(c10d::OpType::_REDUCE_SCATTER_BASE, out);
+  }
+
+  // ReduceScatter from a list of size() tensors: concatenated into one buffer first.
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(
+      std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ReduceScatterOptions& opts) override {
+    at::Tensor& out = single(outputs, "reduce_scatter");
+    TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
+                "tutti: reduce_scatter needs one list of ", getSize(), " input tensors");
+    at::Tensor flat = concatenated(inputs[0], out);
+    check(ncclReduceScatter(flat.data_ptr(), out.data_ptr(), out.numel(), datatype(out),
+                            redop(opts.reduceOp), comm_, nullptr),
+          "ncclReduceScatter");
+    return done(c10d::OpType::REDUCE_SCATTER, outputs);
+  }
+
+  // AlltoAll of one tensor in equal blocks (torch's all_to_all_single without split sizes).
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_splits,
+                                               std::vector<int64_t>& input_splits,
+                                               const c10d::AllToAllOptions& /* opts */) override {
+    std::vector<at::Tensor> in{input}, out{output};
+    single(in, "alltoall_base");
+    single(out, "alltoall_base");
+    TORCH_CHECK(input.dim() >= 1, "tutti: all_to_all_single needs a tensor of one or more dims");
+    const int64_t block = input.numel() / getSize();
+    // Split sizes count rows (the first dimension); equal blocks are all that is supported.
+    const int64_t row = input.size(0) > 0 ? input.numel() / input.size(0) : 0;
+    for (const std::vector<int64_t>* splits : {&output_splits, &input_splits}) {
+      for (int64_t n : *splits) {
+        TORCH_CHECK(n * row == block,
+                    "tutti: all_to_all with uneven split sizes is not supported yet");
+      }
+    }
+    TORCH_CHECK(input.numel() % getSize() == 0 && output.numel() == input.numel() &&
+                    output.scalar_type() == input.scalar_type(),
+                "tutti: all_to_all_single needs equal input and output tensors whose length "
+                "divides into world_size blocks");
+    check(ncclAlltoAll(input.data_ptr(), output.data_ptr(), block, datatype(input), comm_,
+                       nullptr),
+          "ncclAlltoAll");
+    return done(c10d::OpType::ALLTOALL_BASE, out);
+  }
+
+  // Gather into a list of size() tensors at the root (through one contiguous buffer).
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override {
+    at::Tensor& in = single(inputs, "gather");
+    const int root = static_cast<int>(opts.rootRank);
+    at::Tensor flat;
+    if (getRank() == root) {
+      TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
+                  "tutti: gather needs one list of ", getSize(), " output tensors at the root");
+      flat = at::empty({static_cast<int64_t>(getSize()) * in.numel()}, in.options());
+    }
+    check(ncclGather(in.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr, in.numel(),
+                     datatype(in), root, comm_, nullptr),
+          "ncclGather");
+    if (!flat.defined()) return done(c10d::OpType::GATHER, {});
+    for (int r = 0; r < getSize(); r++) {
+      outputs[0][r].copy_(flat.narrow(0, r * in.numel(), in.numel()).view_as(in));
+    }
+    return done(c10d::OpType::GATHER, outputs[0]);
+  }
+
+  // Scatter from a list of size() tensors at the root (concatenated into one buffer first).
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override {
+    at::Tensor& out = single(outputs, "scatter");
+    const int root = static_cast<int>(opts.rootRank);
+    at::Tensor flat;
+    if (getRank() == root) {
+      TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
+                  "tutti: scatter needs one list of ", getSize(), " input tensors at the root");
+      flat = concatenated(inputs[0], out);
+    }
+    check(ncclScatter(flat.defined() ? flat.data_ptr() : nullptr, out.data_ptr(), out.numel(),
+                      datatype(out), root, comm_, nullptr),
+          "ncclScatter");
+    return done(c10d::OpType::SCATTER, outputs);
+  }
+
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& /* opts */) override {
     at::Tensor one = at::zeros({1}, at::kByte);
     check(ncclAllReduce(one.data_ptr(), one.data_ptr(), 1, ncclUint8, ncclSum, comm_, nullptr),
@@ -204,6 +301,18 @@ class ProcessGroupTutti : public c10d::ProcessGroup {
   }
 
  private:
+  // The list's tensors, each shaped like `like`, laid end to end in one contiguous tensor.
+  at::Tensor concatenated(const std::vector<at::Tensor>& list, const at::Tensor& like) {
+    std::vector<at::Tensor> flat;
+    for (const at::Tensor& t : list) {
+      TORCH_CHECK(t.numel() == like.numel() && t.scalar_type() == like.scalar_type() &&
+                      t.device().is_cpu(),
+                  "tutti: every tensor of the list must be a CPU tensor like the output");
+      flat.push_back(t.reshape({-1}));
+    }
+    return at::cat(flat);
+  }
+
   c10::intrusive_ptr<c10d::Work> done(c10d::OpType type, std::vector<at::Tensor> outputs) {
     return c10::make_intrusive<WorkTutti>(getRank(), type, std::move(outputs));
   }
