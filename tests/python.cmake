@@ -27,5 +27,7 @@ set_tests_properties(${TT_PY_TESTS} PROPERTIES LABELS python TIMEOUT 120 SKIP_RE
 # installed (tools/install-deps.sh does not install them); its C++ shim is compiled into the
 # build tree on the first run, which takes a minute or two.
 add_test(NAME python_torch_2 COMMAND ${TT_PY_RUN} 2 ${TT_PY_DIR}/test_torch.py)
-set_tests_properties(python_torch_2 PROPERTIES LABELS python TIMEOUT 600 SKIP_RETURN_CODE 77
+add_test(NAME python_torch_3 COMMAND ${TT_PY_RUN} 3 ${TT_PY_DIR}/test_torch.py)
+set_tests_properties(python_torch_2 python_torch_3 PROPERTIES LABELS python TIMEOUT 600
+                     SKIP_RETURN_CODE 77
                      ENVIRONMENT "TUTTI_LIBRARY=$<TARGET_FILE:tutti>;TUTTI_TORCH_BUILD_DIR=${CMAKE_BINARY_DIR}/tutti-torch")
