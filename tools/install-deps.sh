@@ -1,8 +1,9 @@
 #!/bin/sh
 # Installs the build and test tools a fresh Debian machine may lack (cmake, ninja, a C compiler,
 # iproute2 for network-namespace tests; pkg-config, dpkg-dev and file for the install and package
-# tests; man-db for the man page check; Open MPI for the MPI example). Does nothing when
-# everything is present.
+# tests; man-db for the man page check; Open MPI for the MPI example; Debian's python3 with numpy,
+# pip, setuptools and wheel for the Python bindings' tests). Does nothing when everything is
+# present.
 set -e
 missing=""
 command -v cmake >/dev/null 2>&1 || missing="$missing cmake"
@@ -16,6 +17,13 @@ command -v file >/dev/null 2>&1 || missing="$missing file"
 command -v man >/dev/null 2>&1 || missing="$missing man-db"
 command -v mpicc >/dev/null 2>&1 || missing="$missing libopenmpi-dev"
 command -v mpirun >/dev/null 2>&1 || missing="$missing openmpi-bin"
+# The bindings target Debian's interpreter, not whatever python3 comes first on PATH.
+PY=/usr/bin/python3
+[ -x $PY ] || missing="$missing python3"
+for pair in numpy:python3-numpy pip:python3-pip setuptools:python3-setuptools \
+            wheel:python3-wheel; do
+    [ -x $PY ] && $PY -c "import ${pair%%:*}" >/dev/null 2>&1 || missing="$missing ${pair#*:}"
+done
 [ -z "$missing" ] && exit 0
 echo "install-deps: installing$missing"
 SUDO=""

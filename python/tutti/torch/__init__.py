@@ -1,0 +1,68 @@
+"""tutti.torch: Tutti as a torch.distributed backend (PyTorch 1.13, Debian's python3-torch).
+
+    import torch.distributed as dist
+    import tutti.torch                      # registers the backend "tutti"
+    dist.init_process_group("tutti", init_method="file:///tmp/rendezvous", rank=r, world_size=n)
+
+The backend is a C++ shim (backend.cpp) compiled on first import with
+torch.utils.cpp_extension against the installed torch and linked to the libtutti.so the tutti
+package uses; the build is cached in TUTTI_TORCH_BUILD_DIR (default ~/.cache/tutti/torch-VERSION).
+It needs libtorch-dev, pybind11-dev, g++ and ninja. This is the foundation of issue 17 item 2:
+CPU tensors, blocking collectives (allreduce, broadcast, reduce, allgather, _allgather_base,
+barrier, send, recv); the rest raise "does not support".
+"""
+
+import os
+
+import torch
+import torch.distributed as dist
+
+from .. import _lib
+
+_ext = None
+
+
+def _include_dir():
+    env = os.environ.get("TUTTI_INCLUDE")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    bundled = os.path.join(os.path.dirname(here), "include")  # an installed package's copy
+    repo_include = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(here))),
+                                "include")
+    for cand in (bundled, repo_include):
+        if os.path.exists(os.path.join(cand, "nccl.h")):
+            return cand
+    raise ImportError("tutti.torch: nccl.h not found; set TUTTI_INCLUDE to Tutti's include/")
+
+
+def extension():
+    """The compiled shim (built on first use)."""
+    global _ext
+    if _ext is not None:
+        return _ext
+    from torch.utils import cpp_extension
+
+    lib = os.path.abspath(_lib.library_path())  # loads libtutti.so, whose soname the shim needs
+    build_dir = os.environ.get("TUTTI_TORCH_BUILD_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "tutti", "torch-" + torch.__version__)
+    os.makedirs(build_dir, exist_ok=True)
+    here = os.path.dirname(os.path.abspath(__file__))
+    _ext = cpp_extension.load(
+        name="tutti_torch_c",
+        sources=[os.path.join(here, "backend.cpp")],
+        extra_include_paths=[_include_dir()],
+        extra_cflags=["-O2"],
+        extra_ldflags=[lib, "-Wl,-rpath," + os.path.dirname(lib)],
+        build_directory=build_dir,
+        with_cuda=False,
+        verbose=bool(os.environ.get("TUTTI_TORCH_VERBOSE")))
+    return _ext
+
+
+def _create(store, rank, size, timeout):
+    return extension().create_process_group(store, rank, size, timeout)
+
+
+if not hasattr(dist.Backend, "TUTTI"):
+    dist.Backend.register_backend("tutti", _create)

@@ -1,0 +1,33 @@
+# The Python bindings (python/tutti) under Debian's /usr/bin/python3 (label python): every
+# collective, datatype and operator bit for bit on 2 and 3 ranks, the rest of the API on 2 and
+# 3 ranks, one process without a launcher, and a pip install into a temporary directory. The
+# scripts skip (77) with a line saying why when that interpreter or numpy is missing.
+# Not in sanitizer builds: an ASan-instrumented libtutti.so cannot be loaded into an
+# uninstrumented interpreter (the ASan runtime must come first), and the Python layer adds
+# nothing for the sanitizers to check that the C tests do not.
+if(TUTTI_SANITIZE)
+  return()
+endif()
+set(TT_PY_RUN sh ${CMAKE_SOURCE_DIR}/python/tests/run.sh $<TARGET_FILE:tutti-run>)
+set(TT_PY_DIR ${CMAKE_SOURCE_DIR}/python/tests)
+add_test(NAME python_local COMMAND ${TT_PY_RUN} 0 ${TT_PY_DIR}/test_local.py)
+set(TT_PY_TESTS python_local)
+foreach(n 2 3)
+  add_test(NAME python_colls_${n} COMMAND ${TT_PY_RUN} ${n} ${TT_PY_DIR}/test_colls.py)
+  add_test(NAME python_api_${n} COMMAND ${TT_PY_RUN} ${n} ${TT_PY_DIR}/test_api.py)
+  list(APPEND TT_PY_TESTS python_colls_${n} python_api_${n})
+endforeach()
+add_test(NAME python_install
+         COMMAND sh ${TT_PY_DIR}/test_install.sh $<TARGET_FILE:tutti-run> $<TARGET_FILE:tutti>)
+list(APPEND TT_PY_TESTS python_install)
+set_tests_properties(${TT_PY_TESTS} PROPERTIES LABELS python TIMEOUT 120 SKIP_RETURN_CODE 77
+                     ENVIRONMENT "TUTTI_LIBRARY=$<TARGET_FILE:tutti>")
+
+# tutti.torch (the c10d backend's foundation) where python3-torch and libtorch-dev are
+# installed (tools/install-deps.sh does not install them); its C++ shim is compiled into the
+# build tree on the first run, which takes a minute or two.
+add_test(NAME python_torch_2 COMMAND ${TT_PY_RUN} 2 ${TT_PY_DIR}/test_torch.py)
+add_test(NAME python_torch_3 COMMAND ${TT_PY_RUN} 3 ${TT_PY_DIR}/test_torch.py)
+set_tests_properties(python_torch_2 python_torch_3 PROPERTIES LABELS python TIMEOUT 600
+                     SKIP_RETURN_CODE 77
+                     ENVIRONMENT "TUTTI_LIBRARY=$<TARGET_FILE:tutti>;TUTTI_TORCH_BUILD_DIR=${CMAKE_BINARY_DIR}/tutti-torch")
