@@ -1,0 +1,101 @@
+/* The one family of checks the tests share. A failed check prints one line (one write, so that
+ * threads and ranks do not interleave inside it): file:line, the context the test set (its rank,
+ * when it has one), the expression and both sides, and counts in check_failures. Past
+ * CHECK_MAX_PRINTED failures the rest are only counted, so that one broken schedule does not
+ * bury the report. A test ends with `return check_failures ? 1 : 0;`.
+ *
+ *   FAIL(fmt, ...)           a failure described by the test itself
+ *   CHECK(cond, fmt, ...)    cond must hold; evaluates to cond, for `if (!CHECK(...)) return;`
+ *   CHECK_EQ(got, want, fmt, ...)
+ *                            integers (or pointers) compared as 64-bit values, both printed in
+ *                            decimal and hex: bit-exact checks of float data compare the bits
+ *   CHECK_RES(expr, want)    an ncclResult_t, both printed by name, with ncclGetLastError
+ *                            (when nccl.h is included before this header)
+ *
+ * The counter is atomic, so checks may fail in several threads at once. Everything is static:
+ * each test program (one translation unit) has its own counter. */
+#ifndef TUTTI_TESTS_CHECK_H
+#define TUTTI_TESTS_CHECK_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CHECK_MAX_PRINTED 20
+
+static atomic_int check_failures;
+/* The rank printed with each failure; -1 (the default) prints none. */
+static int check_rank = -1;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static inline void check_fail(const char *file, int line, const char *fmt, ...)
+{
+    if (atomic_fetch_add(&check_failures, 1) >= CHECK_MAX_PRINTED) return;
+    char msg[1024];
+    int n = check_rank >= 0 ? snprintf(msg, sizeof msg, "%s:%d: rank %d: ", file, line, check_rank)
+                            : snprintf(msg, sizeof msg, "%s:%d: ", file, line);
+    if (n < 0 || (size_t)n >= sizeof msg) n = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s\n", msg);
+}
+
+#define FAIL(...) check_fail(__FILE__, __LINE__, __VA_ARGS__)
+
+/* The format and its arguments describe where the check stands (index, dtype ...). */
+#define CHECK(cond, ...) ((cond) ? true : (check_what(__FILE__, __LINE__, #cond, __VA_ARGS__), false))
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+static inline void check_what(const char *file, int line, const char *text, const char *fmt, ...)
+{
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    check_fail(file, line, "%s: %s does not hold", what, text);
+}
+
+#define CHECK_EQ(got, want, ...)                                                                \
+    check_eq(__FILE__, __LINE__, #got, (int64_t)(got), (int64_t)(want), __VA_ARGS__)
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 6, 7)))
+#endif
+static inline bool check_eq(const char *file, int line, const char *text, int64_t got,
+                            int64_t want, const char *fmt, ...)
+{
+    if (got == want) return true;
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    check_fail(file, line, "%s: %s = %lld (0x%llx), want %lld (0x%llx)", what, text,
+               (long long)got, (unsigned long long)got, (long long)want, (unsigned long long)want);
+    return false;
+}
+
+#ifdef NCCL_H_
+#define CHECK_RES(expr, want) check_res(__FILE__, __LINE__, #expr, (expr), (want))
+
+static inline bool check_res(const char *file, int line, const char *text, ncclResult_t got,
+                             ncclResult_t want)
+{
+    if (got == want) return true;
+    check_fail(file, line, "%s\n    got %d (%s), want %d (%s); last error: \"%s\"", text, (int)got,
+               ncclGetErrorString(got), (int)want, ncclGetErrorString(want),
+               ncclGetLastError(NULL));
+    return false;
+}
+#endif
+
+#endif
