@@ -5,12 +5,16 @@
  * bury the report. A test ends with `return check_failures ? 1 : 0;`.
  *
  *   FAIL(fmt, ...)           a failure described by the test itself
- *   CHECK(cond, fmt, ...)    cond must hold; evaluates to cond, for `if (!CHECK(...)) return;`
- *   CHECK_EQ(got, want, fmt, ...)
- *                            integers (or pointers) compared as 64-bit values, both printed in
+ *   CHECK(cond, fmt, ...)    cond must hold; the format says where the test stands
+ *   CHECK_EQ(got, want)      integers (or pointers) compared as 64-bit values, both printed in
  *                            decimal and hex: bit-exact checks of float data compare the bits
+ *   CHECK_EQ_MSG(got, want, fmt, ...)
+ *                            the same, with where the test stands (index, dtype ...)
  *   CHECK_RES(expr, want)    an ncclResult_t, both printed by name, with ncclGetLastError
- *                            (when nccl.h is included before this header)
+ *   CHECK_ERR(expr, want, needle)
+ *                            the same, and ncclGetLastError must mention `needle`
+ *                            (the last two when nccl.h is included before this header)
+ * Every check evaluates to whether it held, for `if (!CHECK(...)) return;`.
  *
  * The counter is atomic, so checks may fail in several threads at once. Everything is static:
  * each test program (one translation unit) has its own counter. */
@@ -22,6 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #define CHECK_MAX_PRINTED 20
 
@@ -64,7 +69,8 @@ static inline void check_what(const char *file, int line, const char *text, cons
     check_fail(file, line, "%s: %s does not hold", what, text);
 }
 
-#define CHECK_EQ(got, want, ...)                                                                \
+#define CHECK_EQ(got, want) CHECK_EQ_MSG(got, want, "%s", "")
+#define CHECK_EQ_MSG(got, want, ...)                                                            \
     check_eq(__FILE__, __LINE__, #got, (int64_t)(got), (int64_t)(want), __VA_ARGS__)
 
 #if defined(__GNUC__)
@@ -79,8 +85,9 @@ static inline bool check_eq(const char *file, int line, const char *text, int64_
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    check_fail(file, line, "%s: %s = %lld (0x%llx), want %lld (0x%llx)", what, text,
-               (long long)got, (unsigned long long)got, (long long)want, (unsigned long long)want);
+    check_fail(file, line, "%s%s%s = %lld (0x%llx), want %lld (0x%llx)", what, what[0] ? ": " : "",
+               text, (long long)got, (unsigned long long)got, (long long)want,
+               (unsigned long long)want);
     return false;
 }
 
@@ -94,6 +101,20 @@ static inline bool check_res(const char *file, int line, const char *text, ncclR
     check_fail(file, line, "%s\n    got %d (%s), want %d (%s); last error: \"%s\"", text, (int)got,
                ncclGetErrorString(got), (int)want, ncclGetErrorString(want),
                ncclGetLastError(NULL));
+    return false;
+}
+
+#define CHECK_ERR(expr, want, needle)                                                           \
+    check_err(__FILE__, __LINE__, #expr, (expr), (want), (needle))
+
+static inline bool check_err(const char *file, int line, const char *text, ncclResult_t got,
+                             ncclResult_t want, const char *needle)
+{
+    if (!check_res(file, line, text, got, want)) return false;
+    const char *last = ncclGetLastError(NULL);
+    if (last != NULL && strstr(last, needle) != NULL) return true;
+    check_fail(file, line, "%s\n    last error \"%s\" does not mention \"%s\"", text,
+               last ? last : "(NULL)", needle);
     return false;
 }
 #endif

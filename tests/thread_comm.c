@@ -69,8 +69,9 @@ static void check_sum(const char *what, const float *buf, size_t count, int roun
         uint32_t got_bits, want_bits;
         memcpy(&got_bits, &buf[i], 4);
         memcpy(&want_bits, &want, 4);
-        if (!CHECK_EQ(got_bits, want_bits, "%s: round %d, float32 element %zu (got %g, want %g)",
-                      what, round, i, (double)buf[i], (double)want))
+        if (!CHECK_EQ_MSG(got_bits, want_bits,
+                          "%s: round %d, float32 element %zu (got %g, want %g)", what, round, i,
+                          (double)buf[i], (double)want))
             return;
     }
 }
@@ -112,9 +113,9 @@ static void *drive_own_comm(void *arg)
         fill(buf, n, round, oc->salt);
         CHECK_RES(ncclBroadcast(buf, buf, n, ncclFloat32, root, comm, NULL), ncclSuccess);
         for (size_t i = 0; i < n; i++)
-            if (!CHECK_EQ(buf[i], input_of(root, round, oc->salt, i),
-                          "two_comms: comm %d: Broadcast from %d, round %d, element %zu",
-                          oc->salt, root, round, i))
+            if (!CHECK_EQ_MSG(buf[i], input_of(root, round, oc->salt, i),
+                              "two_comms: comm %d: Broadcast from %d, round %d, element %zu",
+                              oc->salt, root, round, i))
                 break;
     }
     free(buf);
