@@ -13,11 +13,14 @@
  *   CHECK_RES(expr, want)    an ncclResult_t, both printed by name, with ncclGetLastError
  *   CHECK_ERR(expr, want, needle)
  *                            the same, and ncclGetLastError must mention `needle`
+ *   CHECK_FAILS(expr)        an ncclResult_t that is an error (not ncclSuccess, not
+ *                            ncclInProgress), whichever
  *                            (the last two when nccl.h is included before this header)
  * Every check evaluates to whether it held, for `if (!CHECK(...)) return;`.
  *
- * The counter is atomic, so checks may fail in several threads at once. Everything is static:
- * each test program (one translation unit) has its own counter. */
+ * The counter is atomic, so checks may fail in several threads at once. It is static, one per
+ * file, unless the program is made of several files that check: they define CHECK_EXTERN
+ * before including this header, and one of them defines check_failures and check_rank. */
 #ifndef TUTTI_TESTS_CHECK_H
 #define TUTTI_TESTS_CHECK_H
 
@@ -30,9 +33,21 @@
 
 #define CHECK_MAX_PRINTED 20
 
-static atomic_int check_failures;
 /* The rank printed with each failure; -1 (the default) prints none. */
+#ifdef CHECK_EXTERN
+extern atomic_int check_failures;
+extern int check_rank;
+#else
+static atomic_int check_failures;
 static int check_rank = -1;
+#endif
+
+/* The file's name without its directories, so that messages read the same from any build. */
+static inline const char *check_base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash != NULL ? slash + 1 : path;
+}
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
@@ -41,6 +56,7 @@ static inline void check_fail(const char *file, int line, const char *fmt, ...)
 {
     if (atomic_fetch_add(&check_failures, 1) >= CHECK_MAX_PRINTED) return;
     char msg[1024];
+    file = check_base_name(file);
     int n = check_rank >= 0 ? snprintf(msg, sizeof msg, "%s:%d: rank %d: ", file, line, check_rank)
                             : snprintf(msg, sizeof msg, "%s:%d: ", file, line);
     if (n < 0 || (size_t)n >= sizeof msg) n = 0;
@@ -101,6 +117,16 @@ static inline bool check_res(const char *file, int line, const char *text, ncclR
     check_fail(file, line, "%s\n    got %d (%s), want %d (%s); last error: \"%s\"", text, (int)got,
                ncclGetErrorString(got), (int)want, ncclGetErrorString(want),
                ncclGetLastError(NULL));
+    return false;
+}
+
+#define CHECK_FAILS(expr) check_fails(__FILE__, __LINE__, #expr, (expr))
+
+static inline bool check_fails(const char *file, int line, const char *text, ncclResult_t got)
+{
+    if (got != ncclSuccess && got != ncclInProgress) return true;
+    check_fail(file, line, "%s\n    got %d (%s), want an error", text, (int)got,
+               ncclGetErrorString(got));
     return false;
 }
 
