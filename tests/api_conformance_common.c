@@ -15,6 +15,7 @@ ncclComm_t comm;
  * counter before each test. */
 atomic_int check_failures;
 int check_rank = -1;
+const char *check_where;
 
 double now_s(void)
 {

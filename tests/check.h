@@ -1,6 +1,6 @@
 /* The one family of checks the tests share. A failed check prints one line (one write, so that
  * threads and ranks do not interleave inside it): file:line, the context the test set (its rank,
- * when it has one), the expression and both sides, and counts in check_failures. Past
+ * when it has one, and the case under test), the expression and both sides, and counts in check_failures. Past
  * CHECK_MAX_PRINTED failures the rest are only counted, so that one broken schedule does not
  * bury the report. A test ends with `return check_failures ? 1 : 0;`.
  *
@@ -37,9 +37,12 @@
 #ifdef CHECK_EXTERN
 extern atomic_int check_failures;
 extern int check_rank;
+extern const char *check_where;
 #else
 static atomic_int check_failures;
 static int check_rank = -1;
+/* The case under test, printed with each failure when not NULL (single-threaded tests). */
+static const char *check_where;
 #endif
 
 /* The file's name without its directories, so that messages read the same from any build. */
@@ -60,6 +63,10 @@ static inline void check_fail(const char *file, int line, const char *fmt, ...)
     int n = check_rank >= 0 ? snprintf(msg, sizeof msg, "%s:%d: rank %d: ", file, line, check_rank)
                             : snprintf(msg, sizeof msg, "%s:%d: ", file, line);
     if (n < 0 || (size_t)n >= sizeof msg) n = 0;
+    if (check_where != NULL) {
+        int m = snprintf(msg + n, sizeof msg - (size_t)n, "[%s] ", check_where);
+        if (m > 0 && (size_t)(n + m) < sizeof msg) n += m;
+    }
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
