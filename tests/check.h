@@ -10,6 +10,7 @@
  *                            decimal and hex: bit-exact checks of float data compare the bits
  *   CHECK_EQ_MSG(got, want, fmt, ...)
  *                            the same, with where the test stands (index, dtype ...)
+ *   CHECK_STR(got, want)     C strings, both printed
  *   CHECK_RES(expr, want)    an ncclResult_t, both printed by name, with ncclGetLastError
  *   CHECK_ERR(expr, want, needle)
  *                            the same, and ncclGetLastError must mention `needle`
@@ -111,6 +112,17 @@ static inline bool check_eq(const char *file, int line, const char *text, int64_
     check_fail(file, line, "%s%s%s = %lld (0x%llx), want %lld (0x%llx)", what, what[0] ? ": " : "",
                text, (long long)got, (unsigned long long)got, (long long)want,
                (unsigned long long)want);
+    return false;
+}
+
+#define CHECK_STR(got, want) check_str(__FILE__, __LINE__, #got, (got), (want))
+
+static inline bool check_str(const char *file, int line, const char *text, const char *got,
+                             const char *want)
+{
+    if (got != NULL && want != NULL && strcmp(got, want) == 0) return true;
+    check_fail(file, line, "%s = \"%s\", want \"%s\"", text, got ? got : "(NULL)",
+               want ? want : "(NULL)");
     return false;
 }
 
