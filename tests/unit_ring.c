@@ -223,7 +223,7 @@ int main(void)
         }
     }
     if (check_failures) {
-        fprintf(stderr, "unit_ring: %d check_failures in %d cases\n", check_failures, cases);
+        fprintf(stderr, "unit_ring: %d failures in %d cases\n", check_failures, cases);
         return 1;
     }
     printf("unit_ring: %d cases ok\n", cases);

@@ -105,6 +105,7 @@ int main(void)
     close(loose);
     close(small);
     for (int r2 = 0; r2 < 2; r2++) tt_team_destroy(h[r2]);
-    printf("unit_team_map: %s (%d failed checks)\n", check_failures ? "FAILED" : "passed", check_failures);
+    printf("unit_team_map: %s (%d failed checks)\n", check_failures ? "FAILED" : "passed",
+           (int)check_failures);
     return check_failures != 0;
 }

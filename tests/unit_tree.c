@@ -290,7 +290,7 @@ int main(void)
                     cases++;
                 }
     if (check_failures) {
-        fprintf(stderr, "unit_tree: %d check_failures in %d cases\n", check_failures, cases);
+        fprintf(stderr, "unit_tree: %d failures in %d cases\n", check_failures, cases);
         return 1;
     }
     printf("unit_tree: %d cases ok\n", cases);
