@@ -11,7 +11,7 @@
 #include "nccl.h"
 #include "tutti.h"
 
-#include "check.h"
+#include "world.h"
 
 #define NRANKS 4
 #define COUNT 7
@@ -37,22 +37,16 @@ static inline void allreduce_checked(ncclComm_t world, int32_t *v, size_t count,
     }
 }
 
-/* The job's world communicator (tuttiCommInitFromEnv), with world_rank set. NULL when there is
+/* The job's world communicator (world.h's world_open), with world_rank set. NULL when there is
  * none to test: *exit_code is then 1 (init failed) or 77 (not NRANKS ranks: skipped). */
 static inline ncclComm_t api_world(const char *prog, int *exit_code)
 {
-    ncclComm_t world = NULL;
-    ncclResult_t res = tuttiCommInitFromEnv(&world);
-    if (res != ncclSuccess) {
-        fprintf(stderr, "%s: tuttiCommInitFromEnv: %s (%s)\n", prog, ncclGetErrorString(res),
-                ncclGetLastError(NULL));
+    int nranks = 0;
+    ncclComm_t world = world_open(prog, &world_rank, &nranks);
+    if (world == NULL) {
         *exit_code = 1;
         return NULL;
     }
-    int nranks = 0;
-    ncclCommUserRank(world, &world_rank);
-    check_rank = world_rank;
-    ncclCommCount(world, &nranks);
     if (nranks != NRANKS) {
         printf("%s: skipped: needs %d ranks (tutti-run -n %d), got %d\n", prog, NRANKS, NRANKS,
                nranks);

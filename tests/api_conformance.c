@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "api_conformance_common.h"
+#include "world.h"
 #include "nccl.h"
 #include "tutti.h"
 
@@ -210,80 +211,46 @@ static void test_nonblocking(void)
 
 /* ---- Driver -------------------------------------------------------------------------------- */
 
-static const struct {
-    const char *name;
-    void (*run)(void);
-} tests[] = {
-    {"queries", test_queries},
-    {"allgather_in_place", test_allgather_in_place},
-    {"reducescatter_in_place", test_reducescatter_in_place},
-    {"reduce_root_only", test_reduce_root_only},
-    {"avg", test_avg},
-    {"broadcast_every_root", test_broadcast_every_root},
-    {"alltoall", test_alltoall},
-    {"gather_every_root", test_gather_every_root},
-    {"scatter_every_root", test_scatter_every_root},
-    {"movement_dtypes", test_movement_dtypes},
-    {"sendrecv_ring", test_sendrecv_ring},
-    {"sendrecv_all_pairs", test_sendrecv_all_pairs},
-    {"send_to_self", test_send_to_self},
-    {"group_errors", test_group_errors},
-    {"nested_groups", test_nested_groups},
-    {"multi_comm_group", test_multi_comm_group},
-    {"mixed_group", test_mixed_group},
-    {"aggregated_group", test_aggregated_group},
-    {"uneven_grouping", test_uneven_grouping},
-    {"thread_groups", test_thread_groups},
-    {"sendrecv_bidirectional", test_sendrecv_bidirectional},
-    {"simulate_end", test_simulate_end},
-    {"count_zero", test_count_zero},
-    {"destroy_twice", test_destroy_twice},
-    {"use_after_finalize", test_use_after_finalize},
-    {"abort_healthy", test_abort_healthy},
-    {"nonblocking", test_nonblocking},
-    {"split", test_split},
+static const struct world_test tests[] = {
+    {"queries", test_queries, false},
+    {"allgather_in_place", test_allgather_in_place, false},
+    {"reducescatter_in_place", test_reducescatter_in_place, false},
+    {"reduce_root_only", test_reduce_root_only, false},
+    {"avg", test_avg, false},
+    {"broadcast_every_root", test_broadcast_every_root, false},
+    {"alltoall", test_alltoall, false},
+    {"gather_every_root", test_gather_every_root, false},
+    {"scatter_every_root", test_scatter_every_root, false},
+    {"movement_dtypes", test_movement_dtypes, false},
+    {"sendrecv_ring", test_sendrecv_ring, false},
+    {"sendrecv_all_pairs", test_sendrecv_all_pairs, false},
+    {"send_to_self", test_send_to_self, false},
+    {"group_errors", test_group_errors, false},
+    {"nested_groups", test_nested_groups, false},
+    {"multi_comm_group", test_multi_comm_group, false},
+    {"mixed_group", test_mixed_group, false},
+    {"aggregated_group", test_aggregated_group, false},
+    {"uneven_grouping", test_uneven_grouping, false},
+    {"thread_groups", test_thread_groups, false},
+    {"sendrecv_bidirectional", test_sendrecv_bidirectional, false},
+    {"simulate_end", test_simulate_end, false},
+    {"count_zero", test_count_zero, false},
+    {"destroy_twice", test_destroy_twice, false},
+    {"use_after_finalize", test_use_after_finalize, false},
+    {"abort_healthy", test_abort_healthy, false},
+    {"nonblocking", test_nonblocking, false},
+    {"split", test_split, false},
 };
-
-static bool selected(const char *name, int argc, char **argv)
-{
-    if (argc < 2) return true;
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], name) == 0) return true;
-    return false;
-}
 
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    ncclResult_t res = tuttiCommInitFromEnv(&comm);
-    if (res != ncclSuccess) {
-        fprintf(stderr, "tuttiCommInitFromEnv: %s: %s\n", ncclGetErrorString(res),
-                ncclGetLastError(NULL));
-        return 1;
-    }
-    ncclCommCount(comm, &nranks);
-    ncclCommUserRank(comm, &rank);
-    check_rank = rank;
+    comm = world_open("api_conformance", &rank, &nranks);
+    if (comm == NULL) return 1;
 
-    int failed_tests = 0, run = 0;
-    for (size_t t = 0; t < sizeof tests / sizeof tests[0]; t++) {
-        if (!selected(tests[t].name, argc, argv)) continue;
-        check_failures = 0;
-        double t0 = now_s();
-        tests[t].run();
-        run++;
-        if (check_failures) failed_tests++;
-        printf("%s %s (rank %d of %d, %.2f s)\n", check_failures ? "FAIL" : "PASS", tests[t].name,
-               rank, nranks, now_s() - t0);
-    }
-    if (run == 0) {
-        fprintf(stderr, "no test matched; the tests are:");
-        for (size_t t = 0; t < sizeof tests / sizeof tests[0]; t++)
-            fprintf(stderr, " %s", tests[t].name);
-        fputc('\n', stderr);
-        return 2;
-    }
+    int failed = world_run_tests(tests, sizeof tests / sizeof tests[0], argc, argv, 1, NULL);
+    if (failed < 0) return 2;
     ncclCommDestroy(comm);
-    printf("rank %d: %d of %d tests failed\n", rank, failed_tests, run);
-    return failed_tests ? 1 : 0;
+    printf("rank %d: %d tests failed\n", rank, failed);
+    return failed ? 1 : 0;
 }

@@ -40,7 +40,7 @@
 #include "nccl.h"
 #include "tutti.h"
 
-#include "check.h"
+#include "world.h"
 
 #define SENTINEL INT64_C(-777)
 
@@ -441,14 +441,6 @@ static void test_errors(void)
     CHECK_RES(ncclCommAbort(doomed), ncclSuccess);
 }
 
-static bool selected(const char *name, int argc, char **argv, int first)
-{
-    if (first >= argc) return strcmp(name, "errors") != 0;
-    for (int i = first; i < argc; i++)
-        if (strcmp(argv[i], name) == 0) return true;
-    return false;
-}
-
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -457,38 +449,20 @@ int main(int argc, char **argv)
         overlap_mib = strtoull(argv[2], NULL, 0);
         first = 3;
     }
-    ncclResult_t res = tuttiCommInitFromEnv(&comm);
-    if (res != ncclSuccess) {
-        fprintf(stderr, "tuttiCommInitFromEnv: %s: %s\n", ncclGetErrorString(res),
-                ncclGetLastError(NULL));
-        return 1;
-    }
-    ncclCommCount(comm, &nranks);
-    ncclCommUserRank(comm, &rank);
-    check_rank = rank;
+    comm = world_open("stream_overlap", &rank, &nranks);
+    if (comm == NULL) return 1;
 
-    static const struct {
-        const char *name;
-        void (*run)(void);
-    } tests[] = {{"overlap", test_overlap},
-                 {"in_order", test_in_order},
-                 {"two_streams", test_two_streams},
-                 {"shared_comm", test_shared_comm},
-                 {"destroy", test_destroy},
-                 {"finalize", test_finalize},
-                 {"abort", test_abort},
-                 {"errors", test_errors}};
-    int failed = 0;
-    for (size_t t = 0; t < sizeof tests / sizeof tests[0]; t++) {
-        if (!selected(tests[t].name, argc, argv, first)) continue;
-        int before = check_failures;
-        double t0 = now_s();
-        tests[t].run();
-        bool ok = check_failures == before;
-        failed += !ok;
-        printf("%s %s (rank %d of %d, %.2f s)\n", ok ? "PASS" : "FAIL", tests[t].name, rank,
-               nranks, now_s() - t0);
-    }
+    static const struct world_test tests[] = {
+        {"overlap", test_overlap, false},
+        {"in_order", test_in_order, false},
+        {"two_streams", test_two_streams, false},
+        {"shared_comm", test_shared_comm, false},
+        {"destroy", test_destroy, false},
+        {"finalize", test_finalize, false},
+        {"abort", test_abort, false},
+        {"errors", test_errors, true},
+    };
+    int failed = world_run_tests(tests, sizeof tests / sizeof tests[0], argc, argv, first, NULL);
     ncclCommDestroy(comm);
-    return failed ? 1 : 0;
+    return failed == 0 ? 0 : failed < 0 ? 2 : 1;
 }

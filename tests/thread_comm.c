@@ -30,7 +30,7 @@
 #include "nccl.h"
 #include "tutti.h"
 
-#include "check.h"
+#include "world.h"
 
 #define THREADS 3
 #define ROUNDS 20
@@ -312,42 +312,18 @@ static void test_abort(void)
 /* ---------------------------------------------------------------------------------------------
  * main */
 
-static bool selected(const char *name, int argc, char **argv, int first)
-{
-    if (first >= argc) return strcmp(name, "abort") != 0;
-    for (int i = first; i < argc; i++)
-        if (strcmp(argv[i], name) == 0) return true;
-    return false;
-}
-
 int main(int argc, char **argv)
 {
-    ncclResult_t res = tuttiCommInitFromEnv(&world);
-    if (res != ncclSuccess) {
-        fprintf(stderr, "thread_comm: tuttiCommInitFromEnv: %s (%s); run me under tutti-run\n",
-                ncclGetErrorString(res), ncclGetLastError(NULL));
-        return 1;
-    }
-    ncclCommUserRank(world, &rank);
-    ncclCommCount(world, &nranks);
-    check_rank = rank;
-    static const struct {
-        const char *name;
-        void (*run)(void);
-    } tests[] = {{"two_comms", test_two_comms},
-                 {"shared_comm", test_shared_comm},
-                 {"stream", test_stream},
-                 {"abort", test_abort}};
-    int failed = 0;
-    for (size_t t = 0; t < sizeof tests / sizeof tests[0]; t++) {
-        if (!selected(tests[t].name, argc, argv, 1)) continue;
-        int before = atomic_load(&check_failures);
-        tests[t].run();
-        world_barrier();
-        bool ok = atomic_load(&check_failures) == before;
-        failed += !ok;
-        printf("%s %s (rank %d of %d)\n", ok ? "PASS" : "FAIL", tests[t].name, rank, nranks);
-    }
+    world = world_open("thread_comm", &rank, &nranks);
+    if (world == NULL) return 1;
+    static const struct world_test tests[] = {
+        {"two_comms", test_two_comms, false},
+        {"shared_comm", test_shared_comm, false},
+        {"stream", test_stream, false},
+        {"abort", test_abort, true},
+    };
+    int failed = world_run_tests(tests, sizeof tests / sizeof tests[0], argc, argv, 1,
+                                 world_barrier);
     ncclCommDestroy(world);
-    return failed || check_failures ? 1 : 0;
+    return failed == 0 ? 0 : failed < 0 ? 2 : 1;
 }
