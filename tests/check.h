@@ -1,8 +1,8 @@
 /* The one family of checks the tests share. A failed check prints one line (one write, so that
  * threads and ranks do not interleave inside it): file:line, the context the test set (its rank,
- * when it has one, and the case under test), the expression and both sides, and counts in check_failures. Past
- * CHECK_MAX_PRINTED failures the rest are only counted, so that one broken schedule does not
- * bury the report. A test ends with `return check_failures ? 1 : 0;`.
+ * when it has one, and the case under test), the expression and both sides; and it counts in
+ * check_failures. Past CHECK_MAX_PRINTED failures the rest are only counted, so that one broken
+ * schedule does not bury the report. A test ends with `return check_failures ? 1 : 0;`.
  *
  *   FAIL(fmt, ...)           a failure described by the test itself
  *   CHECK(cond, fmt, ...)    cond must hold; the format says where the test stands
@@ -11,17 +11,18 @@
  *   CHECK_EQ_MSG(got, want, fmt, ...)
  *                            the same, with where the test stands (index, dtype ...)
  *   CHECK_STR(got, want)     C strings, both printed
+ * and, when nccl.h is included before this header:
  *   CHECK_RES(expr, want)    an ncclResult_t, both printed by name, with ncclGetLastError
  *   CHECK_ERR(expr, want, needle)
  *                            the same, and ncclGetLastError must mention `needle`
  *   CHECK_FAILS(expr)        an ncclResult_t that is an error (not ncclSuccess, not
  *                            ncclInProgress), whichever
- *                            (the last two when nccl.h is included before this header)
  * Every check evaluates to whether it held, for `if (!CHECK(...)) return;`.
  *
  * The counter is atomic, so checks may fail in several threads at once. It is static, one per
  * file, unless the program is made of several files that check: they define CHECK_EXTERN
- * before including this header, and one of them defines check_failures and check_rank. */
+ * before including this header, and one of them defines check_failures, check_rank and
+ * check_where. */
 #ifndef TUTTI_TESTS_CHECK_H
 #define TUTTI_TESTS_CHECK_H
 
@@ -34,13 +35,13 @@
 
 #define CHECK_MAX_PRINTED 20
 
-/* The rank printed with each failure; -1 (the default) prints none. */
 #ifdef CHECK_EXTERN
 extern atomic_int check_failures;
 extern int check_rank;
 extern const char *check_where;
 #else
 static atomic_int check_failures;
+/* The rank printed with each failure; -1 (the default) prints none. */
 static int check_rank = -1;
 /* The case under test, printed with each failure when not NULL (single-threaded tests). */
 static const char *check_where;
