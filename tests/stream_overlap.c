@@ -405,7 +405,7 @@ static void test_abort(void)
            rank, took, (int)res, ncclGetErrorString(res));
     /* Rank 0 stays alive until every rank is done: its exit would fail the others' AllReduce
      * before their abort (a peer's death is seen at once). */
-    EXPECT(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
 }
 
 /* The failure of a queued operation surfaces at tuttiStreamSynchronize, once. */
