@@ -14,28 +14,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int rank, nranks, failures;
+#include "check.h"
 
-#define CHECK_RES(expr)                                                                         \
-    do {                                                                                        \
-        ncclResult_t res_ = (expr);                                                             \
-        if (res_ != ncclSuccess) {                                                              \
-            fprintf(stderr, "abi_compat.c:%d: rank %d: %s returned %d (%s): %s\n", __LINE__,    \
-                    rank, #expr, (int)res_, ncclGetErrorString(res_), ncclGetLastError(NULL));  \
-            failures++;                                                                         \
-        }                                                                                       \
-    } while (0)
+static int rank, nranks;
 
-/* Compares `count` elements and prints the first few mismatches with rank and index. */
+/* Compares `count` elements: each mismatch is a failed check, with its index. */
 static void check_i32(const char *what, const int32_t *got, const int32_t *want, size_t count)
 {
     int shown = 0;
     for (size_t i = 0; i < count; i++) {
         if (got[i] == want[i]) continue;
-        if (shown++ < 3)
-            fprintf(stderr, "rank %d: %s: element %zu: got %d, want %d\n", rank, what, i,
-                    (int)got[i], (int)want[i]);
-        failures++;
+        shown++;
+        CHECK_EQ_MSG(got[i], want[i], "%s: element %zu", what, i);
     }
     printf("rank %d: %s %s\n", rank, shown ? "FAIL" : "PASS", what);
 }
@@ -62,12 +52,12 @@ static void run_collectives(ncclComm_t comm)
         want[i] = 0;
         for (int r = 0; r < n; r++) want[i] += value(r, i);
     }
-    CHECK_RES(ncclAllReduce(send, recv, COUNT, ncclInt32, ncclSum, comm, NULL));
+    CHECK_RES(ncclAllReduce(send, recv, COUNT, ncclInt32, ncclSum, comm, NULL), ncclSuccess);
     check_i32("AllReduce sum", recv, want, COUNT);
 
     for (int r = 0; r < n; r++)
         for (size_t i = 0; i < COUNT; i++) want[(size_t)r * COUNT + i] = value(r, i);
-    CHECK_RES(ncclAllGather(send, recv, COUNT, ncclInt32, comm, NULL));
+    CHECK_RES(ncclAllGather(send, recv, COUNT, ncclInt32, comm, NULL), ncclSuccess);
     check_i32("AllGather", recv, want, (size_t)n * COUNT);
 
     /* ReduceScatter: block j of every rank's input is value(rank, j*COUNT+i). */
@@ -76,7 +66,7 @@ static void run_collectives(ncclComm_t comm)
         want[i] = 0;
         for (int r = 0; r < n; r++) want[i] += value(r, (size_t)rank * COUNT + i);
     }
-    CHECK_RES(ncclReduceScatter(send, recv, COUNT, ncclInt32, ncclSum, comm, NULL));
+    CHECK_RES(ncclReduceScatter(send, recv, COUNT, ncclInt32, ncclSum, comm, NULL), ncclSuccess);
     check_i32("ReduceScatter", recv, want, COUNT);
 
     int root = n - 1;
@@ -84,7 +74,7 @@ static void run_collectives(ncclComm_t comm)
         send[i] = value(rank, i);
         want[i] = value(root, i);
     }
-    CHECK_RES(ncclBroadcast(send, recv, COUNT, ncclInt32, root, comm, NULL));
+    CHECK_RES(ncclBroadcast(send, recv, COUNT, ncclInt32, root, comm, NULL), ncclSuccess);
     check_i32("Broadcast", recv, want, COUNT);
 
     /* Reduce with max to root 0; the other ranks' recvbuff must stay untouched. */
@@ -92,16 +82,16 @@ static void run_collectives(ncclComm_t comm)
         recv[i] = -1;
         want[i] = rank == 0 ? value(n - 1, i) : -1;
     }
-    CHECK_RES(ncclReduce(send, recv, COUNT, ncclInt32, ncclMax, 0, comm, NULL));
+    CHECK_RES(ncclReduce(send, recv, COUNT, ncclInt32, ncclMax, 0, comm, NULL), ncclSuccess);
     check_i32("Reduce max", recv, want, COUNT);
 
     /* Ring shift inside a group: send to rank+1, receive from rank-1. */
     int next = (rank + 1) % n, prev = (rank + n - 1) % n;
     for (size_t i = 0; i < COUNT; i++) want[i] = value(prev, i);
-    CHECK_RES(ncclGroupStart());
-    CHECK_RES(ncclSend(send, COUNT, ncclInt32, next, comm, NULL));
-    CHECK_RES(ncclRecv(recv, COUNT, ncclInt32, prev, comm, NULL));
-    CHECK_RES(ncclGroupEnd());
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclSend(send, COUNT, ncclInt32, next, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclRecv(recv, COUNT, ncclInt32, prev, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclGroupEnd(), ncclSuccess);
     check_i32("Send/Recv ring", recv, want, COUNT);
 
     /* AlltoAll: block j of the input goes to rank j. */
@@ -110,7 +100,7 @@ static void run_collectives(ncclComm_t comm)
             send[(size_t)j * COUNT + i] = rank * 100000 + j * 1000 + (int32_t)i;
             want[(size_t)j * COUNT + i] = j * 100000 + rank * 1000 + (int32_t)i;
         }
-    CHECK_RES(ncclAlltoAll(send, recv, COUNT, ncclInt32, comm, NULL));
+    CHECK_RES(ncclAlltoAll(send, recv, COUNT, ncclInt32, comm, NULL), ncclSuccess);
     check_i32("AlltoAll", recv, want, (size_t)n * COUNT);
 
     free(send);
@@ -126,72 +116,65 @@ int main(void)
         return 2;
     }
     rank = atoi(rank_env);
+    check_rank = rank;
     nranks = atoi(size_env);
 
     int version = 0;
-    CHECK_RES(ncclGetVersion(&version));
-    if (version != NCCL_VERSION_CODE) {
-        fprintf(stderr, "ncclGetVersion: got %d, want %d\n", version, NCCL_VERSION_CODE);
-        failures++;
-    }
+    CHECK_RES(ncclGetVersion(&version), ncclSuccess);
+    CHECK_EQ_MSG(version, NCCL_VERSION_CODE, "ncclGetVersion");
 
     ncclUniqueId id;
     ncclComm_t comm = NULL;
-    CHECK_RES(ncclGetUniqueId(&id));
-    CHECK_RES(ncclCommInitRank(&comm, nranks, id, rank));
+    CHECK_RES(ncclGetUniqueId(&id), ncclSuccess);
+    CHECK_RES(ncclCommInitRank(&comm, nranks, id, rank), ncclSuccess);
     if (comm == NULL) return 1;
     int count = -1, me = -1;
-    CHECK_RES(ncclCommCount(comm, &count));
-    CHECK_RES(ncclCommUserRank(comm, &me));
-    if (count != nranks || me != rank) {
-        fprintf(stderr, "rank %d: ncclCommCount %d (want %d), ncclCommUserRank %d\n", rank, count,
-                nranks, me);
-        failures++;
-    }
+    CHECK_RES(ncclCommCount(comm, &count), ncclSuccess);
+    CHECK_RES(ncclCommUserRank(comm, &me), ncclSuccess);
+    CHECK_EQ_MSG(count, nranks, "ncclCommCount");
+    CHECK_EQ_MSG(me, rank, "ncclCommUserRank");
     run_collectives(comm);
 
     /* A second communicator from NVIDIA's ncclConfig_t layout, once every rank has finished
      * with the first rendezvous (the AllReduce below is the barrier). */
     int token = 1, total = 0;
-    CHECK_RES(ncclAllReduce(&token, &total, 1, ncclInt32, ncclSum, comm, NULL));
+    CHECK_RES(ncclAllReduce(&token, &total, 1, ncclInt32, ncclSum, comm, NULL), ncclSuccess);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 1;
     config.commName = "abi_compat";
     ncclComm_t configured = NULL;
-    CHECK_RES(ncclGetUniqueId(&id));
-    CHECK_RES(ncclCommInitRankConfig(&configured, nranks, id, rank, &config));
+    CHECK_RES(ncclGetUniqueId(&id), ncclSuccess);
+    CHECK_RES(ncclCommInitRankConfig(&configured, nranks, id, rank, &config), ncclSuccess);
     if (configured != NULL) run_collectives(configured);
 
     /* Split into even and odd ranks, ordered by rank. */
     ncclComm_t half = NULL;
-    CHECK_RES(ncclCommSplit(comm, rank % 2, rank, &half, NULL));
+    CHECK_RES(ncclCommSplit(comm, rank % 2, rank, &half, NULL), ncclSuccess);
     if (half != NULL) {
         int half_count = -1, half_rank = -1;
-        CHECK_RES(ncclCommCount(half, &half_count));
-        CHECK_RES(ncclCommUserRank(half, &half_rank));
+        CHECK_RES(ncclCommCount(half, &half_count), ncclSuccess);
+        CHECK_RES(ncclCommUserRank(half, &half_rank), ncclSuccess);
         int32_t mine = rank, sum = -1, want = 0;
         for (int r = rank % 2; r < nranks; r += 2) want += r;
-        CHECK_RES(ncclAllReduce(&mine, &sum, 1, ncclInt32, ncclSum, half, NULL));
+        CHECK_RES(ncclAllReduce(&mine, &sum, 1, ncclInt32, ncclSum, half, NULL), ncclSuccess);
         int want_count = (nranks - rank % 2 + 1) / 2;
-        if (half_count != want_count || half_rank != rank / 2 || sum != want) {
-            fprintf(stderr, "rank %d: split: count %d rank %d sum %d, want %d %d %d\n", rank,
-                    half_count, half_rank, (int)sum, want_count, rank / 2, (int)want);
-            failures++;
-        }
+        CHECK_EQ_MSG(half_count, want_count, "split: ncclCommCount");
+        CHECK_EQ_MSG(half_rank, rank / 2, "split: ncclCommUserRank");
+        CHECK_EQ_MSG(sum, want, "split: AllReduce of the ranks");
         printf("rank %d: %s ncclCommSplit\n", rank, half_count == want_count ? "PASS" : "FAIL");
-        CHECK_RES(ncclCommFinalize(half));
-        CHECK_RES(ncclCommDestroy(half));
+        CHECK_RES(ncclCommFinalize(half), ncclSuccess);
+        CHECK_RES(ncclCommDestroy(half), ncclSuccess);
     } else {
-        fprintf(stderr, "rank %d: ncclCommSplit gave no communicator\n", rank);
-        failures++;
+        FAIL("ncclCommSplit gave no communicator");
     }
 
     if (configured != NULL) {
-        CHECK_RES(ncclCommFinalize(configured));
-        CHECK_RES(ncclCommDestroy(configured));
+        CHECK_RES(ncclCommFinalize(configured), ncclSuccess);
+        CHECK_RES(ncclCommDestroy(configured), ncclSuccess);
     }
-    CHECK_RES(ncclCommFinalize(comm));
-    CHECK_RES(ncclCommDestroy(comm));
-    printf("rank %d: %s (%d failures)\n", rank, failures ? "FAIL" : "PASS", failures);
-    return failures ? 1 : 0;
+    CHECK_RES(ncclCommFinalize(comm), ncclSuccess);
+    CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
+    printf("rank %d: %s (%d failures)\n", rank, check_failures ? "FAIL" : "PASS",
+           (int)check_failures);
+    return check_failures ? 1 : 0;
 }

@@ -19,56 +19,20 @@
 #include "nccl.h"
 #include "tutti.h"
 
-static int failures;
-
-#define FAIL(...)                                                                               \
-    do {                                                                                        \
-        failures++;                                                                             \
-        fprintf(stderr, "api_args.c:%d: ", __LINE__);                                           \
-        fprintf(stderr, __VA_ARGS__);                                                           \
-        fputc('\n', stderr);                                                                    \
-    } while (0)
-
-/* Checks a call's result, and, when `needle` is not NULL, that ncclGetLastError mentions it. */
-#define CHECK_RES(expr, want, needle) check_res(__LINE__, #expr, (expr), (want), (needle))
-
-static void check_res(int line, const char *text, ncclResult_t got, ncclResult_t want,
-                      const char *needle)
-{
-    if (got != want) {
-        failures++;
-        fprintf(stderr, "api_args.c:%d: %s\n    got %d (%s), want %d (%s); last error: \"%s\"\n",
-                line, text, (int)got, ncclGetErrorString(got), (int)want,
-                ncclGetErrorString(want), ncclGetLastError(NULL));
-        return;
-    }
-    if (needle == NULL) return;
-    const char *last = ncclGetLastError(NULL);
-    if (last == NULL || strstr(last, needle) == NULL) {
-        failures++;
-        fprintf(stderr, "api_args.c:%d: %s\n    last error \"%s\" does not mention \"%s\"\n",
-                line, text, last ? last : "(NULL)", needle);
-    }
-}
-
-#define CHECK_INT(got, want)                                                                    \
-    do {                                                                                        \
-        long long got_ = (long long)(got), want_ = (long long)(want);                           \
-        if (got_ != want_) FAIL("%s = %lld, want %lld", #got, got_, want_);                     \
-    } while (0)
+#include "check.h"
 
 static void test_version(void)
 {
     int version = 0;
-    CHECK_RES(ncclGetVersion(&version), ncclSuccess, NULL);
-    CHECK_INT(version, NCCL_VERSION_CODE);
-    CHECK_INT(version, 22809);
-    CHECK_INT(NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), 22809);
-    CHECK_INT(NCCL_VERSION(2, 8, 4), 2804);
+    CHECK_RES(ncclGetVersion(&version), ncclSuccess);
+    CHECK_EQ(version, NCCL_VERSION_CODE);
+    CHECK_EQ(version, 22809);
+    CHECK_EQ(NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), 22809);
+    CHECK_EQ(NCCL_VERSION(2, 8, 4), 2804);
     version = 0;
-    CHECK_RES(pncclGetVersion(&version), ncclSuccess, NULL);
-    CHECK_INT(version, NCCL_VERSION_CODE);
-    CHECK_RES(ncclGetVersion(NULL), ncclInvalidArgument, "version");
+    CHECK_RES(pncclGetVersion(&version), ncclSuccess);
+    CHECK_EQ(version, NCCL_VERSION_CODE);
+    CHECK_ERR(ncclGetVersion(NULL), ncclInvalidArgument, "version");
     const char *text = tuttiVersionString();
     if (text == NULL || text[0] == '\0') FAIL("tuttiVersionString() is empty");
 }
@@ -112,47 +76,47 @@ static void test_init_args(void)
     memset(&id, 0, sizeof id);
     ncclComm_t comm = (ncclComm_t)(uintptr_t)0x1;
 
-    CHECK_RES(ncclGetUniqueId(NULL), ncclInvalidArgument, "uniqueId");
-    CHECK_RES(pncclGetUniqueId(NULL), ncclInvalidArgument, "uniqueId");
-    CHECK_RES(ncclCommInitRank(NULL, 1, id, 0), ncclInvalidArgument, "comm");
-    CHECK_RES(ncclCommInitRank(&comm, 0, id, 0), ncclInvalidArgument, "nranks 0");
+    CHECK_ERR(ncclGetUniqueId(NULL), ncclInvalidArgument, "uniqueId");
+    CHECK_ERR(pncclGetUniqueId(NULL), ncclInvalidArgument, "uniqueId");
+    CHECK_ERR(ncclCommInitRank(NULL, 1, id, 0), ncclInvalidArgument, "comm");
+    CHECK_ERR(ncclCommInitRank(&comm, 0, id, 0), ncclInvalidArgument, "nranks 0");
     if (comm != NULL) FAIL("failed ncclCommInitRank left *comm = %p, want NULL", (void *)comm);
-    CHECK_RES(ncclCommInitRank(&comm, -3, id, 0), ncclInvalidArgument, "nranks -3");
-    CHECK_RES(ncclCommInitRank(&comm, 4, id, -1), ncclInvalidArgument, "rank -1");
-    CHECK_RES(ncclCommInitRank(&comm, 4, id, 4), ncclInvalidArgument, "rank 4");
-    CHECK_RES(pncclCommInitRank(&comm, 4, id, 4), ncclInvalidArgument, "rank 4");
+    CHECK_ERR(ncclCommInitRank(&comm, -3, id, 0), ncclInvalidArgument, "nranks -3");
+    CHECK_ERR(ncclCommInitRank(&comm, 4, id, -1), ncclInvalidArgument, "rank -1");
+    CHECK_ERR(ncclCommInitRank(&comm, 4, id, 4), ncclInvalidArgument, "rank 4");
+    CHECK_ERR(pncclCommInitRank(&comm, 4, id, 4), ncclInvalidArgument, "rank 4");
 
     ncclConfig_t good = NCCL_CONFIG_INITIALIZER;
-    CHECK_RES(ncclCommInitRankConfig(NULL, 1, id, 0, &good), ncclInvalidArgument, "comm");
-    CHECK_RES(ncclCommInitRankConfig(&comm, 2, id, 2, &good), ncclInvalidArgument, "rank 2");
+    CHECK_ERR(ncclCommInitRankConfig(NULL, 1, id, 0, &good), ncclInvalidArgument, "comm");
+    CHECK_ERR(ncclCommInitRankConfig(&comm, 2, id, 2, &good), ncclInvalidArgument, "rank 2");
     ncclConfig_t config = good;
     config.magic = 0;
-    CHECK_RES(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument,
+    CHECK_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument,
               "NCCL_CONFIG_INITIALIZER");
     config = good;
     config.version = 21300;
-    CHECK_RES(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument, "version");
+    CHECK_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument, "version");
     config = good;
     config.size = 8;
-    CHECK_RES(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument, "size");
+    CHECK_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument, "size");
     config = good;
     config.blocking = 7;
-    CHECK_RES(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument, "blocking");
+    CHECK_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument, "blocking");
     config = good;
     config.splitShare = -2;
-    CHECK_RES(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument,
+    CHECK_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument,
               "splitShare");
     config = good;
     config.minCTAs = 8;
     config.maxCTAs = 4;
-    CHECK_RES(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument, "minCTAs");
+    CHECK_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument, "minCTAs");
     config = good;
     config.CTAPolicy = 99;
-    CHECK_RES(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument,
+    CHECK_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument,
               "CTAPolicy");
     config = good;
     config.cgaClusterSize = 9;
-    CHECK_RES(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument,
+    CHECK_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument,
               "cgaClusterSize");
 }
 
@@ -171,7 +135,7 @@ static void test_env_ranges(void)
         ncclUniqueId id;
         memset(&id, 0, sizeof id);
         ncclComm_t comm = NULL;
-        CHECK_RES(ncclCommInitRank(&comm, 1, id, 0), ncclInvalidArgument, bad[i].var);
+        CHECK_ERR(ncclCommInitRank(&comm, 1, id, 0), ncclInvalidArgument, bad[i].var);
         unsetenv(bad[i].var);
     }
 }
@@ -183,35 +147,35 @@ static void test_null_comm(void)
     float buf[4] = {0};
     int value = 0;
     ncclResult_t async = ncclSuccess;
-    CHECK_RES(ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, NULL, NULL), ncclInvalidArgument,
+    CHECK_ERR(ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, NULL, NULL), ncclInvalidArgument,
               "ncclAllReduce");
-    CHECK_RES(pncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, NULL, NULL), ncclInvalidArgument,
+    CHECK_ERR(pncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, NULL, NULL), ncclInvalidArgument,
               "ncclAllReduce");
-    CHECK_RES(ncclBroadcast(buf, buf, 4, ncclFloat, 0, NULL, NULL), ncclInvalidArgument,
+    CHECK_ERR(ncclBroadcast(buf, buf, 4, ncclFloat, 0, NULL, NULL), ncclInvalidArgument,
               "ncclBroadcast");
-    CHECK_RES(ncclBcast(buf, 4, ncclFloat, 0, NULL, NULL), ncclInvalidArgument, "ncclBcast");
-    CHECK_RES(ncclReduce(buf, buf, 4, ncclFloat, ncclSum, 0, NULL, NULL), ncclInvalidArgument,
+    CHECK_ERR(ncclBcast(buf, 4, ncclFloat, 0, NULL, NULL), ncclInvalidArgument, "ncclBcast");
+    CHECK_ERR(ncclReduce(buf, buf, 4, ncclFloat, ncclSum, 0, NULL, NULL), ncclInvalidArgument,
               "ncclReduce");
-    CHECK_RES(ncclAllGather(buf, buf, 1, ncclFloat, NULL, NULL), ncclInvalidArgument,
+    CHECK_ERR(ncclAllGather(buf, buf, 1, ncclFloat, NULL, NULL), ncclInvalidArgument,
               "ncclAllGather");
-    CHECK_RES(ncclReduceScatter(buf, buf, 1, ncclFloat, ncclSum, NULL, NULL),
-              ncclInvalidArgument, "ncclReduceScatter");
-    CHECK_RES(ncclCommCount(NULL, &value), ncclInvalidArgument, "ncclCommCount");
-    CHECK_RES(ncclCommUserRank(NULL, &value), ncclInvalidArgument, "ncclCommUserRank");
-    CHECK_RES(ncclCommCuDevice(NULL, &value), ncclInvalidArgument, "ncclCommCuDevice");
-    CHECK_RES(ncclCommGetAsyncError(NULL, &async), ncclInvalidArgument, "ncclCommGetAsyncError");
-    CHECK_RES(ncclCommDestroy(NULL), ncclSuccess, NULL);
-    CHECK_RES(ncclCommAbort(NULL), ncclSuccess, NULL);
+    CHECK_ERR(ncclReduceScatter(buf, buf, 1, ncclFloat, ncclSum, NULL, NULL), ncclInvalidArgument,
+              "ncclReduceScatter");
+    CHECK_ERR(ncclCommCount(NULL, &value), ncclInvalidArgument, "ncclCommCount");
+    CHECK_ERR(ncclCommUserRank(NULL, &value), ncclInvalidArgument, "ncclCommUserRank");
+    CHECK_ERR(ncclCommCuDevice(NULL, &value), ncclInvalidArgument, "ncclCommCuDevice");
+    CHECK_ERR(ncclCommGetAsyncError(NULL, &async), ncclInvalidArgument, "ncclCommGetAsyncError");
+    CHECK_RES(ncclCommDestroy(NULL), ncclSuccess);
+    CHECK_RES(ncclCommAbort(NULL), ncclSuccess);
 }
 
 static void test_groups(void)
 {
-    CHECK_RES(ncclGroupEnd(), ncclInvalidUsage, "ncclGroupStart");
-    CHECK_RES(ncclGroupStart(), ncclSuccess, NULL);
-    CHECK_RES(pncclGroupStart(), ncclSuccess, NULL);
-    CHECK_RES(pncclGroupEnd(), ncclSuccess, NULL);
-    CHECK_RES(ncclGroupEnd(), ncclSuccess, NULL);
-    CHECK_RES(ncclGroupEnd(), ncclInvalidUsage, "ncclGroupStart");
+    CHECK_ERR(ncclGroupEnd(), ncclInvalidUsage, "ncclGroupStart");
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(pncclGroupStart(), ncclSuccess);
+    CHECK_RES(pncclGroupEnd(), ncclSuccess);
+    CHECK_RES(ncclGroupEnd(), ncclSuccess);
+    CHECK_ERR(ncclGroupEnd(), ncclInvalidUsage, "ncclGroupStart");
 }
 
 /* Functions that are not implemented yet must say so rather than succeed. This also holds once
@@ -223,33 +187,33 @@ static void test_nothing_silently_succeeds(void)
     memset(&id, 0, sizeof id);
     ncclRedOp_t op = ncclSum;
     float scalar = 1.0f;
-#define CHECK_FAILS(expr)                                                                       \
+/* An error, with a message in ncclGetLastError saying why. */
+#define CHECK_FAILS_WITH_MESSAGE(expr)                                                          \
     do {                                                                                        \
-        ncclResult_t res_ = (expr);                                                             \
-        if (res_ == ncclSuccess) FAIL("%s returned ncclSuccess", #expr);                       \
-        else if (ncclGetLastError(NULL)[0] == '\0')                                             \
-            FAIL("%s returned %d with no message in ncclGetLastError", #expr, (int)res_);      \
+        if (CHECK_FAILS(expr) && ncclGetLastError(NULL)[0] == '\0')                             \
+            FAIL("%s returned an error with no message in ncclGetLastError", #expr);            \
     } while (0)
-    CHECK_FAILS(ncclMemAlloc(NULL, 64));
-    CHECK_FAILS(ncclCommInitAll(NULL, 1, NULL));
-    CHECK_FAILS(ncclCommInitRankScalable(NULL, 1, 0, 1, &id, NULL));
-    CHECK_FAILS(ncclCommFinalize(NULL));
-    CHECK_FAILS(ncclCommRevoke(NULL, NCCL_REVOKE_DEFAULT));
-    CHECK_FAILS(ncclCommSplit(NULL, 0, 0, NULL, NULL));
-    CHECK_FAILS(ncclCommShrink(NULL, ranks, 1, NULL, NULL, NCCL_SHRINK_DEFAULT));
-    CHECK_FAILS(ncclCommRegister(NULL, NULL, 0, NULL));
-    CHECK_FAILS(ncclCommDeregister(NULL, NULL));
-    CHECK_FAILS(ncclCommWindowRegister(NULL, NULL, 0, NULL, NCCL_WIN_DEFAULT));
-    CHECK_FAILS(ncclCommWindowDeregister(NULL, NULL));
-    CHECK_FAILS(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat, ncclScalarHostImmediate, NULL));
-    CHECK_FAILS(ncclRedOpDestroy(ncclNumOps, NULL));
-    CHECK_FAILS(ncclAlltoAll(NULL, NULL, 1, ncclFloat, NULL, NULL));
-    CHECK_FAILS(ncclGather(NULL, NULL, 1, ncclFloat, 0, NULL, NULL));
-    CHECK_FAILS(ncclScatter(NULL, NULL, 1, ncclFloat, 0, NULL, NULL));
-    CHECK_FAILS(ncclSend(NULL, 1, ncclFloat, 0, NULL, NULL));
-    CHECK_FAILS(ncclRecv(NULL, 1, ncclFloat, 0, NULL, NULL));
-    CHECK_FAILS(pncclRecv(NULL, 1, ncclFloat, 0, NULL, NULL));
-    CHECK_FAILS(ncclGroupSimulateEnd(NULL));
+    CHECK_FAILS_WITH_MESSAGE(ncclMemAlloc(NULL, 64));
+    CHECK_FAILS_WITH_MESSAGE(ncclCommInitAll(NULL, 1, NULL));
+    CHECK_FAILS_WITH_MESSAGE(ncclCommInitRankScalable(NULL, 1, 0, 1, &id, NULL));
+    CHECK_FAILS_WITH_MESSAGE(ncclCommFinalize(NULL));
+    CHECK_FAILS_WITH_MESSAGE(ncclCommRevoke(NULL, NCCL_REVOKE_DEFAULT));
+    CHECK_FAILS_WITH_MESSAGE(ncclCommSplit(NULL, 0, 0, NULL, NULL));
+    CHECK_FAILS_WITH_MESSAGE(ncclCommShrink(NULL, ranks, 1, NULL, NULL, NCCL_SHRINK_DEFAULT));
+    CHECK_FAILS_WITH_MESSAGE(ncclCommRegister(NULL, NULL, 0, NULL));
+    CHECK_FAILS_WITH_MESSAGE(ncclCommDeregister(NULL, NULL));
+    CHECK_FAILS_WITH_MESSAGE(ncclCommWindowRegister(NULL, NULL, 0, NULL, NCCL_WIN_DEFAULT));
+    CHECK_FAILS_WITH_MESSAGE(ncclCommWindowDeregister(NULL, NULL));
+    CHECK_FAILS_WITH_MESSAGE(
+        ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat, ncclScalarHostImmediate, NULL));
+    CHECK_FAILS_WITH_MESSAGE(ncclRedOpDestroy(ncclNumOps, NULL));
+    CHECK_FAILS_WITH_MESSAGE(ncclAlltoAll(NULL, NULL, 1, ncclFloat, NULL, NULL));
+    CHECK_FAILS_WITH_MESSAGE(ncclGather(NULL, NULL, 1, ncclFloat, 0, NULL, NULL));
+    CHECK_FAILS_WITH_MESSAGE(ncclScatter(NULL, NULL, 1, ncclFloat, 0, NULL, NULL));
+    CHECK_FAILS_WITH_MESSAGE(ncclSend(NULL, 1, ncclFloat, 0, NULL, NULL));
+    CHECK_FAILS_WITH_MESSAGE(ncclRecv(NULL, 1, ncclFloat, 0, NULL, NULL));
+    CHECK_FAILS_WITH_MESSAGE(pncclRecv(NULL, 1, ncclFloat, 0, NULL, NULL));
+    CHECK_FAILS_WITH_MESSAGE(ncclGroupSimulateEnd(NULL));
 #undef CHECK_FAILS
 }
 
@@ -259,57 +223,55 @@ static void test_nothing_silently_succeeds(void)
 static void test_comm_args(ncclComm_t comm)
 {
     int32_t buf[8] = {0};
-    CHECK_RES(ncclAllReduce(buf, buf, 8, ncclNumTypes, ncclSum, comm, NULL), ncclInvalidArgument,
+    CHECK_ERR(ncclAllReduce(buf, buf, 8, ncclNumTypes, ncclSum, comm, NULL), ncclInvalidArgument,
               "datatype 12");
-    CHECK_RES(ncclAllReduce(buf, buf, 8, (ncclDataType_t)-1, ncclSum, comm, NULL),
+    CHECK_ERR(ncclAllReduce(buf, buf, 8, (ncclDataType_t)-1, ncclSum, comm, NULL),
               ncclInvalidArgument, "datatype -1");
-    CHECK_RES(ncclAllReduce(buf, buf, 8, ncclInt32, ncclNumOps, comm, NULL), ncclInvalidArgument,
+    CHECK_ERR(ncclAllReduce(buf, buf, 8, ncclInt32, ncclNumOps, comm, NULL), ncclInvalidArgument,
               "op 5");
-    CHECK_RES(ncclReduceScatter(buf, buf, 8, ncclInt32, (ncclRedOp_t)-1, comm, NULL),
+    CHECK_ERR(ncclReduceScatter(buf, buf, 8, ncclInt32, (ncclRedOp_t)-1, comm, NULL),
               ncclInvalidArgument, "op -1");
-    CHECK_RES(ncclReduce(buf, buf, 8, ncclInt32, (ncclRedOp_t)77, 0, comm, NULL),
+    CHECK_ERR(ncclReduce(buf, buf, 8, ncclInt32, (ncclRedOp_t)77, 0, comm, NULL),
               ncclInvalidArgument, "op 77");
-    CHECK_RES(ncclBroadcast(buf, buf, 8, ncclInt32, 1, comm, NULL), ncclInvalidArgument,
+    CHECK_ERR(ncclBroadcast(buf, buf, 8, ncclInt32, 1, comm, NULL), ncclInvalidArgument, "root 1");
+    CHECK_ERR(ncclBcast(buf, 8, ncclInt32, -1, comm, NULL), ncclInvalidArgument, "root -1");
+    CHECK_ERR(ncclReduce(buf, buf, 8, ncclInt32, ncclSum, 1, comm, NULL), ncclInvalidArgument,
               "root 1");
-    CHECK_RES(ncclBcast(buf, 8, ncclInt32, -1, comm, NULL), ncclInvalidArgument, "root -1");
-    CHECK_RES(ncclReduce(buf, buf, 8, ncclInt32, ncclSum, 1, comm, NULL), ncclInvalidArgument,
-              "root 1");
-    CHECK_RES(ncclAllReduce(NULL, buf, 8, ncclInt32, ncclSum, comm, NULL), ncclInvalidArgument,
+    CHECK_ERR(ncclAllReduce(NULL, buf, 8, ncclInt32, ncclSum, comm, NULL), ncclInvalidArgument,
               "sendbuff");
-    CHECK_RES(ncclAllReduce(buf, NULL, 8, ncclInt32, ncclSum, comm, NULL), ncclInvalidArgument,
+    CHECK_ERR(ncclAllReduce(buf, NULL, 8, ncclInt32, ncclSum, comm, NULL), ncclInvalidArgument,
               "recvbuff");
-    CHECK_RES(ncclBcast(NULL, 8, ncclInt32, 0, comm, NULL), ncclInvalidArgument, "NULL");
-    CHECK_RES(ncclAllGather(NULL, buf, 8, ncclInt32, comm, NULL), ncclInvalidArgument,
-              "sendbuff");
-    CHECK_RES(ncclReduceScatter(buf, NULL, 8, ncclInt32, ncclSum, comm, NULL),
-              ncclInvalidArgument, "recvbuff");
-    CHECK_RES(ncclAllGather(buf, buf, SIZE_MAX / 2, ncclInt32, comm, NULL), ncclInvalidArgument,
+    CHECK_ERR(ncclBcast(NULL, 8, ncclInt32, 0, comm, NULL), ncclInvalidArgument, "NULL");
+    CHECK_ERR(ncclAllGather(NULL, buf, 8, ncclInt32, comm, NULL), ncclInvalidArgument, "sendbuff");
+    CHECK_ERR(ncclReduceScatter(buf, NULL, 8, ncclInt32, ncclSum, comm, NULL), ncclInvalidArgument,
+              "recvbuff");
+    CHECK_ERR(ncclAllGather(buf, buf, SIZE_MAX / 2, ncclInt32, comm, NULL), ncclInvalidArgument,
               "overflow");
-    CHECK_RES(ncclAllReduce(buf, buf, 8, ncclInt32, ncclSum, comm, (cudaStream_t)buf),
+    CHECK_ERR(ncclAllReduce(buf, buf, 8, ncclInt32, ncclSum, comm, (cudaStream_t)buf),
               ncclInvalidUsage, "stream");
-    CHECK_RES(ncclCommCount(comm, NULL), ncclInvalidArgument, "count");
-    CHECK_RES(ncclCommUserRank(comm, NULL), ncclInvalidArgument, "rank");
-    CHECK_RES(ncclCommCuDevice(comm, NULL), ncclInvalidArgument, "device");
-    CHECK_RES(ncclCommGetAsyncError(comm, NULL), ncclInvalidArgument, "asyncError");
+    CHECK_ERR(ncclCommCount(comm, NULL), ncclInvalidArgument, "count");
+    CHECK_ERR(ncclCommUserRank(comm, NULL), ncclInvalidArgument, "rank");
+    CHECK_ERR(ncclCommCuDevice(comm, NULL), ncclInvalidArgument, "device");
+    CHECK_ERR(ncclCommGetAsyncError(comm, NULL), ncclInvalidArgument, "asyncError");
     /* With count 0 no buffer is read or written, so NULL is fine. */
-    CHECK_RES(ncclAllReduce(NULL, NULL, 0, ncclInt32, ncclSum, comm, NULL), ncclSuccess, NULL);
-    CHECK_RES(ncclAllGather(NULL, NULL, 0, ncclFloat64, comm, NULL), ncclSuccess, NULL);
+    CHECK_RES(ncclAllReduce(NULL, NULL, 0, ncclInt32, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclAllGather(NULL, NULL, 0, ncclFloat64, comm, NULL), ncclSuccess);
 }
 
 static void test_comm_queries(ncclComm_t comm)
 {
     int value = -7;
     ncclResult_t async = ncclInternalError;
-    CHECK_RES(ncclCommCount(comm, &value), ncclSuccess, NULL);
-    CHECK_INT(value, 1);
+    CHECK_RES(ncclCommCount(comm, &value), ncclSuccess);
+    CHECK_EQ(value, 1);
     value = -7;
-    CHECK_RES(ncclCommUserRank(comm, &value), ncclSuccess, NULL);
-    CHECK_INT(value, 0);
+    CHECK_RES(ncclCommUserRank(comm, &value), ncclSuccess);
+    CHECK_EQ(value, 0);
     value = 7;
-    CHECK_RES(ncclCommCuDevice(comm, &value), ncclSuccess, NULL);
-    CHECK_INT(value, -1);
-    CHECK_RES(ncclCommGetAsyncError(comm, &async), ncclSuccess, NULL);
-    CHECK_INT(async, ncclSuccess);
+    CHECK_RES(ncclCommCuDevice(comm, &value), ncclSuccess);
+    CHECK_EQ(value, -1);
+    CHECK_RES(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+    CHECK_EQ(async, ncclSuccess);
 }
 
 #define N 7
@@ -332,32 +294,32 @@ static void test_one_rank_colls(ncclComm_t comm)
     const ncclRedOp_t ops[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
     for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
         memset(out, 0x5a, sizeof out);
-        CHECK_RES(ncclAllReduce(in, out, N, ncclInt32, ops[k], comm, NULL), ncclSuccess, NULL);
+        CHECK_RES(ncclAllReduce(in, out, N, ncclInt32, ops[k], comm, NULL), ncclSuccess);
         check_buf("AllReduce", out, want, N);
     }
     memcpy(out, in, sizeof out);
-    CHECK_RES(ncclAllReduce(out, out, N, ncclInt32, ncclSum, comm, NULL), ncclSuccess, NULL);
+    CHECK_RES(ncclAllReduce(out, out, N, ncclInt32, ncclSum, comm, NULL), ncclSuccess);
     check_buf("AllReduce in place", out, want, N);
     memset(out, 0x5a, sizeof out);
-    CHECK_RES(ncclBroadcast(in, out, N, ncclInt32, 0, comm, NULL), ncclSuccess, NULL);
+    CHECK_RES(ncclBroadcast(in, out, N, ncclInt32, 0, comm, NULL), ncclSuccess);
     check_buf("Broadcast", out, want, N);
     memcpy(out, in, sizeof out);
-    CHECK_RES(ncclBcast(out, N, ncclInt32, 0, comm, NULL), ncclSuccess, NULL);
+    CHECK_RES(ncclBcast(out, N, ncclInt32, 0, comm, NULL), ncclSuccess);
     check_buf("Bcast", out, want, N);
     memset(out, 0x5a, sizeof out);
-    CHECK_RES(ncclReduce(in, out, N, ncclInt32, ncclMax, 0, comm, NULL), ncclSuccess, NULL);
+    CHECK_RES(ncclReduce(in, out, N, ncclInt32, ncclMax, 0, comm, NULL), ncclSuccess);
     check_buf("Reduce", out, want, N);
     memset(out, 0x5a, sizeof out);
-    CHECK_RES(ncclAllGather(in, out, N, ncclInt32, comm, NULL), ncclSuccess, NULL);
+    CHECK_RES(ncclAllGather(in, out, N, ncclInt32, comm, NULL), ncclSuccess);
     check_buf("AllGather", out, want, N);
     memset(out, 0x5a, sizeof out);
-    CHECK_RES(ncclReduceScatter(in, out, N, ncclInt32, ncclSum, comm, NULL), ncclSuccess, NULL);
+    CHECK_RES(ncclReduceScatter(in, out, N, ncclInt32, ncclSum, comm, NULL), ncclSuccess);
     check_buf("ReduceScatter", out, want, N);
     /* Inside a group the operation still completes by ncclGroupEnd. */
     memset(out, 0x5a, sizeof out);
-    CHECK_RES(ncclGroupStart(), ncclSuccess, NULL);
-    CHECK_RES(ncclAllReduce(in, out, N, ncclInt32, ncclSum, comm, NULL), ncclSuccess, NULL);
-    CHECK_RES(ncclGroupEnd(), ncclSuccess, NULL);
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclAllReduce(in, out, N, ncclInt32, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclGroupEnd(), ncclSuccess);
     check_buf("AllReduce in a group", out, want, N);
 }
 
@@ -367,8 +329,8 @@ static int run_one_rank(void)
     unsetenv("NCCL_COMM_ID");
     ncclUniqueId id;
     ncclComm_t comm = NULL;
-    CHECK_RES(ncclGetUniqueId(&id), ncclSuccess, NULL);
-    CHECK_RES(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess, NULL);
+    CHECK_RES(ncclGetUniqueId(&id), ncclSuccess);
+    CHECK_RES(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
     if (comm == NULL) {
         FAIL("ncclCommInitRank(nranks 1) gave no communicator; the remaining checks need one");
         return 1;
@@ -376,11 +338,11 @@ static int run_one_rank(void)
     test_comm_queries(comm);
     test_comm_args(comm);
     test_one_rank_colls(comm);
-    CHECK_RES(ncclCommDestroy(comm), ncclSuccess, NULL);
+    CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
     int value = 0;
-    CHECK_RES(ncclCommCount(comm, &value), ncclInvalidArgument, NULL);
+    CHECK_RES(ncclCommCount(comm, &value), ncclInvalidArgument);
     CHECK_RES(ncclAllReduce(&value, &value, 1, ncclInt32, ncclSum, comm, NULL),
-              ncclInvalidArgument, NULL);
+              ncclInvalidArgument);
 
     /* A nonblocking config: init may return ncclInProgress; polling ncclCommGetAsyncError
      * reaches ncclSuccess, and abort works. */
@@ -388,19 +350,19 @@ static int run_one_rank(void)
     config.blocking = 0;
     config.commName = "api_args";
     comm = NULL;
-    CHECK_RES(ncclGetUniqueId(&id), ncclSuccess, NULL);
+    CHECK_RES(ncclGetUniqueId(&id), ncclSuccess);
     ncclResult_t init = ncclCommInitRankConfig(&comm, 1, id, 0, &config);
-    if (init != ncclInProgress) CHECK_RES(init, ncclSuccess, NULL);
+    if (init != ncclInProgress) CHECK_RES(init, ncclSuccess);
     if (comm != NULL) {
         ncclResult_t async = ncclInProgress;
         for (int polls = 0; async == ncclInProgress && polls < 100000; polls++) {
-            CHECK_RES(ncclCommGetAsyncError(comm, &async), ncclSuccess, NULL);
+            CHECK_RES(ncclCommGetAsyncError(comm, &async), ncclSuccess);
             if (async == ncclInProgress) usleep(100);
         }
-        CHECK_INT(async, ncclSuccess);
-        CHECK_RES(ncclCommAbort(comm), ncclSuccess, NULL);
+        CHECK_EQ(async, ncclSuccess);
+        CHECK_RES(ncclCommAbort(comm), ncclSuccess);
     }
-    return failures != 0;
+    return check_failures != 0;
 }
 
 int main(int argc, char **argv)
@@ -408,7 +370,7 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "one_rank") == 0) {
         int res = run_one_rank();
         printf("api_args one_rank: %s (%d failed checks)\n", res ? "FAILED" : "passed",
-               failures);
+               check_failures);
         return res;
     }
     test_version();
@@ -418,6 +380,7 @@ int main(int argc, char **argv)
     test_null_comm();
     test_groups();
     test_nothing_silently_succeeds();
-    printf("api_args: %s (%d failed checks)\n", failures ? "FAILED" : "passed", failures);
-    return failures != 0;
+    printf("api_args: %s (%d failed checks)\n", check_failures ? "FAILED" : "passed",
+           check_failures);
+    return check_failures != 0;
 }

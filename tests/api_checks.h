@@ -1,6 +1,6 @@
-/* Checks shared by the API tests that run as every rank of a 4-rank job under tutti-run
- * (api_lifecycle.c, api_memory.c): each failed check prints file, line, rank, got and want, and
- * counts in `failures`. */
+/* Helpers shared by the API tests that run as every rank of a 4-rank job under tutti-run
+ * (api_lifecycle.c, api_memory.c): the world communicator and a checked AllReduce. The checks
+ * themselves are tests/check.h's. */
 #ifndef TUTTI_TESTS_API_CHECKS_H
 #define TUTTI_TESTS_API_CHECKS_H
 
@@ -11,46 +11,12 @@
 #include "nccl.h"
 #include "tutti.h"
 
+#include "world.h"
+
 #define NRANKS 4
 #define COUNT 7
 
-static int failures;
 static int world_rank = -1;
-
-#define FAIL(...)                                                                               \
-    do {                                                                                        \
-        failures++;                                                                             \
-        fprintf(stderr, "%s:%d: rank %d: ", __FILE__, __LINE__, world_rank);                   \
-        fprintf(stderr, __VA_ARGS__);                                                           \
-        fputc('\n', stderr);                                                                    \
-    } while (0)
-
-/* Checks a call's result, and, when `needle` is not NULL, that ncclGetLastError mentions it. */
-#define CHECK_RES(expr, want, needle) check_res(__FILE__, __LINE__, #expr, (expr), (want), (needle))
-
-static inline void check_res(const char *file, int line, const char *text, ncclResult_t got,
-                             ncclResult_t want, const char *needle)
-{
-    if (got != want) {
-        failures++;
-        fprintf(stderr,
-                "%s:%d: rank %d: %s\n    got %d (%s), want %d (%s); last error: \"%s\"\n",
-                file, line, world_rank, text, (int)got, ncclGetErrorString(got), (int)want,
-                ncclGetErrorString(want), ncclGetLastError(NULL));
-        return;
-    }
-    if (needle == NULL) return;
-    const char *last = ncclGetLastError(NULL);
-    if (last == NULL || strstr(last, needle) == NULL)
-        FAIL("%s\n    last error \"%s\" does not mention \"%s\"", text, last ? last : "(NULL)",
-             needle);
-}
-
-#define CHECK_INT(what, got, want)                                                              \
-    do {                                                                                        \
-        long long got_ = (long long)(got), want_ = (long long)(want);                           \
-        if (got_ != want_) FAIL("%s: %s = %lld, want %lld", what, #got, got_, want_);          \
-    } while (0)
 
 /* The data each world rank contributes to the AllReduce checks: element i of world rank r. */
 static inline int32_t input_of(int r, int i) { return (r + 1) * 1000 + i; }
@@ -60,7 +26,7 @@ static inline int32_t input_of(int r, int i) { return (r + 1) * 1000 + i; }
 static inline void allreduce_checked(ncclComm_t world, int32_t *v, size_t count, const char *what)
 {
     for (size_t i = 0; i < count; i++) v[i] = input_of(world_rank, (int)(i % 100000));
-    CHECK_RES(ncclAllReduce(v, v, count, ncclInt32, ncclSum, world, NULL), ncclSuccess, NULL);
+    CHECK_RES(ncclAllReduce(v, v, count, ncclInt32, ncclSum, world, NULL), ncclSuccess);
     for (size_t i = 0; i < count; i++) {
         int32_t want = 0;
         for (int r = 0; r < NRANKS; r++) want += input_of(r, (int)(i % 100000));
@@ -71,21 +37,16 @@ static inline void allreduce_checked(ncclComm_t world, int32_t *v, size_t count,
     }
 }
 
-/* The job's world communicator (tuttiCommInitFromEnv), with world_rank set. NULL when there is
+/* The job's world communicator (world.h's world_open), with world_rank set. NULL when there is
  * none to test: *exit_code is then 1 (init failed) or 77 (not NRANKS ranks: skipped). */
 static inline ncclComm_t api_world(const char *prog, int *exit_code)
 {
-    ncclComm_t world = NULL;
-    ncclResult_t res = tuttiCommInitFromEnv(&world);
-    if (res != ncclSuccess) {
-        fprintf(stderr, "%s: tuttiCommInitFromEnv: %s (%s)\n", prog, ncclGetErrorString(res),
-                ncclGetLastError(NULL));
+    int nranks = 0;
+    ncclComm_t world = world_open(prog, &world_rank, &nranks);
+    if (world == NULL) {
         *exit_code = 1;
         return NULL;
     }
-    int nranks = 0;
-    ncclCommUserRank(world, &world_rank);
-    ncclCommCount(world, &nranks);
     if (nranks != NRANKS) {
         printf("%s: skipped: needs %d ranks (tutti-run -n %d), got %d\n", prog, NRANKS, NRANKS,
                nranks);

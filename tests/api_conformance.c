@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "api_conformance_common.h"
+#include "world.h"
 #include "nccl.h"
 #include "tutti.h"
 
@@ -25,17 +26,17 @@ static void test_queries(void)
 {
     int count = -1, me = -1, device = 99;
     ncclResult_t async = ncclInternalError;
-    EXPECT(ncclCommCount(comm, &count), ncclSuccess);
-    EXPECT(ncclCommUserRank(comm, &me), ncclSuccess);
-    EXPECT(ncclCommCuDevice(comm, &device), ncclSuccess);
-    EXPECT(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+    CHECK_RES(ncclCommCount(comm, &count), ncclSuccess);
+    CHECK_RES(ncclCommUserRank(comm, &me), ncclSuccess);
+    CHECK_RES(ncclCommCuDevice(comm, &device), ncclSuccess);
+    CHECK_RES(ncclCommGetAsyncError(comm, &async), ncclSuccess);
     CHECK(count == nranks, "ncclCommCount: got %d, want %d", count, nranks);
     CHECK(me == rank, "ncclCommUserRank: got %d, want %d", me, rank);
     CHECK(device == -1, "ncclCommCuDevice: got %d, want -1 (host communicator)", device);
     CHECK(async == ncclSuccess, "ncclCommGetAsyncError on a healthy communicator: got %d (%s)",
           (int)async, ncclGetErrorString(async));
-    EXPECT(ncclCommGetAsyncError(NULL, &async), ncclInvalidArgument);
-    EXPECT(ncclCommCount(NULL, &count), ncclInvalidArgument);
+    CHECK_RES(ncclCommGetAsyncError(NULL, &async), ncclInvalidArgument);
+    CHECK_RES(ncclCommCount(NULL, &count), ncclInvalidArgument);
 }
 
 /* ---- Communicators ------------------------------------------------------------------------- */
@@ -44,49 +45,49 @@ static void test_queries(void)
 static void test_split(void)
 {
     ncclComm_t rev = NULL, half = NULL, rest = NULL;
-    if (EXPECT(ncclCommSplit(comm, 7, nranks - rank, &rev, NULL), ncclSuccess) && rev != NULL) {
+    if (CHECK_RES(ncclCommSplit(comm, 7, nranks - rank, &rev, NULL), ncclSuccess) && rev != NULL) {
         int count = -1, me = -1;
-        EXPECT(ncclCommCount(rev, &count), ncclSuccess);
-        EXPECT(ncclCommUserRank(rev, &me), ncclSuccess);
+        CHECK_RES(ncclCommCount(rev, &count), ncclSuccess);
+        CHECK_RES(ncclCommUserRank(rev, &me), ncclSuccess);
         CHECK(count == nranks && me == nranks - 1 - rank,
               "split by reversed key: count %d rank %d, want %d and %d", count, me, nranks,
               nranks - 1 - rank);
         int64_t mine = rank, *all = alloc_i64((size_t)nranks, SENTINEL);
-        EXPECT(ncclAllGather(&mine, all, 1, ncclInt64, rev, NULL), ncclSuccess);
+        CHECK_RES(ncclAllGather(&mine, all, 1, ncclInt64, rev, NULL), ncclSuccess);
         for (int j = 0; j < nranks; j++)
             CHECK(all[j] == nranks - 1 - j, "reversed comm's rank %d is old rank %lld, want %d",
                   j, (long long)all[j], nranks - 1 - j);
         free(all);
-        EXPECT(ncclCommDestroy(rev), ncclSuccess);
+        CHECK_RES(ncclCommDestroy(rev), ncclSuccess);
     }
 
-    if (EXPECT(ncclCommSplit(comm, rank % 2, rank, &half, NULL), ncclSuccess) && half != NULL) {
+    if (CHECK_RES(ncclCommSplit(comm, rank % 2, rank, &half, NULL), ncclSuccess) && half != NULL) {
         int count = -1, me = -1;
-        EXPECT(ncclCommCount(half, &count), ncclSuccess);
-        EXPECT(ncclCommUserRank(half, &me), ncclSuccess);
+        CHECK_RES(ncclCommCount(half, &count), ncclSuccess);
+        CHECK_RES(ncclCommUserRank(half, &me), ncclSuccess);
         int want_count = (nranks - rank % 2 + 1) / 2;
         CHECK(count == want_count && me == rank / 2,
               "split by parity: count %d rank %d, want %d and %d", count, me, want_count,
               rank / 2);
         int64_t mine = rank, sum = 0, want = 0;
         for (int r = rank % 2; r < nranks; r += 2) want += r;
-        EXPECT(ncclAllReduce(&mine, &sum, 1, ncclInt64, ncclSum, half, NULL), ncclSuccess);
+        CHECK_RES(ncclAllReduce(&mine, &sum, 1, ncclInt64, ncclSum, half, NULL), ncclSuccess);
         CHECK(sum == want, "split by parity: sum of members %lld, want %lld", (long long)sum,
               (long long)want);
-        EXPECT(ncclCommDestroy(half), ncclSuccess);
+        CHECK_RES(ncclCommDestroy(half), ncclSuccess);
     }
 
     rest = (ncclComm_t)(uintptr_t)1;
     int color = rank == 0 ? NCCL_SPLIT_NOCOLOR : 3;
-    if (EXPECT(ncclCommSplit(comm, color, 0, &rest, NULL), ncclSuccess)) {
+    if (CHECK_RES(ncclCommSplit(comm, color, 0, &rest, NULL), ncclSuccess)) {
         if (rank == 0) {
             CHECK(rest == NULL, "NCCL_SPLIT_NOCOLOR: newcomm %p, want NULL", (void *)rest);
         } else if (rest != NULL && rest != (ncclComm_t)(uintptr_t)1) {
             int count = -1;
-            EXPECT(ncclCommCount(rest, &count), ncclSuccess);
+            CHECK_RES(ncclCommCount(rest, &count), ncclSuccess);
             CHECK(count == nranks - 1, "split without rank 0: count %d, want %d", count,
                   nranks - 1);
-            EXPECT(ncclCommDestroy(rest), ncclSuccess);
+            CHECK_RES(ncclCommDestroy(rest), ncclSuccess);
         } else {
             FAIL("split without rank 0: no communicator on rank %d", rank);
         }
@@ -99,9 +100,9 @@ static void test_destroy_twice(void)
     ncclComm_t c = make_comm(NULL);
     if (c == NULL) return;
     barrier(c);
-    EXPECT(ncclCommDestroy(c), ncclSuccess);
-    EXPECT_ERROR(ncclCommDestroy(c));
-    EXPECT(ncclCommDestroy(NULL), ncclSuccess);
+    CHECK_RES(ncclCommDestroy(c), ncclSuccess);
+    CHECK_FAILS(ncclCommDestroy(c));
+    CHECK_RES(ncclCommDestroy(NULL), ncclSuccess);
 }
 
 /* After ncclCommFinalize, operations fail; ncclCommDestroy still succeeds. */
@@ -110,11 +111,11 @@ static void test_use_after_finalize(void)
     ncclComm_t c = make_comm(NULL);
     if (c == NULL) return;
     int64_t x = 1, y = 0;
-    EXPECT(ncclAllReduce(&x, &y, 1, ncclInt64, ncclSum, c, NULL), ncclSuccess);
-    EXPECT(ncclCommFinalize(c), ncclSuccess);
-    EXPECT_ERROR(ncclAllReduce(&x, &y, 1, ncclInt64, ncclSum, c, NULL));
-    EXPECT(ncclCommFinalize(c), ncclInvalidArgument); /* NCCL rejects a second finalize */
-    EXPECT(ncclCommDestroy(c), ncclSuccess);
+    CHECK_RES(ncclAllReduce(&x, &y, 1, ncclInt64, ncclSum, c, NULL), ncclSuccess);
+    CHECK_RES(ncclCommFinalize(c), ncclSuccess);
+    CHECK_FAILS(ncclAllReduce(&x, &y, 1, ncclInt64, ncclSum, c, NULL));
+    CHECK_RES(ncclCommFinalize(c), ncclInvalidArgument); /* NCCL rejects a second finalize */
+    CHECK_RES(ncclCommDestroy(c), ncclSuccess);
 }
 
 /* ncclCommAbort of a healthy communicator frees it and reports success. */
@@ -123,8 +124,8 @@ static void test_abort_healthy(void)
     ncclComm_t c = make_comm(NULL);
     if (c == NULL) return;
     barrier(c);
-    EXPECT(ncclCommAbort(c), ncclSuccess);
-    EXPECT(ncclCommAbort(NULL), ncclSuccess);
+    CHECK_RES(ncclCommAbort(c), ncclSuccess);
+    CHECK_RES(ncclCommAbort(NULL), ncclSuccess);
 }
 
 /* Nonblocking communicator: calls return ncclSuccess or ncclInProgress, and
@@ -136,7 +137,7 @@ static void test_nonblocking(void)
     barrier(comm);
     ncclUniqueId id;
     ncclComm_t c = NULL;
-    if (!EXPECT(ncclGetUniqueId(&id), ncclSuccess)) return;
+    if (!CHECK_RES(ncclGetUniqueId(&id), ncclSuccess)) return;
     ncclResult_t res = ncclCommInitRankConfig(&c, nranks, id, rank, &config);
     CHECK(res == ncclSuccess || res == ncclInProgress,
           "nonblocking init returned %d (%s), want ncclSuccess or ncclInProgress", (int)res,
@@ -145,19 +146,19 @@ static void test_nonblocking(void)
         FAIL("nonblocking init returned no handle");
         return;
     }
-    if (!EXPECT(wait_comm(c), ncclSuccess)) return;
+    if (!CHECK_RES(wait_comm(c), ncclSuccess)) return;
 
     const size_t count = 5000;
     int64_t *send = alloc_i64(count, rank + 1), *recv = alloc_i64(count, SENTINEL);
     res = ncclAllReduce(send, recv, count, ncclInt64, ncclSum, c, NULL);
     CHECK(res == ncclSuccess || res == ncclInProgress, "nonblocking AllReduce returned %d (%s)",
           (int)res, ncclGetErrorString(res));
-    EXPECT(wait_comm(c), ncclSuccess);
+    CHECK_RES(wait_comm(c), ncclSuccess);
     check_all_equal("nonblocking AllReduce", recv, (int64_t)nranks * (nranks + 1) / 2, count);
 
     int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
     for (size_t i = 0; i < count; i++) recv[i] = SENTINEL;
-    EXPECT(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
     res = ncclSend(send, count, ncclInt64, next, c, NULL);
     CHECK(res == ncclSuccess, "nonblocking ncclSend in a group returned %d", (int)res);
     res = ncclRecv(recv, count, ncclInt64, prev, c, NULL);
@@ -165,7 +166,7 @@ static void test_nonblocking(void)
     res = ncclGroupEnd();
     CHECK(res == ncclSuccess || res == ncclInProgress, "nonblocking ncclGroupEnd returned %d",
           (int)res);
-    EXPECT(wait_comm(c), ncclSuccess);
+    CHECK_RES(wait_comm(c), ncclSuccess);
     check_all_equal("nonblocking ring shift", recv, prev + 1, count);
 
     /* A split of a nonblocking communicator inherits nonblocking mode: the child may be handed
@@ -174,10 +175,10 @@ static void test_nonblocking(void)
     res = ncclCommSplit(c, rank % 2, nranks - rank, &child, NULL);
     CHECK(res == ncclSuccess || res == ncclInProgress, "nonblocking split returned %d (%s)",
           (int)res, ncclGetErrorString(res));
-    if (child != NULL && EXPECT(wait_comm(child), ncclSuccess)) {
+    if (child != NULL && CHECK_RES(wait_comm(child), ncclSuccess)) {
         int child_count = -1, child_rank = -1;
-        EXPECT(ncclCommCount(child, &child_count), ncclSuccess);
-        EXPECT(ncclCommUserRank(child, &child_rank), ncclSuccess);
+        CHECK_RES(ncclCommCount(child, &child_count), ncclSuccess);
+        CHECK_RES(ncclCommUserRank(child, &child_rank), ncclSuccess);
         int want_count = (nranks - rank % 2 + 1) / 2;
         CHECK(child_count == want_count && child_rank == want_count - 1 - rank / 2,
               "nonblocking split: count %d rank %d, want %d and %d", child_count, child_rank,
@@ -187,14 +188,14 @@ static void test_nonblocking(void)
         res = ncclAllReduce(&mine, &sum, 1, ncclInt64, ncclSum, child, NULL);
         CHECK(res == ncclSuccess || res == ncclInProgress, "AllReduce on the child: %d",
               (int)res);
-        EXPECT(wait_comm(child), ncclSuccess);
+        CHECK_RES(wait_comm(child), ncclSuccess);
         CHECK(sum == want, "nonblocking child AllReduce: got %lld, want %lld", (long long)sum,
               (long long)want);
         res = ncclCommFinalize(child);
         CHECK(res == ncclSuccess || res == ncclInProgress, "child finalize returned %d",
               (int)res);
-        EXPECT(wait_comm(child), ncclSuccess);
-        EXPECT(ncclCommDestroy(child), ncclSuccess);
+        CHECK_RES(wait_comm(child), ncclSuccess);
+        CHECK_RES(ncclCommDestroy(child), ncclSuccess);
     } else if (child == NULL) {
         FAIL("nonblocking split returned no communicator");
     }
@@ -202,87 +203,54 @@ static void test_nonblocking(void)
     res = ncclCommFinalize(c);
     CHECK(res == ncclSuccess || res == ncclInProgress, "nonblocking finalize returned %d",
           (int)res);
-    EXPECT(wait_comm(c), ncclSuccess);
-    EXPECT(ncclCommDestroy(c), ncclSuccess);
+    CHECK_RES(wait_comm(c), ncclSuccess);
+    CHECK_RES(ncclCommDestroy(c), ncclSuccess);
     free(send);
     free(recv);
 }
 
 /* ---- Driver -------------------------------------------------------------------------------- */
 
-static const struct {
-    const char *name;
-    void (*run)(void);
-} tests[] = {
-    {"queries", test_queries},
-    {"allgather_in_place", test_allgather_in_place},
-    {"reducescatter_in_place", test_reducescatter_in_place},
-    {"reduce_root_only", test_reduce_root_only},
-    {"avg", test_avg},
-    {"broadcast_every_root", test_broadcast_every_root},
-    {"alltoall", test_alltoall},
-    {"gather_every_root", test_gather_every_root},
-    {"scatter_every_root", test_scatter_every_root},
-    {"movement_dtypes", test_movement_dtypes},
-    {"sendrecv_ring", test_sendrecv_ring},
-    {"sendrecv_all_pairs", test_sendrecv_all_pairs},
-    {"send_to_self", test_send_to_self},
-    {"group_errors", test_group_errors},
-    {"nested_groups", test_nested_groups},
-    {"multi_comm_group", test_multi_comm_group},
-    {"mixed_group", test_mixed_group},
-    {"aggregated_group", test_aggregated_group},
-    {"uneven_grouping", test_uneven_grouping},
-    {"thread_groups", test_thread_groups},
-    {"sendrecv_bidirectional", test_sendrecv_bidirectional},
-    {"simulate_end", test_simulate_end},
-    {"count_zero", test_count_zero},
-    {"destroy_twice", test_destroy_twice},
-    {"use_after_finalize", test_use_after_finalize},
-    {"abort_healthy", test_abort_healthy},
-    {"nonblocking", test_nonblocking},
-    {"split", test_split},
+static const struct world_test tests[] = {
+    {"queries", test_queries, false},
+    {"allgather_in_place", test_allgather_in_place, false},
+    {"reducescatter_in_place", test_reducescatter_in_place, false},
+    {"reduce_root_only", test_reduce_root_only, false},
+    {"avg", test_avg, false},
+    {"broadcast_every_root", test_broadcast_every_root, false},
+    {"alltoall", test_alltoall, false},
+    {"gather_every_root", test_gather_every_root, false},
+    {"scatter_every_root", test_scatter_every_root, false},
+    {"movement_dtypes", test_movement_dtypes, false},
+    {"sendrecv_ring", test_sendrecv_ring, false},
+    {"sendrecv_all_pairs", test_sendrecv_all_pairs, false},
+    {"send_to_self", test_send_to_self, false},
+    {"group_errors", test_group_errors, false},
+    {"nested_groups", test_nested_groups, false},
+    {"multi_comm_group", test_multi_comm_group, false},
+    {"mixed_group", test_mixed_group, false},
+    {"aggregated_group", test_aggregated_group, false},
+    {"uneven_grouping", test_uneven_grouping, false},
+    {"thread_groups", test_thread_groups, false},
+    {"sendrecv_bidirectional", test_sendrecv_bidirectional, false},
+    {"simulate_end", test_simulate_end, false},
+    {"count_zero", test_count_zero, false},
+    {"destroy_twice", test_destroy_twice, false},
+    {"use_after_finalize", test_use_after_finalize, false},
+    {"abort_healthy", test_abort_healthy, false},
+    {"nonblocking", test_nonblocking, false},
+    {"split", test_split, false},
 };
-
-static bool selected(const char *name, int argc, char **argv)
-{
-    if (argc < 2) return true;
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], name) == 0) return true;
-    return false;
-}
 
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    ncclResult_t res = tuttiCommInitFromEnv(&comm);
-    if (res != ncclSuccess) {
-        fprintf(stderr, "tuttiCommInitFromEnv: %s: %s\n", ncclGetErrorString(res),
-                ncclGetLastError(NULL));
-        return 1;
-    }
-    ncclCommCount(comm, &nranks);
-    ncclCommUserRank(comm, &rank);
+    comm = world_open("api_conformance", &rank, &nranks);
+    if (comm == NULL) return 1;
 
-    int failed_tests = 0, run = 0;
-    for (size_t t = 0; t < sizeof tests / sizeof tests[0]; t++) {
-        if (!selected(tests[t].name, argc, argv)) continue;
-        test_failures = 0;
-        double t0 = now_s();
-        tests[t].run();
-        run++;
-        if (test_failures) failed_tests++;
-        printf("%s %s (rank %d of %d, %.2f s)\n", test_failures ? "FAIL" : "PASS", tests[t].name,
-               rank, nranks, now_s() - t0);
-    }
-    if (run == 0) {
-        fprintf(stderr, "no test matched; the tests are:");
-        for (size_t t = 0; t < sizeof tests / sizeof tests[0]; t++)
-            fprintf(stderr, " %s", tests[t].name);
-        fputc('\n', stderr);
-        return 2;
-    }
+    int failed = world_run_tests(tests, sizeof tests / sizeof tests[0], argc, argv, 1, NULL);
+    if (failed < 0) return 2;
     ncclCommDestroy(comm);
-    printf("rank %d: %d of %d tests failed\n", rank, failed_tests, run);
-    return failed_tests ? 1 : 0;
+    printf("rank %d: %d tests failed\n", rank, failed);
+    return failed ? 1 : 0;
 }

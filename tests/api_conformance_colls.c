@@ -25,15 +25,15 @@ void test_allgather_in_place(void)
     for (int r = 0; r < nranks; r++)
         for (size_t i = 0; i < count; i++) want[(size_t)r * count + i] = val(r, i);
 
-    EXPECT(ncclAllGather(send, recv, count, ncclInt64, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclAllGather(send, recv, count, ncclInt64, comm, NULL), ncclSuccess);
     check_i64("AllGather out of place", recv, want, total);
     for (size_t i = 0; i < count; i++)
         CHECK(send[i] == val(rank, i), "AllGather modified sendbuff at %zu", i);
 
     for (size_t i = 0; i < total; i++) recv[i] = SENTINEL;
     memcpy(recv + (size_t)rank * count, send, count * sizeof *send);
-    EXPECT(ncclAllGather(recv + (size_t)rank * count, recv, count, ncclInt64, comm, NULL),
-           ncclSuccess);
+    CHECK_RES(ncclAllGather(recv + (size_t)rank * count, recv, count, ncclInt64, comm, NULL),
+              ncclSuccess);
     check_i64("AllGather in place", recv, want, total);
     free(send);
     free(recv);
@@ -50,14 +50,14 @@ void test_reducescatter_in_place(void)
     for (size_t i = 0; i < count; i++)
         for (int r = 0; r < nranks; r++) want[i] += val(r, (size_t)rank * count + i);
 
-    EXPECT(ncclReduceScatter(send, recv, count, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclReduceScatter(send, recv, count, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
     check_i64("ReduceScatter out of place", recv, want, count);
     for (size_t k = 0; k < total; k++)
         CHECK(send[k] == val(rank, k), "ReduceScatter modified sendbuff at %zu", k);
 
-    EXPECT(ncclReduceScatter(send, send + (size_t)rank * count, count, ncclInt64, ncclSum, comm,
-                             NULL),
-           ncclSuccess);
+    CHECK_RES(
+        ncclReduceScatter(send, send + (size_t)rank * count, count, ncclInt64, ncclSum, comm, NULL),
+        ncclSuccess);
     check_i64("ReduceScatter in place", send + (size_t)rank * count, want, count);
     free(send);
     free(recv);
@@ -77,7 +77,7 @@ void test_reduce_root_only(void)
     for (int root = 0; root < nranks; root++) {
         ncclRedOp_t op = root % 2 ? ncclMax : ncclSum;
         for (size_t i = 0; i < count; i++) recv[i] = SENTINEL;
-        EXPECT(ncclReduce(send, recv, count, ncclInt64, op, root, comm, NULL), ncclSuccess);
+        CHECK_RES(ncclReduce(send, recv, count, ncclInt64, op, root, comm, NULL), ncclSuccess);
         for (size_t i = 0; i < count; i++) {
             int64_t want = rank != root ? SENTINEL : op == ncclSum ? sum[i] : val(nranks - 1, i);
             CHECK(recv[i] == want, "Reduce %s root %d: index %zu: got %lld, want %lld%s",
@@ -87,7 +87,7 @@ void test_reduce_root_only(void)
         /* In place: sendbuff == recvbuff; a non-root's buffer keeps its input. */
         int64_t *buf = alloc_i64(count, 0);
         memcpy(buf, send, count * sizeof *buf);
-        EXPECT(ncclReduce(buf, buf, count, ncclInt64, ncclSum, root, comm, NULL), ncclSuccess);
+        CHECK_RES(ncclReduce(buf, buf, count, ncclInt64, ncclSum, root, comm, NULL), ncclSuccess);
         check_i64("Reduce in place", buf, rank == root ? sum : send, count);
         free(buf);
     }
@@ -105,10 +105,10 @@ void test_avg(void)
     int32_t in32[2] = {rank == 0 ? 2 : 1, rank == 0 ? -2 : -1}, out32[2] = {0, 0};
     int64_t in64[2] = {in32[0], in32[1]}, out64[2] = {0, 0};
     int32_t want0 = nranks == 1 ? 2 : 1, want1 = -want0;
-    EXPECT(ncclAllReduce(in32, out32, 2, ncclInt32, ncclAvg, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclAllReduce(in32, out32, 2, ncclInt32, ncclAvg, comm, NULL), ncclSuccess);
     CHECK(out32[0] == want0 && out32[1] == want1, "avg int32: got {%d, %d}, want {%d, %d}",
           out32[0], out32[1], want0, want1);
-    EXPECT(ncclAllReduce(in64, out64, 2, ncclInt64, ncclAvg, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclAllReduce(in64, out64, 2, ncclInt64, ncclAvg, comm, NULL), ncclSuccess);
     CHECK(out64[0] == want0 && out64[1] == want1, "avg int64: got {%lld, %lld}, want {%d, %d}",
           (long long)out64[0], (long long)out64[1], want0, want1);
 
@@ -116,8 +116,8 @@ void test_avg(void)
      * up; pre-multiplied they average to themselves within rounding. */
     float f = ldexpf(1.0f, 126), f_out = 0;
     double d = ldexp(1.0, 1022), d_out = 0;
-    EXPECT(ncclAllReduce(&f, &f_out, 1, ncclFloat32, ncclAvg, comm, NULL), ncclSuccess);
-    EXPECT(ncclAllReduce(&d, &d_out, 1, ncclFloat64, ncclAvg, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclAllReduce(&f, &f_out, 1, ncclFloat32, ncclAvg, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclAllReduce(&d, &d_out, 1, ncclFloat64, ncclAvg, comm, NULL), ncclSuccess);
     CHECK(isfinite(f_out) && fabsf(f_out / f - 1.0f) < 1e-6f,
           "avg float32 of 2^126 on %d ranks: got %a, want 2^126 (pre-multiplied, no overflow)",
           nranks, (double)f_out);
@@ -138,18 +138,18 @@ void test_broadcast_every_root(void)
             recv[i] = SENTINEL;
             want[i] = val(root, i);
         }
-        EXPECT(ncclBroadcast(send, recv, count, ncclInt64, root, comm, NULL), ncclSuccess);
+        CHECK_RES(ncclBroadcast(send, recv, count, ncclInt64, root, comm, NULL), ncclSuccess);
         check_i64("Broadcast", recv, want, count);
         for (size_t i = 0; i < count; i++)
             CHECK(send[i] == (rank == root ? val(root, i) : val(rank + 500, i)),
                   "Broadcast root %d modified sendbuff at %zu", root, i);
 
         for (size_t i = 0; i < count; i++) recv[i] = rank == root ? val(root, i) : SENTINEL;
-        EXPECT(ncclBroadcast(recv, recv, count, ncclInt64, root, comm, NULL), ncclSuccess);
+        CHECK_RES(ncclBroadcast(recv, recv, count, ncclInt64, root, comm, NULL), ncclSuccess);
         check_i64("Broadcast in place", recv, want, count);
 
         for (size_t i = 0; i < count; i++) recv[i] = rank == root ? val(root, i) : SENTINEL;
-        EXPECT(ncclBcast(recv, count, ncclInt64, root, comm, NULL), ncclSuccess);
+        CHECK_RES(ncclBcast(recv, count, ncclInt64, root, comm, NULL), ncclSuccess);
         check_i64("ncclBcast", recv, want, count);
     }
     free(send);
@@ -171,7 +171,7 @@ void test_alltoall(void)
                 send[(size_t)j * count + i] = pair_val(rank, j, i);
                 want[(size_t)j * count + i] = pair_val(j, rank, i);
             }
-        EXPECT(ncclAlltoAll(send, recv, count, ncclInt64, comm, NULL), ncclSuccess);
+        CHECK_RES(ncclAlltoAll(send, recv, count, ncclInt64, comm, NULL), ncclSuccess);
         check_i64("AlltoAll", recv, want, total);
         free(send);
         free(recv);
@@ -191,7 +191,7 @@ static void gather_every_root(size_t count)
         for (size_t i = 0; i < count; i++) want[(size_t)r * count + i] = val(r, i);
     for (int root = 0; root < nranks; root++) {
         for (size_t i = 0; i < total; i++) recv[i] = SENTINEL;
-        EXPECT(ncclGather(send, recv, count, ncclInt64, root, comm, NULL), ncclSuccess);
+        CHECK_RES(ncclGather(send, recv, count, ncclInt64, root, comm, NULL), ncclSuccess);
         if (rank == root)
             check_i64("Gather at root", recv, want, total);
         else
@@ -204,7 +204,7 @@ static void gather_every_root(size_t count)
             memcpy(recv + (size_t)root * count, send, count * sizeof *send);
             src = recv + (size_t)root * count;
         }
-        EXPECT(ncclGather(src, recv, count, ncclInt64, root, comm, NULL), ncclSuccess);
+        CHECK_RES(ncclGather(src, recv, count, ncclInt64, root, comm, NULL), ncclSuccess);
         if (rank == root) check_i64("Gather in place at root", recv, want, total);
     }
     free(send);
@@ -233,7 +233,7 @@ static void scatter_every_root(size_t count)
             recv[i] = SENTINEL;
             want[i] = val(100 + rank, i);
         }
-        EXPECT(ncclScatter(send, recv, count, ncclInt64, root, comm, NULL), ncclSuccess);
+        CHECK_RES(ncclScatter(send, recv, count, ncclInt64, root, comm, NULL), ncclSuccess);
         check_i64("Scatter", recv, want, count);
         if (rank == root)
             for (int r = 0; r < nranks; r++)
@@ -241,13 +241,13 @@ static void scatter_every_root(size_t count)
                       "Scatter modified the root's sendbuff at block %d", r);
 
         if (rank == root) {
-            EXPECT(ncclScatter(send, send + (size_t)root * count, count, ncclInt64, root, comm,
-                               NULL),
-                   ncclSuccess);
+            CHECK_RES(
+                ncclScatter(send, send + (size_t)root * count, count, ncclInt64, root, comm, NULL),
+                ncclSuccess);
             check_i64("Scatter in place at root", send + (size_t)root * count, want, count);
         } else {
             for (size_t i = 0; i < count; i++) recv[i] = SENTINEL;
-            EXPECT(ncclScatter(send, recv, count, ncclInt64, root, comm, NULL), ncclSuccess);
+            CHECK_RES(ncclScatter(send, recv, count, ncclInt64, root, comm, NULL), ncclSuccess);
             check_i64("Scatter (root in place)", recv, want, count);
         }
     }
@@ -322,41 +322,41 @@ void test_movement_dtypes(void)
             for (size_t b = 0; b < block; b++) send[(size_t)j * block + b] = move_byte(rank, j, b);
 
         uint8_t *recv = alloc_guarded(block * (size_t)n);
-        EXPECT(ncclAlltoAll(send, recv, count, dt, comm, NULL), ncclSuccess);
+        CHECK_RES(ncclAlltoAll(send, recv, count, dt, comm, NULL), ncclSuccess);
         for (int j = 0; j < n; j++) srcs[j] = j, tags[j] = rank;
         check_blocks("AlltoAll", name, recv, block, n, srcs, tags);
         free(recv);
 
         recv = alloc_guarded(block * (size_t)n);
-        EXPECT(ncclAllGather(send, recv, count, dt, comm, NULL), ncclSuccess);
+        CHECK_RES(ncclAllGather(send, recv, count, dt, comm, NULL), ncclSuccess);
         for (int j = 0; j < n; j++) srcs[j] = j, tags[j] = 0;
         check_blocks("AllGather", name, recv, block, n, srcs, tags);
         free(recv);
 
         int root = n - 1;
         recv = alloc_guarded(block * (size_t)n);
-        EXPECT(ncclGather(send, recv, count, dt, root, comm, NULL), ncclSuccess);
+        CHECK_RES(ncclGather(send, recv, count, dt, root, comm, NULL), ncclSuccess);
         for (int j = 0; j < n; j++) srcs[j] = rank == root ? j : -1, tags[j] = 0;
         check_blocks("Gather", name, recv, block, n, srcs, tags);
         free(recv);
 
         recv = alloc_guarded(block);
-        EXPECT(ncclScatter(send, recv, count, dt, 0, comm, NULL), ncclSuccess);
+        CHECK_RES(ncclScatter(send, recv, count, dt, 0, comm, NULL), ncclSuccess);
         srcs[0] = 0, tags[0] = rank;
         check_blocks("Scatter", name, recv, block, 1, srcs, tags);
         free(recv);
 
         recv = alloc_guarded(block);
-        EXPECT(ncclBroadcast(send, recv, count, dt, 1 % n, comm, NULL), ncclSuccess);
+        CHECK_RES(ncclBroadcast(send, recv, count, dt, 1 % n, comm, NULL), ncclSuccess);
         srcs[0] = 1 % n, tags[0] = 0;
         check_blocks("Broadcast", name, recv, block, 1, srcs, tags);
         free(recv);
 
         recv = alloc_guarded(block);
-        EXPECT(ncclGroupStart(), ncclSuccess);
-        EXPECT(ncclSend(send + (size_t)next * block, count, dt, next, comm, NULL), ncclSuccess);
-        EXPECT(ncclRecv(recv, count, dt, prev, comm, NULL), ncclSuccess);
-        EXPECT(ncclGroupEnd(), ncclSuccess);
+        CHECK_RES(ncclGroupStart(), ncclSuccess);
+        CHECK_RES(ncclSend(send + (size_t)next * block, count, dt, next, comm, NULL), ncclSuccess);
+        CHECK_RES(ncclRecv(recv, count, dt, prev, comm, NULL), ncclSuccess);
+        CHECK_RES(ncclGroupEnd(), ncclSuccess);
         srcs[0] = prev, tags[0] = rank;
         check_blocks("Send/Recv", name, recv, block, 1, srcs, tags);
         free(recv);
@@ -372,19 +372,19 @@ void test_count_zero(void)
     size_t total = (size_t)nranks;
     int64_t *send = alloc_i64(total, 5), *recv = alloc_i64(total, SENTINEL);
     int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
-    EXPECT(ncclAllReduce(send, recv, 0, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
-    EXPECT(ncclBroadcast(send, recv, 0, ncclInt64, 0, comm, NULL), ncclSuccess);
-    EXPECT(ncclBcast(recv, 0, ncclInt64, 0, comm, NULL), ncclSuccess);
-    EXPECT(ncclReduce(send, recv, 0, ncclInt64, ncclSum, 0, comm, NULL), ncclSuccess);
-    EXPECT(ncclAllGather(send, recv, 0, ncclInt64, comm, NULL), ncclSuccess);
-    EXPECT(ncclReduceScatter(send, recv, 0, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
-    EXPECT(ncclAlltoAll(send, recv, 0, ncclInt64, comm, NULL), ncclSuccess);
-    EXPECT(ncclGather(send, recv, 0, ncclInt64, 0, comm, NULL), ncclSuccess);
-    EXPECT(ncclScatter(send, recv, 0, ncclInt64, 0, comm, NULL), ncclSuccess);
-    EXPECT(ncclGroupStart(), ncclSuccess);
-    EXPECT(ncclSend(send, 0, ncclInt64, next, comm, NULL), ncclSuccess);
-    EXPECT(ncclRecv(recv, 0, ncclInt64, prev, comm, NULL), ncclSuccess);
-    EXPECT(ncclGroupEnd(), ncclSuccess);
+    CHECK_RES(ncclAllReduce(send, recv, 0, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclBroadcast(send, recv, 0, ncclInt64, 0, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclBcast(recv, 0, ncclInt64, 0, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclReduce(send, recv, 0, ncclInt64, ncclSum, 0, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclAllGather(send, recv, 0, ncclInt64, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclReduceScatter(send, recv, 0, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclAlltoAll(send, recv, 0, ncclInt64, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclGather(send, recv, 0, ncclInt64, 0, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclScatter(send, recv, 0, ncclInt64, 0, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclSend(send, 0, ncclInt64, next, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclRecv(recv, 0, ncclInt64, prev, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclGroupEnd(), ncclSuccess);
     check_all_equal("count 0 changed recvbuff", recv, SENTINEL, total);
     check_all_equal("count 0 changed sendbuff", send, 5, total);
     barrier(comm);

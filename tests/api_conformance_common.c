@@ -1,9 +1,6 @@
-/* The shared state, checks and helpers of the API conformance test (see api_conformance_common.h).
- * Messages name the file and line of the failed check, never a path, so that they read the same
- * from any build directory. */
+/* The shared state and helpers of the API conformance test (see api_conformance_common.h). */
 #include "api_conformance_common.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,44 +11,11 @@
 
 int rank, nranks;
 ncclComm_t comm;
-int test_failures;
-
-static const char *base_name(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    return slash != NULL ? slash + 1 : path;
-}
-
-void conformance_fail(const char *file, int line, const char *fmt, ...)
-{
-    va_list ap;
-    test_failures++;
-    fprintf(stderr, "%s:%d: rank %d: ", base_name(file), line, rank);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
-
-bool conformance_expect(const char *file, int line, const char *text, ncclResult_t got,
-                        ncclResult_t want)
-{
-    if (got == want) return true;
-    test_failures++;
-    fprintf(stderr, "%s:%d: rank %d: %s\n    got %d (%s), want %d (%s); last error: %s\n",
-            base_name(file), line, rank, text, (int)got, ncclGetErrorString(got), (int)want,
-            ncclGetErrorString(want), ncclGetLastError(NULL));
-    return false;
-}
-
-bool conformance_expect_error(const char *file, int line, const char *text, ncclResult_t got)
-{
-    if (got != ncclSuccess && got != ncclInProgress) return true;
-    test_failures++;
-    fprintf(stderr, "%s:%d: rank %d: %s\n    got %d (%s), want an error\n", base_name(file), line,
-            rank, text, (int)got, ncclGetErrorString(got));
-    return false;
-}
+/* tests/check.h's state, shared by the test's files (CHECK_EXTERN): the driver clears the
+ * counter before each test. */
+atomic_int check_failures;
+int check_rank = -1;
+const char *check_where;
 
 double now_s(void)
 {
@@ -113,7 +77,7 @@ void check_all_equal(const char *what, const int64_t *got, int64_t want, size_t 
 void barrier(ncclComm_t c)
 {
     int64_t one = 1, sum = 0;
-    if (EXPECT(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, c, NULL), ncclSuccess))
+    if (CHECK_RES(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, c, NULL), ncclSuccess))
         CHECK(sum == nranks, "barrier: sum %lld, want %d", (long long)sum, nranks);
 }
 
@@ -137,9 +101,9 @@ ncclComm_t make_comm(ncclConfig_t *config)
     barrier(comm);
     ncclUniqueId id;
     ncclComm_t c = NULL;
-    if (!EXPECT(ncclGetUniqueId(&id), ncclSuccess)) return NULL;
+    if (!CHECK_RES(ncclGetUniqueId(&id), ncclSuccess)) return NULL;
     ncclResult_t res = ncclCommInitRankConfig(&c, nranks, id, rank, config);
     if (res == ncclInProgress) res = wait_comm(c);
-    if (!EXPECT(res, ncclSuccess)) return NULL;
+    if (!CHECK_RES(res, ncclSuccess)) return NULL;
     return c;
 }

@@ -12,35 +12,16 @@
 
 #include "nccl.h"
 
+/* The checks are tests/check.h's, their state shared by the test's files. */
+#define CHECK_EXTERN
+#include "check.h"
+
 #define SENTINEL INT64_C(-777)
 
 /* This process's rank and the number of ranks, in `comm`, the communicator of every rank that
  * the driver creates before the first test. */
 extern int rank, nranks;
 extern ncclComm_t comm;
-/* Failed checks of the running test; the driver clears it before each. */
-extern int test_failures;
-
-/* Counts a failure and prints where it happened, the rank, and the printf-style message. */
-void conformance_fail(const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-#define FAIL(...) conformance_fail(__FILE__, __LINE__, __VA_ARGS__)
-
-#define CHECK(cond, ...)                                                                        \
-    do {                                                                                        \
-        if (!(cond)) FAIL(__VA_ARGS__);                                                         \
-    } while (0)
-
-/* Checks that `expr` returned `want`; true when it did. */
-#define EXPECT(expr, want) conformance_expect(__FILE__, __LINE__, #expr, (expr), (want))
-bool conformance_expect(const char *file, int line, const char *text, ncclResult_t got,
-                        ncclResult_t want);
-
-/* Checks that `expr` failed (any result but ncclSuccess and ncclInProgress). */
-#define EXPECT_ERROR(expr) conformance_expect_error(__FILE__, __LINE__, #expr, (expr))
-bool conformance_expect_error(const char *file, int line, const char *text, ncclResult_t got);
-
 /* Seconds on the monotonic clock. */
 double now_s(void);
 /* calloc that exits on failure, and never asks for 0 elements. */

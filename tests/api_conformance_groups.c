@@ -30,12 +30,13 @@ void test_sendrecv_ring(void)
         }
         for (int recv_first = 0; recv_first < 2; recv_first++) {
             for (size_t i = 0; i < count; i++) recv[i] = SENTINEL;
-            EXPECT(ncclGroupStart(), ncclSuccess);
-            if (recv_first) EXPECT(ncclRecv(recv, count, ncclInt64, prev, comm, NULL), ncclSuccess);
-            EXPECT(ncclSend(send, count, ncclInt64, next, comm, NULL), ncclSuccess);
+            CHECK_RES(ncclGroupStart(), ncclSuccess);
+            if (recv_first)
+                CHECK_RES(ncclRecv(recv, count, ncclInt64, prev, comm, NULL), ncclSuccess);
+            CHECK_RES(ncclSend(send, count, ncclInt64, next, comm, NULL), ncclSuccess);
             if (!recv_first)
-                EXPECT(ncclRecv(recv, count, ncclInt64, prev, comm, NULL), ncclSuccess);
-            EXPECT(ncclGroupEnd(), ncclSuccess);
+                CHECK_RES(ncclRecv(recv, count, ncclInt64, prev, comm, NULL), ncclSuccess);
+            CHECK_RES(ncclGroupEnd(), ncclSuccess);
             check_i64(recv_first ? "ring shift (recv posted first)" : "ring shift", recv, want,
                       count);
         }
@@ -65,16 +66,16 @@ void test_sendrecv_all_pairs(void)
             for (size_t i = 0; i < out; i++) sends[p * 2 + m][i] = pair_val(rank, p, i) + m;
         }
     /* Receives posted in reverse peer order, sends in forward order. */
-    EXPECT(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
     for (int p = n - 1; p >= 0; p--)
         for (int m = 0; m < 2; m++)
-            EXPECT(ncclRecv(recvs[p * 2 + m], pair_count(p, rank, m), ncclInt64, p, comm, NULL),
-                   ncclSuccess);
+            CHECK_RES(ncclRecv(recvs[p * 2 + m], pair_count(p, rank, m), ncclInt64, p, comm, NULL),
+                      ncclSuccess);
     for (int p = 0; p < n; p++)
         for (int m = 0; m < 2; m++)
-            EXPECT(ncclSend(sends[p * 2 + m], pair_count(rank, p, m), ncclInt64, p, comm, NULL),
-                   ncclSuccess);
-    EXPECT(ncclGroupEnd(), ncclSuccess);
+            CHECK_RES(ncclSend(sends[p * 2 + m], pair_count(rank, p, m), ncclInt64, p, comm, NULL),
+                      ncclSuccess);
+    CHECK_RES(ncclGroupEnd(), ncclSuccess);
     for (int p = 0; p < n; p++)
         for (int m = 0; m < 2; m++) {
             size_t in = pair_count(p, rank, m);
@@ -98,10 +99,10 @@ void test_send_to_self(void)
     const size_t count = 1000;
     int64_t *send = alloc_i64(count, 0), *recv = alloc_i64(count, SENTINEL);
     for (size_t i = 0; i < count; i++) send[i] = pair_val(rank, rank, i);
-    EXPECT(ncclGroupStart(), ncclSuccess);
-    EXPECT(ncclSend(send, count, ncclInt64, rank, comm, NULL), ncclSuccess);
-    EXPECT(ncclRecv(recv, count, ncclInt64, rank, comm, NULL), ncclSuccess);
-    EXPECT(ncclGroupEnd(), ncclSuccess);
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclSend(send, count, ncclInt64, rank, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclRecv(recv, count, ncclInt64, rank, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclGroupEnd(), ncclSuccess);
     check_i64("send to self", recv, send, count);
     free(send);
     free(recv);
@@ -115,34 +116,34 @@ void test_group_errors(void)
 {
     int64_t send[4] = {1, 2, 3, 4}, recv[4];
     ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
-    EXPECT(ncclGroupEnd(), ncclInvalidUsage);
-    EXPECT(ncclGroupSimulateEnd(&sim), ncclInvalidUsage);
+    CHECK_RES(ncclGroupEnd(), ncclInvalidUsage);
+    CHECK_RES(ncclGroupSimulateEnd(&sim), ncclInvalidUsage);
 
-    EXPECT(ncclGroupStart(), ncclSuccess);
-    EXPECT(ncclAllReduce(send, recv, 4, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
-    EXPECT(ncclAllReduce(send, recv, 4, (ncclDataType_t)99, ncclSum, comm, NULL),
-           ncclInvalidArgument);
-    EXPECT_ERROR(ncclGroupEnd());
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclAllReduce(send, recv, 4, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclAllReduce(send, recv, 4, (ncclDataType_t)99, ncclSum, comm, NULL),
+              ncclInvalidArgument);
+    CHECK_FAILS(ncclGroupEnd());
 
-    EXPECT(ncclGroupStart(), ncclSuccess);
-    EXPECT(ncclSend(send, 4, ncclInt64, nranks, comm, NULL), ncclInvalidArgument);
-    EXPECT_ERROR(ncclGroupEnd());
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclSend(send, 4, ncclInt64, nranks, comm, NULL), ncclInvalidArgument);
+    CHECK_FAILS(ncclGroupEnd());
 
-    EXPECT(ncclGroupStart(), ncclSuccess);
-    EXPECT_ERROR(ncclAllReduce(send, recv, 4, ncclInt64, ncclSum, NULL, NULL));
-    EXPECT_ERROR(ncclGroupEnd());
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_FAILS(ncclAllReduce(send, recv, 4, ncclInt64, ncclSum, NULL, NULL));
+    CHECK_FAILS(ncclGroupEnd());
 
     /* The failed groups left nothing behind: a group and a plain call both work. */
-    EXPECT(ncclGroupEnd(), ncclInvalidUsage);
-    EXPECT(ncclGroupStart(), ncclSuccess);
-    EXPECT(ncclGroupEnd(), ncclSuccess);
+    CHECK_RES(ncclGroupEnd(), ncclInvalidUsage);
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclGroupEnd(), ncclSuccess);
     memset(recv, 0, sizeof recv);
-    EXPECT(ncclAllReduce(send, recv, 4, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclAllReduce(send, recv, 4, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
     for (int i = 0; i < 4; i++)
         CHECK(recv[i] == send[i] * nranks, "AllReduce after failed groups: index %d: got %lld, "
               "want %lld", i, (long long)recv[i], (long long)(send[i] * nranks));
     ncclResult_t async = ncclInternalError;
-    EXPECT(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+    CHECK_RES(ncclCommGetAsyncError(comm, &async), ncclSuccess);
     CHECK(async == ncclSuccess, "an argument error latched an asynchronous error %d", (int)async);
 }
 
@@ -155,18 +156,18 @@ void test_nested_groups(void)
     int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
     for (size_t i = 0; i < count; i++) send[i] = val(rank, i);
 
-    EXPECT(ncclGroupStart(), ncclSuccess);
-    EXPECT(ncclGroupStart(), ncclSuccess);
-    EXPECT(ncclAllReduce(send, recv, count, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
-    EXPECT(ncclSend(send, count, ncclInt64, next, comm, NULL), ncclSuccess);
-    EXPECT(ncclGroupEnd(), ncclSuccess);
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclAllReduce(send, recv, count, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclSend(send, count, ncclInt64, next, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclGroupEnd(), ncclSuccess);
     check_all_equal("inner ncclGroupEnd ran an operation (recvbuff changed)", recv, SENTINEL,
                     count);
-    EXPECT(ncclGroupStart(), ncclSuccess);
-    EXPECT(ncclRecv(ring, count, ncclInt64, prev, comm, NULL), ncclSuccess);
-    EXPECT(ncclGroupEnd(), ncclSuccess);
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclRecv(ring, count, ncclInt64, prev, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclGroupEnd(), ncclSuccess);
     check_all_equal("inner ncclGroupEnd ran a receive", ring, SENTINEL, count);
-    EXPECT(ncclGroupEnd(), ncclSuccess);
+    CHECK_RES(ncclGroupEnd(), ncclSuccess);
 
     for (size_t i = 0; i < count; i++) {
         want[i] = 0;
@@ -188,20 +189,20 @@ void test_multi_comm_group(void)
     ncclComm_t second = make_comm(NULL);
     if (second == NULL) return;
     int64_t a = rank + 1, b = 10 * (rank + 1), a_sum = 0, b_sum = 0;
-    EXPECT(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
     if (rank % 2 == 0) {
-        EXPECT(ncclAllReduce(&a, &a_sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
-        EXPECT(ncclAllReduce(&b, &b_sum, 1, ncclInt64, ncclSum, second, NULL), ncclSuccess);
+        CHECK_RES(ncclAllReduce(&a, &a_sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+        CHECK_RES(ncclAllReduce(&b, &b_sum, 1, ncclInt64, ncclSum, second, NULL), ncclSuccess);
     } else {
-        EXPECT(ncclAllReduce(&b, &b_sum, 1, ncclInt64, ncclSum, second, NULL), ncclSuccess);
-        EXPECT(ncclAllReduce(&a, &a_sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+        CHECK_RES(ncclAllReduce(&b, &b_sum, 1, ncclInt64, ncclSum, second, NULL), ncclSuccess);
+        CHECK_RES(ncclAllReduce(&a, &a_sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
     }
-    EXPECT(ncclGroupEnd(), ncclSuccess);
+    CHECK_RES(ncclGroupEnd(), ncclSuccess);
     int64_t want = (int64_t)nranks * (nranks + 1) / 2;
     CHECK(a_sum == want && b_sum == 10 * want, "two communicators in one group: got %lld and "
           "%lld, want %lld and %lld", (long long)a_sum, (long long)b_sum, (long long)want,
           (long long)(10 * want));
-    EXPECT(ncclCommDestroy(second), ncclSuccess);
+    CHECK_RES(ncclCommDestroy(second), ncclSuccess);
 }
 
 /* Collectives and point to point mixed in one group on one communicator: every result as if
@@ -219,14 +220,14 @@ void test_mixed_group(void)
     /* AlltoAll and Gather move their data as sends and receives between the same peers as the
      * ring shift; NCCL matches a pair's messages in posting order, so every rank posts the
      * ring shift before them. */
-    EXPECT(ncclGroupStart(), ncclSuccess);
-    EXPECT(ncclAllReduce(send, sum, count, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
-    EXPECT(ncclRecv(ring, count, ncclInt64, prev, comm, NULL), ncclSuccess);
-    EXPECT(ncclBroadcast(send, bcast, count, ncclInt64, nranks - 1, comm, NULL), ncclSuccess);
-    EXPECT(ncclSend(send, count, ncclInt64, next, comm, NULL), ncclSuccess);
-    EXPECT(ncclAlltoAll(send, a2a, count, ncclInt64, comm, NULL), ncclSuccess);
-    EXPECT(ncclGather(send, gathered, count, ncclInt64, 0, comm, NULL), ncclSuccess);
-    EXPECT(ncclGroupEnd(), ncclSuccess);
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclAllReduce(send, sum, count, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclRecv(ring, count, ncclInt64, prev, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclBroadcast(send, bcast, count, ncclInt64, nranks - 1, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclSend(send, count, ncclInt64, next, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclAlltoAll(send, a2a, count, ncclInt64, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclGather(send, gathered, count, ncclInt64, 0, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclGroupEnd(), ncclSuccess);
 
     for (size_t i = 0; i < count; i++) {
         want[i] = 0;
@@ -264,12 +265,12 @@ void test_uneven_grouping(void)
     for (size_t i = 0; i < big; i++) in[i] = pair_val(rank, 0, i);
     int root_b = nranks - 1, root_r = nranks > 1 ? 1 : 0;
     bool grouped = rank % 2 == 0;
-    if (grouped) EXPECT(ncclGroupStart(), ncclSuccess);
-    EXPECT(ncclAllReduce(in, out, big, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
-    EXPECT(ncclAllReduce(in, sum, small, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
-    EXPECT(ncclBroadcast(in, bcast, small, ncclInt64, root_b, comm, NULL), ncclSuccess);
-    EXPECT(ncclReduce(in, red, small, ncclInt64, ncclSum, root_r, comm, NULL), ncclSuccess);
-    if (grouped) EXPECT(ncclGroupEnd(), ncclSuccess);
+    if (grouped) CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclAllReduce(in, out, big, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclAllReduce(in, sum, small, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclBroadcast(in, bcast, small, ncclInt64, root_b, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclReduce(in, red, small, ncclInt64, ncclSum, root_r, comm, NULL), ncclSuccess);
+    if (grouped) CHECK_RES(ncclGroupEnd(), ncclSuccess);
     for (size_t i = 0; i < big; i++) {
         want[i] = 0;
         for (int r = 0; r < nranks; r++) want[i] += pair_val(r, 0, i);
@@ -293,16 +294,16 @@ void test_aggregated_group(void)
     enum { OPS = 64 };
     static const ncclRedOp_t ops[] = {ncclSum, ncclMax, ncclMin, ncclProd};
     int64_t *in[OPS], *out[OPS];
-    EXPECT(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
     for (int k = 0; k < OPS; k++) {
         size_t count = (size_t)(1 + k * 37);
         in[k] = alloc_i64(count, 0);
         out[k] = alloc_i64(count, SENTINEL);
         for (size_t i = 0; i < count; i++) in[k][i] = (int64_t)((rank + k + (int)i) % 3 + 1);
-        EXPECT(ncclAllReduce(in[k], out[k], count, ncclInt64, ops[k % 4], comm, NULL),
-               ncclSuccess);
+        CHECK_RES(ncclAllReduce(in[k], out[k], count, ncclInt64, ops[k % 4], comm, NULL),
+                  ncclSuccess);
     }
-    EXPECT(ncclGroupEnd(), ncclSuccess);
+    CHECK_RES(ncclGroupEnd(), ncclSuccess);
     for (int k = 0; k < OPS; k++) {
         size_t count = (size_t)(1 + k * 37);
         int shown = 0;
@@ -389,7 +390,7 @@ void test_thread_groups(void)
     pthread_join(other, NULL);
     CHECK(threads[0].errors == 0 && threads[1].errors == 0,
           "groups on two threads: %ld and %ld errors", threads[0].errors, threads[1].errors);
-    EXPECT(ncclCommDestroy(threads[1].comm), ncclSuccess);
+    CHECK_RES(ncclCommDestroy(threads[1].comm), ncclSuccess);
 }
 
 /* Each rank exchanges 8 MiB with both neighbours at once (twice NCCL_BUFFSIZE's default), which
@@ -407,12 +408,12 @@ void test_sendrecv_bidirectional(void)
         to_next[i] = pair_val(rank, next, i);
         to_prev[i] = pair_val(rank, prev, i);
     }
-    EXPECT(ncclGroupStart(), ncclSuccess);
-    EXPECT(ncclSend(to_next, count, ncclInt64, next, comm, NULL), ncclSuccess);
-    EXPECT(ncclSend(to_prev, count, ncclInt64, prev, comm, NULL), ncclSuccess);
-    EXPECT(ncclRecv(from_next, count, ncclInt64, next, comm, NULL), ncclSuccess);
-    EXPECT(ncclRecv(from_prev, count, ncclInt64, prev, comm, NULL), ncclSuccess);
-    EXPECT(ncclGroupEnd(), ncclSuccess);
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclSend(to_next, count, ncclInt64, next, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclSend(to_prev, count, ncclInt64, prev, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclRecv(from_next, count, ncclInt64, next, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclRecv(from_prev, count, ncclInt64, prev, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclGroupEnd(), ncclSuccess);
     for (size_t i = 0; i < count; i++) want[i] = pair_val(next, rank, i);
     check_i64("bidirectional: from next", from_next, want, count);
     for (size_t i = 0; i < count; i++) want[i] = pair_val(prev, rank, i);
@@ -432,15 +433,15 @@ void test_simulate_end(void)
     int64_t *send = alloc_i64(count, 3), *recv = alloc_i64(count, SENTINEL);
     int64_t *real = alloc_i64(count, SENTINEL);
     ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
-    EXPECT(ncclGroupStart(), ncclSuccess);
-    EXPECT(ncclAllReduce(send, recv, count, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
-    EXPECT(ncclGroupSimulateEnd(&sim), ncclSuccess);
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclAllReduce(send, recv, count, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclGroupSimulateEnd(&sim), ncclSuccess);
     CHECK(sim.estimatedTime > 0.0f, "ncclGroupSimulateEnd: estimatedTime %g, want > 0",
           (double)sim.estimatedTime);
     check_all_equal("ncclGroupSimulateEnd ran the AllReduce", recv, SENTINEL, count);
-    EXPECT(ncclGroupStart(), ncclSuccess);
-    EXPECT(ncclAllReduce(send, real, count, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
-    EXPECT(ncclGroupEnd(), ncclSuccess);
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclAllReduce(send, real, count, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclGroupEnd(), ncclSuccess);
     check_all_equal("AllReduce after ncclGroupSimulateEnd", real, 3 * (int64_t)nranks, count);
     check_all_equal("the simulated AllReduce ran with the next group", recv, SENTINEL, count);
     free(send);

@@ -35,17 +35,16 @@ static void check_comm(const char *what, ncclComm_t comm, int size, int want_ran
         FAIL("%s: communicator is NULL, want one of %d ranks", what, size);
         return;
     }
-    CHECK_RES(ncclCommCount(comm, &got_size), ncclSuccess, NULL);
-    CHECK_RES(ncclCommUserRank(comm, &got_rank), ncclSuccess, NULL);
-    CHECK_INT(what, got_size, size);
-    CHECK_INT(what, got_rank, want_rank);
+    CHECK_RES(ncclCommCount(comm, &got_size), ncclSuccess);
+    CHECK_RES(ncclCommUserRank(comm, &got_rank), ncclSuccess);
+    CHECK_EQ_MSG(got_size, size, "%s", what);
+    CHECK_EQ_MSG(got_rank, want_rank, "%s", what);
     int32_t send[COUNT], recv[COUNT];
     for (int i = 0; i < COUNT; i++) {
         send[i] = input_of(world_rank, i);
         recv[i] = -1;
     }
-    CHECK_RES(ncclAllReduce(send, recv, COUNT, ncclInt32, ncclSum, comm, NULL), ncclSuccess,
-              NULL);
+    CHECK_RES(ncclAllReduce(send, recv, COUNT, ncclInt32, ncclSum, comm, NULL), ncclSuccess);
     for (int i = 0; i < COUNT; i++) {
         int32_t want = 0;
         for (int m = 0; m < size; m++) want += input_of(members[m], i);
@@ -64,43 +63,41 @@ static void test_split(ncclComm_t world)
 
     /* Parity, keys reversing the order: colour c holds world ranks {c, c + 2}, the higher one
      * first. */
-    CHECK_RES(ncclCommSplit(world, world_rank % 2, NRANKS - world_rank, &sub, NULL), ncclSuccess,
-              NULL);
+    CHECK_RES(ncclCommSplit(world, world_rank % 2, NRANKS - world_rank, &sub, NULL), ncclSuccess);
     {
         int members[2] = {world_rank % 2 + 2, world_rank % 2};
         check_comm("parity split", sub, 2, world_rank < 2 ? 1 : 0, members);
     }
-    CHECK_RES(ncclCommDestroy(sub), ncclSuccess, NULL);
+    CHECK_RES(ncclCommDestroy(sub), ncclSuccess);
 
     /* Equal keys: the order is the parent's. Colour world_rank / 2: {0, 1} and {2, 3}. */
     sub = NULL;
-    CHECK_RES(ncclCommSplit(world, world_rank / 2, 7, &sub, NULL), ncclSuccess, NULL);
+    CHECK_RES(ncclCommSplit(world, world_rank / 2, 7, &sub, NULL), ncclSuccess);
     {
         int members[2] = {world_rank / 2 * 2, world_rank / 2 * 2 + 1};
         check_comm("tied-key split", sub, 2, world_rank % 2, members);
     }
-    CHECK_RES(ncclCommDestroy(sub), ncclSuccess, NULL);
+    CHECK_RES(ncclCommDestroy(sub), ncclSuccess);
 
     /* World rank 1 joins nothing; the others form {0, 2, 3}, with a config. */
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 1;
     sub = (ncclComm_t)(uintptr_t)0x1;
     int color = world_rank == 1 ? NCCL_SPLIT_NOCOLOR : 5;
-    CHECK_RES(ncclCommSplit(world, color, world_rank, &sub, &config), ncclSuccess, NULL);
+    CHECK_RES(ncclCommSplit(world, color, world_rank, &sub, &config), ncclSuccess);
     if (world_rank == 1) {
         if (sub != NULL) FAIL("NOCOLOR split: *newcomm = %p, want NULL", (void *)sub);
     } else {
         int members[3] = {0, 2, 3};
         check_comm("split without rank 1", sub, 3, world_rank == 0 ? 0 : world_rank - 1,
                    members);
-        CHECK_RES(ncclCommDestroy(sub), ncclSuccess, NULL);
+        CHECK_RES(ncclCommDestroy(sub), ncclSuccess);
     }
 
     /* Nested: A = {0, 1, 2} and {3}; then A's ranks by parity of their rank in A: {0, 2}, {1}
      * and {3}. */
     ncclComm_t a = NULL, b = NULL;
-    CHECK_RES(ncclCommSplit(world, world_rank < 3 ? 0 : 1, world_rank, &a, NULL), ncclSuccess,
-              NULL);
+    CHECK_RES(ncclCommSplit(world, world_rank < 3 ? 0 : 1, world_rank, &a, NULL), ncclSuccess);
     if (world_rank < 3) {
         int members[3] = {0, 1, 2};
         check_comm("outer split", a, 3, world_rank, members);
@@ -110,7 +107,7 @@ static void test_split(ncclComm_t world)
     }
     int a_rank = -1;
     if (a != NULL) ncclCommUserRank(a, &a_rank);
-    CHECK_RES(ncclCommSplit(a, a_rank % 2, 0, &b, NULL), ncclSuccess, NULL);
+    CHECK_RES(ncclCommSplit(a, a_rank % 2, 0, &b, NULL), ncclSuccess);
     if (world_rank == 0 || world_rank == 2) {
         int members[2] = {0, 2};
         check_comm("nested split", b, 2, world_rank / 2, members);
@@ -118,13 +115,13 @@ static void test_split(ncclComm_t world)
         int members[1] = {world_rank};
         check_comm("nested split", b, 1, 0, members);
     }
-    CHECK_RES(ncclCommDestroy(b), ncclSuccess, NULL);
-    CHECK_RES(ncclCommDestroy(a), ncclSuccess, NULL);
+    CHECK_RES(ncclCommDestroy(b), ncclSuccess);
+    CHECK_RES(ncclCommDestroy(a), ncclSuccess);
 
     /* One rank passes a bad colour: every rank must fail, and the parent must keep working. */
     sub = (ncclComm_t)(uintptr_t)0x1;
-    CHECK_RES(ncclCommSplit(world, world_rank == 2 ? -5 : 0, 0, &sub, NULL),
-              ncclInvalidArgument, world_rank == 2 ? "color -5" : "rank 2");
+    CHECK_ERR(ncclCommSplit(world, world_rank == 2 ? -5 : 0, 0, &sub, NULL), ncclInvalidArgument,
+              world_rank == 2 ? "color -5" : "rank 2");
     if (sub != NULL) FAIL("failed split: *newcomm = %p, want NULL", (void *)sub);
     {
         int members[NRANKS] = {0, 1, 2, 3};
@@ -132,10 +129,10 @@ static void test_split(ncclComm_t world)
     }
 
     /* Local argument errors: nothing is sent, so each rank fails alone. */
-    CHECK_RES(ncclCommSplit(NULL, 0, 0, &sub, NULL), ncclInvalidArgument, "comm");
-    CHECK_RES(ncclCommSplit(world, 0, 0, NULL, NULL), ncclInvalidArgument, "newcomm");
+    CHECK_ERR(ncclCommSplit(NULL, 0, 0, &sub, NULL), ncclInvalidArgument, "comm");
+    CHECK_ERR(ncclCommSplit(world, 0, 0, NULL, NULL), ncclInvalidArgument, "newcomm");
     config.magic = 0;
-    CHECK_RES(ncclCommSplit(world, 0, 0, &sub, &config), ncclInvalidArgument,
+    CHECK_ERR(ncclCommSplit(world, 0, 0, &sub, &config), ncclInvalidArgument,
               "NCCL_CONFIG_INITIALIZER");
 }
 
@@ -146,26 +143,24 @@ static void test_scalable(ncclComm_t world)
     ncclUniqueId ids[2];
     memset(ids, 0, sizeof ids);
     if (world_rank == 0) {
-        CHECK_RES(ncclGetUniqueId(&ids[0]), ncclSuccess, NULL);
-        CHECK_RES(ncclGetUniqueId(&ids[1]), ncclSuccess, NULL);
+        CHECK_RES(ncclGetUniqueId(&ids[0]), ncclSuccess);
+        CHECK_RES(ncclGetUniqueId(&ids[1]), ncclSuccess);
     }
-    CHECK_RES(ncclBroadcast(ids, ids, sizeof ids, ncclUint8, 0, world, NULL), ncclSuccess, NULL);
+    CHECK_RES(ncclBroadcast(ids, ids, sizeof ids, ncclUint8, 0, world, NULL), ncclSuccess);
     ncclComm_t comm = NULL;
-    CHECK_RES(ncclCommInitRankScalable(&comm, NRANKS, world_rank, 2, ids, NULL), ncclSuccess,
-              NULL);
+    CHECK_RES(ncclCommInitRankScalable(&comm, NRANKS, world_rank, 2, ids, NULL), ncclSuccess);
     int members[NRANKS] = {0, 1, 2, 3};
     check_comm("scalable init", comm, NRANKS, world_rank, members);
-    CHECK_RES(ncclCommDestroy(comm), ncclSuccess, NULL);
+    CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
 
-    CHECK_RES(ncclCommInitRankScalable(NULL, NRANKS, 0, 1, ids, NULL), ncclInvalidArgument,
+    CHECK_ERR(ncclCommInitRankScalable(NULL, NRANKS, 0, 1, ids, NULL), ncclInvalidArgument,
               "newcomm");
-    CHECK_RES(ncclCommInitRankScalable(&comm, 0, 0, 1, ids, NULL), ncclInvalidArgument,
-              "nranks 0");
-    CHECK_RES(ncclCommInitRankScalable(&comm, NRANKS, NRANKS, 1, ids, NULL), ncclInvalidArgument,
+    CHECK_ERR(ncclCommInitRankScalable(&comm, 0, 0, 1, ids, NULL), ncclInvalidArgument, "nranks 0");
+    CHECK_ERR(ncclCommInitRankScalable(&comm, NRANKS, NRANKS, 1, ids, NULL), ncclInvalidArgument,
               "myrank 4");
-    CHECK_RES(ncclCommInitRankScalable(&comm, NRANKS, 0, 0, ids, NULL), ncclInvalidArgument,
+    CHECK_ERR(ncclCommInitRankScalable(&comm, NRANKS, 0, 0, ids, NULL), ncclInvalidArgument,
               "nId 0");
-    CHECK_RES(ncclCommInitRankScalable(&comm, NRANKS, 0, 1, NULL, NULL), ncclInvalidArgument,
+    CHECK_ERR(ncclCommInitRankScalable(&comm, NRANKS, 0, 1, NULL, NULL), ncclInvalidArgument,
               "commIds");
 }
 
@@ -194,10 +189,10 @@ static void *init_all_main(void *arg)
 static void test_init_all(void)
 {
     ncclComm_t comms[NRANKS] = {NULL};
-    CHECK_RES(ncclCommInitAll(NULL, NRANKS, NULL), ncclInvalidArgument, "comm");
-    CHECK_RES(ncclCommInitAll(comms, 0, NULL), ncclInvalidArgument, "ndev 0");
+    CHECK_ERR(ncclCommInitAll(NULL, NRANKS, NULL), ncclInvalidArgument, "comm");
+    CHECK_ERR(ncclCommInitAll(comms, 0, NULL), ncclInvalidArgument, "ndev 0");
     int devlist[NRANKS] = {0, 1, 2, 3};
-    CHECK_RES(ncclCommInitAll(comms, NRANKS, devlist), ncclSuccess, NULL);
+    CHECK_RES(ncclCommInitAll(comms, NRANKS, devlist), ncclSuccess);
 
     /* One thread per communicator: one thread driving all four would need a group. */
     struct init_all_thread threads[NRANKS];
@@ -218,8 +213,8 @@ static void test_init_all(void)
                  ncclGetErrorString(th->res));
             continue;
         }
-        CHECK_INT("ncclCommInitAll rank", th->rank, t);
-        CHECK_INT("ncclCommInitAll size", th->size, NRANKS);
+        CHECK_EQ_MSG(th->rank, t, "ncclCommInitAll rank");
+        CHECK_EQ_MSG(th->size, NRANKS, "ncclCommInitAll size");
         for (int i = 0; i < COUNT; i++) {
             /* sum over t of (t + 1) * 10 + i, for t = 0..3 */
             int32_t want = 100 + NRANKS * i;
@@ -230,13 +225,13 @@ static void test_init_all(void)
             }
         }
     }
-    for (int t = 0; t < NRANKS; t++) CHECK_RES(ncclCommDestroy(comms[t]), ncclSuccess, NULL);
+    for (int t = 0; t < NRANKS; t++) CHECK_RES(ncclCommDestroy(comms[t]), ncclSuccess);
 
     ncclComm_t one = NULL;
-    CHECK_RES(ncclCommInitAll(&one, 1, NULL), ncclSuccess, NULL);
+    CHECK_RES(ncclCommInitAll(&one, 1, NULL), ncclSuccess);
     int members[1] = {world_rank};
     check_comm("ncclCommInitAll of one", one, 1, 0, members);
-    CHECK_RES(ncclCommDestroy(one), ncclSuccess, NULL);
+    CHECK_RES(ncclCommDestroy(one), ncclSuccess);
 }
 
 /* ---- user operators ----------------------------------------------------------------------- */
@@ -246,9 +241,8 @@ static void test_premulsum(ncclComm_t world)
     /* float32: x = (r + 1) + i / 2 and scalar 2, so every partial sum is exact. */
     float fscalar = 2.0f;
     ncclRedOp_t fop = ncclSum, iop = ncclSum;
-    CHECK_RES(ncclRedOpCreatePreMulSum(&fop, &fscalar, ncclFloat32, ncclScalarHostImmediate,
-                                       world),
-              ncclSuccess, NULL);
+    CHECK_RES(ncclRedOpCreatePreMulSum(&fop, &fscalar, ncclFloat32, ncclScalarHostImmediate, world),
+              ncclSuccess);
     /* The scalar was read at creation: changing it now must not matter. */
     fscalar = 100.0f;
     if ((int)fop < (int)ncclNumOps) FAIL("user operator %d is a built-in value", (int)fop);
@@ -257,8 +251,7 @@ static void test_premulsum(ncclComm_t world)
         fsend[i] = (float)(world_rank + 1) + 0.5f * (float)i;
         frecv[i] = -1.0f;
     }
-    CHECK_RES(ncclAllReduce(fsend, frecv, COUNT, ncclFloat32, fop, world, NULL), ncclSuccess,
-              NULL);
+    CHECK_RES(ncclAllReduce(fsend, frecv, COUNT, ncclFloat32, fop, world, NULL), ncclSuccess);
     for (int i = 0; i < COUNT; i++) {
         double want = 0;
         for (int r = 0; r < NRANKS; r++) want += 2.0 * ((r + 1) + 0.5 * i);
@@ -270,17 +263,15 @@ static void test_premulsum(ncclComm_t world)
 
     /* int32 with scalar 2, through Reduce to root 1. */
     int32_t iscalar = 2;
-    CHECK_RES(ncclRedOpCreatePreMulSum(&iop, &iscalar, ncclInt32, ncclScalarHostImmediate,
-                                       world),
-              ncclSuccess, NULL);
+    CHECK_RES(ncclRedOpCreatePreMulSum(&iop, &iscalar, ncclInt32, ncclScalarHostImmediate, world),
+              ncclSuccess);
     if (iop == fop) FAIL("two live operators share the value %d", (int)iop);
     int32_t isend[COUNT], irecv[COUNT];
     for (int i = 0; i < COUNT; i++) {
         isend[i] = input_of(world_rank, i);
         irecv[i] = -1;
     }
-    CHECK_RES(ncclReduce(isend, irecv, COUNT, ncclInt32, iop, 1, world, NULL), ncclSuccess,
-              NULL);
+    CHECK_RES(ncclReduce(isend, irecv, COUNT, ncclInt32, iop, 1, world, NULL), ncclSuccess);
     if (world_rank == 1) {
         for (int i = 0; i < COUNT; i++) {
             int32_t want = 0;
@@ -293,44 +284,40 @@ static void test_premulsum(ncclComm_t world)
     }
 
     /* An operator serves only its own datatype; the check needs no peer, so all ranks fail. */
-    CHECK_RES(ncclAllReduce(isend, irecv, COUNT, ncclFloat32, iop, world, NULL),
+    CHECK_ERR(ncclAllReduce(isend, irecv, COUNT, ncclFloat32, iop, world, NULL),
               ncclInvalidArgument, "int32");
-    CHECK_RES(ncclRedOpDestroy(fop, world), ncclSuccess, NULL);
-    CHECK_RES(ncclAllReduce(fsend, frecv, COUNT, ncclFloat32, fop, world, NULL),
+    CHECK_RES(ncclRedOpDestroy(fop, world), ncclSuccess);
+    CHECK_ERR(ncclAllReduce(fsend, frecv, COUNT, ncclFloat32, fop, world, NULL),
               ncclInvalidArgument, "ncclRedOpCreatePreMulSum");
-    CHECK_RES(ncclRedOpDestroy(fop, world), ncclInvalidArgument, "already destroyed");
-    CHECK_RES(ncclRedOpDestroy(iop, world), ncclSuccess, NULL);
-    CHECK_RES(ncclRedOpDestroy(ncclSum, world), ncclInvalidArgument, "built-in");
-    CHECK_RES(ncclRedOpDestroy((ncclRedOp_t)-3, world), ncclInvalidArgument, "op -3");
-    CHECK_RES(ncclRedOpDestroy((ncclRedOp_t)1000, NULL), ncclInvalidArgument, "comm");
+    CHECK_ERR(ncclRedOpDestroy(fop, world), ncclInvalidArgument, "already destroyed");
+    CHECK_RES(ncclRedOpDestroy(iop, world), ncclSuccess);
+    CHECK_ERR(ncclRedOpDestroy(ncclSum, world), ncclInvalidArgument, "built-in");
+    CHECK_ERR(ncclRedOpDestroy((ncclRedOp_t)-3, world), ncclInvalidArgument, "op -3");
+    CHECK_ERR(ncclRedOpDestroy((ncclRedOp_t)1000, NULL), ncclInvalidArgument, "comm");
 
     /* A freed value may come back; it must then work like a new operator. */
     double dscalar = 2.0;
     ncclRedOp_t dop = ncclSum;
-    CHECK_RES(ncclRedOpCreatePreMulSum(&dop, &dscalar, ncclFloat64, ncclScalarHostImmediate,
-                                       world),
-              ncclSuccess, NULL);
+    CHECK_RES(ncclRedOpCreatePreMulSum(&dop, &dscalar, ncclFloat64, ncclScalarHostImmediate, world),
+              ncclSuccess);
     double dsend = world_rank + 1, drecv = -1;
-    CHECK_RES(ncclAllReduce(&dsend, &drecv, 1, ncclFloat64, dop, world, NULL), ncclSuccess,
-              NULL);
+    CHECK_RES(ncclAllReduce(&dsend, &drecv, 1, ncclFloat64, dop, world, NULL), ncclSuccess);
     if (drecv != 20.0) FAIL("PreMulSum float64 = %g, want 20", drecv);
-    CHECK_RES(ncclRedOpDestroy(dop, world), ncclSuccess, NULL);
+    CHECK_RES(ncclRedOpDestroy(dop, world), ncclSuccess);
 
-    CHECK_RES(ncclRedOpCreatePreMulSum(&dop, &dscalar, ncclFloat64, ncclScalarDevice, world),
+    CHECK_ERR(ncclRedOpCreatePreMulSum(&dop, &dscalar, ncclFloat64, ncclScalarDevice, world),
               ncclInvalidArgument, "CUDA build");
-    CHECK_RES(ncclRedOpCreatePreMulSum(NULL, &dscalar, ncclFloat64, ncclScalarHostImmediate,
-                                       world),
+    CHECK_ERR(ncclRedOpCreatePreMulSum(NULL, &dscalar, ncclFloat64, ncclScalarHostImmediate, world),
               ncclInvalidArgument, "op");
-    CHECK_RES(ncclRedOpCreatePreMulSum(&dop, NULL, ncclFloat64, ncclScalarHostImmediate, world),
+    CHECK_ERR(ncclRedOpCreatePreMulSum(&dop, NULL, ncclFloat64, ncclScalarHostImmediate, world),
               ncclInvalidArgument, "scalar");
-    CHECK_RES(ncclRedOpCreatePreMulSum(&dop, &dscalar, ncclNumTypes, ncclScalarHostImmediate,
-                                       world),
-              ncclInvalidArgument, "datatype 12");
-    CHECK_RES(ncclRedOpCreatePreMulSum(&dop, &dscalar, ncclFloat64, (ncclScalarResidence_t)9,
-                                       world),
-              ncclInvalidArgument, "residence 9");
-    CHECK_RES(ncclRedOpCreatePreMulSum(&dop, &dscalar, ncclFloat64, ncclScalarHostImmediate,
-                                       NULL),
+    CHECK_ERR(
+        ncclRedOpCreatePreMulSum(&dop, &dscalar, ncclNumTypes, ncclScalarHostImmediate, world),
+        ncclInvalidArgument, "datatype 12");
+    CHECK_ERR(
+        ncclRedOpCreatePreMulSum(&dop, &dscalar, ncclFloat64, (ncclScalarResidence_t)9, world),
+        ncclInvalidArgument, "residence 9");
+    CHECK_ERR(ncclRedOpCreatePreMulSum(&dop, &dscalar, ncclFloat64, ncclScalarHostImmediate, NULL),
               ncclInvalidArgument, "comm");
 }
 
@@ -344,44 +331,42 @@ static void test_shrink(ncclComm_t world)
     ncclComm_t shrunk = NULL, smaller = NULL;
     /* Local argument errors first, on every rank: nothing is sent. */
     int twice[2] = {(world_rank + 1) % NRANKS, (world_rank + 1) % NRANKS};
-    CHECK_RES(ncclCommShrink(world, twice, 2, &shrunk, NULL, NCCL_SHRINK_DEFAULT),
+    CHECK_ERR(ncclCommShrink(world, twice, 2, &shrunk, NULL, NCCL_SHRINK_DEFAULT),
               ncclInvalidArgument, "listed twice");
     int bad_rank[1] = {NRANKS};
-    CHECK_RES(ncclCommShrink(world, bad_rank, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT),
+    CHECK_ERR(ncclCommShrink(world, bad_rank, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT),
               ncclInvalidArgument, "excludeRanksList[0] = 4");
     int self[1] = {world_rank};
-    CHECK_RES(ncclCommShrink(world, self, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT),
+    CHECK_ERR(ncclCommShrink(world, self, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT),
               ncclInvalidArgument, "excludes itself");
-    CHECK_RES(ncclCommShrink(world, exclude, 1, &shrunk, NULL, 0x10), ncclInvalidArgument,
+    CHECK_ERR(ncclCommShrink(world, exclude, 1, &shrunk, NULL, 0x10), ncclInvalidArgument,
               "shrinkFlags 0x10");
-    CHECK_RES(ncclCommShrink(world, NULL, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT),
+    CHECK_ERR(ncclCommShrink(world, NULL, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT),
               ncclInvalidArgument, "excludeRanksList");
-    CHECK_RES(ncclCommShrink(world, exclude, -1, &shrunk, NULL, NCCL_SHRINK_DEFAULT),
+    CHECK_ERR(ncclCommShrink(world, exclude, -1, &shrunk, NULL, NCCL_SHRINK_DEFAULT),
               ncclInvalidArgument, "negative");
-    CHECK_RES(ncclCommShrink(world, exclude, 1, NULL, NULL, NCCL_SHRINK_DEFAULT),
+    CHECK_ERR(ncclCommShrink(world, exclude, 1, NULL, NULL, NCCL_SHRINK_DEFAULT),
               ncclInvalidArgument, "newcomm");
 
     if (world_rank == 3) {
-        CHECK_RES(ncclCommDestroy(world), ncclSuccess, NULL);
+        CHECK_RES(ncclCommDestroy(world), ncclSuccess);
         return;
     }
-    CHECK_RES(ncclCommShrink(world, exclude, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT),
-              ncclSuccess, NULL);
+    CHECK_RES(ncclCommShrink(world, exclude, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT), ncclSuccess);
     int members[3] = {0, 1, 2};
     check_comm("shrink without rank 3", shrunk, 3, world_rank, members);
-    CHECK_RES(ncclCommDestroy(world), ncclSuccess, NULL);
+    CHECK_RES(ncclCommDestroy(world), ncclSuccess);
 
     if (world_rank == 2) {
-        CHECK_RES(ncclCommDestroy(shrunk), ncclSuccess, NULL);
+        CHECK_RES(ncclCommDestroy(shrunk), ncclSuccess);
         return;
     }
     int exclude2[1] = {2};
-    CHECK_RES(ncclCommShrink(shrunk, exclude2, 1, &smaller, NULL, NCCL_SHRINK_ABORT),
-              ncclSuccess, NULL);
+    CHECK_RES(ncclCommShrink(shrunk, exclude2, 1, &smaller, NULL, NCCL_SHRINK_ABORT), ncclSuccess);
     int members2[2] = {0, 1};
     check_comm("abort-shrink without rank 2", smaller, 2, world_rank, members2);
-    CHECK_RES(ncclCommDestroy(smaller), ncclSuccess, NULL);
-    CHECK_RES(ncclCommDestroy(shrunk), ncclSuccess, NULL);
+    CHECK_RES(ncclCommDestroy(smaller), ncclSuccess);
+    CHECK_RES(ncclCommDestroy(shrunk), ncclSuccess);
 }
 
 int main(void)
@@ -395,6 +380,6 @@ int main(void)
     test_premulsum(world);
     test_shrink(world);
     printf("api_lifecycle rank %d: %s (%d failed checks)\n", world_rank,
-           failures ? "FAILED" : "passed", failures);
-    return failures != 0;
+           check_failures ? "FAILED" : "passed", check_failures);
+    return check_failures != 0;
 }

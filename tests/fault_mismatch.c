@@ -24,10 +24,12 @@
 #include "nccl.h"
 #include "tutti.h"
 
+#include "world.h"
+
 enum kind { COUNT, DTYPE, OP, ROOT, COLL, NKINDS };
 static const char *const kind_names[NKINDS] = {"count", "dtype", "op", "root", "coll"};
 
-static int rank, nranks, failures;
+static int rank, nranks;
 
 static ncclResult_t run_case(ncclComm_t c, enum kind kind, size_t bytes, void *send, void *recv)
 {
@@ -57,13 +59,8 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--kinds") == 0) kinds = argv[i + 1];
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
-    ncclComm_t world;
-    if (tuttiCommInitFromEnv(&world) != ncclSuccess) {
-        fprintf(stderr, "init: %s\n", ncclGetLastError(NULL));
-        return 1;
-    }
-    ncclCommUserRank(world, &rank);
-    ncclCommCount(world, &nranks);
+    ncclComm_t world = world_open("fault_mismatch", &rank, &nranks);
+    if (world == NULL) return 1;
     const size_t sizes[] = {8, 1u << 20, 64u << 20};
     float *send = calloc(max_bytes / 4 + 2, 4), *recv = calloc(max_bytes / 4 + 2, 4);
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
@@ -75,18 +72,13 @@ int main(int argc, char **argv)
                 fprintf(stderr, "rank %d: split: %s\n", rank, ncclGetLastError(NULL));
                 return 1;
             }
-            ncclResult_t res = run_case(c, (enum kind)k, sizes[s], send, recv);
-            const char *text = ncclGetLastError(c);
-            bool ok = res == ncclInvalidUsage;
-            if (!ok) {
-                failures++;
-                fprintf(stderr, "rank %d: %s mismatch at %zu bytes: got %d (%s), want "
-                        "ncclInvalidUsage; last error: %s\n", rank, kind_names[k], sizes[s],
-                        (int)res, ncclGetErrorString(res), text);
-            } else if (rank == 0) {
+            char where[64];
+            snprintf(where, sizeof where, "%s mismatch at %zu bytes", kind_names[k], sizes[s]);
+            check_where = where;
+            bool ok = CHECK_RES(run_case(c, (enum kind)k, sizes[s], send, recv), ncclInvalidUsage);
+            if (ok && rank == 0)
                 printf("%s mismatch at %zu bytes: ncclInvalidUsage: %s\n", kind_names[k],
-                       sizes[s], text);
-            }
+                       sizes[s], ncclGetLastError(c));
             ncclCommAbort(c);
             /* Every rank is done with this case before the next split. */
             int64_t one = 1, sum = 0;
@@ -97,9 +89,10 @@ int main(int argc, char **argv)
             }
         }
     }
+    check_where = NULL;
     free(send);
     free(recv);
     ncclCommDestroy(world);
-    printf("rank %d: %d failures\n", rank, failures);
-    return failures ? 1 : 0;
+    printf("rank %d: %d failures\n", rank, (int)check_failures);
+    return check_failures ? 1 : 0;
 }

@@ -24,6 +24,8 @@
 #include "nccl.h"
 #include "tutti.h"
 
+#include "world.h"
+
 #define GUARD_BYTES 16
 #define GUARD_BYTE 0xA5
 #define MAX_SHOWN 10
@@ -189,15 +191,9 @@ int main(int argc, char **argv)
     if (groups < 0 || max_bytes < 8 || prob < 0 || prob > 1 || coll_prob < 0 || coll_prob > 1)
         return usage();
 
-    ncclComm_t comm = NULL;
-    ncclResult_t res = tuttiCommInitFromEnv(&comm);
-    if (res != ncclSuccess) {
-        fprintf(stderr, "tuttiCommInitFromEnv: %s: %s\n", ncclGetErrorString(res),
-                ncclGetLastError(NULL));
-        return 1;
-    }
-    ncclCommCount(comm, &nranks);
-    ncclCommUserRank(comm, &rank);
+    ncclComm_t comm = world_open("p2p_stress", &rank, &nranks);
+    if (comm == NULL) return 1;
+    ncclResult_t res = ncclSuccess;
 
     struct msg *msgs = xrealloc(NULL, sizeof *msgs * (size_t)nranks * 4);
     uint8_t *send_arena = xrealloc(NULL, 1), *recv_arena = xrealloc(NULL, 1);

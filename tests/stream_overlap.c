@@ -40,31 +40,13 @@
 #include "nccl.h"
 #include "tutti.h"
 
+#include "world.h"
+
 #define SENTINEL INT64_C(-777)
 
-static int rank, nranks, failures;
+static int rank, nranks;
 static size_t overlap_mib = 64;
 static ncclComm_t comm;
-
-#define FAIL(...)                                                                               \
-    do {                                                                                        \
-        failures++;                                                                             \
-        fprintf(stderr, "stream_overlap.c:%d: rank %d: ", __LINE__, rank);                      \
-        fprintf(stderr, __VA_ARGS__);                                                           \
-        fputc('\n', stderr);                                                                    \
-    } while (0)
-
-#define EXPECT(expr, want) expect_res(__LINE__, #expr, (expr), (want))
-
-static bool expect_res(int line, const char *text, ncclResult_t got, ncclResult_t want)
-{
-    if (got == want) return true;
-    failures++;
-    fprintf(stderr, "stream_overlap.c:%d: rank %d: %s\n    got %d (%s), want %d (%s): %s\n", line,
-            rank, text, (int)got, ncclGetErrorString(got), (int)want, ncclGetErrorString(want),
-            ncclGetLastError(NULL));
-    return false;
-}
 
 static double now_s(void)
 {
@@ -125,10 +107,10 @@ static void test_overlap(void)
 
     /* The collective alone, on the NULL stream (a small one first, to warm up). */
     fill_overlap_input(buf, count);
-    EXPECT(ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, comm, NULL), ncclSuccess);
     fill_overlap_input(buf, count);
     double t0 = now_s();
-    EXPECT(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, NULL), ncclSuccess);
     double comm_s = now_s() - t0;
     check_overlap_output("AllReduce on the NULL stream", buf, count);
 
@@ -148,17 +130,17 @@ static void test_overlap(void)
     ncclUniqueId id;
     ncclComm_t side = NULL;
     int64_t one = 1, sum = 0;
-    EXPECT(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
-    EXPECT(ncclGetUniqueId(&id), ncclSuccess);
-    if (!EXPECT(ncclCommInitRank(&side, nranks, id, rank), ncclSuccess)) return;
+    CHECK_RES(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclGetUniqueId(&id), ncclSuccess);
+    if (!CHECK_RES(ncclCommInitRank(&side, nranks, id, rank), ncclSuccess)) return;
     cudaStream_t stream = NULL;
-    if (!EXPECT(tuttiStreamCreate(&stream), ncclSuccess)) return;
-    EXPECT(tuttiStreamQuery(stream), ncclSuccess);
+    if (!CHECK_RES(tuttiStreamCreate(&stream), ncclSuccess)) return;
+    CHECK_RES(tuttiStreamQuery(stream), ncclSuccess);
     fill_overlap_input(buf, count);
     if (rank == 0)
-        EXPECT(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, side, NULL), ncclSuccess);
+        CHECK_RES(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, side, NULL), ncclSuccess);
     t0 = now_s();
-    EXPECT(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, stream), ncclSuccess);
+    CHECK_RES(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, comm, stream), ncclSuccess);
     double issue_s = now_s() - t0;
     ncclResult_t first = tuttiStreamQuery(stream);
     if (rank != 0 && first != ncclInProgress)
@@ -166,7 +148,7 @@ static void test_overlap(void)
              "issued yet: got %d (%s), want ncclInProgress (the call must return before the "
              "operation completes)", mib, (int)first, ncclGetErrorString(first));
     if (rank != 0)
-        EXPECT(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, side, NULL), ncclSuccess);
+        CHECK_RES(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, side, NULL), ncclSuccess);
 
     /* Compute the same number of slices, polling only tuttiStreamQuery; then keep computing
      * (up to a minute) until the collective is seen complete. */
@@ -182,7 +164,7 @@ static void test_overlap(void)
                 done_s = now_s() - t0;
                 done_slices = s + 1;
             } else if (q != ncclInProgress) {
-                EXPECT(q, ncclSuccess);
+                CHECK_RES(q, ncclSuccess);
                 break;
             }
         }
@@ -191,10 +173,10 @@ static void test_overlap(void)
     if (done_s < 0)
         FAIL("the AllReduce on the stream did not complete within 60 s of computing while "
              "polling tuttiStreamQuery");
-    EXPECT(tuttiStreamSynchronize(stream), ncclSuccess);
+    CHECK_RES(tuttiStreamSynchronize(stream), ncclSuccess);
     check_overlap_output("AllReduce on a host stream", buf, count);
-    EXPECT(tuttiStreamDestroy(stream), ncclSuccess);
-    EXPECT(ncclCommDestroy(side), ncclSuccess);
+    CHECK_RES(tuttiStreamDestroy(stream), ncclSuccess);
+    CHECK_RES(ncclCommDestroy(side), ncclSuccess);
     printf("rank %d: overlap: %zu MiB AllReduce alone %.3f s, compute alone %.3f s (%ld slices); "
            "issue took %.6f s, first query %d; on a stream it completed after %.3f s "
            "(%ld slices), compute + collective took %.3f s overlapped vs %.3f s serial\n",
@@ -222,19 +204,19 @@ static void test_in_order(void)
     }
 
     cudaStream_t s = NULL;
-    if (!EXPECT(tuttiStreamCreate(&s), ncclSuccess)) return;
-    EXPECT(ncclAllReduce(a, b, count, ncclInt64, ncclSum, comm, s), ncclSuccess);
-    EXPECT(ncclBroadcast(b, c, count, ncclInt64, n - 1, comm, s), ncclSuccess);
-    EXPECT(ncclAllReduce(c, c, count, ncclInt64, ncclSum, comm, s), ncclSuccess);
-    EXPECT(ncclReduce(c, d, count, ncclInt64, ncclSum, 0, comm, s), ncclSuccess);
-    EXPECT(ncclGroupStart(), ncclSuccess);
-    EXPECT(ncclSend(c, count, ncclInt64, next, comm, s), ncclSuccess);
-    EXPECT(ncclRecv(e, count, ncclInt64, prev, comm, s), ncclSuccess);
-    EXPECT(ncclGroupEnd(), ncclSuccess);
+    if (!CHECK_RES(tuttiStreamCreate(&s), ncclSuccess)) return;
+    CHECK_RES(ncclAllReduce(a, b, count, ncclInt64, ncclSum, comm, s), ncclSuccess);
+    CHECK_RES(ncclBroadcast(b, c, count, ncclInt64, n - 1, comm, s), ncclSuccess);
+    CHECK_RES(ncclAllReduce(c, c, count, ncclInt64, ncclSum, comm, s), ncclSuccess);
+    CHECK_RES(ncclReduce(c, d, count, ncclInt64, ncclSum, 0, comm, s), ncclSuccess);
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclSend(c, count, ncclInt64, next, comm, s), ncclSuccess);
+    CHECK_RES(ncclRecv(e, count, ncclInt64, prev, comm, s), ncclSuccess);
+    CHECK_RES(ncclGroupEnd(), ncclSuccess);
     for (int k = 0; k < reps; k++)
-        EXPECT(ncclAllReduce(&x, &x, 1, ncclInt64, ncclSum, comm, s), ncclSuccess);
-    EXPECT(tuttiStreamSynchronize(s), ncclSuccess);
-    EXPECT(tuttiStreamQuery(s), ncclSuccess);
+        CHECK_RES(ncclAllReduce(&x, &x, 1, ncclInt64, ncclSum, comm, s), ncclSuccess);
+    CHECK_RES(tuttiStreamSynchronize(s), ncclSuccess);
+    CHECK_RES(tuttiStreamQuery(s), ncclSuccess);
 
     int64_t t = (int64_t)n * (n + 1) / 2;
     for (size_t i = 0; i < count; i++) want[i] = t + n * (int64_t)i;
@@ -248,7 +230,7 @@ static void test_in_order(void)
     for (int k = 0; k < reps; k++) power *= n;
     if (x != power) FAIL("in order: %d in-place sums of 1: got %lld, want %lld", reps,
                          (long long)x, (long long)power);
-    EXPECT(tuttiStreamDestroy(s), ncclSuccess);
+    CHECK_RES(tuttiStreamDestroy(s), ncclSuccess);
     free(a);
     free(b);
     free(c);
@@ -263,11 +245,11 @@ static void test_in_order(void)
 static void test_two_streams(void)
 {
     int64_t one = 1, sum = 0;
-    EXPECT(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
     ncclUniqueId id;
     ncclComm_t comm2 = NULL;
-    EXPECT(ncclGetUniqueId(&id), ncclSuccess);
-    if (!EXPECT(ncclCommInitRank(&comm2, nranks, id, rank), ncclSuccess)) return;
+    CHECK_RES(ncclGetUniqueId(&id), ncclSuccess);
+    if (!CHECK_RES(ncclCommInitRank(&comm2, nranks, id, rank), ncclSuccess)) return;
 
     const size_t count = 100000;
     int64_t *x = xmalloc(count * sizeof *x), *y = xmalloc(count * sizeof *y);
@@ -279,23 +261,23 @@ static void test_two_streams(void)
         want_y[i] = 3 * (int64_t)nranks * (nranks - 1) / 2 + nranks * (int64_t)i;
     }
     cudaStream_t s1 = NULL, s2 = NULL;
-    EXPECT(tuttiStreamCreate(&s1), ncclSuccess);
-    EXPECT(tuttiStreamCreate(&s2), ncclSuccess);
+    CHECK_RES(tuttiStreamCreate(&s1), ncclSuccess);
+    CHECK_RES(tuttiStreamCreate(&s2), ncclSuccess);
     if (rank == 0) {
-        EXPECT(ncclAllReduce(y, y, count, ncclInt64, ncclSum, comm2, s2), ncclSuccess);
-        EXPECT(tuttiStreamSynchronize(s2), ncclSuccess);
-        EXPECT(ncclAllReduce(x, x, count, ncclInt64, ncclSum, comm, s1), ncclSuccess);
+        CHECK_RES(ncclAllReduce(y, y, count, ncclInt64, ncclSum, comm2, s2), ncclSuccess);
+        CHECK_RES(tuttiStreamSynchronize(s2), ncclSuccess);
+        CHECK_RES(ncclAllReduce(x, x, count, ncclInt64, ncclSum, comm, s1), ncclSuccess);
     } else {
-        EXPECT(ncclAllReduce(x, x, count, ncclInt64, ncclSum, comm, s1), ncclSuccess);
-        EXPECT(ncclAllReduce(y, y, count, ncclInt64, ncclSum, comm2, s2), ncclSuccess);
-        EXPECT(tuttiStreamSynchronize(s2), ncclSuccess);
+        CHECK_RES(ncclAllReduce(x, x, count, ncclInt64, ncclSum, comm, s1), ncclSuccess);
+        CHECK_RES(ncclAllReduce(y, y, count, ncclInt64, ncclSum, comm2, s2), ncclSuccess);
+        CHECK_RES(tuttiStreamSynchronize(s2), ncclSuccess);
     }
-    EXPECT(tuttiStreamSynchronize(s1), ncclSuccess);
+    CHECK_RES(tuttiStreamSynchronize(s1), ncclSuccess);
     check_i64("stream 1 on communicator 1", x, want_x, count);
     check_i64("stream 2 on communicator 2", y, want_y, count);
-    EXPECT(tuttiStreamDestroy(s1), ncclSuccess);
-    EXPECT(tuttiStreamDestroy(s2), ncclSuccess);
-    EXPECT(ncclCommDestroy(comm2), ncclSuccess);
+    CHECK_RES(tuttiStreamDestroy(s1), ncclSuccess);
+    CHECK_RES(tuttiStreamDestroy(s2), ncclSuccess);
+    CHECK_RES(ncclCommDestroy(comm2), ncclSuccess);
     free(x);
     free(y);
     free(want_x);
@@ -310,21 +292,21 @@ static void test_shared_comm(void)
     enum { OPS = 40 };
     int64_t *buf[OPS];
     cudaStream_t s[2] = {NULL, NULL};
-    EXPECT(tuttiStreamCreate(&s[0]), ncclSuccess);
-    EXPECT(tuttiStreamCreate(&s[1]), ncclSuccess);
+    CHECK_RES(tuttiStreamCreate(&s[0]), ncclSuccess);
+    CHECK_RES(tuttiStreamCreate(&s[1]), ncclSuccess);
     for (int k = 0; k < OPS; k++) {
         size_t count = (size_t)(1 + k * 997);
         buf[k] = xmalloc(count * sizeof *buf[k]);
         for (size_t i = 0; i < count; i++) buf[k][i] = (int64_t)(k + 1) * (rank + 1) + (int64_t)i;
         if (k % 3 == 2)
-            EXPECT(ncclBroadcast(buf[k], buf[k], count, ncclInt64, k % nranks, comm, s[k % 2]),
-                   ncclSuccess);
+            CHECK_RES(ncclBroadcast(buf[k], buf[k], count, ncclInt64, k % nranks, comm, s[k % 2]),
+                      ncclSuccess);
         else
-            EXPECT(ncclAllReduce(buf[k], buf[k], count, ncclInt64, ncclSum, comm, s[k % 2]),
-                   ncclSuccess);
+            CHECK_RES(ncclAllReduce(buf[k], buf[k], count, ncclInt64, ncclSum, comm, s[k % 2]),
+                      ncclSuccess);
     }
-    EXPECT(tuttiStreamSynchronize(s[0]), ncclSuccess);
-    EXPECT(tuttiStreamSynchronize(s[1]), ncclSuccess);
+    CHECK_RES(tuttiStreamSynchronize(s[0]), ncclSuccess);
+    CHECK_RES(tuttiStreamSynchronize(s[1]), ncclSuccess);
     for (int k = 0; k < OPS; k++) {
         size_t count = (size_t)(1 + k * 997);
         int shown = 0;
@@ -338,8 +320,8 @@ static void test_shared_comm(void)
         }
         free(buf[k]);
     }
-    EXPECT(tuttiStreamDestroy(s[0]), ncclSuccess);
-    EXPECT(tuttiStreamDestroy(s[1]), ncclSuccess);
+    CHECK_RES(tuttiStreamDestroy(s[0]), ncclSuccess);
+    CHECK_RES(tuttiStreamDestroy(s[1]), ncclSuccess);
 }
 
 /* tuttiStreamDestroy right after issuing: it waits for the operation. */
@@ -352,9 +334,9 @@ static void test_destroy(void)
         want[i] = (int64_t)i * nranks * (nranks + 1) / 2;
     }
     cudaStream_t s = NULL;
-    if (!EXPECT(tuttiStreamCreate(&s), ncclSuccess)) return;
-    EXPECT(ncclAllReduce(x, x, count, ncclInt64, ncclSum, comm, s), ncclSuccess);
-    EXPECT(tuttiStreamDestroy(s), ncclSuccess);
+    if (!CHECK_RES(tuttiStreamCreate(&s), ncclSuccess)) return;
+    CHECK_RES(ncclAllReduce(x, x, count, ncclInt64, ncclSum, comm, s), ncclSuccess);
+    CHECK_RES(tuttiStreamDestroy(s), ncclSuccess);
     check_i64("AllReduce completed by tuttiStreamDestroy", x, want, count);
     free(x);
     free(want);
@@ -364,11 +346,11 @@ static void test_destroy(void)
 static void test_finalize(void)
 {
     int64_t one = 1, sum = 0;
-    EXPECT(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
     ncclUniqueId id;
     ncclComm_t c = NULL;
-    EXPECT(ncclGetUniqueId(&id), ncclSuccess);
-    if (!EXPECT(ncclCommInitRank(&c, nranks, id, rank), ncclSuccess)) return;
+    CHECK_RES(ncclGetUniqueId(&id), ncclSuccess);
+    if (!CHECK_RES(ncclCommInitRank(&c, nranks, id, rank), ncclSuccess)) return;
     const size_t count = 1 << 20;
     int64_t *x = xmalloc(count * sizeof *x), *want = xmalloc(count * sizeof *want);
     for (size_t i = 0; i < count; i++) {
@@ -376,16 +358,16 @@ static void test_finalize(void)
         want[i] = (int64_t)i * nranks * nranks + (int64_t)nranks * (nranks - 1) / 2 * nranks;
     }
     cudaStream_t s = NULL;
-    if (!EXPECT(tuttiStreamCreate(&s), ncclSuccess)) return;
-    EXPECT(ncclAllReduce(x, x, count, ncclInt64, ncclSum, c, s), ncclSuccess);
-    EXPECT(ncclAllReduce(x, x, count, ncclInt64, ncclMax, c, s), ncclSuccess);
-    EXPECT(ncclBroadcast(x, x, count, ncclInt64, 0, c, s), ncclSuccess);
-    EXPECT(ncclAllReduce(x, x, count, ncclInt64, ncclSum, c, s), ncclSuccess);
-    EXPECT(ncclCommFinalize(c), ncclSuccess);
-    EXPECT(tuttiStreamQuery(s), ncclSuccess);
+    if (!CHECK_RES(tuttiStreamCreate(&s), ncclSuccess)) return;
+    CHECK_RES(ncclAllReduce(x, x, count, ncclInt64, ncclSum, c, s), ncclSuccess);
+    CHECK_RES(ncclAllReduce(x, x, count, ncclInt64, ncclMax, c, s), ncclSuccess);
+    CHECK_RES(ncclBroadcast(x, x, count, ncclInt64, 0, c, s), ncclSuccess);
+    CHECK_RES(ncclAllReduce(x, x, count, ncclInt64, ncclSum, c, s), ncclSuccess);
+    CHECK_RES(ncclCommFinalize(c), ncclSuccess);
+    CHECK_RES(tuttiStreamQuery(s), ncclSuccess);
     check_i64("operations completed by ncclCommFinalize", x, want, count);
-    EXPECT(tuttiStreamDestroy(s), ncclSuccess);
-    EXPECT(ncclCommDestroy(c), ncclSuccess);
+    CHECK_RES(tuttiStreamDestroy(s), ncclSuccess);
+    CHECK_RES(ncclCommDestroy(c), ncclSuccess);
     free(x);
     free(want);
 }
@@ -395,21 +377,21 @@ static void test_abort(void)
 {
     if (nranks < 2) return;
     int64_t one = 1, sum = 0;
-    EXPECT(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
     ncclUniqueId id;
     ncclComm_t c = NULL;
-    EXPECT(ncclGetUniqueId(&id), ncclSuccess);
-    if (!EXPECT(ncclCommInitRank(&c, nranks, id, rank), ncclSuccess)) return;
+    CHECK_RES(ncclGetUniqueId(&id), ncclSuccess);
+    if (!CHECK_RES(ncclCommInitRank(&c, nranks, id, rank), ncclSuccess)) return;
     cudaStream_t s = NULL;
-    if (!EXPECT(tuttiStreamCreate(&s), ncclSuccess)) return;
+    if (!CHECK_RES(tuttiStreamCreate(&s), ncclSuccess)) return;
     int64_t x[1000] = {0};
     if (rank != 0) {
-        EXPECT(ncclAllReduce(x, x, 1000, ncclInt64, ncclSum, c, s), ncclSuccess);
+        CHECK_RES(ncclAllReduce(x, x, 1000, ncclInt64, ncclSum, c, s), ncclSuccess);
         usleep(200 * 1000);
-        EXPECT(tuttiStreamQuery(s), ncclInProgress);
+        CHECK_RES(tuttiStreamQuery(s), ncclInProgress);
     }
     double t0 = now_s();
-    EXPECT(ncclCommAbort(c), ncclSuccess);
+    CHECK_RES(ncclCommAbort(c), ncclSuccess);
     double took = now_s() - t0;
     if (took > 10.0)
         FAIL("ncclCommAbort with an AllReduce stuck on its stream took %.1f s", took);
@@ -417,13 +399,13 @@ static void test_abort(void)
     if (rank != 0 && (res == ncclSuccess || res == ncclInProgress))
         FAIL("tuttiStreamSynchronize after ncclCommAbort: got %d (%s), want the aborted "
              "AllReduce's error", (int)res, ncclGetErrorString(res));
-    if (rank == 0) EXPECT(res, ncclSuccess);
-    EXPECT(tuttiStreamDestroy(s), ncclSuccess);
+    if (rank == 0) CHECK_RES(res, ncclSuccess);
+    CHECK_RES(tuttiStreamDestroy(s), ncclSuccess);
     printf("rank %d: abort: ncclCommAbort took %.3f s; the stream then reported %d (%s)\n",
            rank, took, (int)res, ncclGetErrorString(res));
     /* Rank 0 stays alive until every rank is done: its exit would fail the others' AllReduce
      * before their abort (a peer's death is seen at once). */
-    EXPECT(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
 }
 
 /* The failure of a queued operation surfaces at tuttiStreamSynchronize, once. */
@@ -431,40 +413,32 @@ static void test_errors(void)
 {
     if (nranks < 2) return;
     int64_t one = 1, sum = 0;
-    EXPECT(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    CHECK_RES(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
     ncclUniqueId id;
     ncclComm_t doomed = NULL;
-    EXPECT(ncclGetUniqueId(&id), ncclSuccess);
-    if (!EXPECT(ncclCommInitRank(&doomed, nranks, id, rank), ncclSuccess)) return;
+    CHECK_RES(ncclGetUniqueId(&id), ncclSuccess);
+    if (!CHECK_RES(ncclCommInitRank(&doomed, nranks, id, rank), ncclSuccess)) return;
     if (rank == 0) {
-        EXPECT(ncclCommAbort(doomed), ncclSuccess);
+        CHECK_RES(ncclCommAbort(doomed), ncclSuccess);
         return;
     }
     int64_t x[64] = {0};
     cudaStream_t s = NULL;
-    if (!EXPECT(tuttiStreamCreate(&s), ncclSuccess)) return;
-    EXPECT(ncclAllReduce(x, x, 64, ncclInt64, ncclSum, doomed, s), ncclSuccess);
+    if (!CHECK_RES(tuttiStreamCreate(&s), ncclSuccess)) return;
+    CHECK_RES(ncclAllReduce(x, x, 64, ncclInt64, ncclSum, doomed, s), ncclSuccess);
     ncclResult_t res = tuttiStreamSynchronize(s);
     if (res == ncclSuccess || res == ncclInProgress)
         FAIL("tuttiStreamSynchronize after the AllReduce's peer aborted: got %d (%s), want an "
              "error", (int)res, ncclGetErrorString(res));
     ncclResult_t async = ncclSuccess;
-    EXPECT(ncclCommGetAsyncError(doomed, &async), ncclSuccess);
+    CHECK_RES(ncclCommGetAsyncError(doomed, &async), ncclSuccess);
     if (async == ncclSuccess || async == ncclInProgress)
         FAIL("ncclCommGetAsyncError after the failed AllReduce: got %d, want an error",
              (int)async);
-    EXPECT(tuttiStreamQuery(s), ncclSuccess);
-    EXPECT(tuttiStreamSynchronize(s), ncclSuccess);
-    EXPECT(tuttiStreamDestroy(s), ncclSuccess);
-    EXPECT(ncclCommAbort(doomed), ncclSuccess);
-}
-
-static bool selected(const char *name, int argc, char **argv, int first)
-{
-    if (first >= argc) return strcmp(name, "errors") != 0;
-    for (int i = first; i < argc; i++)
-        if (strcmp(argv[i], name) == 0) return true;
-    return false;
+    CHECK_RES(tuttiStreamQuery(s), ncclSuccess);
+    CHECK_RES(tuttiStreamSynchronize(s), ncclSuccess);
+    CHECK_RES(tuttiStreamDestroy(s), ncclSuccess);
+    CHECK_RES(ncclCommAbort(doomed), ncclSuccess);
 }
 
 int main(int argc, char **argv)
@@ -475,37 +449,20 @@ int main(int argc, char **argv)
         overlap_mib = strtoull(argv[2], NULL, 0);
         first = 3;
     }
-    ncclResult_t res = tuttiCommInitFromEnv(&comm);
-    if (res != ncclSuccess) {
-        fprintf(stderr, "tuttiCommInitFromEnv: %s: %s\n", ncclGetErrorString(res),
-                ncclGetLastError(NULL));
-        return 1;
-    }
-    ncclCommCount(comm, &nranks);
-    ncclCommUserRank(comm, &rank);
+    comm = world_open("stream_overlap", &rank, &nranks);
+    if (comm == NULL) return 1;
 
-    static const struct {
-        const char *name;
-        void (*run)(void);
-    } tests[] = {{"overlap", test_overlap},
-                 {"in_order", test_in_order},
-                 {"two_streams", test_two_streams},
-                 {"shared_comm", test_shared_comm},
-                 {"destroy", test_destroy},
-                 {"finalize", test_finalize},
-                 {"abort", test_abort},
-                 {"errors", test_errors}};
-    int failed = 0;
-    for (size_t t = 0; t < sizeof tests / sizeof tests[0]; t++) {
-        if (!selected(tests[t].name, argc, argv, first)) continue;
-        int before = failures;
-        double t0 = now_s();
-        tests[t].run();
-        bool ok = failures == before;
-        failed += !ok;
-        printf("%s %s (rank %d of %d, %.2f s)\n", ok ? "PASS" : "FAIL", tests[t].name, rank,
-               nranks, now_s() - t0);
-    }
+    static const struct world_test tests[] = {
+        {"overlap", test_overlap, false},
+        {"in_order", test_in_order, false},
+        {"two_streams", test_two_streams, false},
+        {"shared_comm", test_shared_comm, false},
+        {"destroy", test_destroy, false},
+        {"finalize", test_finalize, false},
+        {"abort", test_abort, false},
+        {"errors", test_errors, true},
+    };
+    int failed = world_run_tests(tests, sizeof tests / sizeof tests[0], argc, argv, first, NULL);
     ncclCommDestroy(comm);
-    return failed ? 1 : 0;
+    return failed == 0 ? 0 : failed < 0 ? 2 : 1;
 }

@@ -5,11 +5,10 @@
  * collects exit codes under a watchdog. Every check prints what it got and what it wanted,
  * with the rank. */
 #include <errno.h>
-#include <stdbool.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,35 +25,17 @@
 #include "util/sock.h"
 #include "util/time.h"
 
+#include "check.h"
+
 #define WATCHDOG_MS 90000
 #define MAX_RANKS 16
 
-static int my_rank = -1;
-static int failures;
-
-static void fail_at(int line, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail_at(int line, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "FAIL test_bootstrap.c:%d [rank %d] ", line, my_rank);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    failures++;
-}
-
-#define CHECK_EQ(got, want, what)                                                               \
-    do {                                                                                        \
-        long long got_ = (long long)(got), want_ = (long long)(want);                           \
-        if (got_ != want_) fail_at(__LINE__, "%s: got %lld, want %lld", (what), got_, want_);    \
-    } while (0)
+/* A call that must succeed; the library's last error says why it did not. */
 #define CHECK_OK(expr)                                                                          \
     do {                                                                                        \
         ncclResult_t res_ = (expr);                                                             \
         if (res_ != ncclSuccess)                                                                \
-            fail_at(__LINE__, "%s: got %d (%s), want ncclSuccess", #expr, (int)res_,            \
-                    tt_error_last());                                                           \
+            FAIL("%s: got %d (%s), want ncclSuccess", #expr, (int)res_, tt_error_last());       \
     } while (0)
 
 static int64_t elapsed_ms(uint64_t since_ns)
@@ -88,8 +69,9 @@ static void check_allgather(struct tt_bootstrap *bs, int rank, int nranks, size_
         for (size_t i = 0; i < block_bytes && bad < 5; i++) {
             uint8_t got = data[(size_t)r * block_bytes + i], want = block_byte(r, i);
             if (got != want) {
-                fail_at(__LINE__, "allgather of %zu-byte blocks: block %d byte %zu: got %u, "
-                        "want %u", block_bytes, r, i, got, want);
+                FAIL("allgather of %zu-byte blocks: block %d byte %zu: got %u, "
+                     "want %u",
+                     block_bytes, r, i, got, want);
                 bad++;
             }
         }
@@ -130,14 +112,14 @@ static void check_p2p(struct tt_bootstrap *bs, int rank, int nranks)
             memset(buf, 0xee, n);
             ncclResult_t res = tt_bootstrap_recv(bs, from, msg_tag(from, rank, k), buf, n);
             if (res != ncclSuccess) {
-                fail_at(__LINE__, "recv from rank %d message %d: got %d (%s), want success",
-                        from, k, (int)res, tt_error_last());
+                FAIL("recv from rank %d message %d: got %d (%s), want success", from, k, (int)res,
+                     tt_error_last());
                 continue;
             }
             for (size_t i = 0; i < n; i++) {
                 if (buf[i] != msg_byte(from, rank, k, i)) {
-                    fail_at(__LINE__, "message %d from rank %d, byte %zu: got %u, want %u", k,
-                            from, i, buf[i], msg_byte(from, rank, k, i));
+                    FAIL("message %d from rank %d, byte %zu: got %u, want %u", k, from, i, buf[i],
+                         msg_byte(from, rank, k, i));
                     break;
                 }
             }
@@ -148,8 +130,8 @@ static void check_p2p(struct tt_bootstrap *bs, int rank, int nranks)
     CHECK_OK(tt_bootstrap_send(bs, peer, 99999, buf, 3));
     int prev = (rank + nranks - 1) % nranks;
     CHECK_OK(tt_bootstrap_send(bs, peer, 99998, buf, 2));
-    CHECK_EQ(tt_bootstrap_recv(bs, prev, 99999, buf, 4), ncclInvalidUsage,
-             "recv with a size differing from the send's");
+    CHECK_EQ_MSG(tt_bootstrap_recv(bs, prev, 99999, buf, 4), ncclInvalidUsage,
+                 "recv with a size differing from the send's");
     /* The refused message is kept, and the connection stays in step. */
     CHECK_OK(tt_bootstrap_recv(bs, prev, 99999, buf, 3));
     CHECK_OK(tt_bootstrap_recv(bs, prev, 99998, buf, 2));
@@ -162,12 +144,11 @@ static int run_rank_body(const ncclUniqueId *id, int rank, int nranks)
     static const _Atomic int no_abort = 0;
     ncclResult_t res = tt_bootstrap_create(id, rank, nranks, &no_abort, &bs);
     if (res != ncclSuccess) {
-        fail_at(__LINE__, "tt_bootstrap_create: got %d (%s), want success", (int)res,
-                tt_error_last());
+        FAIL("tt_bootstrap_create: got %d (%s), want success", (int)res, tt_error_last());
         return 1;
     }
     const struct sockaddr_storage *local = tt_bootstrap_local_addr(bs);
-    CHECK_EQ(tt_sock_addr_port(local), 0, "port of tt_bootstrap_local_addr");
+    CHECK_EQ_MSG(tt_sock_addr_port(local), 0, "port of tt_bootstrap_local_addr");
     check_allgather(bs, rank, nranks, 37);
     check_allgather(bs, rank, nranks, 1);
     check_allgather(bs, rank, nranks, 300000);
@@ -175,7 +156,7 @@ static int run_rank_body(const ncclUniqueId *id, int rank, int nranks)
     check_p2p(bs, rank, nranks);
     CHECK_OK(tt_bootstrap_barrier(bs));
     tt_bootstrap_destroy(bs);
-    return failures != 0;
+    return check_failures != 0;
 }
 
 /* ---- process management ------------------------------------------------------------------- */
@@ -271,7 +252,7 @@ static int scenario_ranks(int nranks)
     ncclUniqueId id;
     set_env("TUTTI_TIMEOUT_MS", "30000");
     CHECK_OK(tt_bootstrap_get_unique_id(&id));
-    if (failures) return 1;
+    if (check_failures) return 1;
     return all_ranks(&id, nranks, "full");
 }
 
@@ -282,16 +263,14 @@ static int missing_rank_body(const ncclUniqueId *id, int rank, int nranks)
     uint64_t start_ns = tt_time_ns();
     ncclResult_t res = tt_bootstrap_create(id, rank, nranks, NULL, &bs);
     int64_t ms = elapsed_ms(start_ns);
-    CHECK_EQ(res, ncclSystemError, "tt_bootstrap_create with a rank missing");
-    if (ms < 1500 || ms > 4500)
-        fail_at(__LINE__, "failed after %lld ms, want 1500..4500 ms", (long long)ms);
+    CHECK_EQ_MSG(res, ncclSystemError, "tt_bootstrap_create with a rank missing");
+    if (ms < 1500 || ms > 4500) FAIL("failed after %lld ms, want 1500..4500 ms", (long long)ms);
     if (strstr(tt_error_last(), "rank 2 of 3 never reached") == NULL)
-        fail_at(__LINE__, "error text: got '%s', want it to name 'rank 2 of 3'",
-                tt_error_last());
+        FAIL("error text: got '%s', want it to name 'rank 2 of 3'", tt_error_last());
     printf("rank %d: failed as expected after %lld ms: %s\n", rank, (long long)ms,
            tt_error_last());
     tt_bootstrap_destroy(bs);
-    return failures != 0;
+    return check_failures != 0;
 }
 
 static int scenario_missing(void)
@@ -299,7 +278,7 @@ static int scenario_missing(void)
     ncclUniqueId id;
     set_env("TUTTI_TIMEOUT_MS", "2000");
     CHECK_OK(tt_bootstrap_get_unique_id(&id));
-    if (failures) return 1;
+    if (check_failures) return 1;
     const int ranks[] = {0, 1};
     return run_ranks(&id, ranks, 2, 3, "missing");
 }
@@ -317,19 +296,17 @@ static int mismatch_body(const ncclUniqueId *id, int rank, int nranks)
     ncclResult_t res = tt_bootstrap_create(id, rank, claimed, NULL, &bs);
     int64_t ms = elapsed_ms(start_ns);
     if (rank == 1) {
-        CHECK_EQ(res, ncclInvalidUsage, "create with nranks differing from rank 0's");
+        CHECK_EQ_MSG(res, ncclInvalidUsage, "create with nranks differing from rank 0's");
         if (strstr(tt_error_last(), "nranks=3 but other ranks used nranks=2") == NULL)
-            fail_at(__LINE__, "error text: got '%s', want it to explain the nranks mismatch",
-                    tt_error_last());
-        if (ms > 1500) fail_at(__LINE__, "refused after %lld ms, want at once", (long long)ms);
+            FAIL("error text: got '%s', want it to explain the nranks mismatch", tt_error_last());
+        if (ms > 1500) FAIL("refused after %lld ms, want at once", (long long)ms);
     } else {
-        CHECK_EQ(res, ncclSystemError, "create while the only other rank was refused");
+        CHECK_EQ_MSG(res, ncclSystemError, "create while the only other rank was refused");
         if (strstr(tt_error_last(), "rank 1 of 2 never reached") == NULL)
-            fail_at(__LINE__, "error text: got '%s', want it to name 'rank 1 of 2'",
-                    tt_error_last());
+            FAIL("error text: got '%s', want it to name 'rank 1 of 2'", tt_error_last());
     }
     tt_bootstrap_destroy(bs);
-    return failures != 0;
+    return check_failures != 0;
 }
 
 static int scenario_mismatch(void)
@@ -337,7 +314,7 @@ static int scenario_mismatch(void)
     ncclUniqueId id;
     set_env("TUTTI_TIMEOUT_MS", "2000");
     CHECK_OK(tt_bootstrap_get_unique_id(&id));
-    if (failures) return 1;
+    if (check_failures) return 1;
     return all_ranks(&id, 2, "mismatch");
 }
 
@@ -347,9 +324,9 @@ static int commid_body(const ncclUniqueId *parent_id, int rank, int nranks)
     ncclUniqueId id;
     CHECK_OK(tt_bootstrap_id_from_string(getenv("NCCL_COMM_ID"), &id));
     if (memcmp(&id, parent_id, sizeof id) != 0)
-        fail_at(__LINE__, "the id derived from NCCL_COMM_ID differs from the parent's");
+        FAIL("the id derived from NCCL_COMM_ID differs from the parent's");
     if (rank == 0) CHECK_OK(tt_bootstrap_root_start(&id));
-    if (failures) return 1;
+    if (check_failures) return 1;
     return run_rank_body(&id, rank, nranks);
 }
 
@@ -375,8 +352,8 @@ static int scenario_commid(void)
     CHECK_OK(tt_bootstrap_id_from_string(text, &other));
     set_env("TUTTI_SECRET", "test-secret");
     if (memcmp(&other, &parent_id, sizeof other) == 0)
-        fail_at(__LINE__, "TUTTI_SECRET does not change the derived id");
-    if (failures) return 1;
+        FAIL("TUTTI_SECRET does not change the derived id");
+    if (check_failures) return 1;
     return all_ranks(&parent_id, 4, "commid");
 }
 
@@ -408,7 +385,7 @@ static int scenario_garbage(void)
     struct tt_bs_root_hello forged;
     CHECK_OK(tt_sock_connect(&root, deadline_ns, NULL, &fd));
     CHECK_OK(tt_sock_recv_all(fd, &ch, sizeof ch, deadline_ns, NULL));
-    CHECK_EQ(ch.magic == tid.magic, 1, "the root's challenge carries the id's magic");
+    CHECK_EQ_MSG(ch.magic == tid.magic, 1, "the root's challenge carries the id's magic");
     memset(&forged, 0, sizeof forged);
     forged.magic = tid.magic;
     forged.version = TT_UNIQUE_ID_VERSION;
@@ -419,10 +396,10 @@ static int scenario_garbage(void)
     CHECK_OK(tt_sock_send_all(fd, &forged, sizeof forged, deadline_ns, NULL));
     /* The root closes the forged connection without a reply. */
     struct tt_bs_root_reply reply;
-    CHECK_EQ(tt_sock_recv_all(fd, &reply, sizeof reply, deadline_ns, NULL), ncclRemoteError,
-             "reading a reply to a forged hello");
+    CHECK_EQ_MSG(tt_sock_recv_all(fd, &reply, sizeof reply, deadline_ns, NULL), ncclRemoteError,
+                 "reading a reply to a forged hello");
     tt_sock_close(&fd);
-    if (failures) return 1;
+    if (check_failures) return 1;
     return all_ranks(&id, 3, "full");
 }
 
@@ -450,11 +427,11 @@ static void check_parse(const char *text, ncclResult_t want_res, const char *wan
     char buf[TT_SOCK_ADDR_STR_BYTES];
     ncclResult_t res = tt_sock_parse_host_port(text, &a);
     if (res != want_res) {
-        fail_at(__LINE__, "parse '%s': got %d, want %d", text, (int)res, (int)want_res);
+        FAIL("parse '%s': got %d, want %d", text, (int)res, (int)want_res);
         return;
     }
     if (want_str != NULL && strcmp(tt_sock_addr_str(&a, buf, sizeof buf), want_str) != 0)
-        fail_at(__LINE__, "parse '%s' then print: got '%s', want '%s'", text, buf, want_str);
+        FAIL("parse '%s' then print: got '%s', want '%s'", text, buf, want_str);
 }
 
 static int scenario_sock(void)
@@ -464,11 +441,11 @@ static int scenario_sock(void)
     for (int i = 0; i < 16; i++) key[i] = (uint8_t)i;
     for (int i = 0; i < 15; i++) msg[i] = (uint8_t)i;
     if (tt_bs_siphash(key, msg, 0) != 0x726fdb47dd0e0e31ull)
-        fail_at(__LINE__, "siphash(empty): got %016llx, want 726fdb47dd0e0e31",
-                (unsigned long long)tt_bs_siphash(key, msg, 0));
+        FAIL("siphash(empty): got %016llx, want 726fdb47dd0e0e31",
+             (unsigned long long)tt_bs_siphash(key, msg, 0));
     if (tt_bs_siphash(key, msg, 15) != 0xa129ca6149be45e5ull)
-        fail_at(__LINE__, "siphash(15 bytes): got %016llx, want a129ca6149be45e5",
-                (unsigned long long)tt_bs_siphash(key, msg, 15));
+        FAIL("siphash(15 bytes): got %016llx, want a129ca6149be45e5",
+             (unsigned long long)tt_bs_siphash(key, msg, 15));
 
     check_parse("127.0.0.1:80", ncclSuccess, "127.0.0.1:80");
     check_parse("[::1]:5", ncclSuccess, "[::1]:5");
@@ -484,17 +461,17 @@ static int scenario_sock(void)
     char ifname[TT_SOCK_IFNAME_BYTES];
     set_env("NCCL_SOCKET_IFNAME", "=lo");
     CHECK_OK(tt_sock_pick_addr(&a, ifname, sizeof ifname));
-    CHECK_EQ(strcmp(ifname, "lo"), 0, "NCCL_SOCKET_IFNAME==lo picks lo");
+    CHECK_EQ_MSG(strcmp(ifname, "lo"), 0, "NCCL_SOCKET_IFNAME==lo picks lo");
     set_env("NCCL_SOCKET_FAMILY", "AF_INET");
     CHECK_OK(tt_sock_pick_addr(&a, ifname, sizeof ifname));
-    CHECK_EQ(a.ss_family, AF_INET, "NCCL_SOCKET_FAMILY=AF_INET");
+    CHECK_EQ_MSG(a.ss_family, AF_INET, "NCCL_SOCKET_FAMILY=AF_INET");
     set_env("NCCL_SOCKET_IFNAME", "=nosuchif0,nosuchif1");
-    CHECK_EQ(tt_sock_pick_addr(&a, ifname, sizeof ifname), ncclSystemError,
-             "NCCL_SOCKET_IFNAME naming no interface");
+    CHECK_EQ_MSG(tt_sock_pick_addr(&a, ifname, sizeof ifname), ncclSystemError,
+                 "NCCL_SOCKET_IFNAME naming no interface");
     set_env("NCCL_SOCKET_IFNAME", "^lo");
     ncclResult_t res = tt_sock_pick_addr(&a, ifname, sizeof ifname);
     if (res == ncclSuccess && strncmp(ifname, "lo", 2) == 0)
-        fail_at(__LINE__, "NCCL_SOCKET_IFNAME=^lo picked '%s'", ifname);
+        FAIL("NCCL_SOCKET_IFNAME=^lo picked '%s'", ifname);
     unsetenv("NCCL_SOCKET_IFNAME");
     unsetenv("NCCL_SOCKET_FAMILY");
     tt_param_reload();
@@ -507,11 +484,11 @@ static int scenario_sock(void)
     set_env("TUTTI_PORT_RANGE", "47100-47199");
     if (tt_sock_listen(&a, &fd, &bound) == ncclSuccess) {
         unsigned port = tt_sock_addr_port(&bound);
-        if (port < 47100 || port > 47199) fail_at(__LINE__, "port %u outside 47100-47199", port);
+        if (port < 47100 || port > 47199) FAIL("port %u outside 47100-47199", port);
     }
     tt_sock_close(&fd);
     set_env("TUTTI_PORT_RANGE", "9-3");
-    CHECK_EQ(tt_sock_listen(&a, &fd, &bound), ncclInvalidArgument, "TUTTI_PORT_RANGE=9-3");
+    CHECK_EQ_MSG(tt_sock_listen(&a, &fd, &bound), ncclInvalidArgument, "TUTTI_PORT_RANGE=9-3");
     unsetenv("TUTTI_PORT_RANGE");
     tt_param_reload();
 
@@ -526,8 +503,8 @@ static int scenario_sock(void)
     CHECK_OK(tt_sock_connect(&bound, tt_deadline_after_ms(5000), NULL, &cfd));
     pthread_join(thread, NULL);
     if (elapsed_ms(start_ns) < 250)
-        fail_at(__LINE__, "connected after %lld ms, before the listener existed",
-                (long long)elapsed_ms(start_ns));
+        FAIL("connected after %lld ms, before the listener existed",
+             (long long)elapsed_ms(start_ns));
     CHECK_OK(tt_sock_accept(late.fd, tt_deadline_after_ms(5000), NULL, &afd, NULL));
     tt_sock_close(&late.fd);
 
@@ -543,31 +520,30 @@ static int scenario_sock(void)
     }
     tt_sock_close(&cfd);
     CHECK_OK(tt_sock_recv_all(afd, got, sizeof got, tt_deadline_after_ms(10000), NULL));
-    CHECK_EQ(memcmp(got, big, sizeof big), 0, "1 MiB through a socket");
+    CHECK_EQ_MSG(memcmp(got, big, sizeof big), 0, "1 MiB through a socket");
     int status = 0;
     waitpid(child, &status, 0);
-    CHECK_EQ(WIFEXITED(status) && WEXITSTATUS(status) == 0, 1, "sender child's exit");
-    CHECK_EQ(tt_sock_recv_all(afd, got, 1, tt_deadline_after_ms(1000), NULL), ncclRemoteError,
-             "recv after the peer closed");
+    CHECK_EQ_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, 1, "sender child's exit");
+    CHECK_EQ_MSG(tt_sock_recv_all(afd, got, 1, tt_deadline_after_ms(1000), NULL), ncclRemoteError,
+                 "recv after the peer closed");
     tt_sock_close(&afd);
 
     int pair[2];
     socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, pair);
     start_ns = tt_time_ns();
-    CHECK_EQ(tt_sock_recv_all(pair[0], got, 1, tt_deadline_after_ms(200), NULL),
-             ncclSystemError, "recv past its deadline");
+    CHECK_EQ_MSG(tt_sock_recv_all(pair[0], got, 1, tt_deadline_after_ms(200), NULL),
+                 ncclSystemError, "recv past its deadline");
     int64_t ms = elapsed_ms(start_ns);
-    if (ms < 190 || ms > 1000)
-        fail_at(__LINE__, "timed out after %lld ms, want ~200", (long long)ms);
+    if (ms < 190 || ms > 1000) FAIL("timed out after %lld ms, want ~200", (long long)ms);
     _Atomic int abort_flag = 1;
     start_ns = tt_time_ns();
-    CHECK_EQ(tt_sock_recv_all(pair[0], got, 1, TT_NO_DEADLINE, &abort_flag), ncclSystemError,
-             "recv with the abort flag set");
+    CHECK_EQ_MSG(tt_sock_recv_all(pair[0], got, 1, TT_NO_DEADLINE, &abort_flag), ncclSystemError,
+                 "recv with the abort flag set");
     ms = elapsed_ms(start_ns);
-    if (ms > 500) fail_at(__LINE__, "abort took %lld ms, want at once", (long long)ms);
+    if (ms > 500) FAIL("abort took %lld ms, want at once", (long long)ms);
     close(pair[0]);
     close(pair[1]);
-    return failures != 0;
+    return check_failures != 0;
 }
 
 /* A rank process: "child BODY RANK NRANKS ID". */
@@ -587,11 +563,11 @@ static int child_main(int argc, char **argv)
         fprintf(stderr, "child: bad arguments\n");
         return 2;
     }
-    my_rank = atoi(argv[3]);
-    tt_log_set_rank(my_rank);
+    check_rank = atoi(argv[3]);
+    tt_log_set_rank(check_rank);
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++)
         if (strcmp(argv[2], bodies[i].name) == 0)
-            return bodies[i].fn(&id, my_rank, atoi(argv[4])) != 0 || failures != 0;
+            return bodies[i].fn(&id, check_rank, atoi(argv[4])) != 0 || check_failures != 0;
     fprintf(stderr, "child: unknown body '%s'\n", argv[2]);
     return 2;
 }
@@ -619,7 +595,7 @@ int main(int argc, char **argv)
                 argv[0]);
         return 2;
     }
-    rc = rc != 0 || failures != 0;
+    rc = rc != 0 || check_failures != 0;
     printf("%s %s\n", rc ? "FAILED" : "PASSED", what);
     return rc;
 }

@@ -18,20 +18,15 @@
 #include "nccl.h"
 #include "tutti.h"
 
+#include "world.h"
+
 static int run_rank(void)
 {
-    ncclComm_t comm = NULL;
-    ncclResult_t res = tuttiCommInitFromEnv(&comm);
-    if (res != ncclSuccess) {
-        fprintf(stderr, "tuttiCommInitFromEnv: %s (%s)\n", ncclGetErrorString(res),
-                ncclGetLastError(NULL));
-        return 1;
-    }
     int rank = -1, nranks = -1;
-    ncclCommUserRank(comm, &rank);
-    ncclCommCount(comm, &nranks);
+    ncclComm_t comm = world_open("test_env_init", &rank, &nranks);
+    if (comm == NULL) return 1;
     double mine = rank + 1, sum = 0, want = nranks * (nranks + 1) / 2.0;
-    res = ncclAllReduce(&mine, &sum, 1, ncclDouble, ncclSum, comm, NULL);
+    ncclResult_t res = ncclAllReduce(&mine, &sum, 1, ncclDouble, ncclSum, comm, NULL);
     int ok = res == ncclSuccess && sum == want;
     if (!ok)
         fprintf(stderr, "FAIL rank %d of %d: AllReduce result %d, sum got %g, want %g\n", rank,

@@ -13,7 +13,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,28 +25,11 @@
 #include "util/time.h"
 #include "util/wait.h"
 
+#include "check.h"
+
 #define MAX_TAGS 2
 #define STEP_TIMEOUT_MS 30000
 #define ALARM_S 100
-
-static int failures;
-static int my_rank = -1;
-
-static void check_failed(int line, const char *cond, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void check_failed(int line, const char *cond, const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "test_transport.c:%d: rank %d: check '%s' failed: ", line, my_rank, cond);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    failures++;
-}
-
-/* Records a failure that prints both sides; evaluates to the condition. */
-#define CHECK(cond, ...) ((cond) ? 1 : (check_failed(__LINE__, #cond, __VA_ARGS__), 0))
 
 static _Atomic int no_abort;
 
@@ -815,15 +797,15 @@ static bool run_scenario(const struct scenario *sc, const struct tt_transport *t
     pid_t pid = fork();
     if (pid == 0) {
         close(sv[0]);
-        my_rank = 1;
-        failures = 0;
+        check_rank = 1;
+        check_failures = 0;
         alarm(ALARM_S);
         bool ok = sc->run(t, 1, sv[1], hash, 0);
-        _exit(ok && failures == 0 ? 0 : 1);
+        _exit(ok && check_failures == 0 ? 0 : 1);
     }
     close(sv[1]);
-    int before = failures;
-    my_rank = 0;
+    int before = check_failures;
+    check_rank = 0;
     bool ok = CHECK(pid > 0, "fork: %s", strerror(errno)) && sc->run(t, 0, sv[0], hash, pid);
     close(sv[0]);
     if (pid > 0 && !sc->kills_child) {
@@ -845,7 +827,7 @@ static bool run_scenario(const struct scenario *sc, const struct tt_transport *t
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
     }
-    ok = ok && failures == before;
+    ok = ok && check_failures == before;
     int left = shm_segments(hash);
     ok = CHECK(left == 0, "%d segment(s) left in /dev/shm after %s/%s", left, t->name,
                sc->name) && ok;
@@ -867,7 +849,7 @@ int main(void)
         {"kill-receiver", run_kill_receiver, true, true},
     };
     const struct tt_transport *transports[] = {&tt_transport_shm, &tt_transport_tcp};
-    my_rank = 0;
+    check_rank = 0;
     bool ok = shm_close_unconnected();
     printf("%s shm/close-unconnected\n", ok ? "ok  " : "FAIL");
     for (size_t ti = 0; ti < sizeof transports / sizeof transports[0]; ti++)

@@ -11,7 +11,7 @@
 
 #include "algo/algo.h"
 #include "algo/coll.h"
-#include "unit_fail.h"
+#include "check.h"
 
 struct sym {
     uint64_t mask;
@@ -222,8 +222,8 @@ int main(void)
             }
         }
     }
-    if (failures) {
-        fprintf(stderr, "unit_ring: %d failures in %d cases\n", failures, cases);
+    if (check_failures) {
+        fprintf(stderr, "unit_ring: %d failures in %d cases\n", check_failures, cases);
         return 1;
     }
     printf("unit_ring: %d cases ok\n", cases);

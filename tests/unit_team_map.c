@@ -18,17 +18,7 @@
 
 #include "transport/team.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                        \
-    do {                                                                                        \
-        if (!(cond)) {                                                                          \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);            \
-            fprintf(stderr, __VA_ARGS__);                                                       \
-            fputc('\n', stderr);                                                                \
-            failures++;                                                                         \
-        }                                                                                       \
-    } while (0)
+#include "check.h"
 
 #define BLOCK ((size_t)1 << 20)
 
@@ -115,6 +105,7 @@ int main(void)
     close(loose);
     close(small);
     for (int r2 = 0; r2 < 2; r2++) tt_team_destroy(h[r2]);
-    printf("unit_team_map: %s (%d failed checks)\n", failures ? "FAILED" : "passed", failures);
-    return failures != 0;
+    printf("unit_team_map: %s (%d failed checks)\n", check_failures ? "FAILED" : "passed",
+           (int)check_failures);
+    return check_failures != 0;
 }

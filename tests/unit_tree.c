@@ -18,7 +18,7 @@
 
 #include "algo/algo.h"
 #include "algo/coll.h"
-#include "unit_fail.h"
+#include "check.h"
 
 #define MAXN 40
 #define EXPR 8192
@@ -245,7 +245,7 @@ static void check(enum tt_coll coll, int n, int root, bool in_place)
                 FAIL("coll %d n=%d root %d %s: %d -> %d left undelivered", coll, n, root, tag,
                      me, q);
     }
-    if (failures) return;
+    if (check_failures) return;
     const char *out0 = in_place ? ranks[0].send : ranks[0].recv;
     for (int me = 0; me < n; me++) {
         struct rank *r = &ranks[me];
@@ -289,8 +289,8 @@ int main(void)
                     check(colls[c], n, root, in_place);
                     cases++;
                 }
-    if (failures) {
-        fprintf(stderr, "unit_tree: %d failures in %d cases\n", failures, cases);
+    if (check_failures) {
+        fprintf(stderr, "unit_tree: %d failures in %d cases\n", check_failures, cases);
         return 1;
     }
     printf("unit_tree: %d cases ok\n", cases);

@@ -7,7 +7,6 @@
  * Direct, several hosts take Ring, the variables win, and an algorithm never gets a collective
  * it does not implement or a payload it cannot hold. Exit 0 when every check passes. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,27 +15,8 @@
 #include "util/err.h"
 #include "util/param.h"
 
-static int failures;
-static int checks;
-static const char *where = ""; /* the case under test, for messages */
+#include "check.h"
 
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    failures++;
-    va_list ap;
-    va_start(ap, fmt);
-    printf("FAIL [%s]: ", where);
-    vprintf(fmt, ap);
-    va_end(ap);
-    putchar('\n');
-}
-
-#define CHECK(cond, ...)                                                                        \
-    do {                                                                                        \
-        checks++;                                                                               \
-        if (!(cond)) fail(__VA_ARGS__);                                                         \
-    } while (0)
 
 static const enum tt_coll colls[] = {TT_COLL_ALLREDUCE, TT_COLL_BROADCAST, TT_COLL_REDUCE,
                                      TT_COLL_ALLGATHER, TT_COLL_REDUCESCATTER};
@@ -114,52 +94,52 @@ static void test_parse_forms(void)
 {
     struct tt_tune t;
 
-    where = "unset";
+    check_where = "unset";
     init_ok(&t, NULL, NULL);
     expect_all(&t, "Ring,OneShot,Direct,Tree", "Simple,LL");
     CHECK(!t.algo_forced && !t.proto_forced, "forced flags: got %d/%d, want 0/0", t.algo_forced,
           t.proto_forced);
 
-    where = "empty strings";
+    check_where = "empty strings";
     init_ok(&t, "", "");
     expect_all(&t, "Ring,OneShot,Direct,Tree", "Simple,LL");
     CHECK(!t.algo_forced && !t.proto_forced, "forced flags: got %d/%d, want 0/0", t.algo_forced,
           t.proto_forced);
 
-    where = "one name";
+    check_where = "one name";
     init_ok(&t, "Ring", NULL);
     expect_all(&t, "Ring", "Simple,LL");
     CHECK(t.algo_forced && !t.proto_forced, "forced flags: got %d/%d, want 1/0", t.algo_forced,
           t.proto_forced);
 
-    where = "list, any case";
+    check_where = "list, any case";
     init_ok(&t, "rInG,ONESHOT", "simple");
     expect_all(&t, "Ring,OneShot", "Simple");
     CHECK(t.algo_forced && t.proto_forced, "forced flags: got %d/%d, want 1/1", t.algo_forced,
           t.proto_forced);
 
-    where = "exclusion";
+    check_where = "exclusion";
     init_ok(&t, "^direct", "^simple");
     expect_all(&t, "Ring,OneShot,Tree", "LL");
 
-    where = "exclusion of NCCL-only names";
+    check_where = "exclusion of NCCL-only names";
     init_ok(&t, "^Tree,PAT,nvls", NULL);
     expect_all(&t, "Ring,OneShot,Direct", NULL);
     init_ok(&t, "^PAT,nvls,CollnetDirect", NULL);
     expect_all(&t, "Ring,OneShot,Direct,Tree", NULL);
 
-    where = "NCCL-only names beside Tutti's";
+    check_where = "NCCL-only names beside Tutti's";
     init_ok(&t, "Tree,Ring,CollnetDirect,CollnetChain,NVLS,NVLSTree,PAT", NULL);
     expect_all(&t, "Ring,Tree", NULL);
 
-    where = "per-collective entries";
+    check_where = "per-collective entries";
     init_ok(&t, "allreduce:oneshot,direct;broadcast:ring", NULL);
     expect_algos(&t, TT_COLL_ALLREDUCE, "OneShot,Direct");
     expect_algos(&t, TT_COLL_BROADCAST, "Ring");
     expect_algos(&t, TT_COLL_REDUCE, "Ring,OneShot,Direct,Tree");
     expect_algos(&t, TT_COLL_ALLGATHER, "Ring,OneShot,Direct,Tree");
 
-    where = "default list then per-collective";
+    check_where = "default list then per-collective";
     init_ok(&t, "ring;AllReduce:^ring;reducescatter:oneshot", NULL);
     expect_algos(&t, TT_COLL_ALLREDUCE, "OneShot,Direct,Tree");
     expect_algos(&t, TT_COLL_REDUCESCATTER, "OneShot");
@@ -167,21 +147,21 @@ static void test_parse_forms(void)
     expect_algos(&t, TT_COLL_REDUCE, "Ring");
     expect_algos(&t, TT_COLL_ALLGATHER, "Ring");
 
-    where = "a later entry replaces an earlier one";
+    check_where = "a later entry replaces an earlier one";
     init_ok(&t, "allreduce:ring;allreduce:direct", NULL);
     expect_algos(&t, TT_COLL_ALLREDUCE, "Direct");
 
-    where = "spaces and empty entries";
+    check_where = "spaces and empty entries";
     init_ok(&t, " Ring , OneShot ;; AllReduce : Direct ; ", NULL);
     expect_algos(&t, TT_COLL_ALLREDUCE, "Direct");
     expect_algos(&t, TT_COLL_ALLGATHER, "Ring,OneShot");
 
-    where = "ignored collectives";
+    check_where = "ignored collectives";
     init_ok(&t, "send:ring;SendRecv:oneshot;alltoall:^ring;gather:ring;scatter:ring;recv:ring",
             NULL);
     expect_all(&t, "Ring,OneShot,Direct,Tree", NULL);
 
-    where = "protocols: LL128 is LL";
+    check_where = "protocols: LL128 is LL";
     init_ok(&t, NULL, "LL128");
     expect_all(&t, NULL, "LL");
     init_ok(&t, NULL, "^LL128");
@@ -189,7 +169,7 @@ static void test_parse_forms(void)
     init_ok(&t, NULL, "LL,LL128,Simple");
     expect_all(&t, NULL, "Simple,LL");
 
-    where = "protocols per collective";
+    check_where = "protocols per collective";
     init_ok(&t, NULL, "LL,Simple;allreduce:^LL");
     expect_protos(&t, TT_COLL_ALLREDUCE, "Simple");
     expect_protos(&t, TT_COLL_BROADCAST, "Simple,LL");
@@ -197,7 +177,7 @@ static void test_parse_forms(void)
     expect_protos(&t, TT_COLL_ALLGATHER, "LL");
     expect_protos(&t, TT_COLL_REDUCE, "Simple");
 
-    where = "point-to-point is always Ring/Simple";
+    check_where = "point-to-point is always Ring/Simple";
     init_ok(&t, "OneShot", "LL");
     const enum tt_coll p2p[] = {TT_COLL_SEND, TT_COLL_RECV, TT_COLL_COPY};
     for (int i = 0; i < 3; i++) {
@@ -210,11 +190,11 @@ static void test_parse_fallbacks(void)
 {
     struct tt_tune t;
 
-    where = "only NCCL-only names: Ring";
+    check_where = "only NCCL-only names: Ring";
     init_ok(&t, "NVLS,CollnetChain", NULL);
     expect_all(&t, "Ring", "Simple");
 
-    where = "Tree only: AllGather and ReduceScatter, which it lacks, run the ring";
+    check_where = "Tree only: AllGather and ReduceScatter, which it lacks, run the ring";
     init_ok(&t, "Tree", NULL);
     expect_algos(&t, TT_COLL_ALLREDUCE, "Tree");
     expect_algos(&t, TT_COLL_BROADCAST, "Tree");
@@ -223,30 +203,30 @@ static void test_parse_fallbacks(void)
     expect_protos(&t, TT_COLL_ALLGATHER, "Simple");
     expect_algos(&t, TT_COLL_REDUCESCATTER, "Ring");
 
-    where = "allreduce:nvls leaves the others alone";
+    check_where = "allreduce:nvls leaves the others alone";
     init_ok(&t, "allreduce:nvls,pat", NULL);
     expect_algos(&t, TT_COLL_ALLREDUCE, "Ring");
     expect_protos(&t, TT_COLL_ALLREDUCE, "Simple");
     expect_algos(&t, TT_COLL_ALLGATHER, "Ring,OneShot,Direct,Tree");
 
-    where = "excluding everything";
+    check_where = "excluding everything";
     init_ok(&t, "^ring,oneshot,direct,tree", NULL);
     expect_all(&t, "Ring", "Simple");
     init_ok(&t, NULL, "^simple,ll");
     expect_all(&t, "Ring", "Simple");
 
-    where = "Direct exists for every selectable collective";
+    check_where = "Direct exists for every selectable collective";
     init_ok(&t, "direct", NULL);
     for (int i = 0; i < NCOLLS; i++) expect_algos(&t, colls[i], "Direct");
 
-    where = "no pair: Direct needs Simple";
+    check_where = "no pair: Direct needs Simple";
     init_ok(&t, "allreduce:direct", "LL");
     expect_algos(&t, TT_COLL_ALLREDUCE, "Ring");
     expect_protos(&t, TT_COLL_ALLREDUCE, "Simple");
     expect_algos(&t, TT_COLL_BROADCAST, "Ring,OneShot,Direct,Tree");
     expect_protos(&t, TT_COLL_BROADCAST, "LL");
 
-    where = "a usable pair is kept";
+    check_where = "a usable pair is kept";
     init_ok(&t, "oneshot,direct", "LL");
     expect_algos(&t, TT_COLL_ALLREDUCE, "OneShot,Direct");
     expect_protos(&t, TT_COLL_ALLREDUCE, "LL");
@@ -269,7 +249,7 @@ static void expect_invalid(const char *algo, const char *proto, const char *var,
 
 static void test_parse_invalid(void)
 {
-    where = "invalid values";
+    check_where = "invalid values";
     expect_invalid("Rings", NULL, "NCCL_ALGO", "Ring, OneShot, Direct");
     expect_invalid("ring,foo", NULL, "NCCL_ALGO", "\"foo\"");
     expect_invalid("allreduce:ring,bogus", NULL, "NCCL_ALGO", "\"bogus\"");
@@ -305,7 +285,7 @@ static double est(enum tt_coll coll, size_t bytes, int nranks, int nhosts, enum 
 
 static void test_model_shape(void)
 {
-    where = "Tree shape";
+    check_where = "Tree shape";
     /* Recursive doubling: log2(p) rounds, two more steps when n is not a power of two;
      * binomial Broadcast/Reduce: ceil(log2 n) levels. Latency relative to n = 2 (one step). */
     const int tree_n[] = {2, 3, 4, 5, 8, 9, 16};
@@ -326,7 +306,7 @@ static void test_model_shape(void)
         CHECK(isinf(ag), "Tree AllGather n=%d: got %g, want inf (not implemented)", tree_n[i], ag);
     }
 
-    where = "model shape";
+    check_where = "model shape";
     const size_t mib = 1u << 20;
     /* Ring AllReduce: 2(n-1) steps; AllGather and ReduceScatter n-1; all linear in bytes. */
     double ar2 = est(TT_COLL_ALLREDUCE, 0, 2, 1, TT_ALGO_RING);
@@ -416,7 +396,7 @@ static void test_select_model(void)
     struct tt_tune t;
     init_ok(&t, NULL, NULL);
 
-    where = "one host, small: OneShot, but Broadcast and Reduce down the ring";
+    check_where = "one host, small: OneShot, but Broadcast and Reduce down the ring";
     for (int n = 2; n <= 8; n++)
         for (int i = 0; i < NCOLLS; i++) {
             struct tt_tune_input in = one_host(colls[i], 8, n);
@@ -429,7 +409,7 @@ static void test_select_model(void)
                 expect_choice(&t, &in, TT_ALGO_ONESHOT, TT_PROTO_LL, "cost model");
         }
 
-    where = "one host, large AllReduce: Direct";
+    check_where = "one host, large AllReduce: Direct";
     for (int n = 2; n <= 8; n++) {
         struct tt_tune_input in = one_host(TT_COLL_ALLREDUCE, 64u << 20, n);
         expect_choice(&t, &in, TT_ALGO_DIRECT, TT_PROTO_SIMPLE, "vs Ring");
@@ -437,7 +417,7 @@ static void test_select_model(void)
         expect_choice(&t, &in, TT_ALGO_RING, TT_PROTO_SIMPLE, "only candidate");
     }
 
-    where = "AllReduce pushes: Direct from 32 KiB through the kernel too (not oversubscribed)";
+    check_where = "AllReduce pushes: Direct from 32 KiB through the kernel too (not oversubscribed)";
     for (int n = 2; n <= 8; n += 2) {
         struct tt_tune_input in = one_host(TT_COLL_ALLREDUCE, 64u << 10, n);
         in.oneshot_max_bytes = 65536;
@@ -448,7 +428,7 @@ static void test_select_model(void)
         CHECK(c.algo != TT_ALGO_DIRECT, "%d ranks, 64 KiB, oversubscribed: Direct chosen", n);
     }
 
-    where = "symmetric windows: Direct from mid sizes, never without cross-memory attach";
+    check_where = "symmetric windows: Direct from mid sizes, never without cross-memory attach";
     for (int n = 2; n <= 8; n += 2) {
         /* AllGather, 64 KiB: without windows the peers' buffers would go through the kernel,
          * and Direct loses; with them it wins, and it keeps the reason's note. */
@@ -470,7 +450,7 @@ static void test_select_model(void)
         expect_choice(&t, &small, TT_ALGO_ONESHOT, TT_PROTO_LL, "symmetric windows");
     }
 
-    where = "more ranks than CPUs: the ring, unless the buffers are mapped";
+    check_where = "more ranks than CPUs: the ring, unless the buffers are mapped";
     for (size_t bytes = 1u << 20; bytes <= (256u << 20); bytes *= 16) {
         struct tt_tune_input in = one_host(TT_COLL_ALLREDUCE, bytes, 4);
         expect_choice(&t, &in, TT_ALGO_DIRECT, TT_PROTO_SIMPLE, NULL);
@@ -480,7 +460,7 @@ static void test_select_model(void)
         expect_choice(&t, &in, TT_ALGO_DIRECT, TT_PROTO_SIMPLE, "oversubscribed");
     }
 
-    where = "more ranks than CPUs: Broadcast and Reduce down the ring at every size";
+    check_where = "more ranks than CPUs: Broadcast and Reduce down the ring at every size";
     for (int n = 3; n <= 4; n++) /* what was measured: 3 and 4 ranks on 2 CPUs */
         for (size_t bytes = 8; bytes <= (256u << 20); bytes *= 8) {
             for (int k = 0; k < 2; k++) {
@@ -503,7 +483,7 @@ static void test_select_model(void)
             }
         }
 
-    where = "many ranks on few CPUs: a call in a loop costs no more than a call alone";
+    check_where = "many ranks on few CPUs: a call in a loop costs no more than a call alone";
     for (int n = 3; n <= 64; n *= 2)
         for (size_t bytes = 8; bytes <= (256u << 20); bytes *= 16) {
             struct tt_tune_input in = one_host(TT_COLL_BROADCAST, bytes, n);
@@ -515,7 +495,7 @@ static void test_select_model(void)
                   bytes, n);
         }
 
-    where = "2 ranks, Reduce of ordinary buffers: the ring, not Direct";
+    check_where = "2 ranks, Reduce of ordinary buffers: the ring, not Direct";
     for (size_t bytes = 64u << 10; bytes <= (256u << 20); bytes *= 4) {
         struct tt_tune_input in = one_host(TT_COLL_REDUCE, bytes, 2);
         in.oneshot_max_bytes = 65536;
@@ -524,14 +504,14 @@ static void test_select_model(void)
         expect_choice(&t, &in, TT_ALGO_DIRECT, TT_PROTO_SIMPLE, "symmetric");
     }
 
-    where = "one host, large, Direct not available: Ring";
+    check_where = "one host, large, Direct not available: Ring";
     for (int i = 0; i < NCOLLS; i++) {
         struct tt_tune_input in = one_host(colls[i], 64u << 20, 4);
         in.direct_ok = false;
         expect_choice(&t, &in, TT_ALGO_RING, TT_PROTO_SIMPLE, NULL);
     }
 
-    where = "OneShot never above its limit, Direct only where it works";
+    check_where = "OneShot never above its limit, Direct only where it works";
     for (int i = 0; i < NCOLLS; i++)
         for (size_t bytes = 8; bytes <= (1u << 24); bytes *= 2) {
             struct tt_tune_input in = one_host(colls[i], bytes, 4);
@@ -544,7 +524,7 @@ static void test_select_model(void)
             CHECK(c.algo != TT_ALGO_DIRECT || in.direct_ok, "%s %zu B: Direct chosen without "
                   "cross-memory attach", tt_coll_name(colls[i]), bytes);
         }
-    where = "OneShot limit boundary";
+    check_where = "OneShot limit boundary";
     for (int i = 0; i < NCOLLS; i++) {
         /* the model prefers the ring there */
         if (colls[i] == TT_COLL_BROADCAST || colls[i] == TT_COLL_REDUCE) continue;
@@ -556,19 +536,19 @@ static void test_select_model(void)
         expect_choice(&t, &in, TT_ALGO_RING, TT_PROTO_SIMPLE, "only candidate");
     }
 
-    where = "OneShot needs its mailboxes";
+    check_where = "OneShot needs its mailboxes";
     struct tt_tune_input nombox = one_host(TT_COLL_ALLREDUCE, 8, 4);
     nombox.oneshot_ok = false;
     expect_choice(&t, &nombox, TT_ALGO_RING, TT_PROTO_SIMPLE, "vs Direct");
 
-    where = "several hosts: Ring";
+    check_where = "several hosts: Ring";
     for (int i = 0; i < NCOLLS; i++)
         for (size_t bytes = 8; bytes <= (256u << 20); bytes *= 16) {
             struct tt_tune_input in = {.coll = colls[i], .bytes = bytes, .nranks = 8, .nhosts = 2, .link = TT_LINK_TCP};
             expect_choice(&t, &in, TT_ALGO_RING, TT_PROTO_SIMPLE, "only candidate");
         }
 
-    where = "several hosts: Tree for small AllReduce, Broadcast and Reduce";
+    check_where = "several hosts: Tree for small AllReduce, Broadcast and Reduce";
     for (int i = 0; i < NCOLLS; i++)
         for (size_t bytes = 8; bytes <= (256u << 20); bytes *= 16) {
             struct tt_tune_input in = {.coll = colls[i], .bytes = bytes, .nranks = 8, .nhosts = 2, .link = TT_LINK_TCP,
@@ -585,14 +565,14 @@ static void test_select_model(void)
                       tt_coll_name(colls[i]), bytes, tt_algo_name(c.algo));
         }
 
-    where = "no Tree connections: no Tree, even for 0 bytes";
+    check_where = "no Tree connections: no Tree, even for 0 bytes";
     for (int i = 0; i < NCOLLS; i++) {
         struct tt_tune_input in = {.coll = colls[i], .bytes = 0, .nranks = 8, .nhosts = 2, .link = TT_LINK_TCP};
         CHECK(!tt_tune_can_run(&in, TT_ALGO_TREE), "%s 0 B without Tree's connections: Tree "
               "could run", tt_coll_name(colls[i]));
     }
 
-    where = "one host: small messages stay on OneShot and the ring";
+    check_where = "one host: small messages stay on OneShot and the ring";
     for (int n = 2; n <= 8; n *= 2)
         for (int i = 0; i < NCOLLS; i++) {
             struct tt_tune_input in = one_host(colls[i], 8, n);
@@ -603,7 +583,7 @@ static void test_select_model(void)
                   tt_coll_name(colls[i]), n);
         }
 
-    where = "reason text";
+    check_where = "reason text";
     const size_t sizes[] = {8, 1000, 64u << 20};
     for (int i = 0; i < 3; i++) {
         struct tt_tune_input in = one_host(TT_COLL_ALLREDUCE, sizes[i], 4);
@@ -630,7 +610,7 @@ static void test_select_model(void)
               sizes[i], c.reason, want_best, tt_algo_name(second), want_second);
     }
 
-    where = "point-to-point and single rank";
+    check_where = "point-to-point and single rank";
     const enum tt_coll p2p[] = {TT_COLL_SEND, TT_COLL_RECV, TT_COLL_COPY, TT_COLL_ALLTOALL};
     for (int i = 0; i < 4; i++) {
         struct tt_tune_input in = one_host(p2p[i], 8, 4);
@@ -646,33 +626,33 @@ static void test_select_forced(void)
     struct tt_tune_input small = one_host(TT_COLL_ALLREDUCE, 8, 4);
     struct tt_tune_input large = one_host(TT_COLL_ALLREDUCE, 64u << 20, 4);
 
-    where = "NCCL_ALGO=Ring";
+    check_where = "NCCL_ALGO=Ring";
     init_ok(&t, "Ring", NULL);
     expect_choice(&t, &small, TT_ALGO_RING, TT_PROTO_SIMPLE, "NCCL_ALGO");
     expect_choice(&t, &small, TT_ALGO_RING, TT_PROTO_SIMPLE, "cost model alone: OneShot");
     expect_choice(&t, &large, TT_ALGO_RING, TT_PROTO_SIMPLE, "NCCL_ALGO");
 
-    where = "NCCL_ALGO=allreduce:direct";
+    check_where = "NCCL_ALGO=allreduce:direct";
     init_ok(&t, "allreduce:direct", NULL);
     expect_choice(&t, &small, TT_ALGO_DIRECT, TT_PROTO_SIMPLE, "NCCL_ALGO");
     struct tt_tune_input ag = one_host(TT_COLL_ALLGATHER, 8, 4);
     expect_choice(&t, &ag, TT_ALGO_ONESHOT, TT_PROTO_LL, "cost model");
 
-    where = "NCCL_ALGO=^oneshot";
+    check_where = "NCCL_ALGO=^oneshot";
     init_ok(&t, "^oneshot", NULL);
     expect_choice(&t, &small, TT_ALGO_RING, TT_PROTO_SIMPLE, "within NCCL_ALGO");
 
-    where = "NCCL_PROTO=Simple";
+    check_where = "NCCL_PROTO=Simple";
     init_ok(&t, NULL, "Simple");
     expect_choice(&t, &small, TT_ALGO_RING, TT_PROTO_SIMPLE, "within NCCL_PROTO");
     expect_choice(&t, &large, TT_ALGO_DIRECT, TT_PROTO_SIMPLE, NULL);
 
-    where = "NCCL_PROTO=LL";
+    check_where = "NCCL_PROTO=LL";
     init_ok(&t, NULL, "LL");
     expect_choice(&t, &small, TT_ALGO_ONESHOT, TT_PROTO_LL, "NCCL_PROTO");
     expect_choice(&t, &large, TT_ALGO_RING, TT_PROTO_SIMPLE, "fallback");
 
-    where = "NCCL_ALGO=OneShot cannot run";
+    check_where = "NCCL_ALGO=OneShot cannot run";
     init_ok(&t, "OneShot", NULL);
     expect_choice(&t, &small, TT_ALGO_ONESHOT, TT_PROTO_LL, "also the cost model's pick");
     expect_choice(&t, &large, TT_ALGO_RING, TT_PROTO_SIMPLE, "fallback: nothing NCCL_ALGO");
@@ -684,7 +664,7 @@ static void test_select_forced(void)
     struct tt_tune_input send = one_host(TT_COLL_SEND, 8, 4);
     expect_choice(&t, &send, TT_ALGO_RING, TT_PROTO_SIMPLE, "point-to-point");
 
-    where = "both variables";
+    check_where = "both variables";
     init_ok(&t, "ring,direct", "simple");
     expect_choice(&t, &small, TT_ALGO_RING, TT_PROTO_SIMPLE, "within NCCL_ALGO/NCCL_PROTO");
 }
@@ -699,6 +679,6 @@ int main(void)
     test_select_model();
     test_select_forced();
     set_vars(NULL, NULL);
-    printf("unit_tune: %d checks, %d failures\n", checks, failures);
-    return failures == 0 ? 0 : 1;
+    printf("unit_tune: %d failures\n", check_failures);
+    return check_failures == 0 ? 0 : 1;
 }

@@ -15,22 +15,52 @@ typedef void (*tt_combine_fn)(void *dst, void *dst2, const void *a, const void *
                               const struct tt_redop *op);
 typedef void (*tt_apply_fn)(void *dst, const void *src, size_t count, const struct tt_redop *op);
 
-/* One datatype's loops: the combine forms dst = a OP b, and the unary forms for the copy. */
+/* Every datatype the kernels serve, one line each: X(dtype, stem, T, name, is_float) gives the
+ * enum value, the stem of its loops' names (stem_sum, stem_prod ...), the element type (the
+ * code's type for the small float formats), the name tt_dtype_name returns, and whether it is a
+ * floating type. reduce.c's datatype table and every level's kernel table (TT_REDUCE_TABLE)
+ * expand this one list, so a datatype is added here once, plus its loops in each level. */
+#define TT_REDUCE_DTYPES(X)                                                                     \
+    X(ncclInt8, int8, int8_t, "int8", 0)                                                        \
+    X(ncclUint8, uint8, uint8_t, "uint8", 0)                                                    \
+    X(ncclInt32, int32, int32_t, "int32", 0)                                                    \
+    X(ncclUint32, uint32, uint32_t, "uint32", 0)                                                \
+    X(ncclInt64, int64, int64_t, "int64", 0)                                                    \
+    X(ncclUint64, uint64, uint64_t, "uint64", 0)                                                \
+    X(ncclFloat16, float16, uint16_t, "float16", 1)                                             \
+    X(ncclFloat32, float32, float, "float32", 1)                                                \
+    X(ncclFloat64, float64, double, "float64", 1)                                               \
+    X(ncclBfloat16, bfloat16, uint16_t, "bfloat16", 1)                                          \
+    X(ncclFloat8e4m3, e4m3, uint8_t, "float8e4m3", 1)                                           \
+    X(ncclFloat8e5m2, e5m2, uint8_t, "float8e5m2", 1)
+
+/* Every loop of one datatype: X(ARG, op, form), form `combine` (dst = a OP b) or `apply` (the
+ * unary form, for the copy); ARG is passed through, so that a list of datatypes can expand
+ * this one with its stem. */
+#define TT_REDUCE_OPS(X, ARG)                                                                   \
+    X(ARG, sum, combine)       /* a + b */                                                      \
+    X(ARG, prod, combine)      /* a * b */                                                      \
+    X(ARG, max, combine)       /* max(a, b) */                                                  \
+    X(ARG, min, combine)       /* min(a, b) */                                                  \
+    X(ARG, premulsum, combine) /* s * a + b */                                                  \
+    X(ARG, sumdiv, combine)    /* (a + b) / d */                                                \
+    X(ARG, premul, apply)      /* s * a */                                                      \
+    X(ARG, div, apply)         /* a / d */
+
+/* One datatype's loops, one field per op of TT_REDUCE_OPS. */
+#define TT_REDUCE_FIELD(ARG, op, form) tt_##form##_fn op;
 struct tt_reduce_kernels {
-    tt_combine_fn sum, prod, max, min;
-    tt_combine_fn premulsum; /* s * a + b */
-    tt_combine_fn sumdiv;    /* (a + b) / d */
-    tt_apply_fn premul;      /* s * a */
-    tt_apply_fn div;         /* a / d */
+    TT_REDUCE_OPS(TT_REDUCE_FIELD, )
 };
 
-/* A table entry whose loops are named NAME_sum, NAME_prod, ... */
-#define TT_REDUCE_KERNELS_OF(NAME)                                                              \
-    {                                                                                           \
-        .sum = NAME##_sum, .prod = NAME##_prod, .max = NAME##_max, .min = NAME##_min,           \
-        .premulsum = NAME##_premulsum, .sumdiv = NAME##_sumdiv, .premul = NAME##_premul,        \
-        .div = NAME##_div,                                                                      \
-    }
+/* A level's table `table`, every datatype's entry filled with the loops named stem_op in the
+ * file that expands it, which must define them all. A level that leaves a loop to the scalar
+ * one defines its name as NULL before the table (reduce_avx2.c: int64_div). */
+#define TT_REDUCE_LOOP(stem, op, form) .op = stem##_##op,
+#define TT_REDUCE_ENTRY(dtype, stem, T, name, is_float)                                         \
+    [dtype] = {TT_REDUCE_OPS(TT_REDUCE_LOOP, stem)},
+#define TT_REDUCE_TABLE(table)                                                                  \
+    const struct tt_reduce_kernels table[ncclNumTypes] = {TT_REDUCE_DTYPES(TT_REDUCE_ENTRY)}
 
 extern const struct tt_reduce_kernels tt_reduce_scalar_kernels[ncclNumTypes];
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -16,24 +16,15 @@
 #include <cpuid.h>
 #endif
 
+#define DTYPE_ENTRY(dtype, stem, T, name, is_float) [dtype] = {name, sizeof(T), is_float},
 static const struct {
     const char *name;
     size_t bytes;
     int is_float;
-} dtypes[ncclNumTypes] = {
-    [ncclInt8] = {"int8", 1, 0},
-    [ncclUint8] = {"uint8", 1, 0},
-    [ncclInt32] = {"int32", 4, 0},
-    [ncclUint32] = {"uint32", 4, 0},
-    [ncclInt64] = {"int64", 8, 0},
-    [ncclUint64] = {"uint64", 8, 0},
-    [ncclFloat16] = {"float16", 2, 1},
-    [ncclFloat32] = {"float32", 4, 1},
-    [ncclFloat64] = {"float64", 8, 1},
-    [ncclBfloat16] = {"bfloat16", 2, 1},
-    [ncclFloat8e4m3] = {"float8e4m3", 1, 1},
-    [ncclFloat8e5m2] = {"float8e5m2", 1, 1},
-};
+} dtypes[ncclNumTypes] = {TT_REDUCE_DTYPES(DTYPE_ENTRY)};
+#define COUNT_ONE(...) +1
+_Static_assert(0 TT_REDUCE_DTYPES(COUNT_ONE) == ncclNumTypes,
+               "TT_REDUCE_DTYPES names every NCCL datatype once");
 
 static int dtype_valid(ncclDataType_t dtype)
 {

@@ -414,23 +414,13 @@ SMALL_MINMAX_KERNELS(bfloat16, uint16_t, 16, 16, 0x7f80, PREP_BF16_FLUSH)
 SMALL_MINMAX_KERNELS(e4m3, uint8_t, 32, 8, 0x7e, PREP_NO_FLUSH)
 SMALL_MINMAX_KERNELS(e5m2, uint8_t, 32, 8, 0x7c, PREP_NO_FLUSH)
 
-/* int64 division stays scalar: double cannot hold every 64-bit dividend. */
-const struct tt_reduce_kernels tt_reduce_avx2_kernels[ncclNumTypes] = {
-    [ncclInt8] = TT_REDUCE_KERNELS_OF(int8),
-    [ncclUint8] = TT_REDUCE_KERNELS_OF(uint8),
-    [ncclInt32] = TT_REDUCE_KERNELS_OF(int32),
-    [ncclUint32] = TT_REDUCE_KERNELS_OF(uint32),
-    [ncclInt64] = {.sum = int64_sum, .prod = int64_prod, .max = int64_max, .min = int64_min,
-                   .premulsum = int64_premulsum, .premul = int64_premul},
-    [ncclUint64] = {.sum = uint64_sum, .prod = uint64_prod, .max = uint64_max, .min = uint64_min,
-                    .premulsum = uint64_premulsum, .premul = uint64_premul},
-    [ncclFloat16] = TT_REDUCE_KERNELS_OF(float16),
-    [ncclFloat32] = TT_REDUCE_KERNELS_OF(float32),
-    [ncclFloat64] = TT_REDUCE_KERNELS_OF(float64),
-    [ncclBfloat16] = TT_REDUCE_KERNELS_OF(bfloat16),
-    [ncclFloat8e4m3] = TT_REDUCE_KERNELS_OF(e4m3),
-    [ncclFloat8e5m2] = TT_REDUCE_KERNELS_OF(e5m2),
-};
+/* int64 division stays scalar (double cannot hold every 64-bit dividend): its entries are
+ * NULL, and the dispatcher runs the scalar loops. */
+#define int64_sumdiv NULL
+#define int64_div NULL
+#define uint64_sumdiv NULL
+#define uint64_div NULL
+TT_REDUCE_TABLE(tt_reduce_avx2_kernels);
 
 /* ---------------------------------------------------------------------------------------------
  * Streaming copy: plain copies up to dst's first line boundary and after its last whole line,

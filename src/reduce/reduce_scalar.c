@@ -293,17 +293,4 @@ FLOAT_KERNELS(bfloat16, uint16_t, float, bf16_to_float, float_to_bf16, uint16_t,
 FLOAT_KERNELS(e4m3, uint8_t, float, e4m3_to_float, float_to_e4m3, uint8_t, e4m3_to_float)
 FLOAT_KERNELS(e5m2, uint8_t, float, e5m2_to_float, float_to_e5m2, uint8_t, e5m2_to_float)
 
-const struct tt_reduce_kernels tt_reduce_scalar_kernels[ncclNumTypes] = {
-    [ncclInt8] = TT_REDUCE_KERNELS_OF(int8),
-    [ncclUint8] = TT_REDUCE_KERNELS_OF(uint8),
-    [ncclInt32] = TT_REDUCE_KERNELS_OF(int32),
-    [ncclUint32] = TT_REDUCE_KERNELS_OF(uint32),
-    [ncclInt64] = TT_REDUCE_KERNELS_OF(int64),
-    [ncclUint64] = TT_REDUCE_KERNELS_OF(uint64),
-    [ncclFloat16] = TT_REDUCE_KERNELS_OF(float16),
-    [ncclFloat32] = TT_REDUCE_KERNELS_OF(float32),
-    [ncclFloat64] = TT_REDUCE_KERNELS_OF(float64),
-    [ncclBfloat16] = TT_REDUCE_KERNELS_OF(bfloat16),
-    [ncclFloat8e4m3] = TT_REDUCE_KERNELS_OF(e4m3),
-    [ncclFloat8e5m2] = TT_REDUCE_KERNELS_OF(e5m2),
-};
+TT_REDUCE_TABLE(tt_reduce_scalar_kernels);
