@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/engine.h"
+#include "transport/team.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -61,7 +62,7 @@ void tt_engine_submit(struct tt_batch *b)
                     tt_proto_name(t->choice.proto),
                     t->choice.reason[0] ? t->choice.reason : "single rank");
     }
-    b->last_progress_ns = 0; /* read the clock only once a wait stalls */
+    b->last_progress_ns = b->gone_since_ns = 0; /* read the clock only once a wait stalls */
 }
 
 static void task_finish(struct tt_task *t, struct tt_batch *b, ncclResult_t res)
@@ -150,14 +151,37 @@ ncclResult_t tt_engine_progress(struct tt_batch *b, bool *done, bool *progressed
         /* Sleep on the first waiting task's word; the others are re-checked after it. */
         if (!t->done && hint->word == NULL && hint->fd < 0) *hint = task_hint;
     }
-    if (*progressed) b->last_progress_ns = 0;
+    if (*progressed) b->last_progress_ns = b->gone_since_ns = 0;
     *done = b->pending == 0;
-    if (*done) b->result = first;
+    if (*done) {
+        b->result = first;
+        if (b->published_wait)
+            for (struct tt_task *t = b->head; t; t = t->next) tt_team_set_waiting(t->st->team, -1);
+        b->published_wait = false;
+    }
     return *done ? first : ncclSuccess;
 }
 
-/* How often a stalled batch asks whether the peers it waits for are alive. */
+/* How often a stalled batch asks whether the peers it waits for are alive, and how long a
+ * peer must have been gone, with no progress since, before the batch fails. */
 #define ALIVE_CHECK_NS 1000000ull
+#define GONE_GRACE_NS 10000000ull
+
+/* ", which waits for rank 3, which waits for rank 1": the chain of waits the local team's
+ * mailboxes show from `peer` on, to the rank that waits for nobody (the one stuck). */
+static void describe_chain(const struct tt_comm_state *st, int peer, char *out, size_t bytes)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (int hops = 0; hops < st->nranks && peer >= 0; hops++) {
+        int next = tt_team_peer_waiting(st->team, peer);
+        if (next < 0 || next == st->rank) break;
+        int n = snprintf(out + used, bytes - used, ", which waits for rank %d", next);
+        if (n < 0 || (size_t)n >= bytes - used) break;
+        used += (size_t)n;
+        peer = next;
+    }
+}
 
 /* Fails every unfinished task of the batch with `res`. */
 static ncclResult_t batch_fail(struct tt_batch *b, ncclResult_t res)
@@ -203,11 +227,19 @@ ncclResult_t tt_engine_check_stall(struct tt_batch *b)
                 .peer = t->started ? t->op.waiting_peer : p2p_task ? t->peer : -1,
                 .since_ns = b->last_progress_ns};
             tt_state_flight_record(t->st, &t->flight_slot, &entry);
+            if (entry.peer >= 0) {
+                tt_team_set_waiting(t->st->team, entry.peer);
+                b->published_wait = true;
+            }
             bool p2p = t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV;
             char why[TT_TEAM_REASON_BYTES + 16];
             ncclResult_t code;
             int gone = tt_state_gone_peer(t->st, p2p ? t->peer : -1, &code, why, sizeof why);
             if (gone < 0) continue;
+            /* What a peer sent before it ended may still be on its way (a socket's buffers):
+             * fail only once the batch has made no progress for GONE_GRACE_NS since. */
+            if (b->gone_since_ns == 0) b->gone_since_ns = now;
+            if (now - b->gone_since_ns < GONE_GRACE_NS) continue;
             char waited[96] = "";
             if (t->started && t->op.waiting_peer >= 0)
                 snprintf(waited, sizeof waited, "; this rank waited for %s rank %d",
@@ -230,14 +262,16 @@ ncclResult_t tt_engine_check_stall(struct tt_batch *b)
                    : t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV ? t->peer
                                                                                : -1;
         tt_state_flight_dump(t->st, "timeout");
+        char chain[128] = "";
+        describe_chain(t->st, peer, chain, sizeof chain);
         return batch_fail(b, TT_ERROR(ncclRemoteError,
                                       "%s #%llu (%zu elements of %s) made no progress for %lld ms "
-                                      "on rank %d, waiting for %s rank %d (TUTTI_TIMEOUT_MS)",
+                                      "on rank %d, waiting for %s rank %d%s (TUTTI_TIMEOUT_MS)",
                                       tt_coll_name(t->op.coll), (unsigned long long)t->seq,
                                       t->op.count, tt_dtype_name(t->op.redop.dtype),
                                       (long long)timeout_ms, t->st->rank,
                                       t->started ? wait_text(t->op.waiting) : wait_text(0),
-                                      peer));
+                                      peer, chain));
     }
     return ncclSuccess;
 }

@@ -68,6 +68,8 @@ struct tt_batch {
     int pending;
     uint64_t last_progress_ns;
     uint64_t last_alive_ns;       /* the last liveness check of the peers waited for */
+    uint64_t gone_since_ns;       /* a peer it depends on was first seen gone (0: none) */
+    bool published_wait;          /* it published whom it waits for in the team mailbox */
     ncclResult_t result;          /* the first task error, once the batch ended */
     struct tt_event_rec *events;  /* events recorded on this batch (core/event.c) */
     struct tt_batch *next;        /* in a stream's queue */

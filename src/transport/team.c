@@ -37,6 +37,7 @@ struct mailbox {
     _Alignas(LINE) uint64_t nonce;
     _Atomic int32_t cpu; /* where the owner last waited, -1 unknown (tt_team_set_cpu)... */
     _Atomic int32_t tid; /* ...and the thread that waited there */
+    _Atomic int32_t waiting_for; /* the rank a stalled operation of the owner waits for, or -1 */
     /* The owner's communicator failed: its first error (ncclResult_t) once set, and why. */
     _Alignas(LINE) _Atomic int32_t failed;
     char reason[TT_TEAM_REASON_BYTES];
@@ -129,6 +130,7 @@ ncclResult_t tt_team_create(int rank, int nranks, uint64_t comm_hash, size_t slo
     memset(info, 0, sizeof *info);
     snprintf(info->name, sizeof info->name, "%s", h->name);
     atomic_store_explicit(&h->mine->cpu, -1, memory_order_relaxed);
+    atomic_store_explicit(&h->mine->waiting_for, -1, memory_order_relaxed);
     info->nonce = h->mine->nonce;
     info->probe_addr = (uint64_t)(uintptr_t)&h->mine->nonce;
     info->pid = (int32_t)getpid();
@@ -473,4 +475,16 @@ void tt_team_peer_slot_desc(const struct tt_team *h, int peer, int slot, struct 
 {
     /* The peer's memory: copied once, then compared (it could change under a second read). */
     memcpy(out, h->boxes[peer]->slots + (size_t)slot * h->slot_stride + FLAG_BYTES, sizeof *out);
+}
+
+void tt_team_set_waiting(struct tt_team *h, int peer)
+{
+    if (h != NULL) atomic_store_explicit(&h->mine->waiting_for, peer, memory_order_relaxed);
+}
+
+int tt_team_peer_waiting(const struct tt_team *h, int peer)
+{
+    if (h == NULL || peer < 0 || peer >= h->nranks) return -1;
+    int w = atomic_load_explicit(&h->boxes[peer]->waiting_for, memory_order_relaxed);
+    return w >= 0 && w < h->nranks ? w : -1; /* the peer's memory: range-checked */
 }

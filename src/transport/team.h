@@ -93,6 +93,12 @@ bool tt_team_reached(const struct tt_team *h, int peer, uint64_t event, struct t
  * *tid (the waiter's own thread when one thread drives both ranks). */
 void tt_team_set_cpu(struct tt_team *h, int cpu, int tid);
 int tt_team_peer_cpu(const struct tt_team *h, int peer, int *tid);
+/* Whom a stalled operation of this member waits for (-1: none), published for the others'
+ * timeout messages, and what `peer` published: a timeout names the end of the chain of waits,
+ * the rank that is stuck, not only the neighbour it reached through. Slow path only. */
+void tt_team_set_waiting(struct tt_team *h, int peer);
+int tt_team_peer_waiting(const struct tt_team *h, int peer);
+
 /* Marks this member's communicator failed with its first error `code` (non-zero) and a short
  * reason, once, and wakes its sleepers: the other members' stalled waits see it within a
  * millisecond (core/engine.c) instead of waiting for their deadline. */
