@@ -47,6 +47,8 @@ if(TARGET tutti-run)
   tutti_conformance_test(events_n3 3 60 api "${env}" events)
   tutti_conformance_test(events_n2_tcp 2 60 api "${env};NCCL_SHM_DISABLE=1" events)
   tutti_conformance_test(events_errors_n2 2 60 api "TUTTI_TIMEOUT_MS=2000" events errors)
+  # Host streams and events drive batches from several threads: make tsan runs them too.
+  set_tests_properties(stream_overlap_n4 events_n3 PROPERTIES LABELS "api;thread")
   tutti_conformance_test(p2p_stress_n8 8 240 coll "${env}" p2p_stress --groups 1000)
   tutti_conformance_test(p2p_stress_n8_tcp 8 240 coll "${env};NCCL_SHM_DISABLE=1" p2p_stress
                          --groups 1000 --seed 2)

@@ -126,11 +126,17 @@ static inline struct tt_call_rec *tt_call_enter(void)
     struct tt_call_rec *r = tt_call_self;
     if (r == NULL) r = tt_call_register();
     uint32_t depth = atomic_load_explicit(&r->depth, memory_order_relaxed);
+#if defined(__SANITIZE_THREAD__)
+    /* ThreadSanitizer models neither fences nor membarrier: a sequentially consistent store
+     * gives it the same order to see. */
+    atomic_store_explicit(&r->depth, depth + 1, memory_order_seq_cst);
+#else
     atomic_store_explicit(&r->depth, depth + 1, memory_order_relaxed);
     if (tt_call_fence_each)
         atomic_thread_fence(memory_order_seq_cst);
     else
         atomic_signal_fence(memory_order_seq_cst);
+#endif
     return r;
 }
 
