@@ -156,6 +156,29 @@ def streams(world):
 
 
 @case
+def events(world):
+    n = world.size
+    with tutti.Stream() as s, tutti.Event() as first, tutti.Event() as last:
+        eq(first.query(), True, "an event never recorded is complete")
+        a, b = np.full(50000, 1.0), np.full(50000, 2.0)
+        world.all_reduce(a, stream=s)
+        first.record(world, s)
+        world.all_reduce(b, stream=s)
+        last.record(world, s)
+        last.synchronize()
+        eq(first.query(), True, "an earlier event after a later one completed")
+        eq(a, np.full(50000, float(n)), "first all_reduce")
+        eq(b, np.full(50000, 2.0 * n), "second all_reduce")
+        s.synchronize()
+        x = np.ones(3)
+        world.all_reduce(x)
+        first.record(world)  # blocking: complete at once
+        eq(first.query(), True, "event after a blocking call")
+        world.dump()
+    raises(TypeError, tutti.Event().record, world, stream=1)
+
+
+@case
 def stream_error(world):
     """An operation that fails after its call returned: rank 0 queues an all_reduce that the
     other ranks never join, then revokes the communicator; synchronize raises the failure."""

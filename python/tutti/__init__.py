@@ -15,7 +15,7 @@ from ._errors import (InProgressError, InternalError, InvalidArgumentError,
                       UnhandledCudaError)
 from ._types import DataType, RedOp
 from ._ids import Config, UniqueId, get_unique_id
-from ._group import Stream, group, group_end, group_simulate_end, group_start
+from ._group import Event, Stream, group, group_end, group_simulate_end, group_start
 from ._comm import (NCCL_SPLIT_NOCOLOR, REVOKE_DEFAULT, SHRINK_ABORT, SHRINK_DEFAULT,
                     WIN_COLL_SYMMETRIC, WIN_DEFAULT, Comm, PreMulSum, Registration, Window,
                     init_from_env)
@@ -30,6 +30,7 @@ __all__ = [
     "TuttiError", "UnhandledCudaError", "SystemCallError", "InternalError",
     "InvalidArgumentError", "InvalidUsageError", "RemoteError", "InProgressError", "Result",
     "DataType", "RedOp", "Comm", "Config", "PreMulSum", "Registration", "Window", "Stream",
+    "Event",
     "UniqueId", "get_unique_id", "group", "group_start", "group_end", "group_simulate_end",
     "init_from_env",
     "empty", "zeros", "library_path", "nccl_version", "version",

@@ -259,6 +259,12 @@ class Comm:
         """ncclCommAbort: stops whatever is in flight and frees the communicator."""
         self._free("ncclCommAbort", "ncclCommAbort")
 
+    def dump(self):
+        """tuttiCommDump: logs (NCCL_DEBUG=WARN) the operations stalled right now and whom
+        each waits for."""
+        h = self._h("tuttiCommDump")
+        _errors.check(_lib.lib().tuttiCommDump(h), "tuttiCommDump", h)
+
     def revoke(self, flags=REVOKE_DEFAULT):
         """ncclCommRevoke: fails the operations in flight and refuses new ones; the communicator
         can still be shrunk or destroyed."""

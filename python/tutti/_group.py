@@ -163,6 +163,60 @@ class Stream:
                 pass
 
 
+class Event:
+    """A per-operation event (tuttiEventCreate): e.record(comm, stream) marks the point after the
+    operations comm has issued so far on stream (a tutti.Stream; None: the communicator's own
+    queue when it is nonblocking, else complete at once); e.query() says whether they completed
+    and raises their error; e.synchronize() waits for them. It keeps no buffer alive: the stream
+    does that until it is synchronized or queried."""
+
+    def __init__(self):
+        h = ctypes.c_void_p()
+        _errors.check(_lib.lib().tuttiEventCreate(ctypes.byref(h)), "tuttiEventCreate")
+        self._handle = h.value
+
+    def _h(self):
+        if self._handle is None:
+            raise _errors.usage_error(Result.INVALID_USAGE, "Event", "the event was destroyed")
+        return self._handle
+
+    def record(self, comm, stream=None):
+        """tuttiEventRecord after comm's operations so far on stream."""
+        _errors.check(_lib.lib().tuttiEventRecord(self._h(), comm.handle,
+                                                  _stream_handle(stream)), "tuttiEventRecord")
+
+    def query(self):
+        """tuttiEventQuery: True once complete (raising the operations' error), else False."""
+        rc = _lib.lib().tuttiEventQuery(self._h())
+        if rc == Result.IN_PROGRESS:
+            return False
+        _errors.check(rc, "tuttiEventQuery")
+        return True
+
+    def synchronize(self):
+        """tuttiEventSynchronize: waits; raises the operations' error."""
+        _errors.check(_lib.lib().tuttiEventSynchronize(self._h()), "tuttiEventSynchronize")
+
+    def destroy(self):
+        if self._handle is None:
+            return
+        h, self._handle = self._handle, None
+        _errors.check(_lib.lib().tuttiEventDestroy(h), "tuttiEventDestroy")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.destroy()
+
+    def __del__(self):
+        if getattr(self, "_handle", None) is not None:
+            try:
+                self.destroy()
+            except Exception:
+                pass
+
+
 def _stream_handle(stream):
     if stream is None:
         return None

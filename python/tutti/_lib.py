@@ -131,6 +131,12 @@ _PROTOTYPES = {
     "tuttiStreamDestroy": (_res, [_p]),
     "tuttiStreamSynchronize": (_res, [_p]),
     "tuttiStreamQuery": (_res, [_p]),
+    "tuttiEventCreate": (_res, [ctypes.POINTER(_p)]),
+    "tuttiEventDestroy": (_res, [_p]),
+    "tuttiEventRecord": (_res, [_p, _p, _p]),
+    "tuttiEventQuery": (_res, [_p]),
+    "tuttiEventSynchronize": (_res, [_p]),
+    "tuttiCommDump": (_res, [_p]),
 }
 
 _lock = threading.Lock()
