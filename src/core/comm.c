@@ -496,6 +496,30 @@ static bool wants_tree(const struct ncclComm *comm)
     return false;
 }
 
+/* The communicator failed: its peers across sockets learn it at once from their connections
+ * (the local team's mailboxes tell the others). Ring and Tree connections are made at init and
+ * never change; point-to-point ones are looked at only when no other thread is making one. */
+static void shutdown_conns(void *arg)
+{
+    struct ncclComm *comm = arg;
+    struct tt_conn *fixed[2] = {&comm->ring.send, &comm->ring.recv};
+    for (int i = 0; i < 2; i++)
+        if (fixed[i]->transport && fixed[i]->transport->shutdown)
+            fixed[i]->transport->shutdown(fixed[i]);
+    for (int r = 0; comm->tree_ready && r < comm->st.nranks; r++) {
+        struct tt_tree_link *l = &comm->tree[r];
+        if (l->send_ready && l->send.transport->shutdown) l->send.transport->shutdown(&l->send);
+        if (l->recv_ready && l->recv.transport->shutdown) l->recv.transport->shutdown(&l->recv);
+    }
+    if (pthread_mutex_trylock(&comm->bootstrap_lock) != 0) return;
+    for (int r = 0; r < comm->st.nranks; r++) {
+        struct tt_p2p_peer *p = &comm->p2p[r];
+        if (p->send_ready && p->send.transport->shutdown) p->send.transport->shutdown(&p->send);
+        if (p->recv_ready && p->recv.transport->shutdown) p->recv.transport->shutdown(&p->recv);
+    }
+    pthread_mutex_unlock(&comm->bootstrap_lock);
+}
+
 /* Everything init does after the communicator exists: bootstrap, peers, ring, barrier. */
 static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
 {
@@ -522,6 +546,8 @@ static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
                             bytes);
         comm->tree_ready = true;
     }
+    comm->st.on_fail = shutdown_conns;
+    comm->st.on_fail_arg = comm;
     /* What the algorithms bind to; the engine's view of the team only where it spans. */
     if (comm->team_spans) comm->st.team = comm->team;
     comm->algo_env = (struct tt_algo_env){

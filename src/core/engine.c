@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/engine.h"
 #include "transport/team.h"
@@ -89,6 +90,9 @@ static const char *wait_text(enum tt_op_wait waiting)
     }
 }
 
+/* How many times (a millisecond apart) a failed operation looks for the rank behind its error. */
+#define CAUSE_WAIT_TRIES 20
+
 /* Advances one task; returns its error, if it failed. */
 static ncclResult_t task_progress(struct tt_task *t, struct tt_batch *b, bool *progressed,
                                   struct tt_wait_hint *hint)
@@ -118,6 +122,28 @@ static ncclResult_t task_progress(struct tt_task *t, struct tt_batch *b, bool *p
          * ncclGetLastError names both. */
         char cause[512];
         snprintf(cause, sizeof cause, "%s", tt_error_last());
+        /* A connection that failed because a rank ended or failed elsewhere in the job (its
+         * neighbours shut their sockets down in turn): name that rank first, if this host
+         * knows it. */
+        char why[TT_TEAM_REASON_BYTES + 16];
+        ncclResult_t code;
+        int gone = -1;
+        /* A killed process closes its sockets before its pidfd says it ended: give the cause
+         * a moment to show (errors are rare; this is their path only). */
+        for (int tries = 0; res == ncclRemoteError && gone < 0 && tries < CAUSE_WAIT_TRIES;
+             tries++) {
+            gone = tt_state_gone_peer(st, -1, &code, why, sizeof why);
+            if (gone < 0 && tries + 1 < CAUSE_WAIT_TRIES) {
+                struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000000};
+                nanosleep(&ts, NULL);
+            }
+        }
+        if (gone >= 0) {
+            char seen[256];
+            snprintf(seen, sizeof seen, "%.255s", cause);
+            snprintf(cause, sizeof cause, "rank %d %.200s (seen as: %.255s)", gone, why, seen);
+            res = code;
+        }
         res = TT_ERROR(res, "%s #%llu (%zu elements of %s) failed on rank %d: %s",
                        tt_coll_name(t->op.coll), (unsigned long long)t->seq, t->op.count,
                        tt_dtype_name(t->op.redop.dtype), st->rank,

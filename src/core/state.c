@@ -155,8 +155,10 @@ bool tt_call_quiesce(uint64_t deadline_ns)
 void tt_state_fail(struct tt_comm_state *st, ncclResult_t res)
 {
     int expected = ncclSuccess;
-    if (atomic_compare_exchange_strong(&st->async_error, &expected, (int)res))
+    if (atomic_compare_exchange_strong(&st->async_error, &expected, (int)res)) {
         tt_team_set_failed(st->team, (int)res, tt_error_last());
+        if (st->on_fail != NULL) st->on_fail(st->on_fail_arg);
+    }
 }
 
 int tt_state_gone_peer(const struct tt_comm_state *st, int peer, ncclResult_t *code, char *why,

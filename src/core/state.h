@@ -59,6 +59,10 @@ struct tt_comm_state {
     int *pidfds;                /* [nranks]: a pidfd of each peer on this host, else -1 */
     int npidfds;                /* how many of them are open */
     struct tt_flight *flight;   /* stalled operations (NULL: none recorded) */
+    /* Called once with the first error (tt_state_fail): the communicator tells its peers over
+     * its connections that it is gone (core/comm.c shuts its sockets down). */
+    void (*on_fail)(void *arg);
+    void *on_fail_arg;
 };
 
 /* Records or updates a stalled operation; *slot is 0 before its first record and the slot + 1

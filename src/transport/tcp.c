@@ -672,6 +672,12 @@ static ncclResult_t tcp_progress(struct tt_conn *conn)
     return fill(conn, tc);
 }
 
+static void tcp_shutdown(struct tt_conn *conn)
+{
+    struct tcp_conn *tc = conn->priv;
+    if (tc != NULL && tc->fd >= 0) shutdown(tc->fd, SHUT_RDWR);
+}
+
 /* Any peer. */
 static bool tcp_can_reach(const struct tt_reach *r)
 {
@@ -691,5 +697,6 @@ const struct tt_transport tt_transport_tcp = {
     .recv_peek = tcp_recv_peek,
     .recv_release = tcp_recv_release,
     .progress = tcp_progress,
+    .shutdown = tcp_shutdown,
     .ctx_fini = tcp_ctx_fini,
 };

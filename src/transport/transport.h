@@ -130,6 +130,10 @@ struct tt_transport {
     /* Move bytes without being asked for a slot (TCP: flush and fill socket buffers); may be
      * NULL. Returns ncclRemoteError when the peer closed or sent garbage. */
     ncclResult_t (*progress)(struct tt_conn *conn);
+    /* Tell the peer this side is gone without freeing anything (TCP: shut the socket down, so
+     * the peer sees the connection closed and fails at once); safe while another thread uses
+     * the connection. May be NULL (shared memory: the local team tells the peer instead). */
+    void (*shutdown)(struct tt_conn *conn);
     /* Free per-communicator state kept in the ctx (may be NULL). */
     void (*ctx_fini)(struct tt_transport_ctx *ctx);
 };
