@@ -54,6 +54,7 @@ struct peer_map {
 };
 
 struct tt_team {
+    const struct tt_peer_mem *mem; /* how peers' buffers are reached (host memory today) */
     int rank;
     int nranks;
     size_t slot_bytes;
@@ -90,6 +91,7 @@ ncclResult_t tt_team_create(int rank, int nranks, uint64_t comm_hash, size_t slo
     struct tt_team *h = NULL;
     ncclResult_t res = ncclSuccess;
     TT_TRY(TT_CALLOC(&h, 1));
+    h->mem = &tt_peer_mem_host;
     h->rank = rank;
     h->map_peers = tt_param_map_peers() != 0;
     h->nranks = nranks;
@@ -353,16 +355,28 @@ static ncclResult_t cross_copy(const struct tt_team *h, int peer, char *local, u
     return ncclSuccess;
 }
 
+static ncclResult_t host_read(const struct tt_team *h, int peer, void *local, uintptr_t remote,
+                              size_t bytes)
+{
+    return cross_copy(h, peer, local, remote, bytes, false);
+}
+
+static ncclResult_t host_write(const struct tt_team *h, int peer, uintptr_t remote,
+                               const void *local, size_t bytes)
+{
+    return cross_copy(h, peer, (char *)local, remote, bytes, true);
+}
+
 ncclResult_t tt_team_read(const struct tt_team *h, int peer, void *local, uintptr_t remote,
                           size_t bytes)
 {
-    return cross_copy(h, peer, local, remote, bytes, false);
+    return h->mem->read(h, peer, local, remote, bytes);
 }
 
 ncclResult_t tt_team_write(const struct tt_team *h, int peer, uintptr_t remote, const void *local,
                            size_t bytes)
 {
-    return cross_copy(h, peer, (char *)local, remote, bytes, true);
+    return h->mem->write(h, peer, remote, local, bytes);
 }
 
 /* Maps a peer's block: its memory file's descriptor is duplicated into this process through a
@@ -413,7 +427,7 @@ static void *map_block(struct tt_team *h, int peer, const struct tt_team_region 
     return base;
 }
 
-const void *tt_team_map(struct tt_team *h, int peer, const struct tt_team_region *r)
+static const void *host_map(struct tt_team *h, int peer, const struct tt_team_region *r)
 {
     if (!h->map_peers || r->fd < 0 || r->offset > r->bytes || r->lo >= r->hi ||
         r->hi - r->lo > r->bytes - r->offset)
@@ -487,4 +501,18 @@ int tt_team_peer_waiting(const struct tt_team *h, int peer)
     if (h == NULL || peer < 0 || peer >= h->nranks) return -1;
     int w = atomic_load_explicit(&h->boxes[peer]->waiting_for, memory_order_relaxed);
     return w >= 0 && w < h->nranks ? w : -1; /* the peer's memory: range-checked */
+}
+
+/* Host memory: peers' memory files mapped through pidfds, everything else by cross-memory
+ * attach. */
+const struct tt_peer_mem tt_peer_mem_host = {
+    .name = "host",
+    .map = host_map,
+    .read = host_read,
+    .write = host_write,
+};
+
+const void *tt_team_map(struct tt_team *h, int peer, const struct tt_team_region *r)
+{
+    return h->mem->map(h, peer, r);
 }

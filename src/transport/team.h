@@ -35,6 +35,7 @@ struct tt_team_info {
 };
 
 struct tt_team;
+struct tt_team_region;
 
 /* Bytes of the reason a failed member leaves in its mailbox. */
 #define TT_TEAM_REASON_BYTES 184
@@ -105,6 +106,21 @@ int tt_team_peer_waiting(const struct tt_team *h, int peer);
 void tt_team_set_failed(struct tt_team *h, int code, const char *reason);
 /* The error `peer` marked itself failed with (0: none), its reason copied into `reason`. */
 int tt_team_peer_failed(const struct tt_team *h, int peer, char *reason, size_t bytes);
+/* The peer-memory contract: how a member reaches its peers' buffers once they published where
+ * they are (tt_team_my_slot and friends): map a shareable region, or read and write bytes at an
+ * address in the peer's address space. Host memory is the implementation today (memory files
+ * mapped through pidfds, cross-memory attach); a device build adds one (CUDA IPC handles) and
+ * the algorithms above are unchanged. tt_team_map/read/write go through the team's. */
+struct tt_peer_mem {
+    const char *name;
+    const void *(*map)(struct tt_team *h, int peer, const struct tt_team_region *r);
+    ncclResult_t (*read)(const struct tt_team *h, int peer, void *local, uintptr_t remote,
+                         size_t bytes);
+    ncclResult_t (*write)(const struct tt_team *h, int peer, uintptr_t remote,
+                          const void *local, size_t bytes);
+};
+extern const struct tt_peer_mem tt_peer_mem_host;
+
 /* Copies `bytes` from address `remote` in `peer`'s process to `local` (cross-memory attach). */
 ncclResult_t tt_team_read(const struct tt_team *h, int peer, void *local, uintptr_t remote,
                           size_t bytes);
