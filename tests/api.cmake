@@ -49,3 +49,12 @@ set_tests_properties(check_layers_detects_core PROPERTIES
 set_tests_properties(check_symbols check_symbols_static check_layers check_symbols_detects
                      check_symbols_static_detects check_layers_detects check_layers_detects_core
                      PROPERTIES LABELS unit TIMEOUT 30)
+
+# Bad input, table-driven: at least 150 cases of one bad argument each (every collective x
+# every kind of argument, every config field, every integer variable), on one rank.
+add_executable(api_bad_inputs tests/api_bad_inputs.c)
+target_link_libraries(api_bad_inputs PRIVATE tutti)
+target_include_directories(api_bad_inputs PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+target_compile_options(api_bad_inputs PRIVATE ${TUTTI_WARNINGS})
+add_test(NAME api_bad_inputs COMMAND api_bad_inputs)
+set_tests_properties(api_bad_inputs PROPERTIES LABELS api TIMEOUT 60)
