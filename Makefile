@@ -4,7 +4,7 @@ PRESET ?= release
 BUILD := build/$(PRESET)
 JOBS ?= 2
 
-.PHONY: all build test demo asan tsan deps clean
+.PHONY: all build test demo asan tsan soak fuzz deps clean
 
 all: build
 
@@ -15,9 +15,18 @@ build: deps
 	cmake --preset $(PRESET) >/dev/null
 	cmake --build --preset $(PRESET) -j $(JOBS)
 
-# The whole CTest suite (labels: unit, transport, coll, api, fault, perf).
+# The whole CTest suite (labels: unit, transport, coll, api, fault, thread, python, install,
+# examples, docs), without the long ones: soak (hundreds of failure trials) and fuzz.
 test: build
-	ctest --preset $(PRESET) --timeout 600
+	ctest --preset $(PRESET) --timeout 600 -LE 'soak|fuzz'
+
+# The long failure trials: 200 kills per transport, 200 aborts from another thread.
+soak: build
+	ctest --preset $(PRESET) -L soak --timeout 3000
+
+# The libFuzzer harnesses (clang, ASan+UBSan), FUZZ_SECONDS each (default 300).
+fuzz: build
+	tests/fuzz/run.sh $(CURDIR) $(BUILD)
 
 # Tutti's main job: a 4-process AllReduce benchmark with correctness checking, 8 B to 64 MiB.
 demo: build

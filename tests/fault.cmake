@@ -65,3 +65,10 @@ target_link_libraries(fault_inject PRIVATE tutti)
 target_compile_options(fault_inject PRIVATE ${TUTTI_WARNINGS})
 add_test(NAME fault_inject COMMAND fault_inject)
 set_tests_properties(fault_inject PROPERTIES LABELS fault TIMEOUT 120)
+
+# The libFuzzer harnesses (label fuzz, left out of `make test`; `make fuzz` runs them for
+# FUZZ_SECONDS each). Exit 77 without clang's libFuzzer.
+add_test(NAME fuzz_parsers
+         COMMAND sh ${CMAKE_SOURCE_DIR}/tests/fuzz/run.sh ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}
+                 fuzz_parsers)
+set_tests_properties(fuzz_parsers PROPERTIES LABELS fuzz TIMEOUT 1200 SKIP_RETURN_CODE 77)

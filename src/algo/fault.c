@@ -15,14 +15,15 @@
 
 bool tt_fault_armed;
 
-static struct {
+struct fault {
     int rank;
     int coll;
     uint64_t seq;
     uint64_t after_slices;
     enum tt_fault_action action;
     bool fired;
-} fault;
+};
+static struct fault fault;
 
 static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool parsed;
@@ -42,15 +43,15 @@ static int coll_named(const char *name)
     return -1;
 }
 
-static ncclResult_t parse(const char *text)
+static ncclResult_t parse(const char *text, struct fault *f)
 {
     char buf[256];
     if (strlen(text) >= sizeof buf)
         return TT_ERROR(ncclInvalidArgument, "TUTTI_FAULT is longer than %zu characters",
                         sizeof buf - 1);
     snprintf(buf, sizeof buf, "%s", text);
-    fault.rank = -1;
-    fault.coll = -1;
+    f->rank = -1;
+    f->coll = -1;
     bool have_seq = false, have_point = false;
     char *save = NULL;
     for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
@@ -64,10 +65,10 @@ static ncclResult_t parse(const char *text)
             long v = strtol(value, &end, 10);
             if (*value == '\0' || *end != '\0' || v < 0 || v > 1 << 30)
                 return TT_ERROR(ncclInvalidArgument, "TUTTI_FAULT: rank=%s", value);
-            fault.rank = (int)v;
+            f->rank = (int)v;
         } else if (strcmp(key, "op") == 0) {
-            fault.coll = coll_named(value);
-            if (fault.coll < 0)
+            f->coll = coll_named(value);
+            if (f->coll < 0)
                 return TT_ERROR(ncclInvalidArgument, "TUTTI_FAULT: op=%s is not allreduce, "
                                 "broadcast, reduce, allgather, reducescatter, send or recv",
                                 value);
@@ -75,7 +76,7 @@ static ncclResult_t parse(const char *text)
             unsigned long long v = strtoull(value, &end, 10);
             if (*value == '\0' || *end != '\0' || v == 0)
                 return TT_ERROR(ncclInvalidArgument, "TUTTI_FAULT: seq=%s (from 1)", value);
-            fault.seq = v;
+            f->seq = v;
             have_seq = true;
         } else if (strcmp(key, "point") == 0) {
             const char *k = strncmp(value, "after_chunk:", 12) == 0 ? value + 12 : NULL;
@@ -83,14 +84,14 @@ static ncclResult_t parse(const char *text)
             if (k == NULL || *k == '\0' || *end != '\0' || v == 0)
                 return TT_ERROR(ncclInvalidArgument,
                                 "TUTTI_FAULT: point=%s is not after_chunk:K with K >= 1", value);
-            fault.after_slices = v;
+            f->after_slices = v;
             have_point = true;
         } else if (strcmp(key, "action") == 0) {
             static const char *const actions[] = {"", "exit", "stall", "close", "corrupt"};
-            fault.action = TT_FAULT_NONE;
+            f->action = TT_FAULT_NONE;
             for (int a = 1; a < 5; a++)
-                if (strcmp(value, actions[a]) == 0) fault.action = (enum tt_fault_action)a;
-            if (fault.action == TT_FAULT_NONE)
+                if (strcmp(value, actions[a]) == 0) f->action = (enum tt_fault_action)a;
+            if (f->action == TT_FAULT_NONE)
                 return TT_ERROR(ncclInvalidArgument, "TUTTI_FAULT: action=%s is not exit, "
                                 "stall, close or corrupt", value);
         } else {
@@ -98,8 +99,8 @@ static ncclResult_t parse(const char *text)
                             "seq, point, action)", key);
         }
     }
-    if (fault.rank < 0 || fault.coll < 0 || !have_seq || !have_point ||
-        fault.action == TT_FAULT_NONE)
+    if (f->rank < 0 || f->coll < 0 || !have_seq || !have_point ||
+        f->action == TT_FAULT_NONE)
         return TT_ERROR(ncclInvalidArgument, "TUTTI_FAULT=\"%s\" lacks one of rank, op, seq, "
                         "point, action", text);
     return ncclSuccess;
@@ -111,7 +112,7 @@ ncclResult_t tt_fault_init(void)
     if (!parsed) {
         const char *text = tt_param_fault();
         if (text[0] != '\0') {
-            parse_result = parse(text);
+            parse_result = parse(text, &fault);
             tt_fault_armed = parse_result == ncclSuccess;
             if (tt_fault_armed)
                 TT_WARN("TUTTI_FAULT=\"%s\": rank %d will fail on purpose", text, fault.rank);
@@ -124,6 +125,12 @@ ncclResult_t tt_fault_init(void)
         return TT_ERROR(res, "TUTTI_FAULT=\"%s\" is malformed (see the message above)",
                         tt_param_fault());
     return ncclSuccess;
+}
+
+ncclResult_t tt_fault_parse(const char *text)
+{
+    struct fault scratch = {0};
+    return parse(text, &scratch);
 }
 
 enum tt_fault_action tt_fault_due(const struct tt_op *op, uint64_t slices)

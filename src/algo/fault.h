@@ -29,6 +29,8 @@ extern bool tt_fault_armed;
 
 /* Parses TUTTI_FAULT (communicator init calls it); arms the fault when it is set. */
 ncclResult_t tt_fault_init(void);
+/* Checks a TUTTI_FAULT value without arming anything (tests, fuzzing). */
+ncclResult_t tt_fault_parse(const char *text);
 /* The action due now for `op`, which has just filled its `slices`-th slice (NONE mostly). */
 enum tt_fault_action tt_fault_due(const struct tt_op *op, uint64_t slices);
 
