@@ -672,10 +672,13 @@ static ncclResult_t tcp_progress(struct tt_conn *conn)
     return fill(conn, tc);
 }
 
+/* Half-close: the peer reads what was sent, then end of stream. Shutting the reading side too
+ * would make the kernel answer with a reset and drop frames the peer has not read yet (a
+ * descriptor it needs to name a mismatch itself). */
 static void tcp_shutdown(struct tt_conn *conn)
 {
     struct tcp_conn *tc = conn->priv;
-    if (tc != NULL && tc->fd >= 0) shutdown(tc->fd, SHUT_RDWR);
+    if (tc != NULL && tc->fd >= 0) shutdown(tc->fd, SHUT_WR);
 }
 
 /* Any peer. */
