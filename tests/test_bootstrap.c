@@ -376,6 +376,19 @@ static int scenario_commid(void)
     set_env("TUTTI_SECRET", "test-secret");
     if (memcmp(&other, &parent_id, sizeof other) == 0)
         fail_at(__LINE__, "TUTTI_SECRET does not change the derived id");
+    /* A "key:" secret is used as is: its bytes are the id's secret, not a stretched value. */
+    static const char key_text[] =
+        "key:000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+    set_env("TUTTI_SECRET", key_text);
+    CHECK_OK(tt_bootstrap_id_from_string(text, &other));
+    struct tt_unique_id key_id;
+    memcpy(&key_id, &other, sizeof key_id);
+    for (int i = 0; i < 32; i++)
+        if (key_id.secret[i] != (uint8_t)i) fail_at(__LINE__, "key: secret byte %d changed", i);
+    set_env("TUTTI_SECRET", "key:00zz");
+    if (tt_bootstrap_id_from_string(text, &other) == ncclSuccess)
+        fail_at(__LINE__, "a malformed key: secret was accepted");
+    set_env("TUTTI_SECRET", "test-secret");
     if (failures) return 1;
     return all_ranks(&parent_id, 4, "commid");
 }
@@ -459,16 +472,21 @@ static void check_parse(const char *text, ncclResult_t want_res, const char *wan
 
 static int scenario_sock(void)
 {
-    /* SipHash-2-4 reference vectors: key 00..0f, messages 00..(n-1). */
-    uint8_t key[16], msg[15];
-    for (int i = 0; i < 16; i++) key[i] = (uint8_t)i;
-    for (int i = 0; i < 15; i++) msg[i] = (uint8_t)i;
-    if (tt_bs_siphash(key, msg, 0) != 0x726fdb47dd0e0e31ull)
-        fail_at(__LINE__, "siphash(empty): got %016llx, want 726fdb47dd0e0e31",
-                (unsigned long long)tt_bs_siphash(key, msg, 0));
-    if (tt_bs_siphash(key, msg, 15) != 0xa129ca6149be45e5ull)
-        fail_at(__LINE__, "siphash(15 bytes): got %016llx, want a129ca6149be45e5",
-                (unsigned long long)tt_bs_siphash(key, msg, 15));
+    /* The MAC is HMAC-SHA-512 truncated to 128 bits; reference from Python's hmac module:
+     * hmac.new(bytes(range(32)), b"ab" + b"cde", "sha512").hexdigest()[:32]. */
+    uint8_t key[32], mac[TT_BS_MAC_BYTES], want[TT_BS_MAC_BYTES];
+    for (int i = 0; i < 32; i++) key[i] = (uint8_t)i;
+    static const char want_hex[] = "2daaf5481ba1c074f7de047ce8a98663";
+    for (int i = 0; i < TT_BS_MAC_BYTES; i++) {
+        unsigned v;
+        sscanf(want_hex + 2 * i, "%2x", &v);
+        want[i] = (uint8_t)v;
+    }
+    tt_bs_mac(key, "ab", 2, "cde", 3, mac);
+    if (!tt_bs_mac_equal(mac, want)) fail_at(__LINE__, "HMAC-SHA-512-256 reference vector");
+    key[0] ^= 1;
+    tt_bs_mac(key, "ab", 2, "cde", 3, mac);
+    if (tt_bs_mac_equal(mac, want)) fail_at(__LINE__, "the MAC ignores its key");
 
     check_parse("127.0.0.1:80", ncclSuccess, "127.0.0.1:80");
     check_parse("[::1]:5", ncclSuccess, "[::1]:5");

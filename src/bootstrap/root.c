@@ -92,19 +92,10 @@ fail:
 }
 
 /* Appends `bytes` of `data` to buf at *used (silently clipped at the end: inputs are short). */
-static void append(uint8_t *buf, size_t cap, size_t *used, const void *data, size_t bytes)
-{
-    if (bytes > cap - *used) bytes = cap - *used;
-    memcpy(buf + *used, data, bytes);
-    *used += bytes;
-}
-
 ncclResult_t tt_bootstrap_id_from_string(const char *host_port, ncclUniqueId *out)
 {
-    /* The same string and TUTTI_SECRET give the same id on every rank: magic and secret are
-     * SipHash values of (label, TUTTI_SECRET, host:port) under a fixed key. Without
-     * TUTTI_SECRET anyone who knows host:port can compute the secret. */
-    static const uint8_t derive_key[16] = "tutti-bootstrap";
+    /* The same string and TUTTI_SECRET give the same id on every rank (tt_bs_derive). Without
+     * TUTTI_SECRET anyone who knows host:port can compute the secret, as in NCCL. */
     struct tt_unique_id id;
     struct sockaddr_storage addr;
     const char *secret = tt_param_secret();
@@ -112,22 +103,10 @@ ncclResult_t tt_bootstrap_id_from_string(const char *host_port, ncclUniqueId *ou
     TT_TRY(tt_sock_parse_host_port(host_port, &addr));
     id.version = TT_UNIQUE_ID_VERSION;
     id_set_addr(&id, &addr);
-    for (int i = 0; i <= 4; i++) {
-        uint8_t buf[768];
-        size_t used = 0;
-        uint8_t label = (uint8_t)i;
-        append(buf, sizeof buf, &used, &label, 1);
-        append(buf, sizeof buf, &used, secret, strlen(secret) + 1);
-        append(buf, sizeof buf, &used, host_port, strlen(host_port));
-        uint64_t h = tt_bs_siphash(derive_key, buf, used);
-        if (i < 4)
-            memcpy(id.secret + 8 * i, &h, 8);
-        else
-            id.magic = h;
-    }
+    TT_TRY(tt_bs_derive(secret, host_port, id.secret, &id.magic));
     if (secret[0] == '\0')
-        TT_INFO(TT_SUB_BOOTSTRAP, "NCCL_COMM_ID=%s without TUTTI_SECRET: the bootstrap cannot "
-                "tell this job from another one using the same address", host_port);
+        TT_WARN("NCCL_COMM_ID=%s without TUTTI_SECRET: any local process that knows this "
+                "address can join the job (tutti-run sets a random secret)", host_port);
     memset(out, 0, sizeof *out);
     memcpy(out, &id, sizeof id);
     return ncclSuccess;

@@ -47,7 +47,7 @@
     X(spin, "TUTTI_SPIN", INT, 2000,                                                            \
       "Polls of a blocked wait before it starts yielding the CPU")                              \
     X(secret, "TUTTI_SECRET", STR, "",                                                          \
-      "Job secret mixed into the unique id derived from NCCL_COMM_ID")                          \
+      "Job secret for NCCL_COMM_ID: key:<64 hex> as is, else a passphrase (Argon2id)")          \
     X(port_range, "TUTTI_PORT_RANGE", STR, "",                                                  \
       "lo-hi: listen only on TCP ports in this range (firewalls)")                              \
     X(map_peers, "TUTTI_MAP_PEERS", INT, 1,                                                     \
