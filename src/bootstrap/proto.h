@@ -39,7 +39,10 @@ struct tt_bs_wire_addr {
 
 /* Root -> rank, as soon as the root accepts. */
 struct tt_bs_challenge {
-    uint64_t magic;
+    /* Always 0: the root speaks first, to anyone who connects, so the challenge holds nothing
+     * derived from the secret (not even the magic) that an observer could test a guess
+     * against; the rank proves itself first, then the root (docs/security.md). */
+    uint64_t zero;
     uint8_t nonce[TT_BS_NONCE_BYTES];
 };
 

@@ -261,7 +261,7 @@ static ncclResult_t accept_all(struct root *root)
         c->state = CONN_HELLO;
         c->hello_deadline_ns = tt_deadline_after_ms(TT_BS_HELLO_TIMEOUT_MS);
         tt_sock_addr_str(&peer, c->peer, sizeof c->peer);
-        struct tt_bs_challenge ch = {.magic = root->id.magic};
+        struct tt_bs_challenge ch = {.zero = 0};
         if (tt_bs_random(c->challenge, sizeof c->challenge) != ncclSuccess) {
             close(fd);
             return ncclSystemError;
