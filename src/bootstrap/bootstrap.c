@@ -114,7 +114,7 @@ static ncclResult_t accept_peer(struct tt_bootstrap *bs, uint64_t deadline_ns,
     TT_TRY(accept_some(bs, deadline_ns, waiting_for, &fd, &from));
     if (fd < 0) return ncclSuccess;
     tt_sock_addr_str(&from, peer, sizeof peer);
-    uint64_t hello_deadline_ns = tt_deadline_after_ms(TT_BS_HELLO_TIMEOUT_MS);
+    uint64_t hello_deadline_ns = tt_deadline_after_ms(tt_param_handshake_ms());
     if (hello_deadline_ns > deadline_ns) hello_deadline_ns = deadline_ns;
     if (tt_sock_recv_all(fd, &h, sizeof h, hello_deadline_ns, bs->abort) != ncclSuccess) {
         TT_WARN("bootstrap rank %d: dropping connection from %s: no complete hello", bs->rank,

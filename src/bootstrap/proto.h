@@ -26,8 +26,6 @@
 #define TT_BS_KDF_OPSLIMIT 3
 #define TT_BS_KDF_MEMLIMIT_BYTES (64u << 20)
 #define TT_BS_REPLY_TEXT_BYTES 400
-/* How long an accepted connection may take to send its hello before it is dropped. */
-#define TT_BS_HELLO_TIMEOUT_MS 10000
 
 /* A socket address on the wire. */
 struct tt_bs_wire_addr {

@@ -3,7 +3,7 @@
  * The root is one detached thread per id, serving one listening socket with a single poll()
  * loop, so that no connection, however slow or hostile, can stall the others. Each accepted
  * connection gets a challenge and must answer with an authenticated hello within
- * TT_BS_HELLO_TIMEOUT_MS, else it is dropped and logged. Once all nranks have said hello, each
+ * TUTTI_HANDSHAKE_MS, else it is dropped and logged. Once all nranks have said hello, each
  * rank learns its ring successor's address and the thread exits; if TUTTI_TIMEOUT_MS passes
  * first, every rank that did arrive is told which ranks are missing. The thread owns
  * everything it uses and frees it on exit. */
@@ -45,6 +45,7 @@ struct root {
     int listen_fd;
     char addr_text[TT_SOCK_ADDR_STR_BYTES];
     int64_t timeout_ms;
+    int64_t handshake_ms; /* TUTTI_HANDSHAKE_MS */
     uint64_t deadline_ns;
     int nranks; /* from the first valid hello; 0 until then */
     int arrived;
@@ -259,7 +260,7 @@ static ncclResult_t accept_all(struct root *root)
         memset(c, 0, sizeof *c);
         c->fd = fd;
         c->state = CONN_HELLO;
-        c->hello_deadline_ns = tt_deadline_after_ms(TT_BS_HELLO_TIMEOUT_MS);
+        c->hello_deadline_ns = tt_deadline_after_ms(root->handshake_ms);
         tt_sock_addr_str(&peer, c->peer, sizeof c->peer);
         struct tt_bs_challenge ch = {.zero = 0};
         if (tt_bs_random(c->challenge, sizeof c->challenge) != ncclSuccess) {
@@ -360,8 +361,9 @@ static ncclResult_t serve(struct root *root)
         for (int i = root->nconns - 1; i >= 0; i--) {
             if (root->conns[i].state == CONN_HELLO &&
                 tt_deadline_passed(root->conns[i].hello_deadline_ns)) {
-                TT_WARN("bootstrap root at %s: dropping %s: no hello within %d ms",
-                        root->addr_text, root->conns[i].peer, TT_BS_HELLO_TIMEOUT_MS);
+                TT_WARN("bootstrap root at %s: dropping %s: no hello within %lld ms "
+                        "(TUTTI_HANDSHAKE_MS)", root->addr_text, root->conns[i].peer,
+                        (long long)root->handshake_ms);
                 drop_conn(root, i);
             }
         }
@@ -428,6 +430,7 @@ ncclResult_t tt_bs_root_spawn(const struct tt_unique_id *id, int listen_fd)
     root->id = *id;
     root->listen_fd = listen_fd;
     root->timeout_ms = tt_param_timeout_ms();
+    root->handshake_ms = tt_param_handshake_ms();
     root->deadline_ns = tt_deadline_after_ms(root->timeout_ms);
     struct sockaddr_storage addr;
     TT_TRY_GOTO(tt_bs_id_addr(id, &addr), res, fail);

@@ -48,6 +48,8 @@
       "Polls of a blocked wait before it starts yielding the CPU")                              \
     X(secret, "TUTTI_SECRET", STR, "",                                                          \
       "Job secret for NCCL_COMM_ID: key:<64 hex> as is, else a passphrase (Argon2id)")          \
+    X(handshake_ms, "TUTTI_HANDSHAKE_MS", INT, 2000,                                            \
+      "Ms a new bootstrap connection has to prove the secret, else dropped")                    \
     X(port_range, "TUTTI_PORT_RANGE", STR, "",                                                  \
       "lo-hi: listen only on TCP ports in this range (firewalls)")                              \
     X(map_peers, "TUTTI_MAP_PEERS", INT, 1,                                                     \
