@@ -10,7 +10,7 @@ add_executable(test_bootstrap
   ${CMAKE_SOURCE_DIR}/src/util/param.c)
 target_include_directories(test_bootstrap PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
 target_compile_options(test_bootstrap PRIVATE ${TUTTI_WARNINGS})
-target_link_libraries(test_bootstrap PRIVATE Threads::Threads)
+target_link_libraries(test_bootstrap PRIVATE Threads::Threads PkgConfig::SODIUM)
 
 foreach(n 1 2 3 5 8)
   add_test(NAME bootstrap_ranks_${n} COMMAND test_bootstrap ranks ${n})

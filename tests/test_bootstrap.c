@@ -353,6 +353,19 @@ static int scenario_commid(void)
     set_env("TUTTI_SECRET", "test-secret");
     if (memcmp(&other, &parent_id, sizeof other) == 0)
         FAIL("TUTTI_SECRET does not change the derived id");
+    /* A "key:" secret is used as is: its bytes are the id's secret, not a stretched value. */
+    static const char key_text[] =
+        "key:000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+    set_env("TUTTI_SECRET", key_text);
+    CHECK_OK(tt_bootstrap_id_from_string(text, &other));
+    struct tt_unique_id key_id;
+    memcpy(&key_id, &other, sizeof key_id);
+    for (int i = 0; i < 32; i++)
+        if (key_id.secret[i] != (uint8_t)i) FAIL("key: secret byte %d changed", i);
+    set_env("TUTTI_SECRET", "key:00zz");
+    if (tt_bootstrap_id_from_string(text, &other) == ncclSuccess)
+        FAIL("a malformed key: secret was accepted");
+    set_env("TUTTI_SECRET", "test-secret");
     if (check_failures) return 1;
     return all_ranks(&parent_id, 4, "commid");
 }
@@ -385,7 +398,8 @@ static int scenario_garbage(void)
     struct tt_bs_root_hello forged;
     CHECK_OK(tt_sock_connect(&root, deadline_ns, NULL, &fd));
     CHECK_OK(tt_sock_recv_all(fd, &ch, sizeof ch, deadline_ns, NULL));
-    CHECK_EQ_MSG(ch.magic == tid.magic, 1, "the root's challenge carries the id's magic");
+    /* Before the peer's proof the root sends nothing but a zero word and a random nonce. */
+    CHECK_EQ_MSG(ch.zero == 0, 1, "the root's challenge holds nothing derived from the secret");
     memset(&forged, 0, sizeof forged);
     forged.magic = tid.magic;
     forged.version = TT_UNIQUE_ID_VERSION;
@@ -403,7 +417,7 @@ static int scenario_garbage(void)
     return all_ranks(&id, 3, "full");
 }
 
-/* ---- socket helpers and SipHash ----------------------------------------------------------- */
+/* ---- socket helpers and the MAC ----------------------------------------------------------- */
 
 struct late_listener {
     struct sockaddr_storage addr;
@@ -436,16 +450,21 @@ static void check_parse(const char *text, ncclResult_t want_res, const char *wan
 
 static int scenario_sock(void)
 {
-    /* SipHash-2-4 reference vectors: key 00..0f, messages 00..(n-1). */
-    uint8_t key[16], msg[15];
-    for (int i = 0; i < 16; i++) key[i] = (uint8_t)i;
-    for (int i = 0; i < 15; i++) msg[i] = (uint8_t)i;
-    if (tt_bs_siphash(key, msg, 0) != 0x726fdb47dd0e0e31ull)
-        FAIL("siphash(empty): got %016llx, want 726fdb47dd0e0e31",
-             (unsigned long long)tt_bs_siphash(key, msg, 0));
-    if (tt_bs_siphash(key, msg, 15) != 0xa129ca6149be45e5ull)
-        FAIL("siphash(15 bytes): got %016llx, want a129ca6149be45e5",
-             (unsigned long long)tt_bs_siphash(key, msg, 15));
+    /* The MAC is HMAC-SHA-512 truncated to 128 bits; reference from Python's hmac module:
+     * hmac.new(bytes(range(32)), b"ab" + b"cde", "sha512").hexdigest()[:32]. */
+    uint8_t key[32], mac[TT_BS_MAC_BYTES], want[TT_BS_MAC_BYTES];
+    for (int i = 0; i < 32; i++) key[i] = (uint8_t)i;
+    static const char want_hex[] = "2daaf5481ba1c074f7de047ce8a98663";
+    for (int i = 0; i < TT_BS_MAC_BYTES; i++) {
+        unsigned v;
+        sscanf(want_hex + 2 * i, "%2x", &v);
+        want[i] = (uint8_t)v;
+    }
+    tt_bs_mac(key, "ab", 2, "cde", 3, mac);
+    if (!tt_bs_mac_equal(mac, want)) FAIL("HMAC-SHA-512-256 reference vector");
+    key[0] ^= 1;
+    tt_bs_mac(key, "ab", 2, "cde", 3, mac);
+    if (tt_bs_mac_equal(mac, want)) FAIL("the MAC ignores its key");
 
     check_parse("127.0.0.1:80", ncclSuccess, "127.0.0.1:80");
     check_parse("[::1]:5", ncclSuccess, "[::1]:5");

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -69,6 +70,7 @@ struct launcher {
     struct options opt;
     bool tagging;
     char comm_id[300];
+    char secret[4 + 64 + 1]; /* "key:" + hex of a fresh 256-bit secret, or "" */
     struct rank_proc *ranks;
     int nrunning;
     int exit_code;      /* -1 until a failure or the timeout decides it */
@@ -106,6 +108,9 @@ static void usage(FILE *f)
             "      --rdzv HOST:PORT bootstrap address, reachable from every host, where global\n"
             "                       rank 0 listens (required with --nnodes > 1; default: a\n"
             "                       free port on 127.0.0.1)\n"
+            "                       One host: a fresh random TUTTI_SECRET unless set, and\n"
+            "                       NCCL_SOCKET_IFNAME==lo unless set. Several hosts: set\n"
+            "                       the same TUTTI_SECRET on each\n"
             "      --tag-output     prefix each output line with \"[rank] \" (default when N > 1)\n"
             "      --no-tag         pass output through untouched\n"
             "      --timeout SEC    stop every rank after SEC seconds and exit 124\n"
@@ -248,6 +253,27 @@ static int parse_options(int argc, char **argv, struct options *opt)
     return 0;
 }
 
+/* A fresh 256-bit job secret as "key:" + 64 hex digits: the marker tells the library it is a
+ * full-entropy key, used as is rather than stretched like a passphrase (docs/security.md). A
+ * job across hosts needs one secret on every host, so there the user sets TUTTI_SECRET. */
+static int make_secret(char out[4 + 64 + 1])
+{
+    uint8_t key[32];
+    size_t done = 0;
+    while (done < sizeof key) {
+        ssize_t n = getrandom(key + done, sizeof key - done, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            fprintf(stderr, "tutti-run: getrandom failed: %s\n", strerror(errno));
+            return -1;
+        }
+        done += (size_t)n;
+    }
+    memcpy(out, "key:", 4);
+    for (size_t i = 0; i < sizeof key; i++) snprintf(out + 4 + 2 * i, 3, "%02x", key[i]);
+    return 0;
+}
+
 /* A free TCP port on 127.0.0.1: bind port 0, read what the kernel chose, close. Another
  * process could take it before rank 0 binds it; the window is short and init then fails with
  * a clear error rather than joining a wrong job (the job's magic differs). */
@@ -354,6 +380,10 @@ static void exec_rank(struct launcher *l, const struct rank_proc *r, int pipes[2
     set_int_env("LOCAL_WORLD_SIZE", o->nproc);
     set_int_env("NODE_RANK", o->node_rank);
     setenv("NCCL_COMM_ID", l->comm_id, 1);
+    if (l->secret[0] != '\0') setenv("TUTTI_SECRET", l->secret, 1);
+    /* All ranks on this host: nothing needs to reach them from outside it. */
+    if (o->nnodes == 1 && getenv("NCCL_SOCKET_IFNAME") == NULL)
+        setenv("NCCL_SOCKET_IFNAME", "=lo", 1);
     for (int i = 0; i < o->env_count; i++) putenv(o->env_sets[i]);
 
     execvp(o->argv[0], o->argv);
@@ -639,6 +669,10 @@ int main(int argc, char **argv)
     if (o->rdzv != NULL) {
         snprintf(l.comm_id, sizeof l.comm_id, "%s", o->rdzv);
     } else if (pick_local_port(l.comm_id, sizeof l.comm_id) != 0) {
+        l.exit_code = EXIT_LAUNCH;
+        goto out;
+    }
+    if (o->nnodes == 1 && getenv("TUTTI_SECRET") == NULL && make_secret(l.secret) != 0) {
         l.exit_code = EXIT_LAUNCH;
         goto out;
     }

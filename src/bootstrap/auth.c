@@ -1,104 +1,86 @@
-/* The bootstrap's small building blocks: random bytes, SipHash-2-4 and the MAC built on it,
- * and conversion of socket addresses to and from their wire form. SipHash is written here
- * from its published specification (Aumasson and Bernstein, 2012) so the bootstrap needs no
- * crypto library; the MAC runs it under each half of the 256-bit secret for a 128-bit tag. */
-#include <errno.h>
+/* The bootstrap's small building blocks: random bytes, the MAC, the key derivation from a
+ * human-chosen TUTTI_SECRET, and conversion of socket addresses to and from their wire form.
+ * All cryptography is libsodium's: randombytes_buf for nonces and secrets, HMAC-SHA-512-256
+ * (crypto_auth) truncated to 128 bits for the MAC, and Argon2id (crypto_pwhash) to stretch a
+ * passphrase so that a weak TUTTI_SECRET is costly to guess offline. */
 #include <netinet/in.h>
+#include <sodium.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "bootstrap/proto.h"
 #include "util/err.h"
 #include "util/sock.h"
 
-#define MAC_INPUT_MAX_BYTES 1024
-
-ncclResult_t tt_bs_random(void *buf, size_t bytes)
+/* sodium_init is thread-safe and idempotent; it fails only when no entropy source exists. */
+static ncclResult_t sodium_ready(void)
 {
-    size_t done = 0;
-    while (done < bytes) {
-        ssize_t n = getrandom((char *)buf + done, bytes - done, 0);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return TT_ERROR(ncclSystemError, "getrandom failed: %s", strerror(errno));
-        done += (size_t)n;
-    }
+    if (sodium_init() < 0)
+        return TT_ERROR(ncclSystemError, "libsodium failed to initialise (no entropy source?)");
     return ncclSuccess;
 }
 
-static uint64_t rotl(uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
-
-static uint64_t load_le64(const uint8_t *p)
+ncclResult_t tt_bs_random(void *buf, size_t bytes)
 {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-
-/* One SipRound on the four state words. */
-static void sip_round(uint64_t v[4])
-{
-    v[0] += v[1];
-    v[1] = rotl(v[1], 13);
-    v[1] ^= v[0];
-    v[0] = rotl(v[0], 32);
-    v[2] += v[3];
-    v[3] = rotl(v[3], 16);
-    v[3] ^= v[2];
-    v[0] += v[3];
-    v[3] = rotl(v[3], 21);
-    v[3] ^= v[0];
-    v[2] += v[1];
-    v[1] = rotl(v[1], 17);
-    v[1] ^= v[2];
-    v[2] = rotl(v[2], 32);
-}
-
-uint64_t tt_bs_siphash(const uint8_t key[16], const void *data, size_t bytes)
-{
-    const uint8_t *in = data;
-    uint64_t k0 = load_le64(key), k1 = load_le64(key + 8);
-    uint64_t v[4] = {k0 ^ 0x736f6d6570736575ull, k1 ^ 0x646f72616e646f6dull,
-                     k0 ^ 0x6c7967656e657261ull, k1 ^ 0x7465646279746573ull};
-    /* Compression: two rounds per 8-byte word; the last word holds the tail bytes and the
-     * message length in its top byte. */
-    size_t full = bytes & ~(size_t)7;
-    for (size_t i = 0; i < full; i += 8) {
-        uint64_t m = load_le64(in + i);
-        v[3] ^= m;
-        sip_round(v);
-        sip_round(v);
-        v[0] ^= m;
-    }
-    uint64_t last = (uint64_t)(bytes & 0xff) << 56;
-    for (size_t i = 0; i < (bytes & 7); i++) last |= (uint64_t)in[full + i] << (8 * i);
-    v[3] ^= last;
-    sip_round(v);
-    sip_round(v);
-    v[0] ^= last;
-    /* Finalisation: four rounds. */
-    v[2] ^= 0xff;
-    for (int i = 0; i < 4; i++) sip_round(v);
-    return v[0] ^ v[1] ^ v[2] ^ v[3];
+    TT_TRY(sodium_ready());
+    randombytes_buf(buf, bytes);
+    return ncclSuccess;
 }
 
 void tt_bs_mac(const uint8_t secret[32], const void *prefix, size_t prefix_bytes, const void *msg,
                size_t msg_bytes, uint8_t mac[TT_BS_MAC_BYTES])
 {
-    uint8_t input[MAC_INPUT_MAX_BYTES];
-    TT_ASSERT(prefix_bytes + msg_bytes <= sizeof input);
-    memcpy(input, prefix, prefix_bytes);
-    memcpy(input + prefix_bytes, msg, msg_bytes);
-    uint64_t lo = tt_bs_siphash(secret, input, prefix_bytes + msg_bytes);
-    uint64_t hi = tt_bs_siphash(secret + 16, input, prefix_bytes + msg_bytes);
-    memcpy(mac, &lo, 8);
-    memcpy(mac + 8, &hi, 8);
+    /* crypto_auth_hmacsha512256 with a 32-byte key; the streaming interface avoids a copy of
+     * prefix || msg. The tag is truncated to TT_BS_MAC_BYTES (128 bits), as RFC 2104 allows. */
+    crypto_auth_hmacsha512256_state st;
+    uint8_t full[crypto_auth_hmacsha512256_BYTES];
+    crypto_auth_hmacsha512256_init(&st, secret, 32);
+    crypto_auth_hmacsha512256_update(&st, prefix, prefix_bytes);
+    crypto_auth_hmacsha512256_update(&st, msg, msg_bytes);
+    crypto_auth_hmacsha512256_final(&st, full);
+    memcpy(mac, full, TT_BS_MAC_BYTES);
+    sodium_memzero(&st, sizeof st);
 }
 
 bool tt_bs_mac_equal(const uint8_t a[TT_BS_MAC_BYTES], const uint8_t b[TT_BS_MAC_BYTES])
 {
-    uint8_t diff = 0;
-    for (int i = 0; i < TT_BS_MAC_BYTES; i++) diff |= (uint8_t)(a[i] ^ b[i]);
-    return diff == 0;
+    return crypto_verify_16(a, b) == 0;
+}
+
+ncclResult_t tt_bs_derive(const char *passphrase, const char *host_port, uint8_t secret[32],
+                          uint64_t *magic)
+{
+    TT_TRY(sodium_ready());
+    /* A secret written as "key:" followed by 64 hex digits is already a full-entropy key (what
+     * tutti-run hands its children) and is used as is; anything else is a passphrase, stretched
+     * by Argon2id with host:port as salt (hashed to the 16 bytes Argon2id takes). */
+    size_t len = strlen(passphrase);
+    if (len == 0) {
+        /* No secret: nothing to stretch, and anyone can derive it from host:port (NCCL's own
+         * model); the caller warns. */
+        crypto_generichash(secret, 32, (const uint8_t *)host_port, strlen(host_port), NULL, 0);
+    } else if (strncmp(passphrase, "key:", 4) == 0) {
+        /* A damaged key must fail loudly, never fall back to being a (weak) passphrase. */
+        size_t got = 0;
+        if (len != 4 + 64 ||
+            sodium_hex2bin(secret, 32, passphrase + 4, 64, NULL, &got, NULL) != 0 || got != 32)
+            return TT_ERROR(ncclInvalidArgument, "TUTTI_SECRET starts with 'key:' but is not "
+                            "followed by 64 hexadecimal digits");
+    } else {
+        uint8_t salt[crypto_pwhash_SALTBYTES];
+        crypto_generichash(salt, sizeof salt, (const uint8_t *)host_port, strlen(host_port),
+                           NULL, 0);
+        if (crypto_pwhash(secret, 32, passphrase, len, salt, TT_BS_KDF_OPSLIMIT,
+                          TT_BS_KDF_MEMLIMIT_BYTES, crypto_pwhash_ALG_ARGON2ID13) != 0)
+            return TT_ERROR(ncclSystemError, "Argon2id could not stretch TUTTI_SECRET (out of "
+                            "memory? it needs %u MiB)", (unsigned)(TT_BS_KDF_MEMLIMIT_BYTES >> 20));
+    }
+    /* The magic only tells jobs apart; it is a keyed hash of the secret, so it reveals nothing
+     * an observer could test a guess against without first running Argon2id. */
+    static const uint8_t label[] = "tutti-bootstrap-magic";
+    uint8_t m[8];
+    crypto_generichash(m, sizeof m, label, sizeof label, secret, 32);
+    memcpy(magic, m, sizeof *magic);
+    return ncclSuccess;
 }
 
 void tt_bs_addr_to_wire(const struct sockaddr_storage *addr, struct tt_bs_wire_addr *wire)

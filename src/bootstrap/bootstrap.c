@@ -114,7 +114,7 @@ static ncclResult_t accept_peer(struct tt_bootstrap *bs, uint64_t deadline_ns,
     TT_TRY(accept_some(bs, deadline_ns, waiting_for, &fd, &from));
     if (fd < 0) return ncclSuccess;
     tt_sock_addr_str(&from, peer, sizeof peer);
-    uint64_t hello_deadline_ns = tt_deadline_after_ms(TT_BS_HELLO_TIMEOUT_MS);
+    uint64_t hello_deadline_ns = tt_deadline_after_ms(tt_param_handshake_ms());
     if (hello_deadline_ns > deadline_ns) hello_deadline_ns = deadline_ns;
     if (tt_sock_recv_all(fd, &h, sizeof h, hello_deadline_ns, bs->abort) != ncclSuccess) {
         TT_WARN("bootstrap rank %d: dropping connection from %s: no complete hello", bs->rank,
@@ -167,12 +167,6 @@ static ncclResult_t join_root(struct tt_bootstrap *bs, const struct sockaddr_sto
     tt_sock_addr_str(root_addr, root_text, sizeof root_text);
     TT_TRY_GOTO(tt_sock_connect(root_addr, deadline_ns, bs->abort, &fd), res, out);
     TT_TRY_GOTO(tt_sock_recv_all(fd, &ch, sizeof ch, deadline_ns, bs->abort), res, out);
-    if (ch.magic != bs->magic) {
-        res = TT_ERROR(ncclInvalidUsage, "the bootstrap root at %s serves another job (magic "
-                       "differs): a stale unique id, or ranks with different NCCL_COMM_ID or "
-                       "TUTTI_SECRET?", root_text);
-        goto out;
-    }
     memset(&hello, 0, sizeof hello);
     hello.magic = bs->magic;
     hello.version = TT_UNIQUE_ID_VERSION;
@@ -183,7 +177,15 @@ static ncclResult_t join_root(struct tt_bootstrap *bs, const struct sockaddr_sto
     tt_bs_mac(bs->secret, ch.nonce, sizeof ch.nonce, &hello,
               offsetof(struct tt_bs_root_hello, mac), hello.mac);
     TT_TRY_GOTO(tt_sock_send_all(fd, &hello, sizeof hello, deadline_ns, bs->abort), res, out);
-    TT_TRY_GOTO(tt_sock_recv_all(fd, &reply, sizeof reply, deadline_ns, bs->abort), res, out);
+    /* A root of another job (or with another secret) drops the connection without a word,
+     * so as to tell an impostor nothing; the failed receive is reported as such. */
+    if (tt_sock_recv_all(fd, &reply, sizeof reply, deadline_ns, bs->abort) != ncclSuccess) {
+        res = TT_ERROR(ncclInvalidUsage, "the bootstrap root at %s gave no reply to rank %d's "
+                       "proof: it serves another job, or this rank has another secret (a stale "
+                       "unique id, or ranks with different NCCL_COMM_ID or TUTTI_SECRET?)",
+                       root_text, bs->rank);
+        goto out;
+    }
     tt_bs_mac(bs->secret, hello.nonce, sizeof hello.nonce, &reply,
               offsetof(struct tt_bs_root_reply, mac), mac);
     if (reply.magic != bs->magic || !tt_bs_mac_equal(mac, reply.mac)) {

@@ -7,7 +7,7 @@
  * rank proves it to the root by a MAC over the root's fresh challenge, and the root proves it
  * back by a MAC over the rank's own nonce; the root's reply carries a fresh session value, and
  * every rank-to-rank hello is MAC'd over it, so a hello captured in one job is refused in any
- * other. The MAC is SipHash-2-4 run twice with the two halves of the secret (a 128-bit tag). */
+ * other. The MAC is libsodium's HMAC-SHA-512-256 truncated to 128 bits (auth.c). */
 #ifndef TT_BOOTSTRAP_PROTO_H
 #define TT_BOOTSTRAP_PROTO_H
 
@@ -21,9 +21,11 @@
 
 #define TT_BS_NONCE_BYTES 16
 #define TT_BS_MAC_BYTES 16
+/* Argon2id cost for a passphrase TUTTI_SECRET: 3 passes over 64 MiB (libsodium's "moderate"
+ * is 3 x 256 MiB; every rank pays this once per init, so it stays below a second). */
+#define TT_BS_KDF_OPSLIMIT 3
+#define TT_BS_KDF_MEMLIMIT_BYTES (64u << 20)
 #define TT_BS_REPLY_TEXT_BYTES 400
-/* How long an accepted connection may take to send its hello before it is dropped. */
-#define TT_BS_HELLO_TIMEOUT_MS 10000
 
 /* A socket address on the wire. */
 struct tt_bs_wire_addr {
@@ -35,7 +37,10 @@ struct tt_bs_wire_addr {
 
 /* Root -> rank, as soon as the root accepts. */
 struct tt_bs_challenge {
-    uint64_t magic;
+    /* Always 0: the root speaks first, to anyone who connects, so the challenge holds nothing
+     * derived from the secret (not even the magic) that an observer could test a guess
+     * against; the rank proves itself first, then the root (docs/security.md). */
+    uint64_t zero;
     uint8_t nonce[TT_BS_NONCE_BYTES];
 };
 
@@ -96,11 +101,13 @@ _Static_assert(sizeof(struct tt_bs_root_hello) == 80, "root hello layout");
 _Static_assert(sizeof(struct tt_bs_root_reply) == 472, "root reply layout");
 _Static_assert(sizeof(struct tt_bs_peer_hello) == 40, "peer hello layout");
 
-/* Fills buf with cryptographically random bytes (getrandom). */
+/* Fills buf with cryptographically random bytes (libsodium's randombytes_buf). */
 ncclResult_t tt_bs_random(void *buf, size_t bytes);
-/* SipHash-2-4 of `bytes` of `data` under a 128-bit key. */
-uint64_t tt_bs_siphash(const uint8_t key[16], const void *data, size_t bytes);
-/* The 128-bit MAC of prefix || msg under the 256-bit secret (prefix + msg <= 1024 bytes). */
+/* Derives the 256-bit secret and the magic from TUTTI_SECRET ("key:" + 64 hex digits is used as
+ * is; any other text is stretched by Argon2id salted with host_port). */
+ncclResult_t tt_bs_derive(const char *passphrase, const char *host_port, uint8_t secret[32],
+                          uint64_t *magic);
+/* The 128-bit MAC of prefix || msg under the 256-bit secret (any lengths). */
 void tt_bs_mac(const uint8_t secret[32], const void *prefix, size_t prefix_bytes, const void *msg,
                size_t msg_bytes, uint8_t mac[TT_BS_MAC_BYTES]);
 /* Compares two MACs in time independent of where they differ. */

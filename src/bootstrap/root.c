@@ -3,7 +3,7 @@
  * The root is one detached thread per id, serving one listening socket with a single poll()
  * loop, so that no connection, however slow or hostile, can stall the others. Each accepted
  * connection gets a challenge and must answer with an authenticated hello within
- * TT_BS_HELLO_TIMEOUT_MS, else it is dropped and logged. Once all nranks have said hello, each
+ * TUTTI_HANDSHAKE_MS, else it is dropped and logged. Once all nranks have said hello, each
  * rank learns its ring successor's address and the thread exits; if TUTTI_TIMEOUT_MS passes
  * first, every rank that did arrive is told which ranks are missing. The thread owns
  * everything it uses and frees it on exit. */
@@ -45,6 +45,7 @@ struct root {
     int listen_fd;
     char addr_text[TT_SOCK_ADDR_STR_BYTES];
     int64_t timeout_ms;
+    int64_t handshake_ms; /* TUTTI_HANDSHAKE_MS */
     uint64_t deadline_ns;
     int nranks; /* from the first valid hello; 0 until then */
     int arrived;
@@ -92,19 +93,10 @@ fail:
 }
 
 /* Appends `bytes` of `data` to buf at *used (silently clipped at the end: inputs are short). */
-static void append(uint8_t *buf, size_t cap, size_t *used, const void *data, size_t bytes)
-{
-    if (bytes > cap - *used) bytes = cap - *used;
-    memcpy(buf + *used, data, bytes);
-    *used += bytes;
-}
-
 ncclResult_t tt_bootstrap_id_from_string(const char *host_port, ncclUniqueId *out)
 {
-    /* The same string and TUTTI_SECRET give the same id on every rank: magic and secret are
-     * SipHash values of (label, TUTTI_SECRET, host:port) under a fixed key. Without
-     * TUTTI_SECRET anyone who knows host:port can compute the secret. */
-    static const uint8_t derive_key[16] = "tutti-bootstrap";
+    /* The same string and TUTTI_SECRET give the same id on every rank (tt_bs_derive). Without
+     * TUTTI_SECRET anyone who knows host:port can compute the secret, as in NCCL. */
     struct tt_unique_id id;
     struct sockaddr_storage addr;
     const char *secret = tt_param_secret();
@@ -112,22 +104,10 @@ ncclResult_t tt_bootstrap_id_from_string(const char *host_port, ncclUniqueId *ou
     TT_TRY(tt_sock_parse_host_port(host_port, &addr));
     id.version = TT_UNIQUE_ID_VERSION;
     id_set_addr(&id, &addr);
-    for (int i = 0; i <= 4; i++) {
-        uint8_t buf[768];
-        size_t used = 0;
-        uint8_t label = (uint8_t)i;
-        append(buf, sizeof buf, &used, &label, 1);
-        append(buf, sizeof buf, &used, secret, strlen(secret) + 1);
-        append(buf, sizeof buf, &used, host_port, strlen(host_port));
-        uint64_t h = tt_bs_siphash(derive_key, buf, used);
-        if (i < 4)
-            memcpy(id.secret + 8 * i, &h, 8);
-        else
-            id.magic = h;
-    }
+    TT_TRY(tt_bs_derive(secret, host_port, id.secret, &id.magic));
     if (secret[0] == '\0')
-        TT_INFO(TT_SUB_BOOTSTRAP, "NCCL_COMM_ID=%s without TUTTI_SECRET: the bootstrap cannot "
-                "tell this job from another one using the same address", host_port);
+        TT_WARN("NCCL_COMM_ID=%s without TUTTI_SECRET: any local process that knows this "
+                "address can join the job (tutti-run sets a random secret)", host_port);
     memset(out, 0, sizeof *out);
     memcpy(out, &id, sizeof id);
     return ncclSuccess;
@@ -280,9 +260,9 @@ static ncclResult_t accept_all(struct root *root)
         memset(c, 0, sizeof *c);
         c->fd = fd;
         c->state = CONN_HELLO;
-        c->hello_deadline_ns = tt_deadline_after_ms(TT_BS_HELLO_TIMEOUT_MS);
+        c->hello_deadline_ns = tt_deadline_after_ms(root->handshake_ms);
         tt_sock_addr_str(&peer, c->peer, sizeof c->peer);
-        struct tt_bs_challenge ch = {.magic = root->id.magic};
+        struct tt_bs_challenge ch = {.zero = 0};
         if (tt_bs_random(c->challenge, sizeof c->challenge) != ncclSuccess) {
             close(fd);
             return ncclSystemError;
@@ -381,8 +361,9 @@ static ncclResult_t serve(struct root *root)
         for (int i = root->nconns - 1; i >= 0; i--) {
             if (root->conns[i].state == CONN_HELLO &&
                 tt_deadline_passed(root->conns[i].hello_deadline_ns)) {
-                TT_WARN("bootstrap root at %s: dropping %s: no hello within %d ms",
-                        root->addr_text, root->conns[i].peer, TT_BS_HELLO_TIMEOUT_MS);
+                TT_WARN("bootstrap root at %s: dropping %s: no hello within %lld ms "
+                        "(TUTTI_HANDSHAKE_MS)", root->addr_text, root->conns[i].peer,
+                        (long long)root->handshake_ms);
                 drop_conn(root, i);
             }
         }
@@ -449,6 +430,7 @@ ncclResult_t tt_bs_root_spawn(const struct tt_unique_id *id, int listen_fd)
     root->id = *id;
     root->listen_fd = listen_fd;
     root->timeout_ms = tt_param_timeout_ms();
+    root->handshake_ms = tt_param_handshake_ms();
     root->deadline_ns = tt_deadline_after_ms(root->timeout_ms);
     struct sockaddr_storage addr;
     TT_TRY_GOTO(tt_bs_id_addr(id, &addr), res, fail);

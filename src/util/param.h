@@ -51,7 +51,9 @@
     X(spin, "TUTTI_SPIN", INT, 2000, 0, 1000000000,                                                \
       "Polls of a blocked wait before it starts yielding the CPU")                                 \
     X(secret, "TUTTI_SECRET", STR, "", 0, 0,                                                       \
-      "Job secret mixed into the unique id derived from NCCL_COMM_ID")                             \
+      "Job secret for NCCL_COMM_ID: key:<64 hex> as is, else a passphrase (Argon2id)")             \
+    X(handshake_ms, "TUTTI_HANDSHAKE_MS", INT, 2000, 1, 3600000,                                   \
+      "Ms a new bootstrap connection has to prove the secret, else dropped")                       \
     X(port_range, "TUTTI_PORT_RANGE", STR, "", 0, 0,                                               \
       "lo-hi: listen only on TCP ports in this range (firewalls)")                                 \
     X(map_peers, "TUTTI_MAP_PEERS", INT, 1, 0, 1,                                                  \
