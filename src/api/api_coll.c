@@ -92,9 +92,12 @@ static ncclResult_t check_and_run(const char *caller, const struct tt_coll_args 
 }
 
 /* Inside a group, an argument error also fails the group (NCCL's rule), so it is noted there. */
+/* Every collective entry point is a tail call into this, which marks the thread in a call
+ * (core/state.h) once for all of them. */
 static ncclResult_t run_coll(const char *caller, const struct tt_coll_args *args,
                              ncclComm_t comm)
 {
+    TT_CALL_SCOPE;
     ncclResult_t res = check_and_run(caller, args, comm);
     if (res != ncclSuccess && res != ncclInProgress) tt_group_note_error(res);
     return res;
@@ -104,7 +107,6 @@ TT_API ncclResult_t pncclAllReduce(const void *sendbuff, void *recvbuff, size_t 
                                    ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                    cudaStream_t stream)
 {
-    TT_CALL_SCOPE;
     struct tt_coll_args args = {.coll = TT_COLL_ALLREDUCE, .sendbuff = sendbuff,
                                 .recvbuff = recvbuff, .count = count, .dtype = datatype,
                                 .op = op, .root = 0, .stream = stream};
@@ -116,7 +118,6 @@ TT_API ncclResult_t pncclBroadcast(const void *sendbuff, void *recvbuff, size_t 
                                    ncclDataType_t datatype, int root, ncclComm_t comm,
                                    cudaStream_t stream)
 {
-    TT_CALL_SCOPE;
     struct tt_coll_args args = {.coll = TT_COLL_BROADCAST, .sendbuff = sendbuff,
                                 .recvbuff = recvbuff, .count = count, .dtype = datatype,
                                 .op = ncclSum, .root = root, .stream = stream};
@@ -128,7 +129,6 @@ TT_API_ALIAS(ncclBroadcast);
 TT_API ncclResult_t pncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
                                ncclComm_t comm, cudaStream_t stream)
 {
-    TT_CALL_SCOPE;
     struct tt_coll_args args = {.coll = TT_COLL_BROADCAST, .sendbuff = buff, .recvbuff = buff,
                                 .count = count, .dtype = datatype, .op = ncclSum, .root = root,
                                 .stream = stream};
@@ -140,7 +140,6 @@ TT_API ncclResult_t pncclReduce(const void *sendbuff, void *recvbuff, size_t cou
                                 ncclDataType_t datatype, ncclRedOp_t op, int root,
                                 ncclComm_t comm, cudaStream_t stream)
 {
-    TT_CALL_SCOPE;
     struct tt_coll_args args = {.coll = TT_COLL_REDUCE, .sendbuff = sendbuff,
                                 .recvbuff = recvbuff, .count = count, .dtype = datatype,
                                 .op = op, .root = root, .stream = stream};
@@ -151,7 +150,6 @@ TT_API_ALIAS(ncclReduce);
 TT_API ncclResult_t pncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                                    ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
-    TT_CALL_SCOPE;
     struct tt_coll_args args = {.coll = TT_COLL_ALLGATHER, .sendbuff = sendbuff,
                                 .recvbuff = recvbuff, .count = sendcount, .dtype = datatype,
                                 .op = ncclSum, .root = 0, .stream = stream};
@@ -163,7 +161,6 @@ TT_API ncclResult_t pncclReduceScatter(const void *sendbuff, void *recvbuff, siz
                                        ncclDataType_t datatype, ncclRedOp_t op,
                                        ncclComm_t comm, cudaStream_t stream)
 {
-    TT_CALL_SCOPE;
     struct tt_coll_args args = {.coll = TT_COLL_REDUCESCATTER, .sendbuff = sendbuff,
                                 .recvbuff = recvbuff, .count = recvcount, .dtype = datatype,
                                 .op = op, .root = 0, .stream = stream};
@@ -174,7 +171,6 @@ TT_API_ALIAS(ncclReduceScatter);
 TT_API ncclResult_t pncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
                                   ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
-    TT_CALL_SCOPE;
     struct tt_coll_args args = {.coll = TT_COLL_ALLTOALL, .sendbuff = sendbuff,
                                 .recvbuff = recvbuff, .count = count, .dtype = datatype,
                                 .op = ncclSum, .stream = stream};
@@ -186,7 +182,6 @@ TT_API ncclResult_t pncclGather(const void *sendbuff, void *recvbuff, size_t cou
                                 ncclDataType_t datatype, int root, ncclComm_t comm,
                                 cudaStream_t stream)
 {
-    TT_CALL_SCOPE;
     struct tt_coll_args args = {.coll = TT_COLL_GATHER, .sendbuff = sendbuff,
                                 .recvbuff = recvbuff, .count = count, .dtype = datatype,
                                 .op = ncclSum, .root = root, .stream = stream};
@@ -198,7 +193,6 @@ TT_API ncclResult_t pncclScatter(const void *sendbuff, void *recvbuff, size_t co
                                  ncclDataType_t datatype, int root, ncclComm_t comm,
                                  cudaStream_t stream)
 {
-    TT_CALL_SCOPE;
     struct tt_coll_args args = {.coll = TT_COLL_SCATTER, .sendbuff = sendbuff,
                                 .recvbuff = recvbuff, .count = count, .dtype = datatype,
                                 .op = ncclSum, .root = root, .stream = stream};
@@ -209,7 +203,6 @@ TT_API_ALIAS(ncclScatter);
 TT_API ncclResult_t pncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype,
                               int peer, ncclComm_t comm, cudaStream_t stream)
 {
-    TT_CALL_SCOPE;
     struct tt_coll_args args = {.coll = TT_COLL_SEND, .sendbuff = sendbuff, .count = count,
                                 .dtype = datatype, .op = ncclSum, .peer = peer,
                                 .stream = stream};
@@ -220,7 +213,6 @@ TT_API_ALIAS(ncclSend);
 TT_API ncclResult_t pncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
                               ncclComm_t comm, cudaStream_t stream)
 {
-    TT_CALL_SCOPE;
     struct tt_coll_args args = {.coll = TT_COLL_RECV, .recvbuff = recvbuff, .count = count,
                                 .dtype = datatype, .op = ncclSum, .peer = peer,
                                 .stream = stream};

@@ -41,27 +41,35 @@ void tt_engine_batch_clear(struct tt_batch *b)
     tt_engine_batch_init(b);
 }
 
+/* The INFO line of a submitted task: out of the way of the call's path. */
+__attribute__((cold, noinline)) static void log_submit(const struct tt_task *t)
+{
+    bool p2p = t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV;
+    if (p2p)
+        TT_INFO(TT_SUB_P2P, "%s #%llu: count %zu %s peer %d buff %p", tt_coll_name(t->op.coll),
+                (unsigned long long)t->seq, t->op.count, tt_dtype_name(t->op.redop.dtype),
+                t->peer, t->op.coll == TT_COLL_SEND ? t->op.sendbuff : t->op.recvbuff);
+    else if (t->op.coll != TT_COLL_COPY)
+        TT_INFO(TT_SUB_COLL | TT_SUB_TUNING,
+                "%s #%llu: count %zu %s root %d send %p recv %p: algo %s proto %s (%s)",
+                tt_coll_name(t->op.coll), (unsigned long long)t->seq, t->op.count,
+                tt_dtype_name(t->op.redop.dtype), t->op.root, t->op.sendbuff, t->op.recvbuff,
+                tt_algo_name(t->choice.algo), tt_proto_name(t->choice.proto),
+                t->choice.reason[0] ? t->choice.reason : "single rank");
+}
+
 void tt_engine_submit(struct tt_batch *b)
 {
     for (struct tt_task *t = b->head; t; t = t->next) {
-        /* Atomic: threads may issue on one communicator at once (docs/semantics.md). */
-        t->seq = atomic_fetch_add_explicit(&t->st->op_seq, 1, memory_order_relaxed) + 1;
+        /* The ticket is atomic: threads may issue on one communicator at once
+         * (docs/semantics.md). An operation's sequence number in logs and errors is its place
+         * on its lane, from 1: the n-th collective of the communicator, or the n-th send to
+         * (receive from) one peer; equal on every rank, and no second atomic on the call's
+         * path. */
         if (t->lane) t->ticket = atomic_fetch_add(&t->lane->next_ticket, 1);
+        t->seq = t->lane ? t->ticket + 1 : 0;
         t->op.desc.ticket = t->ticket;
-        bool p2p = t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV;
-        if (p2p)
-            TT_INFO(TT_SUB_P2P, "%s #%llu: count %zu %s peer %d buff %p",
-                    tt_coll_name(t->op.coll), (unsigned long long)t->seq, t->op.count,
-                    tt_dtype_name(t->op.redop.dtype), t->peer,
-                    t->op.coll == TT_COLL_SEND ? t->op.sendbuff : t->op.recvbuff);
-        else if (t->op.coll != TT_COLL_COPY)
-            TT_INFO(TT_SUB_COLL | TT_SUB_TUNING,
-                    "%s #%llu: count %zu %s root %d send %p recv %p: algo %s proto %s (%s)",
-                    tt_coll_name(t->op.coll), (unsigned long long)t->seq, t->op.count,
-                    tt_dtype_name(t->op.redop.dtype), t->op.root, t->op.sendbuff,
-                    t->op.recvbuff, tt_algo_name(t->choice.algo),
-                    tt_proto_name(t->choice.proto),
-                    t->choice.reason[0] ? t->choice.reason : "single rank");
+        if (TT_LOG_MAYBE(TT_LOG_INFO)) log_submit(t);
     }
     b->last_progress_ns = b->gone_since_ns = 0; /* read the clock only once a wait stalls */
 }
@@ -94,63 +102,73 @@ static const char *wait_text(enum tt_op_wait waiting)
 #define CAUSE_WAIT_TRIES 20
 
 /* Advances one task; returns its error, if it failed. */
-static ncclResult_t task_progress(struct tt_task *t, struct tt_batch *b, bool *progressed,
-                                  struct tt_wait_hint *hint)
+/* A task that cannot start: its communicator failed before (off the call's path). */
+__attribute__((cold, noinline)) static ncclResult_t task_not_run(struct tt_task *t,
+                                                                 struct tt_batch *b,
+                                                                 ncclResult_t failed)
+{
+    ncclResult_t res = TT_ERROR(failed,
+                                "%s #%llu not run: rank %d's communicator failed before "
+                                "(error %d)",
+                                tt_coll_name(t->op.coll), (unsigned long long)t->seq,
+                                t->st->rank, (int)failed);
+    task_finish(t, b, res);
+    return res;
+}
+
+/* A task whose progress failed with `res` (off the call's path). The cause was reported where
+ * it happened; it is said again with the operation, so that ncclGetLastError names both. A
+ * connection that failed because a rank ended or failed elsewhere in the job (its neighbours
+ * shut their sockets down in turn) names that rank first, if this host knows it. */
+__attribute__((cold, noinline)) static ncclResult_t task_failed(struct tt_task *t,
+                                                                struct tt_batch *b,
+                                                                ncclResult_t res)
 {
     struct tt_comm_state *st = t->st;
+    char cause[512];
+    snprintf(cause, sizeof cause, "%s", tt_error_last());
+    char why[TT_TEAM_REASON_BYTES + 16];
+    ncclResult_t code = res;
+    int gone = -1;
+    /* A killed process closes its sockets before its pidfd says it ended: give the cause a
+     * moment to show. */
+    for (int tries = 0; res == ncclRemoteError && gone < 0 && tries < CAUSE_WAIT_TRIES;
+         tries++) {
+        gone = tt_state_gone_peer(st, -1, &code, why, sizeof why);
+        if (gone < 0 && tries + 1 < CAUSE_WAIT_TRIES) {
+            struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (gone >= 0) {
+        char seen[256];
+        snprintf(seen, sizeof seen, "%.255s", cause);
+        snprintf(cause, sizeof cause, "rank %d %.200s (seen as: %.255s)", gone, why, seen);
+        res = code;
+    }
+    res = TT_ERROR(res, "%s #%llu (%zu elements of %s) failed on rank %d: %s",
+                   tt_coll_name(t->op.coll), (unsigned long long)t->seq, t->op.count,
+                   tt_dtype_name(t->op.redop.dtype), st->rank,
+                   cause[0] ? cause : "(no cause recorded)");
+    task_finish(t, b, res);
+    return res;
+}
+
+static inline ncclResult_t task_progress(struct tt_task *t, struct tt_batch *b,
+                                         bool *progressed, struct tt_wait_hint *hint)
+{
     if (!t->started) {
         if (t->lane &&
             atomic_load_explicit(&t->lane->serving, memory_order_acquire) != t->ticket)
             return ncclSuccess;
-        ncclResult_t failed = tt_state_error(st);
-        if (failed != ncclSuccess) {
-            ncclResult_t res = TT_ERROR(failed,
-                                        "%s #%llu not run: rank %d's communicator failed "
-                                        "before (error %d)",
-                                        tt_coll_name(t->op.coll), (unsigned long long)t->seq,
-                                        st->rank, (int)failed);
-            task_finish(t, b, res);
-            return res;
-        }
+        ncclResult_t failed = tt_state_error(t->st);
+        if (failed != ncclSuccess) return task_not_run(t, b, failed);
         t->started = true;
         tt_algo_op_start(&t->op);
     }
     bool done = false, moved = false;
     ncclResult_t res = tt_algo_op_progress(&t->op, &done, &moved, hint);
-    if (res != ncclSuccess) {
-        /* The cause was reported where it happened; say it again with the operation, so that
-         * ncclGetLastError names both. */
-        char cause[512];
-        snprintf(cause, sizeof cause, "%s", tt_error_last());
-        /* A connection that failed because a rank ended or failed elsewhere in the job (its
-         * neighbours shut their sockets down in turn): name that rank first, if this host
-         * knows it. */
-        char why[TT_TEAM_REASON_BYTES + 16];
-        ncclResult_t code;
-        int gone = -1;
-        /* A killed process closes its sockets before its pidfd says it ended: give the cause
-         * a moment to show (errors are rare; this is their path only). */
-        for (int tries = 0; res == ncclRemoteError && gone < 0 && tries < CAUSE_WAIT_TRIES;
-             tries++) {
-            gone = tt_state_gone_peer(st, -1, &code, why, sizeof why);
-            if (gone < 0 && tries + 1 < CAUSE_WAIT_TRIES) {
-                struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000000};
-                nanosleep(&ts, NULL);
-            }
-        }
-        if (gone >= 0) {
-            char seen[256];
-            snprintf(seen, sizeof seen, "%.255s", cause);
-            snprintf(cause, sizeof cause, "rank %d %.200s (seen as: %.255s)", gone, why, seen);
-            res = code;
-        }
-        res = TT_ERROR(res, "%s #%llu (%zu elements of %s) failed on rank %d: %s",
-                       tt_coll_name(t->op.coll), (unsigned long long)t->seq, t->op.count,
-                       tt_dtype_name(t->op.redop.dtype), st->rank,
-                       cause[0] ? cause : "(no cause recorded)");
-        task_finish(t, b, res);
-        return res;
-    }
+    if (res != ncclSuccess) return task_failed(t, b, res);
     if (moved) *progressed = true;
     if (done) {
         task_finish(t, b, ncclSuccess);

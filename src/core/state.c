@@ -120,13 +120,13 @@ bool tt_call_quiesce(uint64_t deadline_ns)
 #endif
     struct busy {
         struct tt_call_rec *rec;
-        uint64_t leaves;
+        uint64_t calls;
     } *busy = NULL;
     size_t nbusy = 0, cap = 0;
     pthread_mutex_lock(&calls_lock);
     for (struct tt_call_rec *r = calls; r != NULL; r = r->next) {
-        if (r == tt_call_self || atomic_load_explicit(&r->depth, memory_order_acquire) == 0)
-            continue;
+        uint64_t now_calls = atomic_load_explicit(&r->calls, memory_order_acquire);
+        if (r == tt_call_self || (now_calls & 1) == 0) continue;
         if (nbusy == cap) {
             size_t grown = cap ? 2 * cap : 8;
             struct busy *b = realloc(busy, grown * sizeof *b);
@@ -134,16 +134,15 @@ bool tt_call_quiesce(uint64_t deadline_ns)
             busy = b;
             cap = grown;
         }
-        busy[nbusy++] = (struct busy){r, atomic_load_explicit(&r->leaves, memory_order_acquire)};
+        busy[nbusy++] = (struct busy){r, now_calls};
     }
     pthread_mutex_unlock(&calls_lock);
     bool quiet = false;
     for (;;) {
         quiet = true;
         for (size_t i = 0; i < nbusy && quiet; i++)
-            quiet = atomic_load_explicit(&busy[i].rec->depth, memory_order_acquire) == 0 ||
-                    atomic_load_explicit(&busy[i].rec->leaves, memory_order_acquire) !=
-                        busy[i].leaves;
+            quiet = atomic_load_explicit(&busy[i].rec->calls, memory_order_acquire) !=
+                    busy[i].calls;
         if (quiet || tt_time_ns() >= deadline_ns) break;
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 100000};
         nanosleep(&ts, NULL);

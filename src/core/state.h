@@ -54,7 +54,6 @@ struct tt_comm_state {
     _Atomic int async_error;    /* the first error (ncclResult_t), latched */
     ncclResult_t init_result;   /* written before phase leaves INITIALIZING */
     _Atomic bool finalized;
-    _Atomic uint64_t op_seq;    /* operations issued, for logs and errors */
     struct tt_team *team;       /* the local team, for the waiters' CPU records (or NULL) */
     int *pidfds;                /* [nranks]: a pidfd of each peer on this host, else -1 */
     int npidfds;                /* how many of them are open */
@@ -109,15 +108,15 @@ int tt_state_gone_peer(const struct tt_comm_state *st, int peer, ncclResult_t *c
  *
  * ncclCommAbort (and Destroy) may run while other threads are inside calls on the same
  * communicator; it must not free anything they may still touch. Every public call marks its
- * thread "in a call" for its duration (TT_CALL_SCOPE in api/): two plain stores to the thread's
- * own record, no atomic read-modify-write on the fast path. The freeing side makes the marks
+ * thread "in a call" for its duration (TT_CALL_SCOPE in api/): one plain store on entry and one
+ * on exit to the thread's own record, no atomic read-modify-write on the fast path. The freeing side makes the marks
  * visible with one process-wide barrier (membarrier; a full fence on every entry where the
  * kernel lacks it) and then waits for the threads that were in a call to leave it. A thread that
  * entered after the barrier sees the communicator gone from the registry and never touches it. */
 struct tt_call_rec {
-    _Atomic uint32_t depth;  /* nested public calls in progress on this thread */
-    _Atomic uint64_t leaves; /* outermost calls left, so a waiter sees a call end and another
-                                begin */
+    /* Odd while the thread is inside a public call (the outermost one); every entry and every
+     * exit adds one, so a waiter also sees a call end and another begin. */
+    _Atomic uint64_t calls;
     struct tt_call_rec *next;
 };
 
@@ -125,17 +124,19 @@ extern _Thread_local struct tt_call_rec *tt_call_self __attribute__((tls_model("
 extern bool tt_call_fence_each;
 struct tt_call_rec *tt_call_register(void);
 
+/* Marks the thread in a call; returns its record, or NULL inside a call already (nested). */
 static inline struct tt_call_rec *tt_call_enter(void)
 {
     struct tt_call_rec *r = tt_call_self;
     if (r == NULL) r = tt_call_register();
-    uint32_t depth = atomic_load_explicit(&r->depth, memory_order_relaxed);
+    uint64_t calls = atomic_load_explicit(&r->calls, memory_order_relaxed);
+    if (calls & 1) return NULL;
 #if defined(__SANITIZE_THREAD__)
     /* ThreadSanitizer models neither fences nor membarrier: a sequentially consistent store
      * gives it the same order to see. */
-    atomic_store_explicit(&r->depth, depth + 1, memory_order_seq_cst);
+    atomic_store_explicit(&r->calls, calls + 1, memory_order_seq_cst);
 #else
-    atomic_store_explicit(&r->depth, depth + 1, memory_order_relaxed);
+    atomic_store_explicit(&r->calls, calls + 1, memory_order_relaxed);
     if (tt_call_fence_each)
         atomic_thread_fence(memory_order_seq_cst);
     else
@@ -147,12 +148,9 @@ static inline struct tt_call_rec *tt_call_enter(void)
 static inline void tt_call_leave(struct tt_call_rec *const *rp)
 {
     struct tt_call_rec *r = *rp;
-    uint32_t depth = atomic_load_explicit(&r->depth, memory_order_relaxed);
-    if (depth == 1)
-        atomic_store_explicit(&r->leaves,
-                              atomic_load_explicit(&r->leaves, memory_order_relaxed) + 1,
-                              memory_order_relaxed);
-    atomic_store_explicit(&r->depth, depth - 1, memory_order_release);
+    if (r == NULL) return;
+    atomic_store_explicit(&r->calls, atomic_load_explicit(&r->calls, memory_order_relaxed) + 1,
+                          memory_order_release);
 }
 
 /* The first statement of every public entry point: the thread is in a call until it returns. */
