@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "reduce/reduce.h"
 #include "algo/tune.h"
@@ -223,7 +224,15 @@ static inline ncclResult_t tt_algo_op_progress(struct tt_op *op, bool *done, boo
 /* Compares the descriptor `peer` sent for this op with the op's own: ncclSuccess when they
  * match, else ncclInvalidUsage naming the field that differs and both values. A send matches
  * a receive of the same ticket, count and datatype. */
-ncclResult_t tt_algo_check_desc(const struct tt_op *op, const struct tt_op_desc *got, int peer);
+ncclResult_t tt_algo_desc_mismatch(const struct tt_op *op, const struct tt_op_desc *got,
+                                   int peer);
+static inline ncclResult_t tt_algo_check_desc(const struct tt_op *op,
+                                              const struct tt_op_desc *got, int peer)
+{
+    /* The common case, a collective whose peer agrees, is one comparison of 24 bytes. */
+    if (__builtin_expect(memcmp(got, &op->desc, sizeof *got) == 0, 1)) return ncclSuccess;
+    return tt_algo_desc_mismatch(op, got, peer);
+}
 
 /* The primitive executor (algo/prims.c): the `step` of every algorithm that is a schedule of
  * primitives (op->next). */

@@ -52,7 +52,10 @@ static size_t payload_count(const struct tt_op *op)
                ? op->count * (size_t)op->nranks : op->count;
 }
 
-size_t tt_oneshot_payload_bytes(const struct tt_op *op) { return payload_count(op) * op->elt_bytes; }
+size_t tt_oneshot_payload_bytes(const struct tt_op *op)
+{
+    return payload_count(op) * op->elt_bytes;
+}
 
 /* Whether every rank reads every peer's slot (then the operation is flagged). */
 static bool all_read(const struct tt_op *op)
@@ -86,7 +89,8 @@ static void reduce_slots(const struct tt_op *op, void *dst, size_t first, size_t
     tt_reduce_combine(&op->redop, dst, d0, d1, count, n == 2 ? TT_REDUCE_POST : 0);
     for (int p = 2; p < n; p++)
         tt_reduce_combine(&op->redop, dst, dst,
-                          at(tt_team_peer_slot(op->env->team, p, st(op)->slot), first, op->elt_bytes),
+                          at(tt_team_peer_slot(op->env->team, p, st(op)->slot), first,
+                             op->elt_bytes),
                           count, p == n - 1 ? TT_REDUCE_POST : 0);
 }
 
@@ -107,7 +111,8 @@ static void finish(struct tt_op *op)
         break;
     case TT_COLL_BROADCAST:
         if (op->rank != op->root)
-            memcpy(op->recvbuff, tt_team_peer_slot(op->env->team, op->root, st(op)->slot), count * elt);
+            memcpy(op->recvbuff, tt_team_peer_slot(op->env->team, op->root, st(op)->slot),
+                   count * elt);
         else if (op->recvbuff != op->sendbuff)
             memcpy(op->recvbuff, mine, count * elt);
         break;
@@ -123,7 +128,8 @@ static void finish(struct tt_op *op)
          * an in-place AlltoAll may overwrite its buffer freely. */
         for (int p = 0; p < op->nranks; p++)
             memcpy((char *)op->recvbuff + (size_t)p * count * elt,
-                   at(tt_team_peer_slot(op->env->team, p, st(op)->slot), (size_t)op->rank * count, elt),
+                   at(tt_team_peer_slot(op->env->team, p, st(op)->slot),
+                      (size_t)op->rank * count, elt),
                    count * elt);
         break;
     default:
@@ -153,7 +159,7 @@ static ncclResult_t oneshot_step(struct tt_op *op, bool *done, bool *progressed,
             op->waiting = TT_OP_WAIT_CREDIT;
             return ncclSuccess;
         }
-        *tt_team_my_slot_desc(op->env->team, st(op)->slot) = op->desc;
+        *tt_team_slot_desc(tt_team_my_slot(op->env->team, st(op)->slot)) = op->desc;
         if (publishes(op)) {
             /* Contributions carry the pre-operation (avg's 1/n) once, applied by their owner. */
             unsigned flags = op->coll == TT_COLL_ALLGATHER || op->coll == TT_COLL_BROADCAST ||
@@ -172,7 +178,8 @@ static ncclResult_t oneshot_step(struct tt_op *op, bool *done, bool *progressed,
     if (st(op)->phase == GATHER) {
         for (int p = 0; p < op->nranks; p++) {
             if (p == op->rank || !reads_from(op, p)) continue;
-            if (flagged ? !tt_team_published(op->env->team, p, st(op)->slot, st(op)->event_base, hint)
+            struct tt_team *team = op->env->team;
+            if (flagged ? !tt_team_published(team, p, st(op)->slot, st(op)->event_base, hint)
                         : !tt_team_reached(op->env->team, p, st(op)->event_base + 1, hint)) {
                 op->waiting = TT_OP_WAIT_DATA;
                 op->waiting_peer = p;
@@ -183,8 +190,9 @@ static ncclResult_t oneshot_step(struct tt_op *op, bool *done, bool *progressed,
          * disagree (count, datatype, operator, root, collective or order of calls). */
         for (int p = 0; p < op->nranks; p++) {
             if (p == op->rank || !reads_from(op, p)) continue;
-            struct tt_op_desc got;
-            tt_team_peer_slot_desc(op->env->team, p, st(op)->slot, &got);
+            struct tt_op_desc got; /* the peer's memory: copied once, then compared */
+            memcpy(&got, tt_team_peer_slot_desc(tt_team_peer_slot(op->env->team, p, st(op)->slot)),
+                   sizeof got);
             TT_TRY(tt_algo_check_desc(op, &got, p));
         }
         finish(op);

@@ -48,7 +48,8 @@ static ncclResult_t expand(struct tt_batch *b, struct ncclComm *comm,
     size_t count = args->count;
     switch ((int)args->coll) {
     case TT_COLL_ALLTOALL:
-        if (tt_task_alltoall_path(comm, args->sendbuff, args->recvbuff, count * elt) != TT_ALLTOALL_P2P)
+        if (tt_task_alltoall_path(comm, args->sendbuff, args->recvbuff, count * elt) !=
+            TT_ALLTOALL_P2P)
             return add_task(b, comm, args, -1);
         for (int p = 0; p < n; p++) {
             const void *src = at(args->sendbuff, (size_t)p * count, elt);

@@ -184,7 +184,8 @@ static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
 {
     /* As in NCCL: with NCCL_COMM_ID every rank derives the same id, and rank 0 hosts the root. */
     if (comm->st.rank == 0 && id_is_comm_id(id)) TT_TRY(tt_bootstrap_root_start(id));
-    TT_TRY(tt_bootstrap_create(id, comm->st.rank, comm->st.nranks, &comm->st.abort, &comm->bootstrap));
+    TT_TRY(tt_bootstrap_create(id, comm->st.rank, comm->st.nranks, &comm->st.abort,
+                               &comm->bootstrap));
     comm->tctx.local_addr = *tt_bootstrap_local_addr(comm->bootstrap);
     TT_TRY(tt_setup_peers(comm));
     tt_setup_pidfds(comm);

@@ -1,6 +1,7 @@
-/* Connections made after init: point-to-point ones on first use, and Tree's at init. A send to peer p needs this rank's send side
- * and p's receive side, set up at the same time: the matching operation on p is in p's batch
- * (NCCL requires matching sends and receives), so both ranks reach this code for that pair.
+/* Connections made after init: point-to-point ones on first use, and Tree's at init. A send to
+ * peer p needs this rank's send side and p's receive side, set up at the same time: the
+ * matching operation on p is in p's batch (NCCL requires matching sends and receives), so both
+ * ranks reach this code for that pair.
  *
  * The exchange runs in four phases over every connection the batch needs, across all its
  * communicators at once, so that one thread driving several communicators (ncclCommInitAll)

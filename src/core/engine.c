@@ -254,10 +254,10 @@ ncclResult_t tt_engine_check_stall(struct tt_batch *b)
         return ncclSuccess;
     }
     /* A peer of this host that died (its pidfd) or whose communicator failed (its team
-     * mailbox) is seen at most ALIVE_CHECK_NS into a stall, instead of at the deadline. A collective depends on every
-     * rank (one waiting for a live peer that waits for the dead one would otherwise wait for
-     * the deadline), a send or a receive on its peer alone. Peers on other hosts are seen
-     * through their connections. */
+     * mailbox) is seen at most ALIVE_CHECK_NS into a stall, instead of at the deadline. A
+     * collective depends on every rank (one waiting for a live peer that waits for the dead
+     * one would otherwise wait for the deadline), a send or a receive on its peer alone.
+     * Peers on other hosts are seen through their connections. */
     uint64_t now = tt_time_ns();
     if (now - b->last_alive_ns >= ALIVE_CHECK_NS) {
         b->last_alive_ns = now;

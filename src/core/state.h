@@ -109,9 +109,9 @@ int tt_state_gone_peer(const struct tt_comm_state *st, int peer, ncclResult_t *c
  * ncclCommAbort (and Destroy) may run while other threads are inside calls on the same
  * communicator; it must not free anything they may still touch. Every public call marks its
  * thread "in a call" for its duration (TT_CALL_SCOPE in api/): one plain store on entry and one
- * on exit to the thread's own record, no atomic read-modify-write on the fast path. The freeing side makes the marks
- * visible with one process-wide barrier (membarrier; a full fence on every entry where the
- * kernel lacks it) and then waits for the threads that were in a call to leave it. A thread that
+ * on exit to the thread's own record, no atomic read-modify-write on the fast path. The freeing
+ * side makes the marks visible with one process-wide barrier (membarrier; a full fence on every
+ * entry where the kernel lacks it) and then waits for the threads that were in a call to leave it. A thread that
  * entered after the barrier sees the communicator gone from the registry and never touches it. */
 struct tt_call_rec {
     /* Odd while the thread is inside a public call (the outermost one); every entry and every

@@ -1,10 +1,11 @@
 /* TCP transport: one socket per connection, a staging ring of TT_CONN_SLOTS slots on each side,
  * and length-checked frames. The sender's ring holds committed messages until the socket has
  * taken them; the receiver's ring holds frames read from the socket until they are released.
- * Receive connections of a communicator share one listener (its state in the context); accepted sockets are
- * matched to connections by a random nonce carried in the info blob and echoed in the hello,
- * so a stranger's connection never becomes a data stream. Invariants per side: done <= posted
- * <= done + TT_CONN_SLOTS (frames numbered from 0; frame k uses slot k % TT_CONN_SLOTS).
+ * Receive connections of a communicator share one listener (its state in the context); accepted
+ * sockets are matched to connections by a random nonce carried in the info blob and echoed in
+ * the hello, so a stranger's connection never becomes a data stream. Invariants per side:
+ * done <= posted <= done + TT_CONN_SLOTS (frames numbered from 0; frame k uses slot
+ * k % TT_CONN_SLOTS).
  *
  * Wire format (all integers little-endian unless said otherwise):
  *   Info blob of the receiver (exchanged over the bootstrap, 40 bytes used):

@@ -23,7 +23,8 @@
 
 #define LINE 64
 /* Before each slot's payload: the flag word (8 bytes) and the descriptor of the operation that
- * filled it (24), so that a small payload still shares their cache line. */
+ * filled it (24, right before the payload: tt_team_slot_desc), so that a small payload still
+ * shares their cache line. */
 #define FLAG_BYTES 8
 #define SLOT_HEADER_BYTES (FLAG_BYTES + sizeof(struct tt_op_desc))
 /* Peers' blocks mapped at once, per communicator: at least this many, and always more than one
@@ -479,17 +480,6 @@ int tt_team_peer_failed(const struct tt_team *h, int peer, char *reason, size_t 
     return code;
 }
 
-struct tt_op_desc *tt_team_my_slot_desc(struct tt_team *h, int slot)
-{
-    return (struct tt_op_desc *)(void *)(h->mine->slots + (size_t)slot * h->slot_stride +
-                                         FLAG_BYTES);
-}
-
-void tt_team_peer_slot_desc(const struct tt_team *h, int peer, int slot, struct tt_op_desc *out)
-{
-    /* The peer's memory: copied once, then compared (it could change under a second read). */
-    memcpy(out, h->boxes[peer]->slots + (size_t)slot * h->slot_stride + FLAG_BYTES, sizeof *out);
-}
 
 void tt_team_set_waiting(struct tt_team *h, int peer)
 {

@@ -80,10 +80,18 @@ void tt_team_op_seen_all(struct tt_team *h, uint64_t seq);
 void *tt_team_my_slot(struct tt_team *h, int slot);
 /* Rank `peer`'s payload area of `slot` (read only; valid once the peer posted the event). */
 const void *tt_team_peer_slot(const struct tt_team *h, int peer, int slot);
-/* The descriptor of the operation that fills this rank's `slot` (written before posting), and a
- * copy of the one `peer` wrote into its `slot` (valid once it posted). */
-struct tt_op_desc *tt_team_my_slot_desc(struct tt_team *h, int slot);
-void tt_team_peer_slot_desc(const struct tt_team *h, int peer, int slot, struct tt_op_desc *out);
+/* Each slot's payload is preceded by the descriptor of the operation that filled it (written
+ * before posting, valid to a peer once it posted): these find it from the payload's address,
+ * without another call. */
+static inline struct tt_op_desc *tt_team_slot_desc(void *payload)
+{
+    return (struct tt_op_desc *)(void *)((char *)payload - sizeof(struct tt_op_desc));
+}
+static inline const struct tt_op_desc *tt_team_peer_slot_desc(const void *payload)
+{
+    return (const struct tt_op_desc *)(const void *)((const char *)payload -
+                                                     sizeof(struct tt_op_desc));
+}
 /* Posts this rank's event `event` and wakes sleepers. */
 void tt_team_post(struct tt_team *h, uint64_t event);
 /* Whether `peer` reached `event`; otherwise fills `hint` (sleep on its counter). */
