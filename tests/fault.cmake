@@ -1,16 +1,20 @@
 # Failure handling through the public API: deadlines at init and in collectives.
-add_executable(fault_deadline tests/fault_deadline.c)
-target_link_libraries(fault_deadline PRIVATE tutti)
-target_compile_options(fault_deadline PRIVATE ${TUTTI_WARNINGS})
+
+# A failure test program: one source in tests/, linked with the library.
+function(tutti_fault_program name)
+  add_executable(${name} tests/${name}.c)
+  target_link_libraries(${name} PRIVATE tutti Threads::Threads)
+  target_compile_options(${name} PRIVATE ${TUTTI_WARNINGS})
+endfunction()
+
+tutti_fault_program(fault_deadline)
 add_test(NAME fault_deadline COMMAND fault_deadline)
 set_tests_properties(fault_deadline PROPERTIES LABELS fault TIMEOUT 60)
 
 # A rank killed with SIGKILL mid-collective: every survivor errs within 1 s naming it, over shared
 # memory and over TCP, with the default deadline. 20 trials in the default suite, 200 under the
 # soak label.
-add_executable(fault_kill tests/fault_kill.c)
-target_link_libraries(fault_kill PRIVATE tutti)
-target_compile_options(fault_kill PRIVATE ${TUTTI_WARNINGS})
+tutti_fault_program(fault_kill)
 add_test(NAME fault_kill_shm COMMAND fault_kill --trials 20 --seed 1)
 add_test(NAME fault_kill_tcp COMMAND fault_kill --trials 20 --seed 2)
 set_tests_properties(fault_kill_tcp PROPERTIES ENVIRONMENT "NCCL_SHM_DISABLE=1")
@@ -22,9 +26,7 @@ set_tests_properties(fault_kill_shm_soak fault_kill_tcp_soak PROPERTIES LABELS s
 
 # ncclCommAbort from another thread while a call is blocked (peer stopped, peer dead, mid-init):
 # returns within 1 s, the blocked call errs, nothing crashes. 12 trials by default, 200 under soak.
-add_executable(fault_abort tests/fault_abort.c)
-target_link_libraries(fault_abort PRIVATE tutti Threads::Threads)
-target_compile_options(fault_abort PRIVATE ${TUTTI_WARNINGS})
+tutti_fault_program(fault_abort)
 add_test(NAME fault_abort COMMAND fault_abort --trials 12)
 set_tests_properties(fault_abort PROPERTIES LABELS fault TIMEOUT 120)
 add_test(NAME fault_abort_soak COMMAND fault_abort --trials 200)
@@ -34,9 +36,7 @@ set_tests_properties(fault_abort_soak PROPERTIES LABELS soak TIMEOUT 1200)
 # and 64 MiB: ncclInvalidUsage on every rank, over shared memory at 2 and 3 ranks and over TCP at
 # 2 (see docs/semantics.md for TCP with more ranks).
 if(TARGET tutti-run)
-  add_executable(fault_mismatch tests/fault_mismatch.c)
-  target_link_libraries(fault_mismatch PRIVATE tutti)
-  target_compile_options(fault_mismatch PRIVATE ${TUTTI_WARNINGS})
+  tutti_fault_program(fault_mismatch)
   foreach(cfg "n2_shm;2;" "n3_shm;3;" "n2_tcp;2;NCCL_SHM_DISABLE=1")
     list(GET cfg 0 name)
     list(GET cfg 1 n)
@@ -51,18 +51,14 @@ endif()
 add_test(NAME fault_dump COMMAND fault_abort --trials 1)
 set_tests_properties(fault_dump PROPERTIES LABELS fault TIMEOUT 60 PASS_REGULAR_EXPRESSION
   "1 operation stalled:.*#1 AllReduce of 1024 elements of float32, stalled [0-9.]+ ms, waiting for data from rank 1")
-add_executable(fault_signal tests/fault_signal.c)
-target_link_libraries(fault_signal PRIVATE tutti)
-target_compile_options(fault_signal PRIVATE ${TUTTI_WARNINGS})
+tutti_fault_program(fault_signal)
 add_test(NAME fault_signal COMMAND fault_signal)
 set_tests_properties(fault_signal PROPERTIES LABELS fault TIMEOUT 60 PASS_REGULAR_EXPRESSION
   "rank 0 of 2 \\(SIGUSR1\\): 1 operation stalled:.*#1 AllReduce of 4 elements of float32, stalled [0-9.]+ ms, waiting for data from rank 1")
 
 # TUTTI_FAULT: exit, stall, close and corrupt at a named point give each survivor the expected
 # error naming the failing rank.
-add_executable(fault_inject tests/fault_inject.c)
-target_link_libraries(fault_inject PRIVATE tutti)
-target_compile_options(fault_inject PRIVATE ${TUTTI_WARNINGS})
+tutti_fault_program(fault_inject)
 add_test(NAME fault_inject COMMAND fault_inject)
 set_tests_properties(fault_inject PROPERTIES LABELS fault TIMEOUT 120)
 
