@@ -79,14 +79,16 @@ int main(int argc, char **argv)
             if (ok && rank == 0)
                 printf("%s mismatch at %zu bytes: ncclInvalidUsage: %s\n", kind_names[k],
                        sizes[s], ncclGetLastError(c));
-            ncclCommAbort(c);
-            /* Every rank is done with this case before the next split. */
+            /* Every rank has returned from the case before any aborts: an abort closes its
+             * sockets, and a peer still reading would lose the frames that tell it the
+             * mismatch (the failing rank only half-closes them). */
             int64_t one = 1, sum = 0;
             if (ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, world, NULL) != ncclSuccess ||
                 sum != nranks) {
                 fprintf(stderr, "rank %d: the world communicator failed after a case\n", rank);
                 return 1;
             }
+            ncclCommAbort(c);
         }
     }
     check_where = NULL;
