@@ -84,7 +84,7 @@ struct tt_direct_scratch {
     bool stream; /* this operation's choice */
 };
 
-/* Tree's connections to one peer, made on first use (core/p2p.c) and kept apart from the
+/* Tree's connections to one peer, made at init (core/connect.c) and kept apart from the
  * point-to-point ones, so that a collective never interleaves with the user's sends. */
 struct tt_tree_link {
     struct tt_conn send;

@@ -58,7 +58,7 @@ static void batch_free(struct tt_batch *b)
 }
 
 /* One pass over every stream's head batch (engine lock held). Returns whether anything is
- * still queued; *progressed and `hint` as for tt_batch_progress. */
+ * still queued; *progressed and `hint` as for tt_engine_progress. */
 static bool engine_pass(bool *progressed, struct tt_wait_hint *hint, struct tt_batch **blocked)
 {
     bool busy = false;
