@@ -435,7 +435,7 @@ ncclResult_t tt_engine_run_task(struct tt_task *t)
     /* The common case, a small collective with nothing queued before it on its lane, costs
      * about as much in the batch loop's bookkeeping (hint juggling, the backoff, the spin
      * budget's adaptation) as in its own work: poll the task directly first. A task that
-     * started, failed or ended here leaves the batch consistent for tt_engine_run. *
+     * started, failed or ended here leaves the batch consistent for tt_engine_run. */
     if (t->lane == NULL ||
         atomic_load_explicit(&t->lane->serving, memory_order_acquire) == t->ticket) {
         struct tt_wait_hint hint;
