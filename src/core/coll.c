@@ -100,7 +100,8 @@ static bool expands(enum tt_coll coll)
 
 ncclResult_t tt_coll_run(ncclComm_t comm, const struct tt_coll_args *args)
 {
-    TT_TRY(tt_state_check_usable(&comm->st, tt_coll_name(args->coll)));
+    if (!tt_state_usable(&comm->st))
+        return tt_state_check_usable(&comm->st, tt_coll_name(args->coll));
     if (tt_group_depth() > 0) return tt_group_add(comm, args, expand);
 
     bool async = args->stream != NULL || !comm->blocking;

@@ -31,13 +31,11 @@ ncclResult_t tt_dispatch(struct tt_batch *b, cudaStream_t stream, bool nonblocki
     return res;
 }
 
-ncclResult_t tt_dispatch_task(struct tt_task *t)
+ncclResult_t tt_dispatch_p2p_task(struct tt_task *t)
 {
-    if (t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV) {
-        struct tt_batch b;
-        tt_engine_batch_init(&b);
-        tt_engine_batch_add(&b, t);
-        TT_TRY(tt_connect_batch(&b));
-    }
+    struct tt_batch b;
+    tt_engine_batch_init(&b);
+    tt_engine_batch_add(&b, t);
+    TT_TRY(tt_connect_batch(&b));
     return tt_engine_run_task(t);
 }

@@ -16,7 +16,13 @@
  * to its end here and its result is returned. */
 ncclResult_t tt_dispatch(struct tt_batch *b, cudaStream_t stream, bool nonblocking);
 
-/* The same for one blocking task on the caller's stack: no allocation on this path. */
-ncclResult_t tt_dispatch_task(struct tt_task *t);
+/* The same for one blocking task on the caller's stack: no allocation on this path, and for a
+ * collective (whose connections init made) no call before the engine's. */
+ncclResult_t tt_dispatch_p2p_task(struct tt_task *t);
+static inline ncclResult_t tt_dispatch_task(struct tt_task *t)
+{
+    if (t->op.coll == TT_COLL_SEND || t->op.coll == TT_COLL_RECV) return tt_dispatch_p2p_task(t);
+    return tt_engine_run_task(t);
+}
 
 #endif

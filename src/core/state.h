@@ -165,5 +165,15 @@ bool tt_call_quiesce(uint64_t deadline_ns);
 /* ncclSuccess when the communicator may take operations, else the reason (initialising, failed
  * init, revoked, finalized, aborted) as an error naming `caller`. */
 ncclResult_t tt_state_check_usable(const struct tt_comm_state *st, const char *caller);
+/* The common case of tt_state_check_usable, inline on every call's path: ready, neither aborted,
+ * revoked nor finalized. Only when it is false does the caller need the full check (and its
+ * error message). */
+static inline bool tt_state_usable(const struct tt_comm_state *st)
+{
+    return atomic_load_explicit(&st->phase, memory_order_acquire) == TT_COMM_READY &&
+           !atomic_load_explicit(&st->abort, memory_order_acquire) &&
+           !atomic_load_explicit(&st->revoked, memory_order_acquire) &&
+           !atomic_load_explicit(&st->finalized, memory_order_acquire);
+}
 
 #endif

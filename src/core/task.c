@@ -193,10 +193,12 @@ ncclResult_t tt_task_init(struct tt_task *task, struct ncclComm *comm,
                                    .coll = (uint8_t)args->coll, .dtype = (uint8_t)args->dtype,
                                    .op = is_reduction(args->coll) ? (uint16_t)args->op : 0};
     /* Operations without a reduction still carry the dtype: copies use it for element sizes. */
-    if (is_reduction(args->coll))
-        TT_TRY(tt_redop_resolve(comm, args->op, args->dtype, &op->redop));
-    else
+    if (!is_reduction(args->coll))
         TT_TRY(tt_redop_init(&op->redop, ncclSum, args->dtype, comm->st.nranks));
+    else if ((unsigned)args->op < (unsigned)ncclNumOps) /* built in: no table, no lock */
+        TT_TRY(tt_redop_init(&op->redop, args->op, args->dtype, comm->st.nranks));
+    else
+        TT_TRY(tt_redop_resolve(comm, args->op, args->dtype, &op->redop));
     /* Element sizes are powers of two: a shift, not a division, on every call's path. */
     op->slice_count = comm->slot_bytes >> __builtin_ctzll((unsigned long long)op->elt_bytes);
     op->chunk_count = op->slice_count * (TT_CONN_SLOTS / 2);

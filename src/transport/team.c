@@ -55,11 +55,11 @@ struct peer_map {
 };
 
 struct tt_team {
+    struct tt_team_hot hot;        /* first: read inline through team.h */
     const struct tt_peer_mem *mem; /* how peers' buffers are reached (host memory today) */
     int rank;
     int nranks;
     size_t slot_bytes;
-    size_t slot_stride;
     size_t map_bytes;
     char name[48];
     bool unlinked;
@@ -69,10 +69,7 @@ struct tt_team {
     struct mailbox **boxes; /* [nranks], boxes[rank] == mine */
     int32_t *pids;
     uint64_t events;          /* events reserved so far by this rank */
-    uint64_t op_index;
     uint64_t slot_end[2];     /* event ending the last operation that used each slot */
-    uint64_t slot_seq[2];     /* that operation's sequence number when it was flagged, else 0 */
-    uint64_t seen_all;        /* every peer published this operation (flagged) */
     int *pidfds;              /* [nranks]: -1 not opened yet, -2 mapping impossible */
     struct peer_map *maps;    /* [nmaps], least recently used evicted */
     int nmaps;
@@ -97,10 +94,11 @@ ncclResult_t tt_team_create(int rank, int nranks, uint64_t comm_hash, size_t slo
     h->map_peers = tt_param_map_peers() != 0;
     h->nranks = nranks;
     h->slot_bytes = slot_bytes;
-    h->slot_stride = round_up(SLOT_HEADER_BYTES + slot_bytes, LINE);
+    h->hot.stride = round_up(SLOT_HEADER_BYTES + slot_bytes, LINE);
     h->map_bytes = segment_bytes(slot_bytes);
     TT_TRY_GOTO(TT_CALLOC(&h->boxes, (size_t)nranks), res, fail);
     TT_TRY_GOTO(TT_CALLOC(&h->pids, (size_t)nranks), res, fail);
+    TT_TRY_GOTO(TT_CALLOC(&h->hot.payload, (size_t)nranks), res, fail);
     TT_TRY_GOTO(TT_CALLOC(&h->pidfds, (size_t)nranks), res, fail);
     h->nmaps = 2 * nranks + 1 > MAP_CACHE_MIN ? 2 * nranks + 1 : MAP_CACHE_MIN;
     TT_TRY_GOTO(TT_CALLOC(&h->maps, (size_t)h->nmaps), res, fail);
@@ -130,6 +128,7 @@ ncclResult_t tt_team_create(int rank, int nranks, uint64_t comm_hash, size_t slo
     if (getrandom(&h->mine->nonce, sizeof h->mine->nonce, 0) != (ssize_t)sizeof(uint64_t))
         h->mine->nonce = comm_hash ^ (uint64_t)getpid();
     h->boxes[rank] = h->mine;
+    h->hot.mine = h->hot.payload[rank] = h->mine->slots + SLOT_HEADER_BYTES;
     memset(info, 0, sizeof *info);
     snprintf(info->name, sizeof info->name, "%s", h->name);
     atomic_store_explicit(&h->mine->cpu, -1, memory_order_relaxed);
@@ -170,6 +169,7 @@ ncclResult_t tt_team_attach(struct tt_team *h, const struct tt_team_info *infos)
             return TT_ERROR(ncclSystemError, "cannot map rank %d's mailbox %s: %s", p, name,
                             strerror(err));
         h->boxes[p] = map;
+        h->hot.payload[p] = h->boxes[p]->slots + SLOT_HEADER_BYTES;
         if (h->boxes[p]->nonce != infos[p].nonce)
             return TT_ERROR(ncclRemoteError, "rank %d's mailbox %s holds a foreign nonce", p,
                             name);
@@ -215,6 +215,7 @@ void tt_team_destroy(struct tt_team *h)
     free(h->maps);
     free(h->boxes);
     free(h->pids);
+    free(h->hot.payload);
     free(h->pidfds);
     free(h);
 }
@@ -225,30 +226,19 @@ size_t tt_team_slot_bytes(const struct tt_team *h) { return h->slot_bytes; }
 void tt_team_op_begin(struct tt_team *h, int events, uint64_t *event_base, int *slot)
 {
     *event_base = h->events;
-    *slot = (int)(++h->op_index & 1);
+    *slot = (int)(++h->hot.op_index & 1);
     h->events += (uint64_t)events;
 }
 
 void tt_team_op_end(struct tt_team *h, int slot, uint64_t end_event)
 {
     h->slot_end[slot] = end_event;
-    h->slot_seq[slot] = 0;
+    h->hot.slot_seq[slot] = 0;
 }
 
 /* A flagged operation k ends, for its slot's next user, when every peer has been seen to
  * publish a later flagged operation (seen_all), or has posted the first event reserved after
  * k: peers do either only after finishing k. */
-void tt_team_op_begin_flagged(struct tt_team *h, uint64_t *seq, int *slot)
-{
-    *seq = ++h->op_index;
-    *slot = (int)(*seq & 1);
-}
-
-void tt_team_op_seen_all(struct tt_team *h, uint64_t seq)
-{
-    if (seq > h->seen_all) h->seen_all = seq;
-}
-
 static _Atomic uint64_t *slot_flag(const struct mailbox *box, size_t stride, int slot)
 {
     return (_Atomic uint64_t *)(box->slots + (size_t)slot * stride);
@@ -257,11 +247,11 @@ static _Atomic uint64_t *slot_flag(const struct mailbox *box, size_t stride, int
 void tt_team_publish(struct tt_team *h, int slot, uint64_t seq)
 {
     /* Sequentially consistent for the sleeper check, as in tt_team_post. */
-    _Atomic uint64_t *flag = slot_flag(h->mine, h->slot_stride, slot);
+    _Atomic uint64_t *flag = slot_flag(h->mine, h->hot.stride, slot);
     /* The slot's previous user is over (the caller checked tt_team_slot_free): record how this
      * one will end (see tt_team_op_begin_flagged). */
     h->slot_end[slot] = h->events + 1;
-    h->slot_seq[slot] = seq;
+    h->hot.slot_seq[slot] = seq;
     atomic_store(flag, seq);
     tt_wait_wake(flag, &h->mine->sleepers);
 }
@@ -270,7 +260,7 @@ bool tt_team_published(const struct tt_team *h, int peer, int slot, uint64_t seq
                        struct tt_wait_hint *hint)
 {
     struct mailbox *box = h->boxes[peer];
-    _Atomic uint64_t *flag = slot_flag(box, h->slot_stride, slot);
+    _Atomic uint64_t *flag = slot_flag(box, h->hot.stride, slot);
     uint64_t seen = atomic_load_explicit(flag, memory_order_acquire);
     if (seen == seq) return true;
     tt_wait_hint_clear(hint);
@@ -280,24 +270,13 @@ bool tt_team_published(const struct tt_team *h, int peer, int slot, uint64_t seq
     return false;
 }
 
-bool tt_team_slot_free(struct tt_team *h, int slot, struct tt_wait_hint *hint)
+bool tt_team_slot_free_wait(struct tt_team *h, int slot, struct tt_wait_hint *hint)
 {
-    /* Every peer finished a flagged previous user once a later flagged operation was seen. */
-    if (h->slot_seq[slot] != 0 && h->seen_all > h->slot_seq[slot]) return true;
     for (int p = 0; p < h->nranks; p++)
         if (p != h->rank && !tt_team_reached(h, p, h->slot_end[slot], hint)) return false;
     return true;
 }
 
-void *tt_team_my_slot(struct tt_team *h, int slot)
-{
-    return h->mine->slots + (size_t)slot * h->slot_stride + SLOT_HEADER_BYTES;
-}
-
-const void *tt_team_peer_slot(const struct tt_team *h, int peer, int slot)
-{
-    return h->boxes[peer]->slots + (size_t)slot * h->slot_stride + SLOT_HEADER_BYTES;
-}
 
 void tt_team_post(struct tt_team *h, uint64_t event)
 {

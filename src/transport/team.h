@@ -34,8 +34,29 @@ struct tt_team_info {
     uint32_t slot_bytes;
 };
 
-struct tt_team;
 struct tt_team_region;
+
+/* The part of a team that every small operation reads, first in struct tt_team (team.c owns
+ * the rest) so that the slot and sequence bookkeeping below is inline on OneShot's path rather
+ * than a call each (about a dozen calls on an 8-byte AllReduce). Read it through the functions
+ * below only. */
+struct tt_team_hot {
+    unsigned char **payload; /* [nranks]: member p's payload area of slot 0 (slot 1: + stride) */
+    unsigned char *mine;     /* payload[rank] */
+    size_t stride;           /* bytes from one slot to the next */
+    uint64_t op_index;       /* operations begun so far */
+    uint64_t seen_all;       /* every peer published this flagged operation */
+    uint64_t slot_seq[2];    /* the flagged sequence number of each slot's last user, else 0 */
+};
+struct tt_team;
+static inline struct tt_team_hot *tt_team_hot(struct tt_team *h)
+{
+    return (struct tt_team_hot *)(void *)h; /* its first member */
+}
+static inline const struct tt_team_hot *tt_team_hot_c(const struct tt_team *h)
+{
+    return (const struct tt_team_hot *)(const void *)h;
+}
 
 /* Bytes of the reason a failed member leaves in its mailbox. */
 #define TT_TEAM_REASON_BYTES 184
@@ -58,7 +79,14 @@ void tt_team_op_begin(struct tt_team *h, int events, uint64_t *event_base, int *
 /* Records that the operation that owns `slot` ends at event `end_event`. */
 void tt_team_op_end(struct tt_team *h, int slot, uint64_t end_event);
 /* Whether every peer has finished the previous user of `slot`; otherwise fills `hint`. */
-bool tt_team_slot_free(struct tt_team *h, int slot, struct tt_wait_hint *hint);
+bool tt_team_slot_free_wait(struct tt_team *h, int slot, struct tt_wait_hint *hint);
+static inline bool tt_team_slot_free(struct tt_team *h, int slot, struct tt_wait_hint *hint)
+{
+    /* Every peer finished a flagged previous user once a later flagged operation was seen. */
+    const struct tt_team_hot *hot = tt_team_hot(h);
+    if (hot->slot_seq[slot] != 0 && hot->seen_all > hot->slot_seq[slot]) return true;
+    return tt_team_slot_free_wait(h, slot, hint);
+}
 
 /* Flagged operations post no events: each rank publishes its slot by storing the operation's
  * sequence number in the slot's flag word, right before the payload (NCCL's LL idea: a small
@@ -66,7 +94,11 @@ bool tt_team_slot_free(struct tt_team *h, int slot, struct tt_wait_hint *hint);
  * operations in which every rank reads every peer's slot: once a rank has seen all peers'
  * flags for operation k, all of them have finished everything before k, which is what frees
  * slots without "done" events. Reserves the slot and returns the sequence number (never 0). */
-void tt_team_op_begin_flagged(struct tt_team *h, uint64_t *seq, int *slot);
+static inline void tt_team_op_begin_flagged(struct tt_team *h, uint64_t *seq, int *slot)
+{
+    *seq = ++tt_team_hot(h)->op_index;
+    *slot = (int)(*seq & 1);
+}
 /* Publishes this rank's `slot` for operation `seq` (the payload is written) and wakes
  * sleepers. */
 void tt_team_publish(struct tt_team *h, int slot, uint64_t seq);
@@ -74,12 +106,22 @@ void tt_team_publish(struct tt_team *h, int slot, uint64_t seq);
 bool tt_team_published(const struct tt_team *h, int peer, int slot, uint64_t seq,
                        struct tt_wait_hint *hint);
 /* Records that every peer published operation `seq` (so finished all operations before it). */
-void tt_team_op_seen_all(struct tt_team *h, uint64_t seq);
+static inline void tt_team_op_seen_all(struct tt_team *h, uint64_t seq)
+{
+    struct tt_team_hot *hot = tt_team_hot(h);
+    if (seq > hot->seen_all) hot->seen_all = seq;
+}
 
 /* This rank's payload area of `slot`, to fill before posting. */
-void *tt_team_my_slot(struct tt_team *h, int slot);
+static inline void *tt_team_my_slot(struct tt_team *h, int slot)
+{
+    return tt_team_hot(h)->mine + (size_t)slot * tt_team_hot(h)->stride;
+}
 /* Rank `peer`'s payload area of `slot` (read only; valid once the peer posted the event). */
-const void *tt_team_peer_slot(const struct tt_team *h, int peer, int slot);
+static inline const void *tt_team_peer_slot(const struct tt_team *h, int peer, int slot)
+{
+    return tt_team_hot_c(h)->payload[peer] + (size_t)slot * tt_team_hot_c(h)->stride;
+}
 /* Each slot's payload is preceded by the descriptor of the operation that filled it (written
  * before posting, valid to a peer once it posted): these find it from the payload's address,
  * without another call. */
