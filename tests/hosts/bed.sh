@@ -1,0 +1,275 @@
+#!/bin/bash
+# bed.sh: a test bed of K "hosts" on one machine, for the multi-host tests (tests/hosts/).
+#
+# Each host is a network namespace with its own interface(s), its own address in a private range
+# and its own hostname (each command on it runs in a fresh UTS namespace carrying that name, so
+# Tutti's host identity, hostname plus boot id, tells the hosts apart). The hosts' links meet in
+# a switch namespace of their own: a Linux bridge per network, or, when the links are impaired
+# and the kernel has no netem, the userspace switch tt_wire (tests/hosts/wire.c). Names carry
+# this script's pid, so runs in parallel never meet; everything is torn down when the command
+# exits, fails or is interrupted. Needs root: without it (or without network namespaces) it
+# exits 77, CTest's "skipped".
+#
+#   bed.sh run [OPTIONS] -- COMMAND [ARGS...]
+#       Builds the hosts, runs COMMAND here (in the machine's own namespaces) with the bed
+#       described in its environment, tears the bed down, and exits with COMMAND's status.
+#   bed.sh exec HOST COMMAND [ARGS...]        (from inside COMMAND)
+#       Runs COMMAND on HOST: its index 0..K-1, its hostname, or one of its addresses.
+#   bed.sh rsh HOST WORDS...                  (from inside COMMAND)
+#       An ssh stand-in (Open MPI's plm_rsh_agent): WORDS are joined into one shell command line
+#       run by sh -c on HOST, as ssh does. Options before HOST (ssh's -x, -l user ...) are ignored.
+#
+# Options of run:
+#   -k, --hosts K        hosts (default 2, at most 200)
+#   --nets N             networks, one interface each per host (1 or 2; default 1): host i has
+#                        eth0 = 10.201.0.(i+1)/24 and with 2 networks eth1 = 10.202.0.(i+1)/24
+#   --delay D            one-way delay on every host's link (tc syntax: 20ms)
+#   --loss P             packet loss on every host's link (percent: 1%)
+#   --rate R             bandwidth of every host's link (tc syntax: 1gbit, 100mbit)
+#   --impair tc|wire     how to impair the links: tc netem on each host's egress (the default when
+#                        the kernel has netem) or tt_wire, the userspace switch (the default
+#                        otherwise; needs TT_WIRE=/path/to/tt_wire)
+#
+# The environment of COMMAND: TT_BED (the bed's state directory), TT_BED_SH (this script),
+# TT_BED_HOSTS (K), TT_BED_NETS, TT_BED_ADDR<i> and TT_BED_ADDR<i>_1 (host i's address on the
+# first and second network), TT_BED_NAME<i> (its hostname), TT_BED_IMPAIR (none, tc or wire).
+# Each host's delay applies once per packet (host to switch), so a round trip between two hosts
+# takes 2 x DELAY; the loss likewise applies once per packet.
+set -u
+
+die() {
+    echo "bed.sh: $*" >&2
+    exit 1
+}
+
+skip() {
+    echo "skipped: $*"
+    exit 77
+}
+
+usage() {
+    sed -n '13,40p' "$0" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+}
+
+# ---- on a host (exec, rsh) ------------------------------------------------------------------
+
+# Sets ns and name for HOST (an index, a hostname or an address) from $TT_BED/hosts, whose lines
+# read "index hostname namespace addr0 [addr1]".
+find_host() {
+    local want=$1 idx hn nsn a0 a1
+    [ -n "${TT_BED:-}" ] && [ -r "$TT_BED/hosts" ] || die "no bed here (TT_BED is not set)"
+    while read -r idx hn nsn a0 a1; do
+        if [ "$want" = "$idx" ] || [ "$want" = "$hn" ] || [ "$want" = "$a0" ] ||
+           [ "$want" = "${a1:-}" ]; then
+            ns=$nsn
+            name=$hn
+            return 0
+        fi
+    done <"$TT_BED/hosts"
+    die "no host '$want' in the bed"
+}
+
+# A fresh UTS namespace that carries the host's name, inside the host's network namespace.
+# `ip netns exec` also gives the command its own mount namespace with the host's /sys.
+on_host() {
+    exec ip netns exec "$ns" unshare --uts /bin/sh -c 'hostname "$0" && exec "$@"' "$name" "$@"
+}
+
+cmd_exec() {
+    [ $# -ge 2 ] || die "usage: bed.sh exec HOST COMMAND [ARGS...]"
+    find_host "$1"
+    shift
+    on_host "$@"
+}
+
+cmd_rsh() {
+    # ssh's own options come before the host; those that take a value are skipped with it.
+    while [ $# -gt 0 ]; do
+        case $1 in
+        -[bcDEeFIiJLlmOopQRSWw]) shift 2 ;;
+        -*) shift ;;
+        *) break ;;
+        esac
+    done
+    [ $# -ge 2 ] || die "usage: bed.sh rsh HOST COMMAND..."
+    find_host "$1"
+    shift
+    on_host /bin/sh -c "$*"
+}
+
+# ---- building and tearing down (run) ---------------------------------------------------------
+
+hosts=2
+nets=1
+delay=""
+loss=""
+rate=""
+impair=""
+tag="ttbed$$"
+state=""
+wire_pid=""
+cmd_pid=""
+
+ns_of() { echo "${tag}h$1"; }
+sw_ns="${tag}sw"
+
+teardown() {
+    trap - EXIT INT TERM HUP
+    # Whatever still runs on a host (a rank left behind by a failed test) dies with it.
+    local i pid
+    for ((i = 0; i < hosts; i++)); do
+        for pid in $(ip netns pids "$(ns_of "$i")" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
+    done
+    [ -n "$cmd_pid" ] && kill -TERM "$cmd_pid" 2>/dev/null
+    for pid in $wire_pid; do kill -KILL "$pid" 2>/dev/null; done
+    for pid in $(ip netns pids "$sw_ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
+    # Deleting a namespace deletes the interfaces in it, and a veth pair goes with either end.
+    for ((i = 0; i < hosts; i++)); do ip netns del "$(ns_of "$i")" 2>/dev/null; done
+    ip netns del "$sw_ns" 2>/dev/null
+    [ -n "$state" ] && rm -rf "$state"
+}
+
+# Whether this kernel has netem: tried on a throwaway veth pair in the switch namespace.
+have_netem() {
+    ip -n "$sw_ns" link add probe0 type veth peer name probe1 2>/dev/null || return 1
+    local ok=1
+    ip netns exec "$sw_ns" tc qdisc add dev probe0 root netem delay 1ms 2>/dev/null && ok=0
+    ip -n "$sw_ns" link del probe0 2>/dev/null
+    return $ok
+}
+
+netem_args() {
+    local a=""
+    [ -n "$delay" ] && a="$a delay $delay"
+    [ -n "$loss" ] && a="$a loss $loss"
+    [ -n "$rate" ] && a="$a rate $rate"
+    echo "$a"
+}
+
+# Host i's address on network n (0 or 1).
+addr_of() { echo "10.$((201 + $2)).0.$(($1 + 1))"; }
+
+build() {
+    local i n hn nsn
+    ip netns add "$sw_ns" || skip "cannot create network namespaces (ip netns add failed)"
+    ip -n "$sw_ns" link set lo up
+    if [ -n "$delay$loss$rate" ] && [ -z "$impair" ]; then
+        if have_netem; then impair=tc; else impair=wire; fi
+    fi
+    [ -z "$impair" ] && impair=none
+    if [ "$impair" = wire ]; then
+        [ -x "${TT_WIRE:-}" ] || die "the kernel has no netem and TT_WIRE names no tt_wire binary"
+    else
+        for ((n = 0; n < nets; n++)); do
+            ip -n "$sw_ns" link add "br$n" type bridge || die "cannot create a bridge"
+            ip -n "$sw_ns" link set "br$n" up
+        done
+    fi
+    for ((i = 0; i < hosts; i++)); do
+        nsn=$(ns_of "$i")
+        hn="${tag}-h$i"
+        ip netns add "$nsn" || die "cannot create namespace $nsn"
+        ip -n "$nsn" link set lo up
+        # IPv4 only: no router solicitations or duplicate address probes on the links, so an
+        # interface's counters show the job's traffic alone.
+        ip netns exec "$nsn" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \
+            net.ipv6.conf.default.disable_ipv6=1 >/dev/null
+        for ((n = 0; n < nets; n++)); do
+            ip -n "$sw_ns" link add "h${i}n$n" type veth peer name "eth$n" netns "$nsn" ||
+                die "cannot create a veth pair for host $i"
+            ip -n "$nsn" addr add "$(addr_of "$i" "$n")/24" dev "eth$n"
+            ip -n "$nsn" link set "eth$n" up
+            [ "$impair" != wire ] && ip -n "$sw_ns" link set "h${i}n$n" master "br$n"
+            ip -n "$sw_ns" link set "h${i}n$n" up
+            if [ "$impair" = tc ]; then
+                # shellcheck disable=SC2046
+                ip netns exec "$nsn" tc qdisc add dev "eth$n" root netem $(netem_args) ||
+                    die "tc netem$(netem_args) failed on host $i"
+            fi
+        done
+        echo "$i $hn $nsn $(addr_of "$i" 0) $([ "$nets" -gt 1 ] && addr_of "$i" 1)" >>"$state/hosts"
+    done
+    if [ "$impair" = wire ]; then
+        local ports=""
+        for ((n = 0; n < nets; n++)); do
+            ports=""
+            for ((i = 0; i < hosts; i++)); do ports="$ports${ports:+,}h${i}n$n"; done
+            ip netns exec "$sw_ns" "$TT_WIRE" --ports "$ports" --delay "${delay:-0}" \
+                --loss "${loss:-0}" --rate "${rate:-0}" --ready "$state/wire$n.ready" &
+            wire_pid="$wire_pid $!"
+        done
+        wire_pid=${wire_pid# }
+        for ((n = 0; n < nets; n++)); do
+            for ((i = 0; i < 100; i++)); do
+                [ -e "$state/wire$n.ready" ] && break
+                sleep 0.05
+            done
+            [ -e "$state/wire$n.ready" ] || die "tt_wire did not start"
+        done
+    fi
+    # Host 0 reaches every other before the command starts (when ping is there to tell).
+    command -v ping >/dev/null 2>&1 || return 0
+    for ((i = 1; i < hosts; i++)); do
+        ip netns exec "$(ns_of 0)" ping -c 1 -W 5 "$(addr_of "$i" 0)" >/dev/null 2>&1 ||
+            ip netns exec "$(ns_of 0)" ping -c 1 -W 5 "$(addr_of "$i" 0)" >/dev/null 2>&1 ||
+            die "host 0 cannot reach host $i"
+    done
+}
+
+cmd_run() {
+    while [ $# -gt 0 ]; do
+        case $1 in
+        -k | --hosts) hosts=$2; shift 2 ;;
+        --nets) nets=$2; shift 2 ;;
+        --delay) delay=$2; shift 2 ;;
+        --loss) loss=$2; shift 2 ;;
+        --rate) rate=$2; shift 2 ;;
+        --impair) impair=$2; shift 2 ;;
+        --) shift; break ;;
+        *) usage ;;
+        esac
+    done
+    [ $# -ge 1 ] || usage
+    case $hosts in '' | *[!0-9]*) die "--hosts wants a number" ;; esac
+    [ "$hosts" -ge 1 ] && [ "$hosts" -le 200 ] || die "--hosts must be 1..200"
+    [ "$nets" = 1 ] || [ "$nets" = 2 ] || die "--nets must be 1 or 2"
+    case $impair in '' | tc | wire) ;; *) die "--impair must be tc or wire" ;; esac
+    [ "$(id -u)" -eq 0 ] || skip "the multi-host test bed needs root (network namespaces)"
+    for tool in ip unshare; do
+        command -v "$tool" >/dev/null 2>&1 || skip "the test bed needs '$tool'"
+    done
+    if [ -n "$delay$loss$rate" ] && [ "$impair" != wire ]; then
+        command -v tc >/dev/null 2>&1 || skip "impaired links need tc (iproute2)"
+    fi
+    state=$(mktemp -d "${TMPDIR:-/tmp}/ttbed.XXXXXX") || die "mktemp failed"
+    trap teardown EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    trap 'exit 129' HUP
+    build
+    export TT_BED="$state" TT_BED_SH
+    TT_BED_SH=$(readlink -f "$0")
+    export TT_BED_HOSTS=$hosts TT_BED_NETS=$nets TT_BED_IMPAIR=$impair
+    for ((i = 0; i < hosts; i++)); do
+        export "TT_BED_ADDR$i=$(addr_of "$i" 0)" "TT_BED_NAME$i=${tag}-h$i"
+        [ "$nets" -gt 1 ] && export "TT_BED_ADDR${i}_1=$(addr_of "$i" 1)"
+    done
+    echo "bed: $hosts hosts, $nets network(s), impairment: $impair$([ "$impair" != none ] &&
+        echo " ($(netem_args | sed 's/^ //'))")"
+    # The command runs in the background so that a signal to this script reaches the traps at
+    # once; the command's own process group is left to the host kill above.
+    "$@" &
+    cmd_pid=$!
+    local status=0
+    wait "$cmd_pid" || status=$?
+    cmd_pid=""
+    exit "$status"
+}
+
+case "${1:-}" in
+run) shift; cmd_run "$@" ;;
+exec) shift; cmd_exec "$@" ;;
+rsh) shift; cmd_rsh "$@" ;;
+*) usage ;;
+esac
