@@ -122,12 +122,47 @@ teardown() {
         for pid in $(ip netns pids "$(ns_of "$i")" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
     done
     [ -n "$cmd_pid" ] && kill -TERM "$cmd_pid" 2>/dev/null
+    report_impairment
     for pid in $wire_pid; do kill -KILL "$pid" 2>/dev/null; done
     for pid in $(ip netns pids "$sw_ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
     # Deleting a namespace deletes the interfaces in it, and a veth pair goes with either end.
     for ((i = 0; i < hosts; i++)); do ip netns del "$(ns_of "$i")" 2>/dev/null; done
     ip netns del "$sw_ns" 2>/dev/null
     [ -n "$state" ] && rm -rf "$state"
+}
+
+# What the impaired links did, one line: "bed: impairment dropped D of N packets". tt_wire
+# prints its counts when stopped; netem's are in each host's qdisc statistics.
+report_impairment() {
+    local i n line sent=0 dropped=0 pid
+    case $impair in
+    tc)
+        for ((i = 0; i < hosts; i++)); do
+            for ((n = 0; n < nets; n++)); do
+                line=$(ip netns exec "$(ns_of "$i")" tc -s qdisc show dev "eth$n" 2>/dev/null |
+                       grep -o 'Sent [0-9]* bytes [0-9]* pkt (dropped [0-9]*' | head -1)
+                [ -n "$line" ] || continue
+                set -- $line
+                sent=$((sent + $4))
+                dropped=$((dropped + ${7%,}))
+            done
+        done
+        echo "bed: impairment dropped $dropped of $((sent + dropped)) packets (tc netem)"
+        ;;
+    wire)
+        for pid in $wire_pid; do kill -TERM "$pid" 2>/dev/null; done
+        for pid in $wire_pid; do wait "$pid" 2>/dev/null; done
+        for ((n = 0; n < nets; n++)); do
+            set -- $(cat "$state/wire$n.out" 2>/dev/null)
+            # "tt_wire: F frames in, L dropped (loss), Q dropped (queue full)"
+            [ $# -ge 8 ] || continue
+            sent=$((sent + $2))
+            dropped=$((dropped + $5 + $8))
+        done
+        echo "bed: impairment dropped $dropped of $sent packets (tt_wire)"
+        ;;
+    esac
+    wire_pid=""
 }
 
 # Whether this kernel has netem: tried on a throwaway veth pair in the switch namespace.
@@ -154,6 +189,8 @@ build() {
     local i n hn nsn
     ip netns add "$sw_ns" || skip "cannot create network namespaces (ip netns add failed)"
     ip -n "$sw_ns" link set lo up
+    ip netns exec "$sw_ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \
+        net.ipv6.conf.default.disable_ipv6=1 >/dev/null
     if [ -n "$delay$loss$rate" ] && [ -z "$impair" ]; then
         if have_netem; then impair=tc; else impair=wire; fi
     fi
@@ -196,7 +233,8 @@ build() {
             ports=""
             for ((i = 0; i < hosts; i++)); do ports="$ports${ports:+,}h${i}n$n"; done
             ip netns exec "$sw_ns" "$TT_WIRE" --ports "$ports" --delay "${delay:-0}" \
-                --loss "${loss:-0}" --rate "${rate:-0}" --ready "$state/wire$n.ready" &
+                --loss "${loss:-0}" --rate "${rate:-0}" --ready "$state/wire$n.ready" \
+                >"$state/wire$n.out" &
             wire_pid="$wire_pid $!"
         done
         wire_pid=${wire_pid# }

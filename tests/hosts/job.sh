@@ -32,9 +32,10 @@ hosts=$TT_BED_HOSTS
 if [ "$net" = 1 ]; then rdzv_var="TT_BED_ADDR0_1"; else rdzv_var="TT_BED_ADDR0"; fi
 rdzv="${!rdzv_var}:$port"
 # One secret for the whole job, as docs/launch.md asks across hosts: it keys the bootstrap's
-# authentication (tutti-run makes its own only for a job on one host).
+# authentication (tutti-run makes its own only for a job on one host). A random key:<64 hex>
+# is used as is; a passphrase would cost every rank an Argon2id run (docs/security.md).
 if [ -z "${TUTTI_SECRET:-}" ]; then
-    TUTTI_SECRET=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+    TUTTI_SECRET=key:$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
     export TUTTI_SECRET
 fi
 # Every tutti-run stops its ranks a little before the test's own deadline.

@@ -1,0 +1,40 @@
+# The multi-host tests (label hosts): jobs on a test bed of network namespaces, each a "host"
+# with its own address and hostname (tests/hosts/bed.sh, docs/hosts.md). They need root and
+# are skipped (77) without it; CI runs as root. tests/hosts/cases.sh holds each case.
+#
+# The correctness matrix across hosts: every collective (the five reducing or gathering ones,
+# AlltoAll, Gather, Scatter, SendRecv) at 2 hosts x 1 rank, 4 x 1, 2 x 2 and 3 x 2, over TCP
+# between hosts and shared memory within, checked bit for bit; 4 KiB slots make the counts
+# cross several chunks. The dtypes and ops are trimmed (the full dtype x op matrix is the coll
+# label's, and the transports do not look at either) so that the four stay near half a minute.
+set(TT_HOSTS ${CMAKE_SOURCE_DIR}/tests/hosts/cases.sh ${CMAKE_BINARY_DIR})
+# The bed's userspace switch with impaired links, for kernels without netem (tests/hosts/wire.c).
+add_executable(tt_wire ${CMAKE_SOURCE_DIR}/tests/hosts/wire.c)
+target_compile_options(tt_wire PRIVATE ${TUTTI_WARNINGS})
+if(TARGET tutti-run)
+  function(tutti_hosts_test name)
+    cmake_parse_arguments(T "" "TIMEOUT" "ENV;ARGS" ${ARGN})
+    add_test(NAME hosts_${name} COMMAND bash ${TT_HOSTS} ${T_ARGS})
+    set_tests_properties(hosts_${name} PROPERTIES LABELS hosts TIMEOUT ${T_TIMEOUT}
+                         SKIP_RETURN_CODE 77 PROCESSORS 2
+                         ENVIRONMENT "TUTTI_TIMEOUT_MS=60000;TT_JOB_TIMEOUT=100;${T_ENV}")
+  endfunction()
+
+  set(matrix_args --colls every --counts 0,1,7,chunk+1,4099 --roots few)
+  tutti_hosts_test(matrix_2x1 TIMEOUT 120 ENV TUTTI_CHUNK_BYTES=4096
+                   ARGS matrix 2 1 ${matrix_args} --dtypes int8,bfloat16,float32,float64)
+  foreach(shape "4 1" "2 2" "3 2")
+    string(REPLACE " " "x" tag ${shape})
+    separate_arguments(shape)
+    tutti_hosts_test(matrix_${tag} TIMEOUT 120 ENV TUTTI_CHUNK_BYTES=4096
+                     ARGS matrix ${shape} ${matrix_args} --dtypes bfloat16,float32
+                     --ops sum,min,avg)
+  endforeach()
+
+  # Host identity and NCCL_HOSTID; the launchers (tutti-run, Open MPI's mpirun through the
+  # bed's ssh stand-in, srun's variables) running examples/; NCCL_SOCKET_IFNAME with two
+  # networks; TUTTI_PORT_RANGE.
+  foreach(case hostid examples mpirun slurm ifname portrange)
+    tutti_hosts_test(${case} TIMEOUT 120 ARGS ${case})
+  endforeach()
+endif()
