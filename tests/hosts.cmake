@@ -38,3 +38,16 @@ if(TARGET tutti-run)
     tutti_hosts_test(${case} TIMEOUT 120 ARGS ${case})
   endforeach()
 endif()
+
+# Impaired links: 20 ms one way and 1% packet loss on every host's link (tc netem, or tt_wire
+# where the kernel has no netem). The acceptance run, 200 mixed collectives (every collective,
+# 4 B to 4 MB) at 2 hosts x 2 ranks, takes about a minute and is a soak test; the default suite
+# runs a short one at 2 hosts x 1 rank.
+if(TARGET tutti-run)
+  tutti_hosts_test(netem_short TIMEOUT 120
+                   ARGS netem 2 1 40 0 --colls every --dtypes float32 --ops sum --counts 7,65536)
+  tutti_hosts_test(netem_200 TIMEOUT 400 ENV TT_JOB_TIMEOUT=380
+                   ARGS netem 2 2 200 1 --colls every --dtypes float32 --ops sum
+                   --counts 1,7,4099,65536,1000000)
+  set_tests_properties(hosts_netem_200 PROPERTIES LABELS "hosts;soak")
+endif()

@@ -5,7 +5,8 @@
 #   cases.sh BUILD_DIR matrix K N [coll_matrix args...]   the correctness matrix on K hosts x N
 #            ranks (tutti-run on every host); every ring link must be shm within a host and tcp
 #            across hosts
-#   cases.sh BUILD_DIR hostid        NCCL_HOSTID overrides the bed's host identity both ways
+#   cases.sh BUILD_DIR hostid        NCCL_HOSTID overrides the bed's host identity both ways; one
+#            hostname over two /dev/shm mounts is two hosts
 #   cases.sh BUILD_DIR examples      examples/ under tutti-run --nnodes on 2 hosts x 2 ranks
 #   cases.sh BUILD_DIR mpirun        examples/ under Open MPI's mpirun, bed.sh rsh as its ssh
 #   cases.sh BUILD_DIR slurm         ranks started with srun's variables on 2 hosts x 2 ranks
@@ -97,7 +98,24 @@ hostid)
         { cat "$tmp/each"; fail "NCCL_HOSTID per rank: the job failed"; }
     [ "$(grep -c 'sum of ranks = 6$' "$tmp/each")" -eq 4 ] || fail "NCCL_HOSTID per rank: wrong sums"
     check_links "$tmp/each" 2 tcp
-    echo "ok: NCCL_HOSTID merges hosts and splits them"
+    # Host 1 takes host 0's hostname but mounts a /dev/shm of its own, as a container with host
+    # networking may: the /dev/shm device keeps them apart, so they meet over TCP, not in
+    # segments that the other cannot see.
+    # shellcheck disable=SC2016
+    twins='
+        export TUTTI_SECRET=key:$(printf %064x 3) NCCL_COMM_ID=$TT_BED_ADDR0:29500 WORLD_SIZE=2
+        "$TT_BED_SH" exec 0 env RANK=0 timeout 60 "$1" &
+        "$TT_BED_SH" exec 1 unshare --mount sh -c "mount -t tmpfs shm /dev/shm &&
+            hostname $TT_BED_NAME0 && RANK=1 exec timeout 60 \"\$0\"" "$1" &
+        status=0
+        for p in $(jobs -p); do wait $p || status=1; done
+        exit $status'
+    NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT "$bed" run -k 2 -- bash -c "$twins" twins \
+        "$build/example_first" >"$tmp/twins" 2>&1 ||
+        { cat "$tmp/twins"; fail "one hostname, two /dev/shm: the job failed"; }
+    [ "$(grep -c 'sum of ranks = 1$' "$tmp/twins")" -eq 2 ] || fail "one hostname, two /dev/shm: wrong sums"
+    check_links "$tmp/twins" 1 tcp
+    echo "ok: NCCL_HOSTID merges hosts and splits them; one hostname with two /dev/shm is two hosts"
     ;;
 examples)
     "$bed" run -k 2 -- "$job" --log "$tmp/first" 2 "$run" "$build/example_first" >/dev/null 2>&1 ||
