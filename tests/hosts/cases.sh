@@ -189,7 +189,8 @@ slurm)
 ifname)
     # Two networks; the job must run on the one NCCL_SOCKET_IFNAME names, every rank's bootstrap
     # and TCP listeners there, and the other network's interfaces must carry (almost) nothing.
-    for spec in eth1 "^eth0" eth0; do
+    # eth0 alone is what every other case of the bed runs on.
+    for spec in eth1 "^eth0"; do
         if [ "$spec" = eth0 ]; then used=eth0 idle=eth1 net=0; else used=eth1 idle=eth0 net=1; fi
         # shellcheck disable=SC2016
         counted='
@@ -206,8 +207,8 @@ ifname)
             exit $status'
         NCCL_SOCKET_IFNAME=$spec NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,BOOTSTRAP \
             "$bed" run -k 2 --nets 2 -- bash -c "$counted" counted \
-            "$job" --rdzv-net $net 2 "$run" "$matrix" --colls allreduce,alltoall \
-            --dtypes float32 --ops sum --counts 1,300000 >"$tmp/log" 2>&1 ||
+            "$job" --rdzv-net $net 2 "$run" "$matrix" --colls allreduce \
+            --dtypes float32 --ops sum --counts 1,200000 >"$tmp/log" 2>&1 ||
             { cat "$tmp/log"; fail "NCCL_SOCKET_IFNAME=$spec: the job failed"; }
         quiet "$tmp/log" | tail -2
         prefix="10.$((201 + net)).0."
@@ -218,8 +219,9 @@ ifname)
         line=$(grep '^tx bytes' "$tmp/log")
         used_bytes=$(echo "$line" | sed 's/.*'$used' \([0-9]*\),.*/\1/')
         idle_bytes=$(echo "$line" | sed 's/.*'$idle' \([0-9]*\)$/\1/')
-        # The matrix moves about 2 x 4 x 1.2 MB across; the idle network sees at most a stray ARP.
-        [ "$used_bytes" -gt 4000000 ] || fail "NCCL_SOCKET_IFNAME=$spec: only $used_bytes bytes on $used"
+        # AllReduce of 800 KB, in place and not, on a ring that crosses the hosts twice: over
+        # 4 MB cross; the idle network sees at most a stray ARP.
+        [ "$used_bytes" -gt 2000000 ] || fail "NCCL_SOCKET_IFNAME=$spec: only $used_bytes bytes on $used"
         [ "$idle_bytes" -lt 10000 ] || fail "NCCL_SOCKET_IFNAME=$spec: $idle_bytes bytes on $idle"
         echo "ok: NCCL_SOCKET_IFNAME=$spec: $line"
     done
