@@ -131,6 +131,20 @@ teardown() {
     [ -n "$state" ] && rm -rf "$state"
 }
 
+# Beds whose script was killed outright (SIGKILL, as a test runner's timeout may do) leave their
+# namespaces behind: those whose owner pid is gone are swept away before a new bed is built.
+sweep_stale() {
+    local nsn owner pid
+    for nsn in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^ttbed[0-9]+(h[0-9]+|sw)$'); do
+        owner=${nsn#ttbed}
+        owner=${owner%%[hs]*}
+        [ "$owner" = "$$" ] && continue
+        kill -0 "$owner" 2>/dev/null && continue
+        for pid in $(ip netns pids "$nsn" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
+        ip netns del "$nsn" 2>/dev/null
+    done
+}
+
 # What the impaired links did, one line: "bed: impairment dropped D of N packets". tt_wire
 # prints its counts when stopped; netem's are in each host's qdisc statistics.
 report_impairment() {
@@ -285,6 +299,7 @@ cmd_run() {
     trap 'exit 130' INT
     trap 'exit 143' TERM
     trap 'exit 129' HUP
+    sweep_stale
     build
     export TT_BED="$state" TT_BED_SH
     TT_BED_SH=$(readlink -f "$0")

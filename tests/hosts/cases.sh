@@ -41,6 +41,7 @@ for tool in ip unshare; do
 done
 ip netns add "ttprobe$$" 2>/dev/null || { echo "skipped: cannot create network namespaces"; exit 77; }
 ip netns del "ttprobe$$"
+unshare --uts true 2>/dev/null || { echo "skipped: cannot create UTS namespaces"; exit 77; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tthosts.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
