@@ -114,20 +114,25 @@ cmd_pid=""
 ns_of() { echo "${tag}h$1"; }
 sw_ns="${tag}sw"
 
+# One `ip -batch` running "netns VERB NAME" for every namespace of the bed (errors ignored: a
+# namespace may not have been made yet).
+all_netns() {
+    local i
+    {
+        for ((i = 0; i < hosts; i++)); do echo "netns $1 $(ns_of "$i")"; done
+        echo "netns $1 $sw_ns"
+    } | ip -force -batch - 2>/dev/null
+}
+
 teardown() {
     trap - EXIT INT TERM HUP
-    # Whatever still runs on a host (a rank left behind by a failed test) dies with it.
-    local i pid
-    for ((i = 0; i < hosts; i++)); do
-        for pid in $(ip netns pids "$(ns_of "$i")" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
-    done
+    local pid
     [ -n "$cmd_pid" ] && kill -TERM "$cmd_pid" 2>/dev/null
     report_impairment
-    for pid in $wire_pid; do kill -KILL "$pid" 2>/dev/null; done
-    for pid in $(ip netns pids "$sw_ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
+    # Whatever still runs on a host (a rank left behind by a failed test) dies with it.
+    for pid in $wire_pid $(all_netns pids); do kill -KILL "$pid" 2>/dev/null; done
     # Deleting a namespace deletes the interfaces in it, and a veth pair goes with either end.
-    for ((i = 0; i < hosts; i++)); do ip netns del "$(ns_of "$i")" 2>/dev/null; done
-    ip netns del "$sw_ns" 2>/dev/null
+    all_netns del
     [ -n "$state" ] && rm -rf "$state"
 }
 
@@ -199,47 +204,63 @@ netem_args() {
 # Host i's address on network n (0 or 1).
 addr_of() { echo "10.$((201 + $2)).0.$(($1 + 1))"; }
 
+# Builds the namespaces and links with one `ip -batch` per namespace: every ip command costs a
+# process start, which on a loaded machine takes a good fraction of a second. The interfaces get
+# no IPv6 link-local address (addrgenmode none), so they send no router solicitations or
+# duplicate-address probes: their counters show the job's traffic alone.
 build() {
-    local i n hn nsn
-    ip netns add "$sw_ns" || skip "cannot create network namespaces (ip netns add failed)"
-    ip -n "$sw_ns" link set lo up
-    ip netns exec "$sw_ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \
-        net.ipv6.conf.default.disable_ipv6=1 >/dev/null
+    local i n nsn batch="$state/batch"
+    {
+        echo "netns add $sw_ns"
+        for ((i = 0; i < hosts; i++)); do echo "netns add $(ns_of "$i")"; done
+    } >"$batch"
+    ip -batch "$batch" || skip "cannot create network namespaces (ip netns add failed)"
     if [ -n "$delay$loss$rate" ] && [ -z "$impair" ]; then
         if have_netem; then impair=tc; else impair=wire; fi
     fi
     [ -z "$impair" ] && impair=none
-    if [ "$impair" = wire ]; then
-        [ -x "${TT_WIRE:-}" ] || die "the kernel has no netem and TT_WIRE names no tt_wire binary"
-    else
+    [ "$impair" = wire ] && ! [ -x "${TT_WIRE:-}" ] &&
+        die "the kernel has no netem and TT_WIRE names no tt_wire binary"
+    # The switch: veth pairs whose far ends land in the hosts, and a bridge per network (none
+    # under tt_wire, which forwards between the ports itself).
+    {
+        echo "link set lo up"
         for ((n = 0; n < nets; n++)); do
-            ip -n "$sw_ns" link add "br$n" type bridge || die "cannot create a bridge"
-            ip -n "$sw_ns" link set "br$n" up
+            [ "$impair" = wire ] && continue
+            echo "link add br$n type bridge"
+            echo "link set br$n addrgenmode none"
+            echo "link set br$n up"
         done
-    fi
+        for ((i = 0; i < hosts; i++)); do
+            for ((n = 0; n < nets; n++)); do
+                echo "link add h${i}n$n type veth peer name eth$n netns $(ns_of "$i")"
+                echo "link set h${i}n$n addrgenmode none"
+                [ "$impair" != wire ] && echo "link set h${i}n$n master br$n"
+                echo "link set h${i}n$n up"
+            done
+        done
+    } >"$batch"
+    ip -n "$sw_ns" -batch "$batch" || die "cannot build the switch"
     for ((i = 0; i < hosts; i++)); do
         nsn=$(ns_of "$i")
-        hn="${tag}-h$i"
-        ip netns add "$nsn" || die "cannot create namespace $nsn"
-        ip -n "$nsn" link set lo up
-        # IPv4 only: no router solicitations or duplicate address probes on the links, so an
-        # interface's counters show the job's traffic alone.
-        ip netns exec "$nsn" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \
-            net.ipv6.conf.default.disable_ipv6=1 >/dev/null
-        for ((n = 0; n < nets; n++)); do
-            ip -n "$sw_ns" link add "h${i}n$n" type veth peer name "eth$n" netns "$nsn" ||
-                die "cannot create a veth pair for host $i"
-            ip -n "$nsn" addr add "$(addr_of "$i" "$n")/24" dev "eth$n"
-            ip -n "$nsn" link set "eth$n" up
-            [ "$impair" != wire ] && ip -n "$sw_ns" link set "h${i}n$n" master "br$n"
-            ip -n "$sw_ns" link set "h${i}n$n" up
-            if [ "$impair" = tc ]; then
+        {
+            echo "link set lo up"
+            for ((n = 0; n < nets; n++)); do
+                echo "link set eth$n addrgenmode none"
+                echo "addr add $(addr_of "$i" "$n")/24 dev eth$n"
+                echo "link set eth$n up"
+            done
+        } >"$batch"
+        ip -n "$nsn" -batch "$batch" || die "cannot configure host $i"
+        if [ "$impair" = tc ]; then
+            for ((n = 0; n < nets; n++)); do
                 # shellcheck disable=SC2046
                 ip netns exec "$nsn" tc qdisc add dev "eth$n" root netem $(netem_args) ||
                     die "tc netem$(netem_args) failed on host $i"
-            fi
-        done
-        echo "$i $hn $nsn $(addr_of "$i" 0) $([ "$nets" -gt 1 ] && addr_of "$i" 1)" >>"$state/hosts"
+            done
+        fi
+        echo "$i ${tag}-h$i $nsn $(addr_of "$i" 0) $([ "$nets" -gt 1 ] && addr_of "$i" 1)" \
+            >>"$state/hosts"
     done
     if [ "$impair" = wire ]; then
         local ports=""
