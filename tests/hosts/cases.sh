@@ -133,12 +133,14 @@ mpirun)
     command -v mpirun >/dev/null 2>&1 || { echo "skipped: no mpirun (Open MPI)"; exit 77; }
     mpirun --version 2>/dev/null | grep -q 'Open MPI' || { echo "skipped: mpirun is not Open MPI's"; exit 77; }
     # mpirun runs on host 0 and starts its daemon on host 1 through `bed.sh rsh`, the ssh
-    # stand-in; ranks 0-1 run on host 0, 2-3 on host 1. Tutti's root: host 0, port 29500.
+    # stand-in; ranks 0-1 run on host 0, 2-3 on host 1. Tutti's root: host 0, port 29500. MPI's
+    # own traffic (the unique id's broadcast) takes ob1 over TCP on eth0, the same in every
+    # Open MPI version, whatever else (UCX) is installed.
     # shellcheck disable=SC2016
     mpijob='
         exec mpirun --allow-run-as-root --oversubscribe -n 4 \
             --host "$TT_BED_ADDR0:2,$TT_BED_ADDR1:2" \
-            --mca plm_rsh_agent "$TT_BED_SH rsh" --mca btl self,vader,tcp \
+            --mca plm_rsh_agent "$TT_BED_SH rsh" --mca pml ob1 --mca btl self,tcp \
             --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
             -x NCCL_COMM_ID="$TT_BED_ADDR0:29500" -x TUTTI_SECRET=key:$(printf %064x 1) \
             -x TUTTI_TIMEOUT_MS -x NCCL_DEBUG -x NCCL_DEBUG_SUBSYS "$@"'
