@@ -161,6 +161,7 @@ report_impairment() {
                 line=$(ip netns exec "$(ns_of "$i")" tc -s qdisc show dev "eth$n" 2>/dev/null |
                        grep -o 'Sent [0-9]* bytes [0-9]* pkt (dropped [0-9]*' | head -1)
                 [ -n "$line" ] || continue
+                # shellcheck disable=SC2086 # the statistics are words to split
                 set -- $line
                 sent=$((sent + $4))
                 dropped=$((dropped + ${7%,}))
@@ -172,6 +173,7 @@ report_impairment() {
         for pid in $wire_pid; do kill -TERM "$pid" 2>/dev/null; done
         for pid in $wire_pid; do wait "$pid" 2>/dev/null; done
         for ((n = 0; n < nets; n++)); do
+            # shellcheck disable=SC2046 # the counts are words to split
             set -- $(cat "$state/wire$n.out" 2>/dev/null)
             # "tt_wire: F frames in, L dropped (loss), Q dropped (queue full)"
             [ $# -ge 8 ] || continue
