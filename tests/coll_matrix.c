@@ -24,7 +24,7 @@
 #define MAX_LIST 64
 
 struct options {
-    bool colls[TH_NUM_COLLS];
+    bool colls[TH_NUM_ALL_COLLS];
     const struct th_dtype *dtypes[TH_NUM_DTYPES];
     int ndtypes;
     ncclRedOp_t ops[TH_NUM_OPS];
@@ -84,7 +84,9 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: coll_matrix [options]   (run every rank under tutti-run)\n"
-            "  --colls LIST     allreduce,broadcast,reduce,allgather,reducescatter (default all)\n"
+            "  --colls LIST     allreduce,broadcast,reduce,allgather,reducescatter,alltoall,\n"
+            "                   gather,scatter,sendrecv; all = the first five (the default),\n"
+            "                   every = all nine\n"
             "  --dtypes LIST    int8,uint8,int32,uint32,int64,uint64,float16,float32,float64,\n"
             "                   bfloat16,fp8e4m3,fp8e5m2 (default all)\n"
             "  --ops LIST       sum,prod,max,min,avg (default all)\n"
@@ -124,8 +126,9 @@ static bool parse_lists(struct options *o, const char *colls, const char *dtypes
     int n = split_list(buf, items, MAX_LIST);
     for (int i = 0; i < n; i++) {
         enum th_coll coll;
-        if (strcmp(items[i], "all") == 0) {
-            for (int c = 0; c < TH_NUM_COLLS; c++) {
+        if (strcmp(items[i], "all") == 0 || strcmp(items[i], "every") == 0) {
+            int last = strcmp(items[i], "all") == 0 ? TH_NUM_COLLS : TH_NUM_ALL_COLLS;
+            for (int c = 0; c < last; c++) {
                 o->colls[c] = true;
             }
         } else if (th_coll_parse(items[i], &coll)) {
@@ -496,13 +499,17 @@ static void fill_expect(const struct th_case *c, void *buf, size_t elements)
     th_fill_expect(c, buf, 0, elements);
 }
 
-/* This rank's send data: AllReduce and Reduce send the same, Broadcast and AllGather send the
- * same raw data whatever the root. */
+/* This rank's send data: AllReduce and Reduce send the same; Broadcast, AllGather, Gather and
+ * SendRecv send the same raw data whatever the root, and AlltoAll and Scatter a longer run of it
+ * (nranks blocks), which is an image of its own. */
 static const unsigned char *send_image(struct matrix *m, const struct th_case *c)
 {
     struct image_key key;
     memset(&key, 0, sizeof(key)); /* the padding too: keys are compared with memcmp */
-    key.kind = c->coll == TH_REDUCESCATTER ? 2 : th_coll_has_op(c->coll) ? 1 : 0;
+    key.kind = c->coll == TH_REDUCESCATTER                          ? 2
+               : th_coll_has_op(c->coll)                            ? 1
+               : c->coll == TH_ALLTOALL || c->coll == TH_SCATTER ? 3
+                                                                   : 0;
     key.type = c->type;
     key.op = th_coll_has_op(c->coll) ? c->op : ncclSum;
     key.count = c->count;
@@ -511,10 +518,11 @@ static const unsigned char *send_image(struct matrix *m, const struct th_case *c
     return cached_image(&m->send_cache, &key, c, th_send_count(c), fill_send);
 }
 
-/* The expected receive buffer of case `c`, or NULL when it must stay untouched. */
+/* The expected receive buffer of case `c`, or NULL when it must stay untouched (a non-root of
+ * Reduce or Gather). */
 static const unsigned char *expected_image(struct matrix *m, const struct th_case *c)
 {
-    if (c->coll == TH_REDUCE && c->rank != c->root) {
+    if ((c->coll == TH_REDUCE || c->coll == TH_GATHER) && c->rank != c->root) {
         return NULL;
     }
     struct image_key key;
@@ -523,7 +531,7 @@ static const unsigned char *expected_image(struct matrix *m, const struct th_cas
     key.type = c->type;
     key.op = th_coll_has_op(c->coll) ? c->op : ncclSum;
     key.count = c->count;
-    key.root = c->coll == TH_BROADCAST ? c->root : -1;
+    key.root = th_coll_has_root(c->coll) && c->coll != TH_REDUCE ? c->root : -1;
     key.seed = c->seed;
     return cached_image(&m->expect_cache, &key, c, th_recv_count(c), fill_expect);
 }
@@ -541,8 +549,25 @@ static ncclResult_t call_collective(struct matrix *m, const struct th_case *c, c
         return ncclReduce(send, recv, c->count, dt, c->op, c->root, m->comm, NULL);
     case TH_ALLGATHER:
         return ncclAllGather(send, recv, c->count, dt, m->comm, NULL);
-    default:
+    case TH_REDUCESCATTER:
         return ncclReduceScatter(send, recv, c->count, dt, c->op, m->comm, NULL);
+    case TH_ALLTOALL:
+        return ncclAlltoAll(send, recv, c->count, dt, m->comm, NULL);
+    case TH_GATHER:
+        return ncclGather(send, recv, c->count, dt, c->root, m->comm, NULL);
+    case TH_SCATTER:
+        return ncclScatter(send, recv, c->count, dt, c->root, m->comm, NULL);
+    default: {
+        /* SendRecv: to the next rank, from the previous one, in one group. */
+        int to = (c->rank + 1) % c->nranks;
+        int from = (c->rank + c->nranks - 1) % c->nranks;
+        ncclResult_t res = ncclGroupStart();
+        ncclResult_t sres = ncclSend(send, c->count, dt, to, m->comm, NULL);
+        ncclResult_t rres = ncclRecv(recv, c->count, dt, from, m->comm, NULL);
+        ncclResult_t eres = ncclGroupEnd();
+        if (res != ncclSuccess) return res;
+        return sres != ncclSuccess ? sres : rres != ncclSuccess ? rres : eres;
+    }
     }
 }
 
@@ -561,8 +586,11 @@ static void run_or_die(struct matrix *m, const struct th_case *c, bool inplace, 
     }
 }
 
-/* In-place: one buffer. AllGather's send data sits at this rank's block of it, ReduceScatter's
- * receive block likewise; the other collectives pass the same pointer twice. */
+/* In-place: one buffer. AllGather's and Gather's send data sits at this rank's block of it,
+ * ReduceScatter's and Scatter's receive block likewise (NCCL's in-place forms: for Gather and
+ * Scatter they count at the root, and the other ranks use the same offsets, as nccl-tests
+ * does); the other collectives pass the same pointer twice. A rank whose buffer must not change
+ * compares it with a copy taken before the call. */
 static void run_inplace(struct matrix *m, const struct th_case *c, const unsigned char *send_img,
                         const unsigned char *want)
 {
@@ -576,13 +604,18 @@ static void run_inplace(struct matrix *m, const struct th_case *c, const unsigne
     region_alloc(&r, body_n * elt, salt);
     unsigned char *send = r.body;
     unsigned char *recv = r.body;
-    if (c->coll == TH_ALLGATHER) {
+    if (c->coll == TH_ALLGATHER || c->coll == TH_GATHER) {
         th_fill_pattern(r.body, body_n * elt, salt + 2);
         send = r.body + off * elt;
-    } else if (c->coll == TH_REDUCESCATTER) {
+    } else if (c->coll == TH_REDUCESCATTER || c->coll == TH_SCATTER) {
         recv = r.body + off * elt;
     }
     memcpy(send, send_img, send_n * elt);
+    unsigned char *before = NULL;
+    if (want == NULL) {
+        before = xmalloc(recv_n * elt);
+        memcpy(before, recv, recv_n * elt);
+    }
 
     run_or_die(m, c, true, send, recv);
 
@@ -590,8 +623,9 @@ static void run_inplace(struct matrix *m, const struct th_case *c, const unsigne
     if (want != NULL) {
         compare(m, c, true, "recvbuff", recv, want, recv_n, c->type, 0);
     } else {
-        compare(m, c, true, "non-root buffer (must be unchanged)", recv, send_img, recv_n,
-                c->type, 0);
+        compare(m, c, true, "non-root buffer (must be unchanged)", recv, before, recv_n, c->type,
+                0);
+        free(before);
     }
     region_free(&r);
 }
@@ -632,8 +666,10 @@ static void run_case(struct matrix *m, const struct th_case *c)
 {
     const unsigned char *send_img = send_image(m, c);
     const unsigned char *want = expected_image(m, c);
+    /* AlltoAll and SendRecv have no in-place form in NCCL. */
+    bool has_inplace = c->coll != TH_ALLTOALL && c->coll != TH_SENDRECV;
     for (int form = 0; form < 2; form++) {
-        if (!(m->opt.inplace_mask & (1 << form))) {
+        if (!(m->opt.inplace_mask & (1 << form)) || (form == 1 && !has_inplace)) {
             continue;
         }
         if (m->opt.verbose && m->rank == 0) {
@@ -653,12 +689,13 @@ static void run_case(struct matrix *m, const struct th_case *c)
 
 /* One pass over the matrix. Every rank walks the same loops in the same order, so the calls
  * match; the data seed depends on (iteration, dtype, count, op) only, so that cases with equal
- * data share their images. Broadcast and AllGather have no op and run once per count. */
+ * data share their images. The collectives without an op run once per count. */
 static void run_matrix(struct matrix *m, int iter)
 {
     /* Collectives that share data run one after the other, so the image caches hit. */
-    static const int coll_order[TH_NUM_COLLS] = {TH_ALLREDUCE, TH_REDUCE, TH_REDUCESCATTER,
-                                                 TH_BROADCAST, TH_ALLGATHER};
+    static const int coll_order[TH_NUM_ALL_COLLS] = {
+        TH_ALLREDUCE, TH_REDUCE, TH_REDUCESCATTER, TH_BROADCAST, TH_ALLGATHER,
+        TH_GATHER,    TH_SENDRECV, TH_ALLTOALL,    TH_SCATTER};
     int roots[MAX_LIST];
     int nroots = resolve_roots(m, roots);
     for (int d = 0; d < m->opt.ndtypes; d++) {
@@ -667,7 +704,7 @@ static void run_matrix(struct matrix *m, int iter)
         int ncounts = resolve_counts(m, t, counts);
         for (int k = 0; k < ncounts; k++) {
             for (int p = 0; p < m->opt.nops; p++) {
-                for (int ci = 0; ci < TH_NUM_COLLS; ci++) {
+                for (int ci = 0; ci < TH_NUM_ALL_COLLS; ci++) {
                     int coll = coll_order[ci];
                     bool has_op = th_coll_has_op((enum th_coll)coll);
                     if (!m->opt.colls[coll] || (!has_op && p > 0)) {

@@ -142,7 +142,7 @@ const char *th_coll_name(enum th_coll coll)
 
 bool th_coll_parse(const char *name, enum th_coll *coll)
 {
-    for (int i = 0; i < TH_NUM_COLLS; i++) {
+    for (int i = 0; i < TH_NUM_ALL_COLLS; i++) {
         if (strcasecmp(name, coll_names[i][0]) == 0 || strcasecmp(name, coll_names[i][1]) == 0) {
             *coll = (enum th_coll)i;
             return true;

@@ -57,8 +57,8 @@ void th_store(void *buf, size_t index, size_t bytes, uint64_t bits);
  * Reduce: elements of the buffer; AllGather and Gather: elements each rank sends; ReduceScatter
  * and Scatter: elements each rank receives; AlltoAll: elements each rank sends to each peer;
  * SendRecv (every rank sends to rank + 1 and receives from rank - 1 in one group): elements of
- * each message. The first TH_NUM_COLLS form coll_matrix's matrix; the movement-only ones after
- * them are modelled for tutti-perf's checker. */
+ * each message. The first TH_NUM_COLLS form coll_matrix's default matrix; the movement-only
+ * ones after them join it on request (--colls every) and are tutti-perf's too. */
 enum th_coll {
     TH_ALLREDUCE,
     TH_BROADCAST,
@@ -76,8 +76,7 @@ enum th_coll {
 /* "allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall", "gather",
  * "scatter", "sendrecv". */
 const char *th_coll_name(enum th_coll coll);
-/* Accepts the names of the first TH_NUM_COLLS collectives and nccl-tests' ("all_reduce",
- * "reduce_scatter" ...); the others are not parsed, so *coll always indexes the matrix. */
+/* Accepts every collective's name and nccl-tests' ("all_reduce", "reduce_scatter" ...). */
 bool th_coll_parse(const char *name, enum th_coll *coll);
 bool th_coll_has_op(enum th_coll coll);
 bool th_coll_has_root(enum th_coll coll);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -36,13 +37,19 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t bytes)
     return h;
 }
 
-/* Ranks with the same host hash share memory: hostname plus the kernel's boot id (so two
- * containers with one hostname on different machines differ), or NCCL_HOSTID when set. */
+/* Ranks with the same host hash share memory: the hostname, the kernel's boot id (so two
+ * containers with one hostname on different machines differ) and the device of /dev/shm (so
+ * two containers of one machine that share its hostname, as with host networking, but each
+ * mount a /dev/shm of their own, where shared-memory segments cannot meet, differ too); or
+ * NCCL_HOSTID alone when set, which the user vouches for. docs/hosts.md explains the rule. */
 static uint64_t host_hash(void)
 {
     uint64_t h = 0xcbf29ce484222325ull;
     const char *forced = tt_param_hostid();
-    if (forced[0] != '\0') return fnv1a(h, forced, strlen(forced));
+    if (forced[0] != '\0') {
+        TT_INFO(TT_SUB_INIT, "host identity: NCCL_HOSTID=%s", forced);
+        return fnv1a(h, forced, strlen(forced));
+    }
     char host[256] = {0};
     gethostname(host, sizeof host - 1);
     h = fnv1a(h, host, strlen(host));
@@ -50,9 +57,18 @@ static uint64_t host_hash(void)
     int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
         ssize_t n = read(fd, boot, sizeof boot - 1);
-        if (n > 0) h = fnv1a(h, boot, (size_t)n);
+        if (n > 0) {
+            boot[n] = '\0';
+            h = fnv1a(h, boot, (size_t)n);
+        }
         close(fd);
     }
+    struct stat shm;
+    uint64_t shm_dev = stat("/dev/shm", &shm) == 0 ? (uint64_t)shm.st_dev : 0;
+    h = fnv1a(h, &shm_dev, sizeof shm_dev);
+    boot[strcspn(boot, "\n")] = '\0';
+    TT_INFO(TT_SUB_INIT, "host identity: hostname %s, boot id %s, /dev/shm device %llu",
+            host, boot[0] != '\0' ? boot : "(unknown)", (unsigned long long)shm_dev);
     return h;
 }
 

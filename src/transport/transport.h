@@ -85,7 +85,7 @@ enum tt_link { TT_LINK_SHM, TT_LINK_TCP, TT_LINK_COUNT };
 struct tt_reach {
     int rank;
     int peer;
-    bool same_host; /* equal host hashes (hostname and boot id, or NCCL_HOSTID) */
+    bool same_host; /* equal host hashes (hostname, boot id, /dev/shm; or NCCL_HOSTID) */
 };
 
 /* One direction of one peer pair. The core owns the struct; the transport owns `priv`. */

@@ -1,0 +1,57 @@
+# The multi-host tests (label hosts): jobs on a test bed of network namespaces, each a "host"
+# with its own address and hostname (tests/hosts/bed.sh, docs/hosts.md). They need root and
+# are skipped (77) without it; CI runs as root. tests/hosts/cases.sh holds each case.
+#
+# The correctness matrix across hosts: every collective (the five reducing or gathering ones,
+# AlltoAll, Gather, Scatter, SendRecv) at 2 hosts x 1 rank, 4 x 1, 2 x 2 and 3 x 2, over TCP
+# between hosts and shared memory within, checked bit for bit; 4 KiB slots make the counts
+# cross several chunks. The dtypes and ops are trimmed (the full dtype x op matrix is the coll
+# label's, and the transports do not look at either) so that the four stay well under a minute
+# on 2 cores.
+set(TT_HOSTS ${CMAKE_SOURCE_DIR}/tests/hosts/cases.sh ${CMAKE_BINARY_DIR})
+# The bed's userspace switch with impaired links, for kernels without netem (tests/hosts/wire.c).
+add_executable(tt_wire ${CMAKE_SOURCE_DIR}/tests/hosts/wire.c)
+target_compile_options(tt_wire PRIVATE ${TUTTI_WARNINGS})
+if(TARGET tutti-run)
+  function(tutti_hosts_test name)
+    cmake_parse_arguments(T "" "TIMEOUT" "ENV;ARGS" ${ARGN})
+    add_test(NAME hosts_${name} COMMAND bash ${TT_HOSTS} ${T_ARGS})
+    set_tests_properties(hosts_${name} PROPERTIES LABELS hosts TIMEOUT ${T_TIMEOUT}
+                         SKIP_RETURN_CODE 77 PROCESSORS 2
+                         ENVIRONMENT "TUTTI_TIMEOUT_MS=60000;TT_JOB_TIMEOUT=100;${T_ENV}")
+  endfunction()
+
+  set(matrix_args --colls every --counts 0,7,chunk+1,4099)
+  tutti_hosts_test(matrix_2x1 TIMEOUT 120 ENV TUTTI_CHUNK_BYTES=4096
+                   ARGS matrix 2 1 ${matrix_args} --dtypes int8,bfloat16,float32,float64)
+  # Roots 1, 3 and 5 (those that exist): never rank 0, and on every host of 2 x 2 and 3 x 2.
+  tutti_hosts_test(matrix_4x1 TIMEOUT 120 ENV TUTTI_CHUNK_BYTES=4096
+                   ARGS matrix 4 1 ${matrix_args} --dtypes float32 --ops sum,min,avg
+                   --roots 1,3,5)
+  tutti_hosts_test(matrix_2x2 TIMEOUT 120 ENV TUTTI_CHUNK_BYTES=4096
+                   ARGS matrix 2 2 ${matrix_args} --dtypes bfloat16,float32 --ops sum,min,avg
+                   --roots 1,3,5)
+  tutti_hosts_test(matrix_3x2 TIMEOUT 120 ENV TUTTI_CHUNK_BYTES=4096
+                   ARGS matrix 3 2 ${matrix_args} --dtypes float32 --ops sum,min,avg
+                   --roots 1,3,5)
+
+  # Host identity and NCCL_HOSTID; the launchers (tutti-run, Open MPI's mpirun through the
+  # bed's ssh stand-in, srun's variables) running examples/; NCCL_SOCKET_IFNAME with two
+  # networks; TUTTI_PORT_RANGE.
+  foreach(case hostid examples mpirun slurm ifname portrange)
+    tutti_hosts_test(${case} TIMEOUT 120 ARGS ${case})
+  endforeach()
+endif()
+
+# Impaired links: 20 ms one way and 1% packet loss on every host's link (tc netem, or tt_wire
+# where the kernel has no netem). The acceptance run, 200 mixed collectives (every collective,
+# 4 B to 4 MB) at 2 hosts x 2 ranks, takes about a minute and is a soak test; the default suite
+# runs a short one at 2 hosts x 1 rank.
+if(TARGET tutti-run)
+  tutti_hosts_test(netem_short TIMEOUT 120
+                   ARGS netem 2 1 40 0 --colls every --dtypes float32 --ops sum --counts 7,65536)
+  tutti_hosts_test(netem_200 TIMEOUT 400 ENV TT_JOB_TIMEOUT=380
+                   ARGS netem 2 2 200 1 --colls every --dtypes float32 --ops sum
+                   --counts 1,7,4099,65536,1000000)
+  set_tests_properties(hosts_netem_200 PROPERTIES LABELS "hosts;soak")
+endif()
