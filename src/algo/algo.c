@@ -8,6 +8,8 @@
 #include "algo/coll.h"
 #include "reduce/reduce.h"
 #include "util/err.h"
+#include "util/time.h"
+#include "util/trace.h"
 
 const struct tt_algo *const tt_algo_table[TT_ALGO_COUNT] = {
 #define TT_ALGO_ENTRY_(id, name, text) [TT_ALGO_##id] = &tt_algo_##name,
@@ -129,4 +131,20 @@ ncclResult_t tt_algo_desc_mismatch(const struct tt_op *op, const struct tt_op_de
 {
     /* A receive matches a send of another collective code: only the fields it compares. */
     return desc_mismatch(op, got, peer);
+}
+
+void tt_algo_trace_record(struct tt_op *op, const char *name, int send_to, int recv_from,
+                          size_t bytes)
+{
+    uint64_t now = tt_time_ns();
+    struct tt_trace_event *e = tt_trace_claim(op->trace);
+    if (e != NULL) {
+        *e = (struct tt_trace_event){.start_ns = op->trace_mark_ns, .end_ns = now, .name = name,
+                                     .seq = op->trace_seq, .bytes = bytes,
+                                     .lane = op->trace_lane, .send_to = send_to,
+                                     .recv_from = recv_from, .root = -1,
+                                     .step = op->trace_steps, .kind = TT_TRACE_STEP};
+    }
+    op->trace_steps++;
+    op->trace_mark_ns = now;
 }

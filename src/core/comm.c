@@ -26,6 +26,7 @@
 #include "util/log.h"
 #include "util/param.h"
 #include "util/time.h"
+#include "util/trace.h"
 
 /* Communicator ids: unique in the process, never reused. */
 static _Atomic uint64_t next_comm_id = 1;
@@ -129,6 +130,7 @@ static void comm_free(struct ncclComm *comm)
     pthread_mutex_destroy(&comm->bootstrap_lock);
     pthread_mutex_destroy(&comm->tables_lock);
     free(comm->peers);
+    tt_trace_close(comm->trace); /* writes the file: no thread records any more */
     free(comm);
 }
 
@@ -271,6 +273,7 @@ ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *
     pthread_mutex_init(&comm->tables_lock, NULL);
     TT_TRY_GOTO(TT_CALLOC(&comm->st.flight, 1), res, fail);
     pthread_mutex_init(&comm->st.flight->lock, NULL);
+    TT_TRY_GOTO(tt_trace_create(&comm->trace, rank, nranks, comm->id), res, fail);
     comm->tctx.rank = rank;
     comm->tctx.nranks = nranks;
     comm->tctx.abort = &comm->st.abort;

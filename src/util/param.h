@@ -70,7 +70,12 @@
       "(tuttiCommDump)")                                                                        \
     X(register_remap, "TUTTI_REGISTER_REMAP", INT, 1, 0, 1,                                        \
       "1: ncclCommRegister and ncclCommWindowRegister move the whole pages of an ordinary "        \
-      "buffer (64 KiB or more) into a memory file the host's peers map; 0: bookkeeping only")
+      "buffer (64 KiB or more) into a memory file the host's peers map; 0: bookkeeping only")      \
+    X(trace_file, "TUTTI_TRACE_FILE", STR, "", 0, 0,                                               \
+      "Write each communicator's timeline (Chrome trace JSON) to this file at destroy: %r rank, "  \
+      "%p pid, %h host, %c communicator number (docs/observe.md)")                                 \
+    X(trace_events, "TUTTI_TRACE_EVENTS", INT, 262144, 16, 268435456,                              \
+      "Events each traced communicator keeps (operations and steps); later ones are dropped")
 
 enum tt_param_type { TT_PARAM_INT, TT_PARAM_STR };
 

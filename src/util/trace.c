@@ -1,0 +1,229 @@
+/* The timeline trace's buffer and its file (util/trace.h). The file is Chrome's trace-event
+ * JSON ("JSON Object Format"): a metadata event naming each row, then one complete ("X") event
+ * per operation and step, times in microseconds of CLOCK_MONOTONIC; "otherData" says which rank
+ * wrote it and the offset of CLOCK_REALTIME, so that files from several hosts can be aligned. */
+#include "util/trace.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/err.h"
+#include "util/log.h"
+#include "util/param.h"
+#include "util/time.h"
+
+#ifndef TUTTI_VERSION_STRING
+#define TUTTI_VERSION_STRING "unknown"
+#endif
+
+bool tt_trace_expand(const char *pattern, int rank, uint64_t comm_id, char *out, size_t bytes)
+{
+    size_t used = 0;
+    for (const char *p = pattern; *p != '\0'; p++) {
+        char piece[300];
+        if (p[0] == '%' && p[1] != '\0') {
+            p++;
+            switch (*p) {
+            case 'r': snprintf(piece, sizeof piece, "%d", rank); break;
+            case 'p': snprintf(piece, sizeof piece, "%d", (int)getpid()); break;
+            case 'c': snprintf(piece, sizeof piece, "%llu", (unsigned long long)comm_id); break;
+            case 'h':
+                if (gethostname(piece, sizeof piece - 1) != 0) snprintf(piece, sizeof piece, "host");
+                piece[sizeof piece - 1] = '\0';
+                break;
+            case '%': snprintf(piece, sizeof piece, "%%"); break;
+            default: snprintf(piece, sizeof piece, "%%%c", *p); break;
+            }
+        } else {
+            piece[0] = *p;
+            piece[1] = '\0';
+        }
+        size_t n = strlen(piece);
+        if (used + n + 1 > bytes) return false;
+        memcpy(out + used, piece, n + 1);
+        used += n;
+    }
+    return used > 0;
+}
+
+ncclResult_t tt_trace_create(struct tt_trace **out, int rank, int nranks, uint64_t comm_id)
+{
+    *out = NULL;
+    const char *pattern = tt_param_trace_file();
+    if (pattern[0] == '\0') return ncclSuccess;
+    struct tt_trace *trace = calloc(1, sizeof *trace);
+    if (trace == NULL) return TT_ERROR(ncclSystemError, "out of memory for a trace");
+    if (!tt_trace_expand(pattern, rank, comm_id, trace->path, sizeof trace->path)) {
+        free(trace);
+        return TT_ERROR(ncclInvalidArgument, "TUTTI_TRACE_FILE=%s: the file name is too long",
+                        pattern);
+    }
+    trace->capacity = (uint64_t)tt_param_trace_events();
+    /* calloc: the pages of a big buffer are touched only as events fill them. */
+    trace->events = calloc(trace->capacity, sizeof *trace->events);
+    if (trace->events == NULL) {
+        free(trace);
+        return TT_ERROR(ncclSystemError, "out of memory for %llu trace events (TUTTI_TRACE_EVENTS)",
+                        (unsigned long long)tt_param_trace_events());
+    }
+    atomic_init(&trace->used, 0);
+    trace->rank = rank;
+    trace->nranks = nranks;
+    trace->comm_id = comm_id;
+    TT_INFO(TT_SUB_INIT, "rank %d: tracing up to %llu events into %s", rank,
+            (unsigned long long)trace->capacity, trace->path);
+    *out = trace;
+    return ncclSuccess;
+}
+
+/* Two communicators of one process whose pattern expands to one name (no %c in it) must not
+ * overwrite each other: the second and later get "-c<number>" before the extension. */
+static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
+static char **names_written;
+static size_t names_count;
+
+static void claim_name(struct tt_trace *trace)
+{
+    pthread_mutex_lock(&names_lock);
+    bool taken = false;
+    for (size_t i = 0; i < names_count && !taken; i++)
+        taken = strcmp(names_written[i], trace->path) == 0;
+    if (taken) {
+        char *dot = strrchr(trace->path, '.');
+        char *slash = strrchr(trace->path, '/');
+        char ext[64] = "";
+        if (dot != NULL && (slash == NULL || dot > slash) && strlen(dot) < sizeof ext) {
+            snprintf(ext, sizeof ext, "%s", dot);
+            *dot = '\0';
+        }
+        size_t len = strlen(trace->path);
+        snprintf(trace->path + len, sizeof trace->path - len, "-c%llu%s",
+                 (unsigned long long)trace->comm_id, ext);
+    }
+    char **grown = realloc(names_written, (names_count + 1) * sizeof *grown);
+    if (grown != NULL) {
+        names_written = grown;
+        char *copy = strdup(trace->path);
+        if (copy != NULL) names_written[names_count++] = copy;
+    }
+    pthread_mutex_unlock(&names_lock);
+}
+
+/* A JSON string's characters (the host name is the only text not our own). */
+static void put_json_text(FILE *f, const char *s)
+{
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+}
+
+static void put_lane_name(FILE *f, int rank, int lane)
+{
+    fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"",
+            rank, lane);
+    if (lane == TT_TRACE_LANE_COLL) fprintf(f, "collectives");
+    else if (lane % 2 == 1) fprintf(f, "send to %d", (lane - 1) / 2);
+    else fprintf(f, "recv from %d", (lane - 2) / 2);
+    fprintf(f, "\"}}");
+}
+
+static void put_event(FILE *f, int rank, const struct tt_trace_event *e)
+{
+    /* Microseconds with nanosecond digits, as Chrome and Perfetto read them. */
+    fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
+               "\"ts\":%llu.%03llu,\"dur\":%llu.%03llu,\"args\":{\"seq\":%llu",
+            e->name ? e->name : "?", e->kind == TT_TRACE_OP ? "op" : "step", rank, e->lane,
+            (unsigned long long)(e->start_ns / 1000), (unsigned long long)(e->start_ns % 1000),
+            (unsigned long long)((e->end_ns - e->start_ns) / 1000),
+            (unsigned long long)((e->end_ns - e->start_ns) % 1000), (unsigned long long)e->seq);
+    if (e->kind == TT_TRACE_OP) {
+        fprintf(f, ",\"count\":%llu,\"bytes\":%llu", (unsigned long long)e->count,
+                (unsigned long long)e->bytes);
+        if (e->dtype) fprintf(f, ",\"dtype\":\"%s\"", e->dtype);
+        if (e->redop) fprintf(f, ",\"redop\":\"%s\"", e->redop);
+        if (e->algo) fprintf(f, ",\"algo\":\"%s\"", e->algo);
+        if (e->proto) fprintf(f, ",\"proto\":\"%s\"", e->proto);
+        if (e->root >= 0) fprintf(f, ",\"root\":%d", e->root);
+    } else {
+        fprintf(f, ",\"step\":%d,\"bytes\":%llu", e->step, (unsigned long long)e->bytes);
+    }
+    if (e->send_to >= 0) fprintf(f, ",\"send_to\":%d", e->send_to);
+    if (e->recv_from >= 0) fprintf(f, ",\"recv_from\":%d", e->recv_from);
+    fprintf(f, "}}");
+}
+
+static bool write_file(struct tt_trace *trace)
+{
+    FILE *f = fopen(trace->path, "w");
+    if (f == NULL) {
+        TT_WARN("rank %d: cannot write the trace %s (TUTTI_TRACE_FILE): %s", trace->rank,
+                trace->path, strerror(errno));
+        return false;
+    }
+    uint64_t used = atomic_load(&trace->used);
+    uint64_t n = used < trace->capacity ? used : trace->capacity;
+    int rank = trace->rank;
+    fprintf(f, "{\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,"
+               "\"args\":{\"name\":\"rank %d\"}}", rank, rank);
+    fprintf(f, ",\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,"
+               "\"args\":{\"sort_index\":%d}}", rank, rank);
+    /* Name each row once: rows are few (collectives, and per peer two). */
+    int lanes = 2 + 2 * trace->nranks;
+    bool *seen = calloc((size_t)lanes, sizeof *seen);
+    for (uint64_t i = 0; seen != NULL && i < n; i++) {
+        int lane = trace->events[i].lane;
+        if (trace->events[i].kind == 0 || lane < 0 || lane >= lanes || seen[lane]) continue;
+        seen[lane] = true;
+        put_lane_name(f, rank, lane);
+    }
+    free(seen);
+    uint64_t written = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const struct tt_trace_event *e = &trace->events[i];
+        if (e->kind == 0) continue; /* claimed but never filled (an aborted operation) */
+        put_event(f, rank, e);
+        written++;
+    }
+    struct timespec real;
+    clock_gettime(CLOCK_REALTIME, &real);
+    uint64_t mono = tt_time_ns();
+    int64_t offset = (int64_t)((uint64_t)real.tv_sec * 1000000000ull + (uint64_t)real.tv_nsec) -
+                     (int64_t)mono;
+    char host[256] = "";
+    if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+    fprintf(f, "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"writer\":\"tutti\","
+               "\"version\":\"%s\",\"rank\":%d,\"nranks\":%d,\"pid\":%d,\"comm\":%llu,"
+               "\"host\":\"", TUTTI_VERSION_STRING, rank, trace->nranks, (int)getpid(),
+            (unsigned long long)trace->comm_id);
+    put_json_text(f, host);
+    fprintf(f, "\",\"clock\":\"CLOCK_MONOTONIC\",\"realtime_minus_monotonic_ns\":%lld,"
+               "\"events\":%llu,\"dropped\":%llu}}\n",
+            (long long)offset, (unsigned long long)written,
+            (unsigned long long)(used > trace->capacity ? used - trace->capacity : 0));
+    bool ok = fflush(f) == 0 && !ferror(f);
+    ok = (fclose(f) == 0) && ok;
+    if (!ok) TT_WARN("rank %d: writing the trace %s failed", rank, trace->path);
+    else if (used > trace->capacity)
+        TT_WARN("rank %d: the trace %s lost %llu events past TUTTI_TRACE_EVENTS=%llu", rank,
+                trace->path, (unsigned long long)(used - trace->capacity),
+                (unsigned long long)trace->capacity);
+    else TT_INFO(TT_SUB_INIT, "rank %d: wrote %llu trace events to %s", rank,
+                 (unsigned long long)written, trace->path);
+    return ok;
+}
+
+void tt_trace_close(struct tt_trace *trace)
+{
+    if (trace == NULL) return;
+    claim_name(trace);
+    write_file(trace);
+    free(trace->events);
+    free(trace);
+}
