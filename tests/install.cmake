@@ -24,3 +24,8 @@ foreach(tool tutti-run tutti-perf tutti-info tutti-tune)
                    $<TARGET_FILE:${tool}>)
   set_tests_properties(tools_help_${tool} PROPERTIES LABELS unit TIMEOUT 30)
 endforeach()
+add_test(NAME tools_help_tutti-trace
+         COMMAND sh -c "command -v python3 >/dev/null || { echo 'skipped: no python3'; exit 77; }
+                        \"$0\" --help | grep -q '^usage: ' && \"$0\" --help >/dev/null"
+                 ${CMAKE_SOURCE_DIR}/tools/tutti-trace)
+set_tests_properties(tools_help_tutti-trace PROPERTIES LABELS unit TIMEOUT 30 SKIP_RETURN_CODE 77)
