@@ -8,7 +8,6 @@
 #include "algo/coll.h"
 #include "reduce/reduce.h"
 #include "util/err.h"
-#include "util/time.h"
 #include "util/trace.h"
 
 const struct tt_algo *const tt_algo_table[TT_ALGO_COUNT] = {
@@ -136,15 +135,23 @@ ncclResult_t tt_algo_desc_mismatch(const struct tt_op *op, const struct tt_op_de
 void tt_algo_trace_record(struct tt_op *op, const char *name, int send_to, int recv_from,
                           size_t bytes)
 {
-    uint64_t now = tt_time_ns();
+    uint64_t now = tt_trace_now(op->trace);
     struct tt_trace_event *e = tt_trace_claim(op->trace);
+    /* Field by field: the slot was zeroed at create, and clearing it again costs more than
+     * the rest of the record. */
     if (e != NULL) {
-        *e = (struct tt_trace_event){.start_ns = op->trace_mark_ns, .end_ns = now, .name = name,
-                                     .seq = op->trace_seq, .bytes = bytes,
-                                     .lane = op->trace_lane, .send_to = send_to,
-                                     .recv_from = recv_from, .root = -1,
-                                     .step = op->trace_steps, .kind = TT_TRACE_STEP};
+        e->start = op->trace_mark;
+        e->end = now;
+        e->name = name;
+        e->seq = op->trace_seq;
+        e->bytes = bytes;
+        e->lane = op->trace_lane;
+        e->send_to = send_to;
+        e->recv_from = recv_from;
+        e->root = -1;
+        e->step = op->trace_steps;
+        e->kind = TT_TRACE_STEP;
     }
     op->trace_steps++;
-    op->trace_mark_ns = now;
+    op->trace_mark = now;
 }

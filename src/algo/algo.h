@@ -167,8 +167,8 @@ struct tt_op {
     /* The timeline trace (util/trace.h): NULL unless TUTTI_TRACE_FILE is set; the rest is set
      * by the engine when a traced op starts. */
     struct tt_trace *trace;
-    uint64_t trace_start_ns;
-    uint64_t trace_mark_ns; /* where the next step begins: the end of the previous one */
+    uint64_t trace_start;   /* the trace's clock (tt_trace_now) */
+    uint64_t trace_mark;    /* where the next step begins: the end of the previous one */
     uint64_t trace_seq;
     int trace_lane;
     int trace_steps;

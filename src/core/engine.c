@@ -80,7 +80,7 @@ void tt_engine_submit(struct tt_batch *b)
 __attribute__((cold, noinline)) static void trace_op_start(struct tt_task *t)
 {
     struct tt_op *op = &t->op;
-    op->trace_start_ns = op->trace_mark_ns = tt_time_ns();
+    op->trace_start = op->trace_mark = tt_trace_now(op->trace);
     op->trace_seq = t->seq;
     op->trace_steps = 0;
     op->trace_lane = op->coll == TT_COLL_SEND   ? TT_TRACE_LANE_SEND(t->peer)
@@ -99,7 +99,7 @@ __attribute__((cold, noinline)) static void trace_op_end(struct tt_task *t)
                    op->coll == TT_COLL_REDUCESCATTER;
     bool rooted = op->coll == TT_COLL_BROADCAST || op->coll == TT_COLL_REDUCE;
     *e = (struct tt_trace_event){
-        .start_ns = op->trace_start_ns, .end_ns = tt_time_ns(),
+        .start = op->trace_start, .end = tt_trace_now(op->trace),
         .name = tt_coll_name((enum tt_coll)op->coll),
         .algo = p2p || op->coll == TT_COLL_COPY ? "P2P" : tt_algo_name(t->choice.algo),
         .proto = tt_proto_name(p2p ? TT_PROTO_SIMPLE : t->choice.proto),

@@ -9,7 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "util/err.h"
 #include "util/log.h"
@@ -19,6 +23,8 @@
 #ifndef TUTTI_VERSION_STRING
 #define TUTTI_VERSION_STRING "unknown"
 #endif
+
+#define HUGE_PAGE_BYTES (2u << 20)
 
 bool tt_trace_expand(const char *pattern, int rank, uint64_t comm_id, char *out, size_t bytes)
 {
@@ -50,6 +56,20 @@ bool tt_trace_expand(const char *pattern, int rank, uint64_t comm_id, char *out,
     return used > 0;
 }
 
+/* Whether the TSC ticks at one rate whatever the CPU's power state (CPUID 0x80000007, EDX bit
+ * 8), so that ticks convert to time with one ratio. */
+static bool invariant_tsc(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned eax, ebx, ecx, edx;
+    if (!__get_cpuid(0x80000000u, &eax, &ebx, &ecx, &edx) || eax < 0x80000007u) return false;
+    if (!__get_cpuid(0x80000007u, &eax, &ebx, &ecx, &edx)) return false;
+    return (edx >> 8) & 1u;
+#else
+    return false;
+#endif
+}
+
 ncclResult_t tt_trace_create(struct tt_trace **out, int rank, int nranks, uint64_t comm_id)
 {
     *out = NULL;
@@ -63,14 +83,27 @@ ncclResult_t tt_trace_create(struct tt_trace **out, int rank, int nranks, uint64
                         pattern);
     }
     trace->capacity = (uint64_t)tt_param_trace_events();
-    /* calloc: the pages of a big buffer are touched only as events fill them. */
-    trace->events = calloc(trace->capacity, sizeof *trace->events);
+    /* Every page is touched now, at init: a page fault while recording (several microseconds
+     * in a virtual machine) would delay this rank's operation and make its peers' waits sleep
+     * (measured: docs/observe.md, "What it costs"). */
+    size_t bytes = trace->capacity * sizeof *trace->events;
+    bytes = (bytes + HUGE_PAGE_BYTES - 1) / HUGE_PAGE_BYTES * HUGE_PAGE_BYTES;
+    trace->events = aligned_alloc(HUGE_PAGE_BYTES, bytes);
+    if (trace->events != NULL) {
+        /* Huge pages where the kernel gives them on request: a virtual machine's TLB misses
+         * on a stream of fresh 4 KiB pages cost more than the rest of a record. */
+        (void)madvise(trace->events, bytes, MADV_HUGEPAGE);
+        memset(trace->events, 0, bytes);
+    }
     if (trace->events == NULL) {
         free(trace);
         return TT_ERROR(ncclSystemError, "out of memory for %llu trace events (TUTTI_TRACE_EVENTS)",
                         (unsigned long long)tt_param_trace_events());
     }
     atomic_init(&trace->used, 0);
+    trace->tsc = invariant_tsc();
+    trace->mono0 = tt_time_ns();
+    trace->tsc0 = tt_trace_now(trace);
     trace->rank = rank;
     trace->nranks = nranks;
     trace->comm_id = comm_id;
@@ -134,15 +167,31 @@ static void put_lane_name(FILE *f, int rank, int lane)
     fprintf(f, "\"}}");
 }
 
-static void put_event(FILE *f, int rank, const struct tt_trace_event *e)
+/* Converts the trace's clock to CLOCK_MONOTONIC nanoseconds: ticks scaled by the ratio the two
+ * clocks advanced by between create and now. */
+struct clock_map {
+    uint64_t tsc0, mono0;
+    double ns_per_tick; /* 0: the times are nanoseconds already */
+};
+
+static uint64_t to_ns(const struct clock_map *m, uint64_t t)
 {
+    if (m->ns_per_tick == 0) return t;
+    return m->mono0 + (uint64_t)((double)(int64_t)(t - m->tsc0) * m->ns_per_tick);
+}
+
+static void put_event(FILE *f, int rank, const struct clock_map *m,
+                      const struct tt_trace_event *e)
+{
+    uint64_t start_ns = to_ns(m, e->start), end_ns = to_ns(m, e->end);
+    if (end_ns < start_ns) end_ns = start_ns;
     /* Microseconds with nanosecond digits, as Chrome and Perfetto read them. */
     fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
                "\"ts\":%llu.%03llu,\"dur\":%llu.%03llu,\"args\":{\"seq\":%llu",
             e->name ? e->name : "?", e->kind == TT_TRACE_OP ? "op" : "step", rank, e->lane,
-            (unsigned long long)(e->start_ns / 1000), (unsigned long long)(e->start_ns % 1000),
-            (unsigned long long)((e->end_ns - e->start_ns) / 1000),
-            (unsigned long long)((e->end_ns - e->start_ns) % 1000), (unsigned long long)e->seq);
+            (unsigned long long)(start_ns / 1000), (unsigned long long)(start_ns % 1000),
+            (unsigned long long)((end_ns - start_ns) / 1000),
+            (unsigned long long)((end_ns - start_ns) % 1000), (unsigned long long)e->seq);
     if (e->kind == TT_TRACE_OP) {
         fprintf(f, ",\"count\":%llu,\"bytes\":%llu", (unsigned long long)e->count,
                 (unsigned long long)e->bytes);
@@ -184,11 +233,19 @@ static bool write_file(struct tt_trace *trace)
         put_lane_name(f, rank, lane);
     }
     free(seen);
+    struct clock_map map = {.tsc0 = trace->tsc0, .mono0 = trace->mono0};
+    if (trace->tsc) {
+        uint64_t mono1 = tt_time_ns(), tsc1 = tt_trace_now(trace);
+        /* Too short a run to measure the ratio well: assume 1 GHz rather than divide by ~0. */
+        map.ns_per_tick = tsc1 - trace->tsc0 > 1000000 && mono1 > trace->mono0
+                              ? (double)(mono1 - trace->mono0) / (double)(tsc1 - trace->tsc0)
+                              : 1.0;
+    }
     uint64_t written = 0;
     for (uint64_t i = 0; i < n; i++) {
         const struct tt_trace_event *e = &trace->events[i];
         if (e->kind == 0) continue; /* claimed but never filled (an aborted operation) */
-        put_event(f, rank, e);
+        put_event(f, rank, &map, e);
         written++;
     }
     struct timespec real;

@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "nccl.h"
 
@@ -23,8 +24,8 @@ enum tt_trace_kind { TT_TRACE_OP = 1, TT_TRACE_STEP = 2 };
 
 /* One interval of the timeline. Every text is static (a name table's entry) or NULL. */
 struct tt_trace_event {
-    uint64_t start_ns; /* CLOCK_MONOTONIC (util/time.h) */
-    uint64_t end_ns;
+    uint64_t start;    /* tt_trace_now's clock */
+    uint64_t end;
     const char *name;  /* operation: "AllReduce", "Send"...; step: "RecvReduceSend", "publish" */
     const char *algo;  /* operation: the algorithm and protocol that ran it */
     const char *proto;
@@ -47,6 +48,8 @@ struct tt_trace_event {
 #define TT_TRACE_LANE_RECV(peer) (2 + 2 * (peer))
 
 struct tt_trace {
+    bool tsc;              /* times are TSC ticks (an invariant TSC), else CLOCK_MONOTONIC ns */
+    uint64_t tsc0, mono0;  /* one reading of both clocks at create, to convert ticks to ns */
     struct tt_trace_event *events;
     uint64_t capacity;
     _Atomic uint64_t used; /* slots claimed; more than capacity: the rest were dropped */
@@ -62,6 +65,20 @@ ncclResult_t tt_trace_create(struct tt_trace **out, int rank, int nranks, uint64
 /* Writes the trace's file (a failure is logged at WARN, not returned) and frees it. NULL is
  * fine. No thread may record into it any more. */
 void tt_trace_close(struct tt_trace *trace);
+
+/* The trace's clock: the TSC where the CPU has an invariant one (a few nanoseconds to read,
+ * where a virtual machine's clock_gettime may take over a hundred), else CLOCK_MONOTONIC.
+ * Ticks become nanoseconds when the file is written. */
+static inline uint64_t tt_trace_now(const struct tt_trace *trace)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    if (trace->tsc) return __builtin_ia32_rdtsc();
+#endif
+    (void)trace;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* Claims the next slot, or NULL when the buffer is full (counted as dropped). The caller fills
  * it; the file is written only once every recording thread is done (tt_trace_close). */
