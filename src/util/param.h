@@ -100,6 +100,12 @@ const struct tt_param_desc *tt_param_table(int *count);
 /* Current value of entry i as text (the default when unset). */
 const char *tt_param_value_text(int i, char *buf, unsigned buf_bytes);
 void tt_param_reload(void);
+/* The entry whose variable is `env`, or -1. */
+int tt_param_find(const char *env);
+/* Entry i's value now, read from the environment (not cached): an INT entry's as its getter
+ * would read it (the default when unset or invalid), a STR entry's string. */
+int64_t tt_param_int_now(int i);
+const char *tt_param_str_now(int i);
 /* The first integer variable that is set but not an integer within its range, as an
  * ncclInvalidArgument naming it and its range (communicator init calls this); else
  * ncclSuccess. */
