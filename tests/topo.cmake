@@ -1,7 +1,8 @@
 # Topology and placement (label unit): tutti-info's counts against lstopo's on this machine and
 # on a synthetic one (tests/test_topo_lstopo.sh), and tutti-run's placement rules on synthetic
 # two-package machines, given as hwloc synthetic descriptions and as an XML file that lstopo
-# writes (tests/unit_topo_place.c). Skipped (77) without hwloc or lstopo.
+# writes (tests/unit_topo_place.c), and tutti-run --bind against tutti-info --placement
+# (tests/test_topo_bind.sh). Skipped (77) without hwloc or lstopo.
 add_executable(unit_topo_place tests/unit_topo_place.c)
 target_link_libraries(unit_topo_place PRIVATE tutti_topo)
 target_include_directories(unit_topo_place PRIVATE ${CMAKE_SOURCE_DIR}/tests)
@@ -29,3 +30,7 @@ add_test(NAME topo_lstopo
          COMMAND sh ${CMAKE_SOURCE_DIR}/tests/test_topo_lstopo.sh $<TARGET_FILE:tutti-info>)
 set_tests_properties(topo_place_xml topo_lstopo PROPERTIES LABELS unit TIMEOUT 30
                      SKIP_RETURN_CODE 77)
+add_test(NAME topo_bind
+         COMMAND sh ${CMAKE_SOURCE_DIR}/tests/test_topo_bind.sh $<TARGET_FILE:tutti-run>
+                 $<TARGET_FILE:tutti-info>)
+set_tests_properties(topo_bind PROPERTIES LABELS unit TIMEOUT 30)

@@ -75,7 +75,11 @@
       "Write each communicator's timeline (Chrome trace JSON) to this file at destroy: %r rank, "  \
       "%p pid, %h host, %c communicator number (docs/observe.md)")                                 \
     X(trace_events, "TUTTI_TRACE_EVENTS", INT, 262144, 16, 268435456,                              \
-      "Events each traced communicator keeps (operations and steps); later ones are dropped")
+      "Events each traced communicator keeps (operations and steps); later ones are dropped")    \
+    X(topo_xml, "TUTTI_TOPO_XML", STR, "", 0, 0,                                                   \
+      "Tools (tutti-info, tutti-run --bind): read the topology from this hwloc XML file")          \
+    X(topo_synthetic, "TUTTI_TOPO_SYNTHETIC", STR, "", 0, 0,                                       \
+      "Tools: use this hwloc synthetic topology instead, e.g. \"pack:2 numa:1 core:4 pu:2\"")
 
 enum tt_param_type { TT_PARAM_INT, TT_PARAM_STR };
 
