@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/api.h"
@@ -114,16 +115,41 @@ TT_API ncclResult_t ncclParamGet(ncclParamHandle_t h, void *out, int maxLen, int
     return ncclSuccess;
 }
 
+/* Each thread's text buffer for ncclParamGetParameter: from the heap, freed when the thread
+ * ends. (A _Thread_local array would take its 4 KiB from the static TLS space, which a library
+ * loaded with dlopen, as Python loads it, may not get.) */
+#define TEXT_BYTES 4096
+static pthread_key_t text_key;
+static pthread_once_t text_once = PTHREAD_ONCE_INIT;
+
+static void make_text_key(void) { (void)pthread_key_create(&text_key, free); }
+
+static char *thread_text(void)
+{
+    pthread_once(&text_once, make_text_key);
+    char *text = pthread_getspecific(text_key);
+    if (text == NULL) {
+        text = malloc(TEXT_BYTES);
+        if (text != NULL && pthread_setspecific(text_key, text) != 0) {
+            free(text);
+            text = NULL;
+        }
+    }
+    return text;
+}
+
 TT_API ncclResult_t ncclParamGetParameter(const char *key, const char **value, int *valueLen)
 {
-    static _Thread_local char text[4096];
     TT_TRY(tt_api_check_ptr(key, "ncclParamGetParameter", "key"));
     TT_TRY(tt_api_check_ptr(value, "ncclParamGetParameter", "value"));
     TT_TRY(tt_api_check_ptr(valueLen, "ncclParamGetParameter", "valueLen"));
     int i = tt_param_find(key);
     if (i < 0)
         return TT_ERROR(ncclInvalidArgument, "ncclParamGetParameter: no parameter %s", key);
-    tt_param_value_text(i, text, sizeof text);
+    char *text = thread_text();
+    if (text == NULL)
+        return TT_ERROR(ncclSystemError, "ncclParamGetParameter: out of memory");
+    tt_param_value_text(i, text, TEXT_BYTES);
     *value = text;
     *valueLen = (int)strlen(text);
     return ncclSuccess;
