@@ -14,7 +14,7 @@ foreach(case pkgconfig cmake deb)
              COMMAND sh ${CMAKE_SOURCE_DIR}/tests/test_install.sh ${case} ${CMAKE_BINARY_DIR}
                      ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/install-test/${case})
   endif()
-  set_tests_properties(install_${case} PROPERTIES LABELS install TIMEOUT 120
+  set_tests_properties(install_${case} PROPERTIES LABELS install TIMEOUT 300
                        SKIP_RETURN_CODE 77)
 endforeach()
 

@@ -7,6 +7,7 @@
 #     which the examples test runs;
 #   - the sh block after it (build and run that program) is run exactly as written: every rank
 #     must print its sum;
+#   - the trace block is run exactly as written: 4 trace files and a picture with bars;
 #   - the Python block is run exactly as written (skipped, said so, without numpy);
 #   - the benchmark block's tutti-perf line is run exactly as written; bench/compare (which
 #     installs MPI libraries) must exist and be executable;
@@ -68,6 +69,14 @@ while [ $i -le "$nblocks" ]; do
                 fail "rank $r did not print 'rank $r of 4: sum of ranks = 6'"
         done
         ran_program=1
+        ;;
+    sh:TUTTI_TRACE_FILE=*)
+        [ $ran_program = 1 ] || fail "block $i traces ./example before the README builds it"
+        rm -f "$work"/trace-*.json "$work/trace.svg"
+        run_block $i
+        [ "$(ls "$work"/trace-*.json | wc -l)" = 4 ] || fail "block $i: not 4 trace files"
+        grep -q '<rect' "$work/trace.svg" || fail "block $i: trace.svg has no bars"
+        echo "test_readme: block $i wrote 4 trace files and a picture"
         ;;
     sh:PYTHONPATH=python*)
         if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
