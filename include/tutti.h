@@ -60,6 +60,20 @@ ncclResult_t tuttiStreamQuery(cudaStream_t stream);
  * TUTTI_DUMP_SIGNAL=1. Safe to call from any thread, while other threads are blocked. */
 ncclResult_t tuttiCommDump(ncclComm_t comm);
 
+/* Counters of a communicator, kept when TUTTI_STATS=1 or TUTTI_TRACE_FILE is set at its init
+ * (docs/observe.md): one row per collective and algorithm that ran on this rank. Fills up to
+ * maxRows rows and sets *nrows to how many there are (more than maxRows: call again with more
+ * room). ncclInvalidUsage when the communicator does not count. Thread-safe. The same rows are
+ * logged at INFO when the communicator is destroyed. */
+typedef struct {
+    const char *collective; /* "AllReduce", "Send", "Recv", ... (static text) */
+    const char *algorithm;  /* "Ring", "Tree", "OneShot", "Direct"; "P2P" for sends, receives */
+    uint64_t ops;
+    uint64_t bytes;         /* the operations' buffer bytes (NCCL's count x datatype), summed */
+    uint64_t timeNs;        /* their time on this rank, from start to completion, summed */
+} tuttiCommStat_t;
+ncclResult_t tuttiCommStats(ncclComm_t comm, tuttiCommStat_t *rows, int maxRows, int *nrows);
+
 /* Per-operation events: tell when one operation completed, and with what error, however it was
  * issued (what a PyTorch Work or any asynchronous caller waits on). tuttiEventRecord marks the
  * point after every operation `comm` has issued so far on `stream` (a host stream), or, with

@@ -15,3 +15,15 @@ add_test(NAME trace_timeline
                  ${CMAKE_BINARY_DIR}/trace-test)
 set_tests_properties(trace_timeline PROPERTIES LABELS unit TIMEOUT 120 SKIP_RETURN_CODE 77
                      PROCESSORS 2)
+# The counters without a trace (TUTTI_STATS=1) and without either (tuttiCommStats refuses):
+# tests/trace_ops.c checks the rows of each rank.
+add_test(NAME stats_counters
+         COMMAND sh -c "out=$(\"$0\" -n 4 --timeout 60 -x TUTTI_STATS=1 -x NCCL_DEBUG=INFO \
+                               -x NCCL_DEBUG_SUBSYS=INIT \"$1\" 2>&1) || { echo \"$out\"; exit 1; }
+                        echo \"$out\" | grep 'stats:'
+                        echo \"$out\" | grep -q 'rank 3 stats: AllReduce' ||
+                            { echo 'no stats line at destroy'; exit 1; }"
+                 $<TARGET_FILE:tutti-run> $<TARGET_FILE:trace_ops>)
+add_test(NAME stats_off COMMAND $<TARGET_FILE:tutti-run> -n 2 --timeout 60 $<TARGET_FILE:trace_ops>)
+set_tests_properties(stats_counters PROPERTIES LABELS api TIMEOUT 90 PROCESSORS 2)
+set_tests_properties(stats_off PROPERTIES LABELS api TIMEOUT 90)

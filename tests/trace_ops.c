@@ -1,10 +1,13 @@
 /* The workload of the trace test (tests/test_trace.sh), run by tutti-run with TUTTI_TRACE_FILE
  * set: a few collectives of different sizes (so that the timeline shows several algorithms and
  * their steps) and a ring of sends and receives in a group, each result checked bit for bit
- * (small integers in floats: every sum is exact). The trace file is written by
+ * (small integers in floats: every sum is exact), and then the counters of tuttiCommStats (with
+ * TUTTI_STATS=1 or a trace; without either it must refuse). The trace file is written by
  * ncclCommDestroy. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nccl.h"
 #include "tutti.h"
@@ -54,6 +57,45 @@ int main(void)
     CHECK_RES(ncclGroupEnd(), ncclSuccess);
     for (size_t i = 0; i < 1024; i++)
         if (!CHECK_EQ_MSG(y[i], (float)left, "recv [%zu]", i)) break;
+
+    /* The counters: with TUTTI_STATS=1 or a trace, exactly what ran above; else none. */
+    tuttiCommStat_t rows[16];
+    int nrows = -1;
+    const char *stats = getenv("TUTTI_STATS"), *trace = getenv("TUTTI_TRACE_FILE");
+    bool counting = (stats != NULL && strcmp(stats, "1") == 0) || (trace != NULL && *trace);
+    if (!counting) {
+        CHECK_RES(tuttiCommStats(comm, rows, 16, &nrows), ncclInvalidUsage);
+    } else if (CHECK_RES(tuttiCommStats(comm, rows, 16, &nrows), ncclSuccess)) {
+        static const struct { const char *coll; unsigned long long ops, bytes; } want[] = {
+            {"AllReduce", 3, (2 + 1024 + BIG) * sizeof(float)},
+            {"Broadcast", 1, 1024 * sizeof(float)},
+            {"AllGather", 1, 4096 * sizeof(float)},
+            {"Send", 1, 1024 * sizeof(float)},
+            {"Recv", 1, 1024 * sizeof(float)},
+        };
+        for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
+            unsigned long long ops = 0, bytes = 0;
+            for (int i = 0; i < nrows && i < 16; i++) {
+                if (strcmp(rows[i].collective, want[w].coll) != 0) continue;
+                ops += rows[i].ops;
+                bytes += rows[i].bytes;
+                CHECK(rows[i].timeNs > 0, "%s/%s: no time", rows[i].collective,
+                      rows[i].algorithm);
+            }
+            CHECK_EQ_MSG(ops, want[w].ops, "tuttiCommStats: %s operations", want[w].coll);
+            CHECK_EQ_MSG(bytes, want[w].bytes, "tuttiCommStats: %s bytes", want[w].coll);
+        }
+        /* Nothing else: the rows' operations add up to the 7 issued (a collective may have
+         * rows for several algorithms, one per size). */
+        unsigned long long total = 0;
+        for (int i = 0; i < nrows && i < 16; i++) total += rows[i].ops;
+        CHECK(nrows >= 5 && nrows <= 16, "tuttiCommStats: %d rows", nrows);
+        CHECK_EQ_MSG(total, 7, "tuttiCommStats: operations in all rows");
+        int none = -1;
+        CHECK_RES(tuttiCommStats(comm, NULL, 0, &none), ncclSuccess);
+        CHECK_EQ(none, nrows);
+    }
+    CHECK_RES(tuttiCommStats(comm, rows, 16, NULL), ncclInvalidArgument);
 
     CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
     free(x);

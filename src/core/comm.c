@@ -437,6 +437,22 @@ ncclResult_t tt_comm_check_usable(ncclComm_t comm, const char *caller)
     return tt_state_check_usable(&comm->st, caller);
 }
 
+ncclResult_t tt_comm_stats(ncclComm_t comm, tuttiCommStat_t *rows, int max_rows, int *nrows)
+{
+    if (comm->trace == NULL)
+        return TT_ERROR(ncclInvalidUsage, "tuttiCommStats: rank %d's communicator keeps no "
+                                          "counters: set TUTTI_STATS=1 (or TUTTI_TRACE_FILE) "
+                                          "before its init", comm->st.rank);
+    struct tt_trace_stat stats[TT_TRACE_STATS];
+    int n = tt_trace_stats(comm->trace, stats, TT_TRACE_STATS);
+    for (int i = 0; i < n && i < max_rows; i++)
+        rows[i] = (tuttiCommStat_t){.collective = stats[i].name, .algorithm = stats[i].algo,
+                                    .ops = stats[i].ops, .bytes = stats[i].bytes,
+                                    .timeNs = stats[i].ticks};
+    *nrows = n;
+    return ncclSuccess;
+}
+
 ncclResult_t tt_comm_dump(ncclComm_t comm)
 {
     tt_state_flight_dump(&comm->st, "tuttiCommDump");

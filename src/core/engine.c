@@ -92,16 +92,18 @@ __attribute__((cold, noinline)) static void trace_op_end(struct tt_task *t)
 {
     static const char *const redops[] = {"sum", "prod", "max", "min", "avg"};
     const struct tt_op *op = &t->op;
+    uint64_t end = tt_trace_now(op->trace);
+    bool p2p = op->coll == TT_COLL_SEND || op->coll == TT_COLL_RECV;
+    const char *name = tt_coll_name((enum tt_coll)op->coll);
+    const char *algo = p2p || op->coll == TT_COLL_COPY ? "P2P" : tt_algo_name(t->choice.algo);
+    tt_trace_count(op->trace, name, algo, op->count * op->elt_bytes, end - op->trace_start);
     struct tt_trace_event *e = tt_trace_claim(op->trace);
     if (e == NULL) return;
-    bool p2p = op->coll == TT_COLL_SEND || op->coll == TT_COLL_RECV;
     bool reduces = op->coll == TT_COLL_ALLREDUCE || op->coll == TT_COLL_REDUCE ||
                    op->coll == TT_COLL_REDUCESCATTER;
     bool rooted = op->coll == TT_COLL_BROADCAST || op->coll == TT_COLL_REDUCE;
     *e = (struct tt_trace_event){
-        .start = op->trace_start, .end = tt_trace_now(op->trace),
-        .name = tt_coll_name((enum tt_coll)op->coll),
-        .algo = p2p || op->coll == TT_COLL_COPY ? "P2P" : tt_algo_name(t->choice.algo),
+        .start = op->trace_start, .end = end, .name = name, .algo = algo,
         .proto = tt_proto_name(p2p ? TT_PROTO_SIMPLE : t->choice.proto),
         .dtype = tt_dtype_name(op->redop.dtype),
         .redop = !reduces ? NULL : op->desc.op < 5 ? redops[op->desc.op] : "user",

@@ -76,6 +76,9 @@
       "%p pid, %h host, %c communicator number (docs/observe.md)")                                 \
     X(trace_events, "TUTTI_TRACE_EVENTS", INT, 262144, 16, 268435456,                              \
       "Events each traced communicator keeps (operations and steps); later ones are dropped")    \
+    X(stats, "TUTTI_STATS", INT, 0, 0, 1,                                                          \
+      "1: count operations, bytes and time per collective and algorithm (tuttiCommStats; logged "  \
+      "at INFO by ncclCommDestroy); on with TUTTI_TRACE_FILE too")                                 \
     X(topo_xml, "TUTTI_TOPO_XML", STR, "", 0, 0,                                                   \
       "Tools (tutti-info, tutti-run --bind): read the topology from this hwloc XML file")          \
     X(topo_synthetic, "TUTTI_TOPO_SYNTHETIC", STR, "", 0, 0,                                       \

@@ -74,11 +74,24 @@ ncclResult_t tt_trace_create(struct tt_trace **out, int rank, int nranks, uint64
 {
     *out = NULL;
     const char *pattern = tt_param_trace_file();
-    if (pattern[0] == '\0') return ncclSuccess;
+    bool events = pattern[0] != '\0';
+    if (!events && tt_param_stats() == 0) return ncclSuccess;
     struct tt_trace *trace = calloc(1, sizeof *trace);
     if (trace == NULL) return TT_ERROR(ncclSystemError, "out of memory for a trace");
+    pthread_mutex_init(&trace->stats_lock, NULL);
+    atomic_init(&trace->used, 0);
+    trace->rank = rank;
+    trace->nranks = nranks;
+    trace->comm_id = comm_id;
+    trace->tsc = invariant_tsc();
+    trace->mono0 = tt_time_ns();
+    trace->tsc0 = tt_trace_now(trace);
+    if (!events) { /* counters only: no buffer, so every claim finds it full */
+        *out = trace;
+        return ncclSuccess;
+    }
     if (!tt_trace_expand(pattern, rank, comm_id, trace->path, sizeof trace->path)) {
-        free(trace);
+        tt_trace_close(trace);
         return TT_ERROR(ncclInvalidArgument, "TUTTI_TRACE_FILE=%s: the file name is too long",
                         pattern);
     }
@@ -89,24 +102,16 @@ ncclResult_t tt_trace_create(struct tt_trace **out, int rank, int nranks, uint64
     size_t bytes = trace->capacity * sizeof *trace->events;
     bytes = (bytes + HUGE_PAGE_BYTES - 1) / HUGE_PAGE_BYTES * HUGE_PAGE_BYTES;
     trace->events = aligned_alloc(HUGE_PAGE_BYTES, bytes);
-    if (trace->events != NULL) {
-        /* Huge pages where the kernel gives them on request: a virtual machine's TLB misses
-         * on a stream of fresh 4 KiB pages cost more than the rest of a record. */
-        (void)madvise(trace->events, bytes, MADV_HUGEPAGE);
-        memset(trace->events, 0, bytes);
-    }
     if (trace->events == NULL) {
-        free(trace);
+        trace->path[0] = '\0';
+        tt_trace_close(trace);
         return TT_ERROR(ncclSystemError, "out of memory for %llu trace events (TUTTI_TRACE_EVENTS)",
                         (unsigned long long)tt_param_trace_events());
     }
-    atomic_init(&trace->used, 0);
-    trace->tsc = invariant_tsc();
-    trace->mono0 = tt_time_ns();
-    trace->tsc0 = tt_trace_now(trace);
-    trace->rank = rank;
-    trace->nranks = nranks;
-    trace->comm_id = comm_id;
+    /* Huge pages where the kernel gives them on request: a virtual machine's TLB misses on a
+     * stream of fresh 4 KiB pages cost more than the rest of a record. */
+    (void)madvise(trace->events, bytes, MADV_HUGEPAGE);
+    memset(trace->events, 0, bytes);
     TT_INFO(TT_SUB_INIT, "rank %d: tracing up to %llu events into %s", rank,
             (unsigned long long)trace->capacity, trace->path);
     *out = trace;
@@ -174,6 +179,51 @@ struct clock_map {
     double ns_per_tick; /* 0: the times are nanoseconds already */
 };
 
+static struct clock_map clock_map_now(const struct tt_trace *trace)
+{
+    struct clock_map map = {.tsc0 = trace->tsc0, .mono0 = trace->mono0};
+    if (trace->tsc) {
+        uint64_t mono1 = tt_time_ns(), tsc1 = tt_trace_now(trace);
+        /* Too short a run to measure the ratio well: assume 1 GHz rather than divide by ~0. */
+        map.ns_per_tick = tsc1 - trace->tsc0 > 1000000 && mono1 > trace->mono0
+                              ? (double)(mono1 - trace->mono0) / (double)(tsc1 - trace->tsc0)
+                              : 1.0;
+    }
+    return map;
+}
+
+void tt_trace_count(struct tt_trace *trace, const char *name, const char *algo, uint64_t bytes,
+                    uint64_t ticks)
+{
+    pthread_mutex_lock(&trace->stats_lock);
+    int i = 0;
+    while (i < trace->nstats &&
+           (trace->stats[i].name != name || trace->stats[i].algo != algo))
+        i++;
+    if (i == trace->nstats && i < TT_TRACE_STATS)
+        trace->stats[trace->nstats++] = (struct tt_trace_stat){.name = name, .algo = algo};
+    if (i < trace->nstats) {
+        trace->stats[i].ops++;
+        trace->stats[i].bytes += bytes;
+        trace->stats[i].ticks += ticks;
+    }
+    pthread_mutex_unlock(&trace->stats_lock);
+}
+
+int tt_trace_stats(struct tt_trace *trace, struct tt_trace_stat *out, int max)
+{
+    struct clock_map map = clock_map_now(trace);
+    pthread_mutex_lock(&trace->stats_lock);
+    int n = trace->nstats;
+    for (int i = 0; i < n && i < max; i++) {
+        out[i] = trace->stats[i];
+        if (map.ns_per_tick != 0)
+            out[i].ticks = (uint64_t)((double)out[i].ticks * map.ns_per_tick);
+    }
+    pthread_mutex_unlock(&trace->stats_lock);
+    return n;
+}
+
 static uint64_t to_ns(const struct clock_map *m, uint64_t t)
 {
     if (m->ns_per_tick == 0) return t;
@@ -233,14 +283,7 @@ static bool write_file(struct tt_trace *trace)
         put_lane_name(f, rank, lane);
     }
     free(seen);
-    struct clock_map map = {.tsc0 = trace->tsc0, .mono0 = trace->mono0};
-    if (trace->tsc) {
-        uint64_t mono1 = tt_time_ns(), tsc1 = tt_trace_now(trace);
-        /* Too short a run to measure the ratio well: assume 1 GHz rather than divide by ~0. */
-        map.ns_per_tick = tsc1 - trace->tsc0 > 1000000 && mono1 > trace->mono0
-                              ? (double)(mono1 - trace->mono0) / (double)(tsc1 - trace->tsc0)
-                              : 1.0;
-    }
+    struct clock_map map = clock_map_now(trace);
     uint64_t written = 0;
     for (uint64_t i = 0; i < n; i++) {
         const struct tt_trace_event *e = &trace->events[i];
@@ -276,11 +319,27 @@ static bool write_file(struct tt_trace *trace)
     return ok;
 }
 
+/* The counters at INFO, one line per collective and algorithm, when the communicator ends. */
+static void log_stats(struct tt_trace *trace)
+{
+    struct tt_trace_stat rows[TT_TRACE_STATS];
+    int n = tt_trace_stats(trace, rows, TT_TRACE_STATS);
+    for (int i = 0; i < n && i < TT_TRACE_STATS; i++)
+        TT_INFO(TT_SUB_INIT, "rank %d stats: %s %s: %llu ops, %llu bytes, %.3f ms", trace->rank,
+                rows[i].name, rows[i].algo ? rows[i].algo : "-",
+                (unsigned long long)rows[i].ops, (unsigned long long)rows[i].bytes,
+                (double)rows[i].ticks / 1e6);
+}
+
 void tt_trace_close(struct tt_trace *trace)
 {
     if (trace == NULL) return;
-    claim_name(trace);
-    write_file(trace);
+    if (TT_LOG_MAYBE(TT_LOG_INFO)) log_stats(trace);
+    if (trace->path[0] != '\0' && trace->events != NULL) {
+        claim_name(trace);
+        write_file(trace);
+    }
+    pthread_mutex_destroy(&trace->stats_lock);
     free(trace->events);
     free(trace);
 }

@@ -13,6 +13,7 @@
 #ifndef TT_UTIL_TRACE_H
 #define TT_UTIL_TRACE_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -47,7 +48,21 @@ struct tt_trace_event {
 #define TT_TRACE_LANE_SEND(peer) (1 + 2 * (peer))
 #define TT_TRACE_LANE_RECV(peer) (2 + 2 * (peer))
 
+/* Counters (TUTTI_STATS=1, or with the trace): operations, bytes and time per collective and
+ * algorithm. `ticks` is in tt_trace_now's clock; tt_trace_stats converts it. */
+#define TT_TRACE_STATS 64
+struct tt_trace_stat {
+    const char *name; /* static text, as in events */
+    const char *algo;
+    uint64_t ops;
+    uint64_t bytes;
+    uint64_t ticks;
+};
+
 struct tt_trace {
+    pthread_mutex_t stats_lock;
+    int nstats;
+    struct tt_trace_stat stats[TT_TRACE_STATS];
     bool tsc;              /* times are TSC ticks (an invariant TSC), else CLOCK_MONOTONIC ns */
     uint64_t tsc0, mono0;  /* one reading of both clocks at create, to convert ticks to ns */
     struct tt_trace_event *events;
@@ -59,7 +74,8 @@ struct tt_trace {
     char path[4096];       /* the file, its pattern expanded */
 };
 
-/* A trace for the communicator of `rank`, or *out = NULL when TUTTI_TRACE_FILE is unset.
+/* A trace for the communicator of `rank`, or *out = NULL when neither TUTTI_TRACE_FILE nor
+ * TUTTI_STATS is set (with TUTTI_STATS alone it keeps counters and no events).
  * Fails (ncclSystemError) only when the buffer cannot be allocated. */
 ncclResult_t tt_trace_create(struct tt_trace **out, int rank, int nranks, uint64_t comm_id);
 /* Writes the trace's file (a failure is logged at WARN, not returned) and frees it. NULL is
@@ -87,6 +103,13 @@ static inline struct tt_trace_event *tt_trace_claim(struct tt_trace *trace)
     uint64_t i = atomic_fetch_add_explicit(&trace->used, 1, memory_order_relaxed);
     return i < trace->capacity ? &trace->events[i] : NULL;
 }
+
+/* Adds one finished operation to the counters (takes a lock: only when counting is on). */
+void tt_trace_count(struct tt_trace *trace, const char *name, const char *algo, uint64_t bytes,
+                    uint64_t ticks);
+/* Copies up to `max` counter rows, time converted to nanoseconds (in `ticks`); returns how many
+ * rows there are. */
+int tt_trace_stats(struct tt_trace *trace, struct tt_trace_stat *out, int max);
 
 /* Expands a TUTTI_TRACE_FILE pattern: %r rank, %p pid, %h host name, %c the communicator's
  * number in this process, %% a percent sign. Returns false when it does not fit. */
