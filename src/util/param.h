@@ -76,6 +76,8 @@
       "%p pid, %h host, %c communicator number (docs/observe.md)")                                 \
     X(trace_events, "TUTTI_TRACE_EVENTS", INT, 262144, 16, 268435456,                              \
       "Events each traced communicator keeps (operations and steps); later ones are dropped")    \
+    X(trace_clock, "TUTTI_TRACE_CLOCK", STR, "", 0, 0,                                             \
+      "monotonic: time trace events with clock_gettime instead of the CPU's invariant TSC")        \
     X(stats, "TUTTI_STATS", INT, 0, 0, 1,                                                          \
       "1: count operations, bytes and time per collective and algorithm (tuttiCommStats; logged "  \
       "at INFO by ncclCommDestroy); on with TUTTI_TRACE_FILE too")                                 \

@@ -82,9 +82,9 @@ ncclResult_t tt_trace_create(struct tt_trace **out, int rank, int nranks, uint64
  * fine. No thread may record into it any more. */
 void tt_trace_close(struct tt_trace *trace);
 
-/* The trace's clock: the TSC where the CPU has an invariant one (a few nanoseconds to read,
- * where a virtual machine's clock_gettime may take over a hundred), else CLOCK_MONOTONIC.
- * Ticks become nanoseconds when the file is written. */
+/* The trace's clock: the TSC where the CPU has an invariant one (a few nanoseconds to read),
+ * else, or with TUTTI_TRACE_CLOCK=monotonic, CLOCK_MONOTONIC (over a hundred nanoseconds in some
+ * virtual machines). Ticks become nanoseconds when the file is written. */
 static inline uint64_t tt_trace_now(const struct tt_trace *trace)
 {
 #if defined(__x86_64__) || defined(__i386__)
