@@ -31,6 +31,7 @@ static const struct tt_param_desc *entry(ncclParamHandle_t h, const char *caller
 
 TT_API ncclResult_t ncclParamBind(ncclParamHandle_t *out, const char *key)
 {
+    tt_error_clear();
     TT_TRY(tt_api_check_ptr(out, "ncclParamBind", "out"));
     TT_TRY(tt_api_check_ptr(key, "ncclParamBind", "key"));
     int i = tt_param_find(key);
@@ -64,6 +65,7 @@ static ncclResult_t get_int(ncclParamHandle_t h, const char *caller, int64_t lo,
 #define PARAM_GET_INT(suffix, type, lo, hi)                                                     \
     TT_API ncclResult_t ncclParamGet##suffix(ncclParamHandle_t h, type *out)                    \
     {                                                                                           \
+        tt_error_clear();                                                                       \
         int64_t v = 0;                                                                          \
         TT_TRY(get_int(h, "ncclParamGet" #suffix, lo, hi, out, &v));                            \
         *out = (type)v;                                                                         \
@@ -80,6 +82,7 @@ PARAM_GET_INT(U64, uint64_t, 0, UINT64_MAX)
 
 TT_API ncclResult_t ncclParamGetStr(ncclParamHandle_t h, const char **out)
 {
+    tt_error_clear();
     int i;
     const struct tt_param_desc *d = entry(h, "ncclParamGetStr", &i);
     if (d == NULL) return ncclInvalidArgument;
@@ -93,6 +96,7 @@ TT_API ncclResult_t ncclParamGetStr(ncclParamHandle_t h, const char **out)
 
 TT_API ncclResult_t ncclParamGet(ncclParamHandle_t h, void *out, int maxLen, int *len)
 {
+    tt_error_clear();
     int i;
     const struct tt_param_desc *d = entry(h, "ncclParamGet", &i);
     if (d == NULL) return ncclInvalidArgument;
@@ -140,6 +144,7 @@ static char *thread_text(void)
 
 TT_API ncclResult_t ncclParamGetParameter(const char *key, const char **value, int *valueLen)
 {
+    tt_error_clear();
     TT_TRY(tt_api_check_ptr(key, "ncclParamGetParameter", "key"));
     TT_TRY(tt_api_check_ptr(value, "ncclParamGetParameter", "value"));
     TT_TRY(tt_api_check_ptr(valueLen, "ncclParamGetParameter", "valueLen"));
@@ -172,6 +177,7 @@ static void make_keys(void)
 
 TT_API ncclResult_t ncclParamGetAllParameterKeys(const char ***table, int *tableLen)
 {
+    tt_error_clear();
     TT_TRY(tt_api_check_ptr(table, "ncclParamGetAllParameterKeys", "table"));
     TT_TRY(tt_api_check_ptr(tableLen, "ncclParamGetAllParameterKeys", "tableLen"));
     pthread_once(&keys_once, make_keys);
@@ -182,6 +188,7 @@ TT_API ncclResult_t ncclParamGetAllParameterKeys(const char ***table, int *table
 
 TT_API void ncclParamDumpAll(void)
 {
+    tt_error_clear();
     int count;
     tt_param_table(&count);
     char text[4096];
