@@ -40,8 +40,12 @@ install(FILES ${CMAKE_SOURCE_DIR}/include/nccl.h ${CMAKE_SOURCE_DIR}/include/tut
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
 install(TARGETS tutti-run tutti-perf tutti-info tutti-tune
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT tools)
+# tutti-trace is a Python 3 script (standard library only): the tools package depends on python3.
+install(PROGRAMS ${CMAKE_SOURCE_DIR}/tools/tutti-trace DESTINATION ${CMAKE_INSTALL_BINDIR}
+        COMPONENT tools)
 install(FILES ${CMAKE_SOURCE_DIR}/docs/man/tutti-run.1 ${CMAKE_SOURCE_DIR}/docs/man/tutti-perf.1
               ${CMAKE_SOURCE_DIR}/docs/man/tutti-info.1 ${CMAKE_SOURCE_DIR}/docs/man/tutti-tune.1
+              ${CMAKE_SOURCE_DIR}/docs/man/tutti-trace.1
         DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT tools)
 file(GLOB TUTTI_DOC_FILES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/docs/*.md)
 install(FILES ${CMAKE_SOURCE_DIR}/README.md ${TUTTI_DOC_FILES}

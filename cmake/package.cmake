@@ -48,10 +48,12 @@ set(CPACK_COMPONENT_DEV_DESCRIPTION
 set(CPACK_DEBIAN_TOOLS_PACKAGE_NAME tutti)
 set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION net)
 set(CPACK_COMPONENT_TOOLS_DEPENDS lib)
+set(CPACK_DEBIAN_TOOLS_PACKAGE_DEPENDS "python3") # tutti-trace; shlibdeps adds the rest
 set(CPACK_COMPONENT_TOOLS_DESCRIPTION
     "Tutti: collective communications with NCCL's API for CPU processes (tools)
  tutti-run launches a job of N processes on one or several hosts; tutti-perf is an
  nccl-tests-style benchmark of every collective; tutti-info prints the version and every
- parameter; tutti-tune prints the cost model's algorithm choices.")
+ parameter; tutti-tune prints the cost model's algorithm choices; tutti-trace merges and
+ draws the timeline traces of TUTTI_TRACE_FILE.")
 
 include(CPack)

@@ -5,6 +5,8 @@
 #ifndef TUTTI_H_
 #define TUTTI_H_
 
+#include <stdint.h>
+
 #include "nccl.h"
 
 #ifdef __cplusplus
@@ -58,6 +60,20 @@ ncclResult_t tuttiStreamQuery(cudaStream_t stream);
  * TUTTI_DUMP_SIGNAL=1. Safe to call from any thread, while other threads are blocked. */
 ncclResult_t tuttiCommDump(ncclComm_t comm);
 
+/* Counters of a communicator, kept when TUTTI_STATS=1 or TUTTI_TRACE_FILE is set at its init
+ * (docs/observe.md): one row per collective and algorithm that ran on this rank. Fills up to
+ * maxRows rows and sets *nrows to how many there are (more than maxRows: call again with more
+ * room). ncclInvalidUsage when the communicator does not count. Thread-safe. The same rows are
+ * logged at INFO when the communicator is destroyed. */
+typedef struct {
+    const char *collective; /* "AllReduce", "Send", "Recv", ... (static text) */
+    const char *algorithm;  /* "Ring", "Tree", "OneShot", "Direct"; "P2P" for sends, receives */
+    uint64_t ops;
+    uint64_t bytes;         /* the operations' buffer bytes (NCCL's count x datatype), summed */
+    uint64_t timeNs;        /* their time on this rank, from start to completion, summed */
+} tuttiCommStat_t;
+ncclResult_t tuttiCommStats(ncclComm_t comm, tuttiCommStat_t *rows, int maxRows, int *nrows);
+
 /* Per-operation events: tell when one operation completed, and with what error, however it was
  * issued (what a PyTorch Work or any asynchronous caller waits on). tuttiEventRecord marks the
  * point after every operation `comm` has issued so far on `stream` (a host stream), or, with
@@ -78,6 +94,43 @@ ncclResult_t tuttiEventQuery(tuttiEvent_t event);
 /* Waits until the event completed (driving the progress engine meanwhile) and returns as
  * tuttiEventQuery. */
 ncclResult_t tuttiEventSynchronize(tuttiEvent_t event);
+
+/* NCCL 2.30's parameter API, over Tutti's parameter table (every NCCL_* and TUTTI_* variable
+ * Tutti reads; tutti-info lists the same keys with the same values). Declared here because
+ * nccl.h stays NCCL 2.28's; a program compiled against NCCL 2.30's nccl.h links with libtutti
+ * as is (docs/env.md, "Reading parameters from a program"). Keys are the variables' names.
+ * Values are read from the environment at each call (a default when unset or, for integers, not
+ * an integer in range). Thread-safe. */
+#if !defined(NCCL_VERSION_CODE) || NCCL_VERSION_CODE < 23000
+typedef struct ncclParamHandle_st *ncclParamHandle_t;
+/* *out = the parameter named `key`; ncclInvalidArgument (and *out untouched) for an unknown key.
+ * The handle lives as long as the library. */
+ncclResult_t ncclParamBind(ncclParamHandle_t *out, const char *key);
+/* An integer parameter's value; ncclInvalidArgument for a string parameter or a value the type
+ * cannot hold. */
+ncclResult_t ncclParamGetI8(ncclParamHandle_t h, int8_t *out);
+ncclResult_t ncclParamGetI16(ncclParamHandle_t h, int16_t *out);
+ncclResult_t ncclParamGetI32(ncclParamHandle_t h, int32_t *out);
+ncclResult_t ncclParamGetI64(ncclParamHandle_t h, int64_t *out);
+ncclResult_t ncclParamGetU8(ncclParamHandle_t h, uint8_t *out);
+ncclResult_t ncclParamGetU16(ncclParamHandle_t h, uint16_t *out);
+ncclResult_t ncclParamGetU32(ncclParamHandle_t h, uint32_t *out);
+ncclResult_t ncclParamGetU64(ncclParamHandle_t h, uint64_t *out);
+/* A string parameter's value (the environment's string, or the static default); ncclInvalidArgument
+ * for an integer parameter. */
+ncclResult_t ncclParamGetStr(ncclParamHandle_t h, const char **out);
+/* The value's bytes, whatever its type: an integer as int64_t, a string with its NUL. *len is
+ * set to the bytes the value needs; when that exceeds maxLen, nothing is copied and the call
+ * returns ncclInvalidArgument. */
+ncclResult_t ncclParamGet(ncclParamHandle_t h, void *out, int maxLen, int *len);
+/* The value of `key` as text (what tutti-info prints), in a buffer of the calling thread that
+ * the next call on that thread reuses; *valueLen its length without the NUL. */
+ncclResult_t ncclParamGetParameter(const char *key, const char **value, int *valueLen);
+/* Every key, in tutti-info's order: a table owned by the library. */
+ncclResult_t ncclParamGetAllParameterKeys(const char ***table, int *tableLen);
+/* Prints every parameter to stdout, one "KEY=value" line each (NCCL logs them). */
+void ncclParamDumpAll(void);
+#endif
 
 #ifdef __cplusplus
 }

@@ -14,5 +14,5 @@ else()
            COMMAND sh ${CMAKE_SOURCE_DIR}/tests/test_readme.sh ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}
                    ${CMAKE_BINARY_DIR}/readme-test $<TARGET_FILE:tutti-info>)
 endif()
-set_tests_properties(docs_readme PROPERTIES LABELS docs TIMEOUT 90 SKIP_RETURN_CODE 77
+set_tests_properties(docs_readme PROPERTIES LABELS docs TIMEOUT 180 SKIP_RETURN_CODE 77
                      PROCESSORS 2)

@@ -14,7 +14,7 @@ foreach(case pkgconfig cmake deb)
              COMMAND sh ${CMAKE_SOURCE_DIR}/tests/test_install.sh ${case} ${CMAKE_BINARY_DIR}
                      ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/install-test/${case})
   endif()
-  set_tests_properties(install_${case} PROPERTIES LABELS install TIMEOUT 120
+  set_tests_properties(install_${case} PROPERTIES LABELS install TIMEOUT 300
                        SKIP_RETURN_CODE 77)
 endforeach()
 
@@ -24,3 +24,8 @@ foreach(tool tutti-run tutti-perf tutti-info tutti-tune)
                    $<TARGET_FILE:${tool}>)
   set_tests_properties(tools_help_${tool} PROPERTIES LABELS unit TIMEOUT 30)
 endforeach()
+add_test(NAME tools_help_tutti-trace
+         COMMAND sh -c "command -v python3 >/dev/null || { echo 'skipped: no python3'; exit 77; }
+                        \"$0\" --help | grep -q '^usage: ' && \"$0\" --help >/dev/null"
+                 ${CMAKE_SOURCE_DIR}/tools/tutti-trace)
+set_tests_properties(tools_help_tutti-trace PROPERTIES LABELS unit TIMEOUT 30 SKIP_RETURN_CODE 77)

@@ -42,8 +42,8 @@ install_prefix() {
     for f in include/nccl.h include/tutti.h lib/libtutti.so lib/libtutti.so.0 lib/libtutti.a \
              lib/tutti/nccl-compat/libnccl.so.2 lib/pkgconfig/tutti.pc \
              lib/cmake/Tutti/TuttiConfig.cmake lib/cmake/Tutti/TuttiConfigVersion.cmake \
-             bin/tutti-run bin/tutti-perf bin/tutti-info bin/tutti-tune \
-             share/man/man1/tutti-run.1 share/doc/tutti/README.md; do
+             bin/tutti-run bin/tutti-perf bin/tutti-info bin/tutti-tune bin/tutti-trace \
+             share/man/man1/tutti-run.1 share/man/man1/tutti-trace.1 share/doc/tutti/README.md; do
         [ -e "prefix/$f" ] || fail "cmake --install did not install $f"
     done
 }
@@ -66,14 +66,14 @@ pkgconfig)
         $(pkg-config --static --libs-only-l tutti | sed 's/-ltutti//') -o first_static
     ! readelf -d first_static | grep -q libtutti || fail "first_static needs libtutti.so"
     run_two prefix/bin/tutti-run ./first_static
-    for tool in tutti-run tutti-perf tutti-info tutti-tune; do
+    for tool in tutti-run tutti-perf tutti-info tutti-tune tutti-trace; do
         prefix/bin/$tool --help >help.txt || fail "$tool --help exited $?"
         grep -q usage help.txt || fail "$tool --help printed no usage"
     done
     prefix/bin/tutti-run -n 2 prefix/bin/tutti-perf -b 8 -e 1K -f 4 -n 2 -w 1 >perf.txt ||
         fail "installed tutti-perf failed: $(cat perf.txt)"
     if command -v man >/dev/null 2>&1; then
-        for tool in tutti-run tutti-perf tutti-info tutti-tune; do
+        for tool in tutti-run tutti-perf tutti-info tutti-tune tutti-trace; do
             MANPATH="$work/prefix/share/man" man -w $tool >/dev/null ||
                 fail "man cannot find $tool in $work/prefix/share/man"
         done

@@ -2,8 +2,9 @@
 # Installs the build and test tools a fresh Debian machine may lack (cmake, ninja, a C compiler,
 # iproute2 for network-namespace tests; pkg-config and libsodium for the bootstrap's
 # authentication; dpkg-dev and file for the install and package tests; man-db for the man
-# page check; Open MPI for the MPI example; Debian's python3 with numpy, pip, setuptools and
-# wheel for the Python bindings' tests). Does nothing when everything is present.
+# page check; Open MPI for the MPI example; hwloc and chromium (below); Debian's python3 with
+# numpy, pip, setuptools and wheel for the Python bindings' tests). Does nothing when everything
+# is present.
 set -e
 missing=""
 command -v cmake >/dev/null 2>&1 || missing="$missing cmake"
@@ -25,6 +26,11 @@ for pair in numpy:python3-numpy pip:python3-pip setuptools:python3-setuptools \
     [ -x $PY ] && $PY -c "import ${pair%%:*}" >/dev/null 2>&1 || missing="$missing ${pair#*:}"
 done
 pkg-config --exists libsodium 2>/dev/null || missing="$missing libsodium-dev"
+# hwloc: the topology tutti-info prints and placement uses (optional at build time); lstopo for
+# the test that compares them. Chromium (headless) screenshots the trace picture in its test.
+pkg-config --exists hwloc 2>/dev/null || missing="$missing libhwloc-dev"
+command -v lstopo-no-graphics >/dev/null 2>&1 || missing="$missing hwloc"
+command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
 [ -z "$missing" ] && exit 0
 echo "install-deps: installing$missing"
 SUDO=""

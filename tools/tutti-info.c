@@ -7,8 +7,96 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <stdlib.h>
+
 #include "nccl.h"
+#include "topo.h"
 #include "util/param.h"
+
+/* "0-3,8-11" for a list of CPU numbers (sorted as given). */
+static void cpu_list(const int *pus, int n, char *out, size_t bytes)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j + 1 < n && pus[j + 1] == pus[j] + 1) j++;
+        int w = j > i ? snprintf(out + used, bytes - used, "%s%d-%d", used ? "," : "", pus[i],
+                                 pus[j])
+                      : snprintf(out + used, bytes - used, "%s%d", used ? "," : "", pus[i]);
+        if (w < 0 || (size_t)w >= bytes - used) break;
+        used += (size_t)w;
+        i = j + 1;
+    }
+}
+
+/* The topology line: counts as lstopo shows them (a test compares). */
+static int print_topology(void)
+{
+    struct tt_topo topo;
+    char err[256];
+    if (!tt_topo_load(&topo, err, sizeof err)) {
+        fprintf(stderr, "tutti-info: %s\n", err);
+        return 1;
+    }
+    printf("topology (%s): %d packages, %d NUMA nodes, %d cores, %d PUs", topo.source,
+           topo.packages, topo.numa_nodes, topo.cores, topo.pus);
+    if (topo.l3_caches > 0) printf(", %d L3 caches", topo.l3_caches);
+    printf("\n");
+    tt_topo_free(&topo);
+    return 0;
+}
+
+/* Where tutti-run --bind puts `n` local ranks, and what lies between each pair. */
+static int print_placement(int n)
+{
+    struct tt_topo topo;
+    char err[256];
+    if (!tt_topo_load(&topo, err, sizeof err)) {
+        fprintf(stderr, "tutti-info: %s\n", err);
+        return 1;
+    }
+    printf("placement of %d local ranks (tutti-run --bind; topology from %s):\n", n,
+           topo.source);
+    struct tt_topo_place *where = calloc((size_t)n, sizeof *where);
+    int *pus = malloc(TT_TOPO_MAX_PUS * sizeof *pus);
+    if (where == NULL || pus == NULL) {
+        free(where);
+        free(pus);
+        tt_topo_free(&topo);
+        return 1;
+    }
+    for (int r = 0; r < n; r++) {
+        int npus = tt_topo_place(&topo, r, n, &where[r], pus, TT_TOPO_MAX_PUS);
+        char list[512];
+        cpu_list(pus, npus, list, sizeof list);
+        printf("  local rank %-3d package %d  NUMA node %d  cores %d-%d  CPUs %s\n", r,
+               where[r].package, where[r].numa, where[r].first_core,
+               where[r].first_core + where[r].ncores - 1, list);
+    }
+    /* Between two ranks of one host the transport is shared memory; what differs is how far
+     * the bytes travel: C a core they share, P one package, N one NUMA node across packages,
+     * X across packages and NUMA nodes. */
+    printf("paths between local ranks (all over shared memory): C shared core, P same package, "
+           "X across packages\n       ");
+    for (int b = 0; b < n; b++) printf("%3d", b);
+    printf("\n");
+    for (int a = 0; a < n; a++) {
+        printf("  %3d  ", a);
+        for (int b = 0; b < n; b++) {
+            const struct tt_topo_place *x = &where[a], *y = &where[b];
+            bool share = x->first_core < y->first_core + y->ncores &&
+                         y->first_core < x->first_core + x->ncores;
+            char c = a == b ? '-' : share ? 'C' : x->package == y->package ? 'P' : 'X';
+            printf("%3c", c);
+        }
+        printf("\n");
+    }
+    free(where);
+    free(pus);
+    tt_topo_free(&topo);
+    return 0;
+}
 
 static void print_markdown(void)
 {
@@ -47,8 +135,9 @@ static void print_info(void)
            "no"
 #endif
     );
-    printf("host: %s, %ld online CPUs\n\nparameters (value, default):\n", host,
-           sysconf(_SC_NPROCESSORS_ONLN));
+    printf("host: %s, %ld online CPUs\n", host, sysconf(_SC_NPROCESSORS_ONLN));
+    if (print_topology() != 0) return;
+    printf("\nparameters (value, default):\n");
     int count;
     const struct tt_param_desc *table = tt_param_table(&count);
     for (int i = 0; i < count; i++) {
@@ -69,15 +158,27 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        printf("usage: tutti-info [--markdown]\n"
-               "Prints the version, build options, host, and every parameter (NCCL_* and\n"
-               "TUTTI_* environment variables) with its current value and default.\n"
-               "  --markdown  the parameter reference as markdown (docs/env.md)\n"
-               "  -h, --help  this text\n");
+        printf("usage: tutti-info [--markdown | --topology | --placement N]\n"
+               "Prints the version, build options, host, topology, and every parameter\n"
+               "(NCCL_* and TUTTI_* environment variables) with its current value and default.\n"
+               "  --markdown     the parameter reference as markdown (docs/env.md)\n"
+               "  --topology     the topology line alone (packages, NUMA nodes, cores, PUs)\n"
+               "  --placement N  where tutti-run --bind puts N ranks of this host, and the\n"
+               "                 path between each pair\n"
+               "  -h, --help     this text\n");
         return 0;
     }
+    if (argc > 1 && strcmp(argv[1], "--topology") == 0) return print_topology();
+    if (argc > 2 && strcmp(argv[1], "--placement") == 0) {
+        int n = atoi(argv[2]);
+        if (n < 1 || n > 4096) {
+            fprintf(stderr, "tutti-info: --placement needs a rank count in 1..4096\n");
+            return 2;
+        }
+        return print_placement(n);
+    }
     if (argc > 1) {
-        fprintf(stderr, "usage: tutti-info [--markdown | --help]\n");
+        fprintf(stderr, "usage: tutti-info [--markdown | --topology | --placement N | --help]\n");
         return 2;
     }
     print_info();

@@ -1,5 +1,5 @@
 add_executable(tutti-info tools/tutti-info.c)
-target_link_libraries(tutti-info PRIVATE tutti_internal)
+target_link_libraries(tutti-info PRIVATE tutti_internal tutti_topo)
 target_include_directories(tutti-info PRIVATE ${CMAKE_SOURCE_DIR}/src)
 target_compile_definitions(tutti-info PRIVATE TUTTI_VERSION_STRING="${PROJECT_VERSION}")
 target_compile_options(tutti-info PRIVATE ${TUTTI_WARNINGS})

@@ -17,6 +17,7 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -29,6 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "topo.h"
 #include "util/time.h"
 
 #define LINE_BYTES 16384  /* longest line tagged whole; a longer one is split */
@@ -61,6 +63,7 @@ struct options {
     const char *rdzv; /* host:port, or NULL for a free port on 127.0.0.1 */
     int tag;          /* 1, 0, or -1 for the default: on when nproc > 1 */
     double timeout_s; /* 0: none */
+    bool bind;        /* --bind: pin each rank to its cores (tools/topo.h) */
     char **env_sets;  /* -x arguments */
     int env_count;
     char **argv;      /* the program and its arguments */
@@ -71,6 +74,7 @@ struct launcher {
     bool tagging;
     char comm_id[300];
     char secret[4 + 64 + 1]; /* "key:" + hex of a fresh 256-bit secret, or "" */
+    cpu_set_t *bind_sets;    /* --bind: each local rank's CPUs, else NULL */
     struct rank_proc *ranks;
     int nrunning;
     int exit_code;      /* -1 until a failure or the timeout decides it */
@@ -114,6 +118,9 @@ static void usage(FILE *f)
             "      --tag-output     prefix each output line with \"[rank] \" (default when N > 1)\n"
             "      --no-tag         pass output through untouched\n"
             "      --timeout SEC    stop every rank after SEC seconds and exit 124\n"
+            "      --bind           pin each rank to its own cores: ranks in contiguous blocks\n"
+            "                       per package (socket), disjoint cores within one (hwloc's\n"
+            "                       topology; tutti-info --placement N shows the layout)\n"
             "  -x VAR=VALUE         set VAR in every rank's environment (repeatable)\n"
             "  -h, --help           this text\n"
             "\n"
@@ -155,7 +162,7 @@ static int check_host_port(const char *opt, const char *text)
     return parse_int(opt, colon + 1, 1, 65535, &port);
 }
 
-enum { OPT_NNODES = 256, OPT_NODE_RANK, OPT_RDZV, OPT_TAG, OPT_NO_TAG, OPT_TIMEOUT };
+enum { OPT_NNODES = 256, OPT_NODE_RANK, OPT_RDZV, OPT_TAG, OPT_NO_TAG, OPT_TIMEOUT, OPT_BIND };
 
 /* 0: run the program; 1: help was printed, exit 0; -1: usage error, said why. */
 static int parse_options(int argc, char **argv, struct options *opt)
@@ -168,6 +175,7 @@ static int parse_options(int argc, char **argv, struct options *opt)
         {"tag-output", no_argument, NULL, OPT_TAG},
         {"no-tag", no_argument, NULL, OPT_NO_TAG},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"bind", no_argument, NULL, OPT_BIND},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -203,6 +211,9 @@ static int parse_options(int argc, char **argv, struct options *opt)
             break;
         case OPT_NO_TAG:
             opt->tag = 0;
+            break;
+        case OPT_BIND:
+            opt->bind = true;
             break;
         case OPT_TIMEOUT:
             errno = 0;
@@ -385,6 +396,11 @@ static void exec_rank(struct launcher *l, const struct rank_proc *r, int pipes[2
     if (o->nnodes == 1 && getenv("NCCL_SOCKET_IFNAME") == NULL)
         setenv("NCCL_SOCKET_IFNAME", "=lo", 1);
     for (int i = 0; i < o->env_count; i++) putenv(o->env_sets[i]);
+    int local = r->rank - o->node_rank * o->nproc;
+    if (l->bind_sets != NULL &&
+        sched_setaffinity(0, sizeof l->bind_sets[local], &l->bind_sets[local]) != 0)
+        fprintf(stderr, "tutti-run: rank %d: cannot bind to its CPUs (%s); it runs unbound\n",
+                r->rank, strerror(errno));
 
     execvp(o->argv[0], o->argv);
     fprintf(stderr, "tutti-run: rank %d: cannot execute '%s': %s\n", r->rank, o->argv[0],
@@ -653,6 +669,36 @@ static void supervise(struct launcher *l)
     }
 }
 
+/* --bind: each local rank's CPUs, from the host's topology (tools/topo.h). */
+static int make_bind_sets(struct launcher *l)
+{
+    struct tt_topo topo;
+    char err[256];
+    if (!tt_topo_load(&topo, err, sizeof err)) {
+        fprintf(stderr, "tutti-run: --bind: %s\n", err);
+        return -1;
+    }
+    int n = l->opt.nproc;
+    int *pus = malloc(TT_TOPO_MAX_PUS * sizeof *pus);
+    l->bind_sets = calloc((size_t)n, sizeof *l->bind_sets);
+    if (pus == NULL || l->bind_sets == NULL) {
+        fprintf(stderr, "tutti-run: out of memory for --bind\n");
+        free(pus);
+        tt_topo_free(&topo);
+        return -1;
+    }
+    for (int r = 0; r < n; r++) {
+        struct tt_topo_place where;
+        int npus = tt_topo_place(&topo, r, n, &where, pus, TT_TOPO_MAX_PUS);
+        CPU_ZERO(&l->bind_sets[r]);
+        for (int i = 0; i < npus; i++)
+            if (pus[i] >= 0 && pus[i] < CPU_SETSIZE) CPU_SET(pus[i], &l->bind_sets[r]);
+    }
+    free(pus);
+    tt_topo_free(&topo);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct launcher l;
@@ -691,6 +737,10 @@ int main(int argc, char **argv)
         goto out;
     }
 
+    if (o->bind && make_bind_sets(&l) != 0) {
+        l.exit_code = EXIT_LAUNCH;
+        goto out;
+    }
     l.timeout_deadline_ns = o->timeout_s > 0
                                 ? tt_time_ns() + (uint64_t)(o->timeout_s * 1e9)
                                 : TT_NO_DEADLINE;
@@ -708,6 +758,7 @@ int main(int argc, char **argv)
     supervise(&l);
     if (l.exit_code < 0) l.exit_code = l.interrupt_sig != 0 ? 128 + l.interrupt_sig : 0;
 out:
+    free(l.bind_sets);
     free(l.stream_rank);
     free(l.streams);
     free(l.fds);

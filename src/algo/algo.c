@@ -8,6 +8,7 @@
 #include "algo/coll.h"
 #include "reduce/reduce.h"
 #include "util/err.h"
+#include "util/trace.h"
 
 const struct tt_algo *const tt_algo_table[TT_ALGO_COUNT] = {
 #define TT_ALGO_ENTRY_(id, name, text) [TT_ALGO_##id] = &tt_algo_##name,
@@ -129,4 +130,28 @@ ncclResult_t tt_algo_desc_mismatch(const struct tt_op *op, const struct tt_op_de
 {
     /* A receive matches a send of another collective code: only the fields it compares. */
     return desc_mismatch(op, got, peer);
+}
+
+void tt_algo_trace_record(struct tt_op *op, const char *name, int send_to, int recv_from,
+                          size_t bytes)
+{
+    uint64_t now = tt_trace_now(op->trace);
+    struct tt_trace_event *e = tt_trace_claim(op->trace);
+    /* Field by field: the slot was zeroed at create, and clearing it again costs more than
+     * the rest of the record. */
+    if (e != NULL) {
+        e->start = op->trace_mark;
+        e->end = now;
+        e->name = name;
+        e->seq = op->trace_seq;
+        e->bytes = bytes;
+        e->lane = op->trace_lane;
+        e->send_to = send_to;
+        e->recv_from = recv_from;
+        e->root = -1;
+        e->step = op->trace_steps;
+        e->kind = TT_TRACE_STEP;
+    }
+    op->trace_steps++;
+    op->trace_mark = now;
 }

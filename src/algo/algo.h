@@ -164,6 +164,15 @@ struct tt_op {
     enum tt_op_wait waiting;
     int waiting_peer;
 
+    /* The timeline trace (util/trace.h): NULL unless TUTTI_TRACE_FILE is set; the rest is set
+     * by the engine when a traced op starts. */
+    struct tt_trace *trace;
+    uint64_t trace_start;   /* the trace's clock (tt_trace_now) */
+    uint64_t trace_mark;    /* where the next step begins: the end of the previous one */
+    uint64_t trace_seq;
+    int trace_lane;
+    int trace_steps;
+
     /* The algorithm's own state, opaque to everyone else. */
     _Alignas(16) unsigned char state[TT_ALGO_STATE_BYTES];
 };
@@ -219,6 +228,18 @@ static inline ncclResult_t tt_algo_op_progress(struct tt_op *op, bool *done, boo
     tt_wait_hint_clear(hint);
     op->waiting = TT_OP_WAIT_NONE;
     return op->algo->step(op, done, progressed, hint);
+}
+
+/* Records a step of a traced op: from the end of its previous step (or its start) to now,
+ * named `name` (static text), with the peers it sent to and received from (-1: none) and the
+ * bytes it moved. Costs one branch when the op is not traced. */
+void tt_algo_trace_record(struct tt_op *op, const char *name, int send_to, int recv_from,
+                          size_t bytes);
+static inline void tt_algo_trace_step(struct tt_op *op, const char *name, int send_to,
+                                      int recv_from, size_t bytes)
+{
+    if (__builtin_expect(op->trace != NULL, 0))
+        tt_algo_trace_record(op, name, send_to, recv_from, bytes);
 }
 
 /* Compares the descriptor `peer` sent for this op with the op's own: ncclSuccess when they

@@ -406,6 +406,7 @@ static ncclResult_t direct_step(struct tt_op *op, bool *done, bool *progressed,
         mine->base = base;
         tt_team_post(op->env->team, base + 1);
         st(op)->phase = ADDRESSES;
+        tt_algo_trace_step(op, "publish", -1, -1, 0);
         *progressed = true;
     }
         /* fall through */
@@ -432,16 +433,19 @@ static ncclResult_t direct_step(struct tt_op *op, bool *done, bool *progressed,
                 map_peer(op, p, &a->recv_region, &op->env->scratch->recv[p]);
         }
         st(op)->phase = WORK;
+        tt_algo_trace_step(op, "addresses", -1, -1, 0);
         /* fall through */
     case WORK:
         TT_TRY(copy_work(op));
         tt_team_post(op->env->team, base + EVENTS);
         tt_team_op_end(op->env->team, st(op)->slot, base + EVENTS);
         st(op)->phase = DONE_WAIT;
+        tt_algo_trace_step(op, "copy", -1, -1, op->count * op->elt_bytes);
         *progressed = true;
         /* fall through */
     case DONE_WAIT:
         if (!all_reached(op, base + EVENTS, hint)) return ncclSuccess;
+        tt_algo_trace_step(op, "done_wait", -1, -1, 0);
         *done = true;
         return ncclSuccess;
     default:

@@ -173,6 +173,8 @@ static ncclResult_t oneshot_step(struct tt_op *op, bool *done, bool *progressed,
         else
             tt_team_post(op->env->team, st(op)->event_base + 1);
         st(op)->phase = GATHER;
+        tt_algo_trace_step(op, "publish", -1, -1,
+                           publishes(op) ? payload_count(op) * op->elt_bytes : 0);
         *progressed = true;
     }
     if (st(op)->phase == GATHER) {
@@ -203,6 +205,7 @@ static ncclResult_t oneshot_step(struct tt_op *op, bool *done, bool *progressed,
             tt_team_op_end(op->env->team, st(op)->slot, st(op)->event_base + 2);
         }
         st(op)->phase = FINISH;
+        tt_algo_trace_step(op, "gather", -1, -1, op->count * op->elt_bytes);
         *progressed = true;
     }
     *done = true;

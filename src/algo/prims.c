@@ -12,6 +12,18 @@
 #include "device/device.h"
 #include "util/err.h"
 
+/* Step names in the timeline trace, by enum tt_prim_kind. */
+static const char *const prim_names[] = {
+    [TT_PRIM_COPY] = "Copy",
+    [TT_PRIM_SEND] = "Send",
+    [TT_PRIM_COPY_SEND] = "CopySend",
+    [TT_PRIM_RECV] = "Recv",
+    [TT_PRIM_RECV_COPY_SEND] = "RecvCopySend",
+    [TT_PRIM_RECV_REDUCE_SEND] = "RecvReduceSend",
+    [TT_PRIM_RECV_REDUCE_COPY] = "RecvReduceCopy",
+    [TT_PRIM_RECV_REDUCE_COPY_SEND] = "RecvReduceCopySend",
+};
+
 static bool prim_receives(enum tt_prim_kind kind)
 {
     return kind == TT_PRIM_RECV || kind == TT_PRIM_RECV_COPY_SEND ||
@@ -171,6 +183,17 @@ static ncclResult_t progress_sends(const struct tt_op *op)
     return ncclSuccess;
 }
 
+/* The primitive just completed, as a step of the trace. */
+__attribute__((cold, noinline)) static void trace_prim(struct tt_op *op)
+{
+    const struct tt_prim *p = &op->prim;
+    if (p->count == 0) return; /* moved nothing: its time goes to the next step */
+    tt_algo_trace_record(op, prim_names[p->kind],
+                         prim_sends(p->kind) && op->send ? op->send->peer : -1,
+                         prim_receives(p->kind) && op->recv ? op->recv->peer : -1,
+                         p->count * op->elt_bytes);
+}
+
 ncclResult_t tt_prims_step(struct tt_op *op, bool *done, bool *progressed,
                            struct tt_wait_hint *hint)
 {
@@ -194,6 +217,7 @@ ncclResult_t tt_prims_step(struct tt_op *op, bool *done, bool *progressed,
                 TT_TRY(op->recv->transport->progress(op->recv));
             return ncclSuccess;
         }
+        if (__builtin_expect(op->trace != NULL, 0)) trace_prim(op);
         op->have_prim = false;
     }
     /* The output is complete; what we sent must also have left this process, because no other

@@ -128,6 +128,19 @@ TT_API ncclResult_t tuttiCommDump(ncclComm_t comm)
     return tt_comm_dump(comm);
 }
 
+TT_API ncclResult_t tuttiCommStats(ncclComm_t comm, tuttiCommStat_t *rows, int maxRows,
+                                   int *nrows)
+{
+    TT_CALL_SCOPE;
+    tt_error_clear();
+    TT_TRY(tt_comm_check(comm, "tuttiCommStats"));
+    TT_TRY(tt_api_check_ptr(nrows, "tuttiCommStats", "nrows"));
+    if (maxRows < 0)
+        return TT_ERROR(ncclInvalidArgument, "tuttiCommStats: maxRows is %d", maxRows);
+    if (maxRows > 0) TT_TRY(tt_api_check_ptr(rows, "tuttiCommStats", "rows"));
+    return tt_comm_stats(comm, rows, maxRows, nrows);
+}
+
 TT_API ncclResult_t tuttiEventCreate(tuttiEvent_t *event)
 {
     TT_CALL_SCOPE;

@@ -26,6 +26,7 @@
 #include "util/log.h"
 #include "util/param.h"
 #include "util/time.h"
+#include "util/trace.h"
 
 /* Communicator ids: unique in the process, never reused. */
 static _Atomic uint64_t next_comm_id = 1;
@@ -129,6 +130,7 @@ static void comm_free(struct ncclComm *comm)
     pthread_mutex_destroy(&comm->bootstrap_lock);
     pthread_mutex_destroy(&comm->tables_lock);
     free(comm->peers);
+    tt_trace_close(comm->trace); /* writes the file: no thread records any more */
     free(comm);
 }
 
@@ -271,6 +273,7 @@ ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *
     pthread_mutex_init(&comm->tables_lock, NULL);
     TT_TRY_GOTO(TT_CALLOC(&comm->st.flight, 1), res, fail);
     pthread_mutex_init(&comm->st.flight->lock, NULL);
+    TT_TRY_GOTO(tt_trace_create(&comm->trace, rank, nranks, comm->id), res, fail);
     comm->tctx.rank = rank;
     comm->tctx.nranks = nranks;
     comm->tctx.abort = &comm->st.abort;
@@ -432,6 +435,22 @@ ncclResult_t tt_comm_async_error(ncclComm_t comm)
 ncclResult_t tt_comm_check_usable(ncclComm_t comm, const char *caller)
 {
     return tt_state_check_usable(&comm->st, caller);
+}
+
+ncclResult_t tt_comm_stats(ncclComm_t comm, tuttiCommStat_t *rows, int max_rows, int *nrows)
+{
+    if (comm->trace == NULL)
+        return TT_ERROR(ncclInvalidUsage, "tuttiCommStats: rank %d's communicator keeps no "
+                                          "counters: set TUTTI_STATS=1 (or TUTTI_TRACE_FILE) "
+                                          "before its init", comm->st.rank);
+    struct tt_trace_stat stats[TT_TRACE_STATS];
+    int n = tt_trace_stats(comm->trace, stats, TT_TRACE_STATS);
+    for (int i = 0; i < n && i < max_rows; i++)
+        rows[i] = (tuttiCommStat_t){.collective = stats[i].name, .algorithm = stats[i].algo,
+                                    .ops = stats[i].ops, .bytes = stats[i].bytes,
+                                    .timeNs = stats[i].ticks};
+    *nrows = n;
+    return ncclSuccess;
 }
 
 ncclResult_t tt_comm_dump(ncclComm_t comm)

@@ -87,6 +87,7 @@ struct ncclComm {
     pthread_mutex_t tables_lock;   /* guards redops and regs */
     struct tt_redop_table *redops; /* user ops; NULL until the first is created */
     struct tt_reg_table *regs;     /* registrations and windows; NULL until the first */
+    struct tt_trace *trace;        /* TUTTI_TRACE_FILE's timeline (util/trace.h), else NULL */
 };
 
 #endif

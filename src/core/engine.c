@@ -20,6 +20,7 @@
 #include "util/err.h"
 #include "util/log.h"
 #include "util/time.h"
+#include "util/trace.h"
 
 void tt_engine_batch_add(struct tt_batch *b, struct tt_task *task)
 {
@@ -74,8 +75,48 @@ void tt_engine_submit(struct tt_batch *b)
     b->last_progress_ns = b->gone_since_ns = 0; /* read the clock only once a wait stalls */
 }
 
+/* ---- Timeline trace (util/trace.h): off the call's path, reached only when traced ---- */
+
+__attribute__((cold, noinline)) static void trace_op_start(struct tt_task *t)
+{
+    struct tt_op *op = &t->op;
+    op->trace_start = op->trace_mark = tt_trace_now(op->trace);
+    op->trace_seq = t->seq;
+    op->trace_steps = 0;
+    op->trace_lane = op->coll == TT_COLL_SEND   ? TT_TRACE_LANE_SEND(t->peer)
+                     : op->coll == TT_COLL_RECV ? TT_TRACE_LANE_RECV(t->peer)
+                                                : TT_TRACE_LANE_COLL;
+}
+
+__attribute__((cold, noinline)) static void trace_op_end(struct tt_task *t)
+{
+    static const char *const redops[] = {"sum", "prod", "max", "min", "avg"};
+    const struct tt_op *op = &t->op;
+    uint64_t end = tt_trace_now(op->trace);
+    bool p2p = op->coll == TT_COLL_SEND || op->coll == TT_COLL_RECV;
+    const char *name = tt_coll_name((enum tt_coll)op->coll);
+    const char *algo = p2p || op->coll == TT_COLL_COPY ? "P2P" : tt_algo_name(t->choice.algo);
+    tt_trace_count(op->trace, name, algo, op->count * op->elt_bytes, end - op->trace_start);
+    struct tt_trace_event *e = tt_trace_claim(op->trace);
+    if (e == NULL) return;
+    bool reduces = op->coll == TT_COLL_ALLREDUCE || op->coll == TT_COLL_REDUCE ||
+                   op->coll == TT_COLL_REDUCESCATTER;
+    bool rooted = op->coll == TT_COLL_BROADCAST || op->coll == TT_COLL_REDUCE;
+    *e = (struct tt_trace_event){
+        .start = op->trace_start, .end = end, .name = name, .algo = algo,
+        .proto = tt_proto_name(p2p ? TT_PROTO_SIMPLE : t->choice.proto),
+        .dtype = tt_dtype_name(op->redop.dtype),
+        .redop = !reduces ? NULL : op->desc.op < 5 ? redops[op->desc.op] : "user",
+        .seq = t->seq, .count = op->count, .bytes = op->count * op->elt_bytes,
+        .lane = op->trace_lane,
+        .send_to = op->coll == TT_COLL_SEND ? t->peer : -1,
+        .recv_from = op->coll == TT_COLL_RECV ? t->peer : -1,
+        .root = rooted ? op->root : -1, .step = op->trace_steps, .kind = TT_TRACE_OP};
+}
+
 static void task_finish(struct tt_task *t, struct tt_batch *b, ncclResult_t res)
 {
+    if (__builtin_expect(t->op.trace != NULL, 0) && t->started) trace_op_end(t);
     t->done = true;
     t->result = res;
     b->pending--;
@@ -165,6 +206,7 @@ static inline ncclResult_t task_progress(struct tt_task *t, struct tt_batch *b,
         if (failed != ncclSuccess) return task_not_run(t, b, failed);
         t->started = true;
         tt_algo_op_start(&t->op);
+        if (__builtin_expect(t->op.trace != NULL, 0)) trace_op_start(t);
     }
     bool done = false, moved = false;
     ncclResult_t res = tt_algo_op_progress(&t->op, &done, &moved, hint);

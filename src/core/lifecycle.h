@@ -5,6 +5,7 @@
 #define TT_CORE_LIFECYCLE_H
 
 #include "nccl.h"
+#include "tutti.h"
 
 struct ncclComm;
 
@@ -35,6 +36,8 @@ ncclResult_t tt_comm_revoke(ncclComm_t comm);
 
 /* tuttiCommDump: logs the communicator's stalled operations (core/state.h). */
 ncclResult_t tt_comm_dump(ncclComm_t comm);
+/* tuttiCommStats (include/tutti.h), arguments checked. */
+ncclResult_t tt_comm_stats(ncclComm_t comm, tuttiCommStat_t *rows, int max_rows, int *nrows);
 
 /* Communicators made from communicators, and several at once (core/comm_split.c). */
 ncclResult_t tt_comm_split(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,

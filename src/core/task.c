@@ -188,6 +188,7 @@ ncclResult_t tt_task_init(struct tt_task *task, struct ncclComm *comm,
     op->nranks = comm->st.nranks;
     op->elt_bytes = tt_dtype_bytes(args->dtype);
     op->mem = tt_device_mem_kind(args->recvbuff != NULL ? args->recvbuff : args->sendbuff);
+    op->trace = comm->trace;
     bool rooted = args->coll == TT_COLL_BROADCAST || args->coll == TT_COLL_REDUCE;
     op->desc = (struct tt_op_desc){.count = args->count, .root = rooted ? args->root : -1,
                                    .coll = (uint8_t)args->coll, .dtype = (uint8_t)args->dtype,

@@ -101,3 +101,24 @@ ncclResult_t tt_param_check(void)
     }
     return ncclSuccess;
 }
+
+int tt_param_find(const char *env)
+{
+    for (size_t i = 0; i < sizeof param_table / sizeof param_table[0]; i++)
+        if (strcmp(param_table[i].env, env) == 0) return (int)i;
+    return -1;
+}
+
+int64_t tt_param_int_now(int i)
+{
+    const struct tt_param_desc *d = &param_table[i];
+    int64_t def = strtoll(d->default_text, NULL, 0);
+    int64_t v = def;
+    bool set;
+    return read_int(d->env, d->min, d->max, &v, &set) ? v : def;
+}
+
+const char *tt_param_str_now(int i)
+{
+    return read_str(param_table[i].env, param_table[i].default_text);
+}

@@ -70,7 +70,21 @@
       "(tuttiCommDump)")                                                                        \
     X(register_remap, "TUTTI_REGISTER_REMAP", INT, 1, 0, 1,                                        \
       "1: ncclCommRegister and ncclCommWindowRegister move the whole pages of an ordinary "        \
-      "buffer (64 KiB or more) into a memory file the host's peers map; 0: bookkeeping only")
+      "buffer (64 KiB or more) into a memory file the host's peers map; 0: bookkeeping only")      \
+    X(trace_file, "TUTTI_TRACE_FILE", STR, "", 0, 0,                                               \
+      "Write each communicator's timeline (Chrome trace JSON) to this file at destroy: %r rank, "  \
+      "%p pid, %h host, %c communicator number (docs/observe.md)")                                 \
+    X(trace_events, "TUTTI_TRACE_EVENTS", INT, 262144, 16, 268435456,                              \
+      "Events each traced communicator keeps (operations and steps); later ones are dropped")    \
+    X(trace_clock, "TUTTI_TRACE_CLOCK", STR, "", 0, 0,                                             \
+      "monotonic: time trace events with clock_gettime instead of the CPU's invariant TSC")        \
+    X(stats, "TUTTI_STATS", INT, 0, 0, 1,                                                          \
+      "1: count operations, bytes and time per collective and algorithm (tuttiCommStats; logged "  \
+      "at INFO by ncclCommDestroy); on with TUTTI_TRACE_FILE too")                                 \
+    X(topo_xml, "TUTTI_TOPO_XML", STR, "", 0, 0,                                                   \
+      "Tools (tutti-info, tutti-run --bind): read the topology from this hwloc XML file")          \
+    X(topo_synthetic, "TUTTI_TOPO_SYNTHETIC", STR, "", 0, 0,                                       \
+      "Tools: use this hwloc synthetic topology instead, e.g. \"pack:2 numa:1 core:4 pu:2\"")
 
 enum tt_param_type { TT_PARAM_INT, TT_PARAM_STR };
 
@@ -95,6 +109,12 @@ const struct tt_param_desc *tt_param_table(int *count);
 /* Current value of entry i as text (the default when unset). */
 const char *tt_param_value_text(int i, char *buf, unsigned buf_bytes);
 void tt_param_reload(void);
+/* The entry whose variable is `env`, or -1. */
+int tt_param_find(const char *env);
+/* Entry i's value now, read from the environment (not cached): an INT entry's as its getter
+ * would read it (the default when unset or invalid), a STR entry's string. */
+int64_t tt_param_int_now(int i);
+const char *tt_param_str_now(int i);
 /* The first integer variable that is set but not an integer within its range, as an
  * ncclInvalidArgument naming it and its range (communicator init calls this); else
  * ncclSuccess. */

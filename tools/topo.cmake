@@ -1,0 +1,16 @@
+# The tools' topology (tools/topo.h): hwloc when found (Debian's libhwloc-dev;
+# tools/install-deps.sh installs it), else the CPU count alone. libtutti does not link it.
+option(TUTTI_HWLOC "Use hwloc for the tools' topology when found" ON)
+if(TUTTI_HWLOC)
+  pkg_check_modules(HWLOC IMPORTED_TARGET hwloc)
+endif()
+add_library(tutti_topo STATIC ${CMAKE_SOURCE_DIR}/tools/topo.c)
+target_include_directories(tutti_topo PUBLIC ${CMAKE_SOURCE_DIR}/tools)
+target_compile_options(tutti_topo PRIVATE ${TUTTI_WARNINGS})
+if(HWLOC_FOUND)
+  target_compile_definitions(tutti_topo PUBLIC TUTTI_HAVE_HWLOC)
+  target_link_libraries(tutti_topo PUBLIC PkgConfig::HWLOC)
+  message(STATUS "hwloc ${HWLOC_VERSION}: tutti-info and tutti-run see packages, NUMA nodes and cores")
+else()
+  message(STATUS "hwloc not found: tutti-info and tutti-run see the CPU count only")
+endif()
