@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "nccl.h"
+#include "transport/transport.h"
 #include "util/param.h"
 
 static void print_markdown(void)
@@ -40,7 +41,11 @@ static void print_info(void)
     gethostname(host, sizeof host - 1);
     printf("Tutti %s (NCCL API %d.%d.%d, code %d)\n", TUTTI_VERSION_STRING, NCCL_MAJOR,
            NCCL_MINOR, NCCL_PATCH, version);
-    printf("build: host memory, shared memory and TCP transports; CUDA: %s\n",
+    /* The transports come from the table itself, so a build with UCX lists it. */
+    printf("build: host memory; transports");
+    for (int i = 0; tt_transports[i] != NULL; i++)
+        printf("%s %s", i == 0 ? "" : ",", tt_transports[i]->name);
+    printf("; CUDA: %s\n",
 #ifdef TUTTI_CUDA
            "yes"
 #else
