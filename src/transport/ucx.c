@@ -75,6 +75,8 @@
 /* Ring depth: TT_CONN_SLOTS, doubled while the ring stays within UCX_RING_BYTES. */
 #define UCX_MAX_DEPTH 64
 #define UCX_RING_BYTES (1u << 20)
+/* How long send_idle waits for an endpoint flush (see there). */
+#define UCX_FLUSH_WAIT_NS 20000000ull
 /* Bound on a graceful endpoint close at teardown (flushing what is still in flight). */
 #define UCX_CLOSE_MS 1000
 
@@ -126,6 +128,7 @@ struct ucx_conn {
     uint64_t credit;
     bool need_flush; /* sender: committed since the endpoint was last flushed */
     void *flush_req;
+    uint64_t flush_since_ns;
     /* Sender: the credit receive; receiver: the credit send (one in flight; `credit_dirty`
      * when a newer count waits for it). */
     uint64_t credit_buf;
@@ -990,7 +993,11 @@ static ncclResult_t ucx_send_commit(struct tt_conn *conn, size_t bytes,
 
 /* Everything committed has left this process: every send completed, and a flush of the
  * endpoint found nothing queued inside UCX (its TCP transport completes a small send once the
- * bytes are in its own buffer, which only a progress call writes to the socket). */
+ * bytes are in its own buffer, which only a progress call writes to a full socket). A flush can
+ * also wait for the endpoint's wire-up, which needs the peer to progress, and a peer that has
+ * all it needs may be elsewhere (in the bootstrap, or back in the user's code): so a flush that
+ * has not completed within UCX_FLUSH_WAIT_NS counts as done, since its frames were handed to
+ * UCX whole and the peer will take them when either side progresses next. */
 static bool ucx_send_idle(struct tt_conn *conn)
 {
     struct ucx_conn *uc = conn->priv;
@@ -1001,8 +1008,10 @@ static bool ucx_send_idle(struct tt_conn *conn)
     for (unsigned s = 0; s < uc->depth; s++)
         if (uc->req[s] != NULL) goto out;
     if (uc->flush_req != NULL) {
-        if (ucp_request_check_status(uc->flush_req) == UCS_INPROGRESS) goto out;
-        ucp_request_free(uc->flush_req);
+        if (ucp_request_check_status(uc->flush_req) == UCS_INPROGRESS &&
+            tt_time_ns() - uc->flush_since_ns < UCX_FLUSH_WAIT_NS)
+            goto out;
+        ucp_request_free(uc->flush_req); /* an unfinished one is freed when it completes */
         uc->flush_req = NULL;
     } else if (uc->need_flush) {
         ucp_request_param_t param = {.op_attr_mask = 0};
@@ -1010,6 +1019,7 @@ static bool ucx_send_idle(struct tt_conn *conn)
         uc->need_flush = false;
         if (UCS_PTR_IS_PTR(r)) {
             uc->flush_req = r;
+            uc->flush_since_ns = tt_time_ns();
             goto out;
         }
     }
