@@ -49,3 +49,27 @@ if(TARGET fault_kill)
   set_tests_properties(fault_kill_ucx PROPERTIES LABELS "ucx;transport;fault" TIMEOUT 300
                        SKIP_RETURN_CODE 77 ENVIRONMENT "NCCL_NET=UCX;UCX_TLS=tcp;NCCL_SHM_DISABLE=1")
 endif()
+
+# Two network namespaces joined by a veth pair (needs root; else skipped): one rank per host,
+# then two (shared memory within each host, UCX between them), over UCX's TCP, and once over its
+# shared memory, which the namespaces still share.
+if(TARGET tutti-run AND TARGET coll_matrix)
+  set(ucx_netns ${CMAKE_SOURCE_DIR}/tests/ucx/netns.sh ${CMAKE_BINARY_DIR})
+  set(netns_args $<TARGET_FILE:coll_matrix> --counts 0,1,7,chunk+1,4099)
+  add_test(NAME ucx_netns_tcp_2x1 COMMAND ${ucx_netns} tcp 1 ${netns_args}
+           --dtypes float32,bfloat16,int8,int64)
+  add_test(NAME ucx_netns_tcp_2x2 COMMAND ${ucx_netns} tcp 2 ${netns_args} --dtypes float32,int8)
+  add_test(NAME ucx_netns_sm_2x1 COMMAND ${ucx_netns} sm 1 ${netns_args} --dtypes float32,int64)
+  set_tests_properties(ucx_netns_tcp_2x1 ucx_netns_tcp_2x2 ucx_netns_sm_2x1 PROPERTIES
+                       LABELS "ucx;transport" TIMEOUT 300 PROCESSORS 2 SKIP_RETURN_CODE 77
+                       ENVIRONMENT "TUTTI_TIMEOUT_MS=60000;TUTTI_CHUNK_BYTES=256;UCX_RUN_TIMEOUT=280")
+endif()
+
+# Communicators over UCX made and aborted (or destroyed) again and again leave no file
+# descriptor and no thread behind (tests/ucx_leak.c).
+add_executable(ucx_leak tests/ucx_leak.c)
+target_link_libraries(ucx_leak PRIVATE tutti)
+target_compile_options(ucx_leak PRIVATE ${TUTTI_WARNINGS})
+add_test(NAME ucx_leak COMMAND ucx_leak 6)
+set_tests_properties(ucx_leak PROPERTIES LABELS "ucx;transport;fault" TIMEOUT 200
+                     SKIP_RETURN_CODE 77 PROCESSORS 2 ENVIRONMENT "UCX_TLS=tcp;TUTTI_TIMEOUT_MS=60000")
