@@ -73,11 +73,6 @@ foreach(dir LIBDIR INCLUDEDIR)
   endif()
 endforeach()
 set(TUTTI_PC_PREFIX "@TUTTI_PC_PREFIX@") # kept for the install step
-# libtutti.a of a build with the UCX transport needs UCX's libraries too.
-set(TUTTI_PC_UCX_LIBS "")
-if(TUTTI_HAVE_UCX)
-  set(TUTTI_PC_UCX_LIBS " -lucp -luct -lucs")
-endif()
 configure_file(${CMAKE_SOURCE_DIR}/cmake/tutti.pc.in ${CMAKE_BINARY_DIR}/cmake/tutti.pc.in @ONLY)
 install(CODE "
   set(TUTTI_PC_PREFIX \"\${CMAKE_INSTALL_PREFIX}\")

@@ -38,12 +38,8 @@ set(CPACK_COMPONENT_LIB_DESCRIPTION
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libtutti-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_COMPONENT_DEV_DEPENDS lib)
-# libtutti.a and tutti.pc's Requires.private need libsodium's static library and .pc file (and
-# UCX's, in a build with the UCX transport).
+# libtutti.a and tutti.pc's Requires.private need libsodium's static library and .pc file.
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libsodium-dev")
-if(TUTTI_HAVE_UCX)
-  set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libsodium-dev, libucx-dev")
-endif()
 set(CPACK_COMPONENT_DEV_DESCRIPTION
     "Tutti: collective communications with NCCL's API for CPU processes (development files)
  nccl.h and tutti.h, libtutti.so and libtutti.a, a pkg-config file (tutti) and a CMake package

@@ -43,6 +43,7 @@
  *     8 the operation's descriptor (struct tt_op_desc, laid out as in TCP's frames) | payload
  * A frame whose length or check word is wrong is a ncclRemoteError; its payload is never handed
  * out. */
+#include <dlfcn.h>
 #include <endian.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -59,6 +60,93 @@
 #include "util/param.h"
 #include "util/time.h"
 #include "util/wait.h"
+
+/* ---- UCX, loaded at run time ----------------------------------------------------------------- */
+
+/* Every UCX function this file calls; after the pointers are declared, each name stands for
+ * its pointer, so the code below reads as plain UCX. */
+#define UCX_FUNCTIONS(X)                                                                           \
+    X(ucp_cleanup) X(ucp_config_read) X(ucp_config_release) X(ucp_ep_close_nbx) X(ucp_ep_create) \
+    X(ucp_ep_flush_nbx) X(ucp_get_version_string) X(ucp_init_version) X(ucp_request_cancel)      \
+    X(ucp_request_check_status) X(ucp_request_free) X(ucp_tag_msg_recv_nbx) X(ucp_tag_probe_nb)  \
+    X(ucp_tag_recv_nbx) X(ucp_tag_recv_request_test) X(ucp_tag_send_nbx) X(ucp_worker_arm)       \
+    X(ucp_worker_create) X(ucp_worker_destroy) X(ucp_worker_get_efd) X(ucp_worker_progress)      \
+    X(ucp_worker_query) X(ucp_worker_release_address) X(ucs_status_string)
+
+#define UCX_DECLARE(name) static __typeof__(name) *ucx_##name;
+UCX_FUNCTIONS(UCX_DECLARE)
+#undef UCX_DECLARE
+static ucs_global_opts_t *ucx_ucs_global_opts;
+
+#define ucp_cleanup (*ucx_ucp_cleanup)
+#define ucp_config_read (*ucx_ucp_config_read)
+#define ucp_config_release (*ucx_ucp_config_release)
+#define ucp_ep_close_nbx (*ucx_ucp_ep_close_nbx)
+#define ucp_ep_create (*ucx_ucp_ep_create)
+#define ucp_ep_flush_nbx (*ucx_ucp_ep_flush_nbx)
+#define ucp_get_version_string (*ucx_ucp_get_version_string)
+#define ucp_init_version (*ucx_ucp_init_version)
+#define ucp_request_cancel (*ucx_ucp_request_cancel)
+#define ucp_request_check_status (*ucx_ucp_request_check_status)
+#define ucp_request_free (*ucx_ucp_request_free)
+#define ucp_tag_msg_recv_nbx (*ucx_ucp_tag_msg_recv_nbx)
+#define ucp_tag_probe_nb (*ucx_ucp_tag_probe_nb)
+#define ucp_tag_recv_nbx (*ucx_ucp_tag_recv_nbx)
+#define ucp_tag_recv_request_test (*ucx_ucp_tag_recv_request_test)
+#define ucp_tag_send_nbx (*ucx_ucp_tag_send_nbx)
+#define ucp_worker_arm (*ucx_ucp_worker_arm)
+#define ucp_worker_create (*ucx_ucp_worker_create)
+#define ucp_worker_destroy (*ucx_ucp_worker_destroy)
+#define ucp_worker_get_efd (*ucx_ucp_worker_get_efd)
+#define ucp_worker_progress (*ucx_ucp_worker_progress)
+#define ucp_worker_query (*ucx_ucp_worker_query)
+#define ucp_worker_release_address (*ucx_ucp_worker_release_address)
+#define ucs_status_string (*ucx_ucs_status_string)
+#define ucs_global_opts (*ucx_ucs_global_opts)
+
+static pthread_once_t ucx_once = PTHREAD_ONCE_INIT;
+static char ucx_load_error[256];
+
+/* Loads libucp.so.0 (and, through it, libuct, libucs and libucm) once per process; the handle
+ * is kept until exit, as unloading UCX under its own hooks is not safe. */
+static void load_ucx(void)
+{
+    /* The same hooks, once loaded, would also undo ncclCommRegister's page moves in this
+     * process: unless the user chose UCX's hook mode, or turned the moves off, UCX is asked
+     * not to hook mmap (its registration cache then runs without memory events). */
+    const char *remap = getenv("TUTTI_REGISTER_REMAP");
+    if (getenv("UCX_MEM_MMAP_HOOK_MODE") == NULL && (remap == NULL || strcmp(remap, "0") != 0)) {
+        setenv("UCX_MEM_MMAP_HOOK_MODE", "none", 0);
+        setenv("UCX_MEM_MALLOC_HOOKS", "no", 0);
+        TT_INFO(TT_SUB_NET | TT_SUB_INIT, "ucx: UCX_MEM_MMAP_HOOK_MODE=none, so that UCX's "
+                                          "memory hooks leave ncclCommRegister's pages alone");
+    }
+    void *lib = dlopen("libucp.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        snprintf(ucx_load_error, sizeof ucx_load_error, "%s", dlerror());
+        return;
+    }
+#define UCX_RESOLVE(name)                                                                          \
+    if ((*(void **)&ucx_##name = dlsym(lib, #name)) == NULL) {                                     \
+        snprintf(ucx_load_error, sizeof ucx_load_error, "libucp.so.0 lacks %s", #name);           \
+        return;                                                                                    \
+    }
+    UCX_FUNCTIONS(UCX_RESOLVE)
+#undef UCX_RESOLVE
+    ucx_ucs_global_opts = dlsym(lib, "ucs_global_opts");
+    if (ucx_ucs_global_opts == NULL)
+        snprintf(ucx_load_error, sizeof ucx_load_error, "libucs.so.0 lacks ucs_global_opts");
+}
+
+static ncclResult_t ucx_load(void)
+{
+    pthread_once(&ucx_once, load_ucx);
+    if (ucx_load_error[0] != '\0')
+        return TT_ERROR(ncclSystemError, "ucx: NCCL_NET=UCX, but UCX could not be loaded: %s "
+                                         "(Debian: apt-get install libucx0)",
+                        ucx_load_error);
+    return ncclSuccess;
+}
 
 #define UCX_INFO_MAGIC 0x6f666e6978637574ull /* "tucxinfo" */
 #define UCX_FRAME_MAGIC 0x58435554u          /* "TUCX" */
@@ -351,6 +439,7 @@ static ncclResult_t net_create(struct tt_transport_ctx *ctx, struct ucx_net **ou
     if (ctx->nranks > (1 << 24))
         return TT_ERROR(ncclInvalidUsage, "ucx: %d ranks; the transport's tags carry at most "
                                           "2^24", ctx->nranks);
+    TT_TRY(ucx_load());
     TT_TRY(TT_CALLOC(&n, 1));
     pthread_mutex_init(&n->lock, NULL);
     n->efd = -1;
@@ -370,7 +459,7 @@ static ncclResult_t net_create(struct tt_transport_ctx *ctx, struct ucx_net **ou
                            .features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP,
                            .mt_workers_shared = 0,
                            .estimated_num_eps = (size_t)ctx->nranks};
-    st = ucp_init(&params, config, &n->ucp);
+    st = ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &n->ucp);
     ucp_config_release(config);
     if (st != UCS_OK) {
         n->ucp = NULL;
@@ -742,7 +831,10 @@ static ncclResult_t poll_credit(struct tt_conn *conn, struct ucx_conn *uc)
     return ncclSuccess;
 }
 
-/* Sender: frees the send requests that completed. */
+/* Sender: frees the send requests that completed. One that failed means the endpoint failed:
+ * that is recorded as the peer's failure, an error only once a call needs the peer (a credit),
+ * since the peer may well have taken every frame before it went (as a TCP peer may close after
+ * reading what it needed). */
 static ncclResult_t reap_sends(struct tt_conn *conn, struct ucx_conn *uc)
 {
     for (unsigned s = 0; s < uc->depth; s++) {
@@ -751,9 +843,12 @@ static ncclResult_t reap_sends(struct tt_conn *conn, struct ucx_conn *uc)
         if (st == UCS_INPROGRESS) continue;
         ucp_request_free(uc->req[s]);
         uc->req[s] = NULL;
-        if (st != UCS_OK)
-            return TT_ERROR(ncclRemoteError, "ucx: send to peer rank %d failed: %s", conn->peer,
-                            ucs_status_string(st));
+        if (st != UCS_OK) {
+            int ok = UCS_OK;
+            atomic_compare_exchange_strong(&uc->net->peers[conn->peer].status, &ok, (int)st);
+            TT_INFO(TT_SUB_NET, "ucx: a send to peer rank %d failed: %s", conn->peer,
+                    ucs_status_string(st));
+        }
     }
     return ncclSuccess;
 }
@@ -1005,6 +1100,11 @@ static bool ucx_send_idle(struct tt_conn *conn)
     bool idle = false;
     pthread_mutex_lock(&n->lock);
     if (uc->failed != ncclSuccess || sender_poll(conn, uc) != ncclSuccess) goto out;
+    /* Nothing more can leave towards a failed peer: what it missed is its own error. */
+    if (!peer_ok(conn, uc)) {
+        idle = true;
+        goto out;
+    }
     for (unsigned s = 0; s < uc->depth; s++)
         if (uc->req[s] != NULL) goto out;
     if (uc->flush_req != NULL) {
@@ -1044,11 +1144,7 @@ static ncclResult_t ucx_progress(struct tt_conn *conn)
         if (uc->credit_dirty) send_credit(conn, uc);
         goto out;
     }
-    if ((res = sender_poll(conn, uc)) != ncclSuccess) goto out;
-    /* Sends still in flight towards a peer whose endpoint failed will never complete. */
-    bool busy = uc->flush_req != NULL;
-    for (unsigned s = 0; s < uc->depth && !busy; s++) busy = uc->req[s] != NULL;
-    if (busy && !peer_ok(conn, uc)) res = peer_failed(conn, uc);
+    res = sender_poll(conn, uc);
 out:
     pthread_mutex_unlock(&n->lock);
     return res;
