@@ -28,7 +28,7 @@ one() { # one COLUMN BYTES ITERS WARMUP -> prints the time in us
         awk -v b="$bytes" '$1 == "[0]" && $2 == b { print $7; found = 1 } END { if (!found) print "fail" }'
 }
 for r in $(seq 1 "$rounds"); do
-    for size in "8 2000 200" "1048576 100 10" "16777216 10 2"; do
+    for size in "8 500 50" "1048576 50 5" "16777216 10 2"; do
         set -- $size
         for col in tcp ucx-tcp ucx-sm; do
             echo "$r $1 $col $(one "$col" "$1" "$2" "$3")" >>"$tmp/all"
