@@ -4,6 +4,6 @@
 add_executable(unit_tune tests/unit_tune.c $<TARGET_OBJECTS:tutti_obj>)
 target_include_directories(unit_tune PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/include)
 target_compile_options(unit_tune PRIVATE ${TUTTI_WARNINGS})
-target_link_libraries(unit_tune PRIVATE Threads::Threads rt m PkgConfig::SODIUM)
+target_link_libraries(unit_tune PRIVATE Threads::Threads rt m ${TUTTI_LIB_DEPS})
 add_test(NAME unit_tune COMMAND unit_tune)
 set_tests_properties(unit_tune PROPERTIES LABELS unit TIMEOUT 60)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs the build and test tools a fresh Debian machine may lack (cmake, ninja, a C compiler,
 # iproute2 for network-namespace tests; pkg-config and libsodium for the bootstrap's
-# authentication; dpkg-dev and file for the install and package tests; man-db for the man
+# authentication; libucx-dev for the optional UCX transport (the library builds without it);
+# dpkg-dev and file for the install and package tests; man-db for the man
 # page check; Open MPI for the MPI example; hwloc and chromium (below); Debian's python3 with
 # numpy, pip, setuptools and wheel for the Python bindings' tests). Does nothing when everything
 # is present.
@@ -31,6 +32,7 @@ pkg-config --exists libsodium 2>/dev/null || missing="$missing libsodium-dev"
 pkg-config --exists hwloc 2>/dev/null || missing="$missing libhwloc-dev"
 command -v lstopo-no-graphics >/dev/null 2>&1 || missing="$missing hwloc"
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
+pkg-config --exists ucx 2>/dev/null || missing="$missing libucx-dev"
 [ -z "$missing" ] && exit 0
 echo "install-deps: installing$missing"
 SUDO=""

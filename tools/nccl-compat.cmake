@@ -9,7 +9,7 @@
 # The cost is one more link step. A process must load only one of the two libraries.
 set(TUTTI_NCCL_COMPAT_DIR ${CMAKE_BINARY_DIR}/lib/nccl-compat)
 add_library(nccl_compat SHARED $<TARGET_OBJECTS:tutti_obj>)
-target_link_libraries(nccl_compat PRIVATE Threads::Threads rt m PkgConfig::SODIUM)
+target_link_libraries(nccl_compat PRIVATE Threads::Threads rt m ${TUTTI_LIB_DEPS})
 set_target_properties(nccl_compat PROPERTIES
   OUTPUT_NAME nccl
   VERSION 2.28.9

@@ -11,6 +11,7 @@
 
 #include "nccl.h"
 #include "topo.h"
+#include "transport/transport.h"
 #include "util/param.h"
 
 /* "0-3,8-11" for a list of CPU numbers (sorted as given). */
@@ -128,7 +129,11 @@ static void print_info(void)
     gethostname(host, sizeof host - 1);
     printf("Tutti %s (NCCL API %d.%d.%d, code %d)\n", TUTTI_VERSION_STRING, NCCL_MAJOR,
            NCCL_MINOR, NCCL_PATCH, version);
-    printf("build: host memory, shared memory and TCP transports; CUDA: %s\n",
+    /* The transports come from the table itself, so a build with UCX lists it. */
+    printf("build: host memory; transports");
+    for (int i = 0; tt_transports[i] != NULL; i++)
+        printf("%s %s", i == 0 ? "" : ",", tt_transports[i]->name);
+    printf("; CUDA: %s\n",
 #ifdef TUTTI_CUDA
            "yes"
 #else

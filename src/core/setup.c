@@ -327,6 +327,7 @@ uint32_t tt_setup_spin_limit(const struct ncclComm *comm)
 ncclResult_t tt_setup_transports(struct ncclComm *comm)
 {
     int n = comm->st.nranks;
+    TT_TRY(tt_transport_check_net());
     TT_TRY(TT_CALLOC(&comm->transports, (size_t)n));
     for (int p = 0; p < n; p++) {
         struct tt_reach reach = {.rank = comm->st.rank, .peer = p,

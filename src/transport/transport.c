@@ -1,14 +1,55 @@
 /* The transport table: which transports exist, in order of preference. A connection to a peer
  * uses the first one that says it can reach it: self for a rank's own connections, shared
- * memory within a host, TCP between any two ranks. */
+ * memory within a host, UCX between any two ranks when NCCL_NET=UCX selects it (builds with
+ * UCX only), TCP between any two ranks. */
 #include "transport/transport.h"
+
+#include <strings.h>
+
+#include "util/err.h"
+#include "util/param.h"
 
 const struct tt_transport *const tt_transports[] = {
     &tt_transport_self,
     &tt_transport_shm,
+#ifdef TUTTI_HAVE_UCX
+    &tt_transport_ucx,
+#endif
     &tt_transport_tcp,
     NULL,
 };
+
+/* The network the user asked for: NCCL_NET, else TUTTI_NET, else "" (Socket). */
+static const char *net_choice(const char **variable)
+{
+    const char *nccl = tt_param_net();
+    *variable = nccl[0] != '\0' ? "NCCL_NET" : "TUTTI_NET";
+    return nccl[0] != '\0' ? nccl : tt_param_tutti_net();
+}
+
+bool tt_transport_net_is_ucx(void)
+{
+    const char *variable;
+    return strcasecmp(net_choice(&variable), "ucx") == 0;
+}
+
+ncclResult_t tt_transport_check_net(void)
+{
+    const char *variable, *net = net_choice(&variable);
+    if (net[0] == '\0' || strcasecmp(net, "socket") == 0) return ncclSuccess;
+    if (strcasecmp(net, "ucx") == 0) {
+#ifdef TUTTI_HAVE_UCX
+        return ncclSuccess;
+#else
+        return TT_ERROR(ncclInvalidUsage,
+                        "%s=%s, but this Tutti was built without UCX (install libucx-dev and "
+                        "rebuild; tutti-info shows the build's transports)",
+                        variable, net);
+#endif
+    }
+    return TT_ERROR(ncclInvalidArgument, "%s=%s: the networks are Socket (Tutti's TCP) and UCX",
+                    variable, net);
+}
 
 const struct tt_transport *tt_transport_pick(const struct tt_reach *r)
 {

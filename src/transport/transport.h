@@ -141,6 +141,15 @@ struct tt_transport {
 extern const struct tt_transport tt_transport_shm;
 extern const struct tt_transport tt_transport_tcp;
 extern const struct tt_transport tt_transport_self;
+#ifdef TUTTI_HAVE_UCX
+extern const struct tt_transport tt_transport_ucx; /* transport/ucx.c, built with UCX only */
+#endif
+
+/* Whether NCCL_NET (or TUTTI_NET) selects UCX as the network transport. */
+bool tt_transport_net_is_ucx(void);
+/* Checks NCCL_NET and TUTTI_NET: Socket (the default) or UCX, the latter only in a build with
+ * UCX; anything else is an error naming the variable (communicator init calls this). */
+ncclResult_t tt_transport_check_net(void);
 
 /* The transports in order of preference (transport/transport.c); NULL-terminated. Adding one is
  * its folder and one entry there. */

@@ -31,6 +31,11 @@
       "Override this process's host identity (ranks with equal ids are on one host)")              \
     X(buffsize, "NCCL_BUFFSIZE", INT, 4194304, 64, 536870912,                                      \
       "Bytes of each connection's FIFO (8 slots); must be equal on every rank")                    \
+    X(net, "NCCL_NET", STR, "", 0, 0,                                                              \
+      "Network transport between hosts: Socket (Tutti's TCP, the default) or UCX (InfiniBand, "    \
+      "RoCE, TCP... through UCX; builds with UCX only)")                                           \
+    X(tutti_net, "TUTTI_NET", STR, "", 0, 0,                                                       \
+      "Same as NCCL_NET (socket or ucx), which wins when both are set")                            \
     X(shm_disable, "NCCL_SHM_DISABLE", INT, 0, 0, 1,                                               \
       "1: never use shared memory between ranks of one host (use TCP instead)")                    \
     X(p2p_disable, "NCCL_P2P_DISABLE", INT, 0, 0, 1,                                               \
