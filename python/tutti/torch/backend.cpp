@@ -30,12 +30,17 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "nccl.h"
 #include "tutti.h"
 
 namespace tutti_torch {
+
+// allocator.cpp
+bool install_allocator(size_t min_bytes, size_t cache_bytes);
+std::tuple<bool, size_t, size_t, size_t, size_t> allocator_stats();
 
 // What differs in torch 2.x's interface is kept here: there a backend derives from
 // c10d::Backend (ProcessGroup became a dispatcher over backends), Work lives in c10d::Work as
@@ -838,4 +843,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "A Tutti process group (store, rank, size, timeout)", pybind11::arg("store"),
         pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout"),
         pybind11::call_guard<pybind11::gil_scoped_release>());
+  m.def("install_allocator", &tutti_torch::install_allocator,
+        "Large CPU tensors from ncclMemAlloc memory (min_bytes, cache_bytes)",
+        pybind11::arg("min_bytes"), pybind11::arg("cache_bytes"));
+  m.def("allocator_stats", &tutti_torch::allocator_stats,
+        "(installed, blocks made, blocks reused, live blocks, cached bytes)");
 }
