@@ -5,7 +5,8 @@ computed here from the ranks' inputs: all_reduce with every operator over every 
 (bool and complex included), broadcast, reduce, all_gather and reduce_scatter (lists and
 single tensors), all_to_all_single (equal and uneven splits), all_to_all of lists, gather,
 scatter, barrier, send/recv and isend/irecv in both directions at once, batch_isend_irecv,
-non-contiguous tensors, async_op with wait(), is_completed() and get_future(), subgroups; then
+non-contiguous tensors, async_op with wait(), is_completed() and get_future(), subgroups, the
+allocator of large tensors (reuse, and fork() giving the child private pages); then
 the error paths, each on a subgroup of its own since a failed communicator stays failed:
 mismatched sizes and datatypes across ranks, wrong arguments found locally, and the group's
 timeout.
@@ -205,6 +206,33 @@ def check_subgroups(rank, n):
         assert torch.equal(x, torch.full((3,), float(sum(evens)))), x
 
 
+def check_allocator(rank, n):
+    """Large tensors come from Tutti's allocator, freed blocks are reused, and a child of
+    fork() gets private copies: its writes never reach the parent's tensor."""
+    installed, made, reused, _, _ = tutti_torch.allocator_stats()
+    assert installed
+    x = torch.full((1 << 18,), float(rank))  # 1 MiB
+    y = torch.full((1 << 18,), float(rank))
+    _, made2, reused2, _, _ = tutti_torch.allocator_stats()
+    assert made2 + reused2 == made + reused + 2, (made, reused, made2, reused2)
+    dist.all_reduce(x)
+    assert torch.equal(x, torch.full((1 << 18,), float(n * (n - 1) // 2)))
+    del x
+    z = torch.empty(1 << 18)  # the block x left, from the cache
+    assert tutti_torch.allocator_stats()[2] == reused2 + 1
+    del z
+    pid = os.fork()
+    if pid == 0:
+        ok = torch.equal(y, torch.full((1 << 18,), float(rank)))
+        y.fill_(-7.0)
+        os._exit(0 if ok and float(y[12345]) == -7.0 else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert torch.equal(y, torch.full((1 << 18,), float(rank))), "the child's write reached us"
+    dist.all_reduce(y)
+    assert torch.equal(y, torch.full((1 << 18,), float(n * (n - 1) // 2)))
+
+
 def check_errors(rank, n):
     # found before anything is issued: the communicator stays usable
     expect_error(lambda: dist.all_reduce(torch.ones(2, dtype=torch.int32),
@@ -257,6 +285,7 @@ def main():
     check_collectives(rank, n)
     check_p2p(rank, n)
     check_subgroups(rank, n)
+    check_allocator(rank, n)
     check_errors(rank, n)
     dist.destroy_process_group()
     print("rank %d: tutti.torch checks passed" % rank, flush=True)
