@@ -150,6 +150,16 @@ def check_collectives(rank, n):
                            input_split_sizes=[q + 1 for q in range(n)])
     want = torch.cat([torch.full((rank + 1, 3), 10.0 * q + rank) for q in range(n)])
     assert torch.equal(out, want), out
+    # splits that are equal on rank 0 only: every rank must still run the same call
+    rows = lambda r, q: 1 if r == 0 or q == 0 else 2  # noqa: E731
+    inp = torch.cat([torch.full((rows(rank, q),), 10 * rank + q, dtype=torch.int32)
+                     for q in range(n)])
+    out = torch.zeros(sum(rows(q, rank) for q in range(n)), dtype=torch.int32)
+    dist.all_to_all_single(out, inp, output_split_sizes=[rows(q, rank) for q in range(n)],
+                           input_split_sizes=[rows(rank, q) for q in range(n)])
+    want = torch.cat([torch.full((rows(q, rank),), 10 * q + rank, dtype=torch.int32)
+                      for q in range(n)])
+    assert torch.equal(out, want), out
     # lists of different sizes
     ins = [torch.full((q + rank + 1,), rank * 100 + q, dtype=torch.int64) for q in range(n)]
     outs = [torch.zeros(rank + q + 1, dtype=torch.int64) for q in range(n)]

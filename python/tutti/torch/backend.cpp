@@ -431,8 +431,8 @@ class ProcessGroupTutti : public BackendBase {
     });
   }
 
-  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
-                                                 const c10d::AllgatherOptions& /* opts */) override {
+  c10::intrusive_ptr<c10d::Work> _allgather_base(
+      at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& /* opts */) override {
     const char* what = "all_gather_into_tensor";
     check_cpu(input, what);
     check_cpu(output, what);
@@ -491,8 +491,8 @@ class ProcessGroupTutti : public BackendBase {
     });
   }
 
-  // AlltoAll of one tensor: NCCL's AlltoAll for equal blocks, else grouped sends and receives
-  // of the rows each split size names (the split sizes count rows of the first dimension).
+  // AlltoAll of one tensor: NCCL's AlltoAll for equal blocks, else tuttiAlltoAllV with the rows
+  // each split size names (the split sizes count rows of the first dimension).
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
                                                std::vector<int64_t>& output_splits,
                                                std::vector<int64_t>& input_splits,
@@ -511,14 +511,12 @@ class ProcessGroupTutti : public BackendBase {
     const size_t send_row = input.dim() > 0 && input.size(0) > 0 ? src.count / input.size(0) : 0;
     const size_t recv_row =
         output.dim() > 0 && output.size(0) > 0 ? dst.count / output.size(0) : 0;
-    // Equal blocks: every peer sends and receives the same number of elements.
-    bool even = true;
-    for (int q = 0; q < n; q++) {
-      even = even && send_rows[q] * send_row == send_rows[0] * send_row &&
-             recv_rows[q] * recv_row == send_rows[0] * send_row;
-    }
-    const size_t elem = static_cast<size_t>(at::elementSize(src.t.scalar_type())) /
-                        (at::isComplexType(src.t.scalar_type()) ? 2 : 1);
+    // Without split sizes, equal blocks (NCCL's AlltoAll). With them, tuttiAlltoAllV even when
+    // this rank's happen to be equal: a peer whose are not must run the same call.
+    const bool even = input_splits.empty() && output_splits.empty();
+    TORCH_CHECK(!even || send_rows[0] * send_row == recv_rows[0] * recv_row,
+                "tutti: all_to_all_single: input and output blocks differ (", send_rows[0],
+                " and ", recv_rows[0], " rows); give split sizes");
     return issue(c10d::OpType::ALLTOALL_BASE, coll_stream_, std::move(p), [&] {
       if (even) {
         check(ncclAlltoAll(src.ptr, dst.ptr, send_rows[0] * send_row, src.dtype, comm_,
@@ -526,22 +524,19 @@ class ProcessGroupTutti : public BackendBase {
               "ncclAlltoAll");
         return;
       }
-      check(ncclGroupStart(), "ncclGroupStart");
-      ncclResult_t res = ncclSuccess;
+      std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
       size_t send_off = 0, recv_off = 0;
-      for (int q = 0; q < n && res == ncclSuccess; q++) {
-        const size_t sc = send_rows[q] * send_row, rc = recv_rows[q] * recv_row;
-        res = ncclSend(static_cast<char*>(src.ptr) + send_off * elem, sc, src.dtype, q, comm_,
-                       coll_stream_);
-        if (res == ncclSuccess)
-          res = ncclRecv(static_cast<char*>(dst.ptr) + recv_off * elem, rc, dst.dtype, q,
-                         comm_, coll_stream_);
-        send_off += sc;
-        recv_off += rc;
+      for (int q = 0; q < n; q++) {
+        sc[q] = send_rows[q] * send_row;
+        rc[q] = recv_rows[q] * recv_row;
+        sd[q] = send_off;
+        rd[q] = recv_off;
+        send_off += sc[q];
+        recv_off += rc[q];
       }
-      ncclResult_t end = ncclGroupEnd();
-      check(res != ncclSuccess ? res : end, res != ncclSuccess ? "ncclSend/ncclRecv"
-                                                               : "ncclGroupEnd");
+      check(tuttiAlltoAllV(src.ptr, sc.data(), sd.data(), dst.ptr, rc.data(), rd.data(),
+                           src.dtype, comm_, coll_stream_),
+            "tuttiAlltoAllV");
     });
   }
 
