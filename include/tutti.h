@@ -74,6 +74,20 @@ typedef struct {
 } tuttiCommStat_t;
 ncclResult_t tuttiCommStats(ncclComm_t comm, tuttiCommStat_t *rows, int maxRows, int *nrows);
 
+/* AlltoAll with a count and a displacement per peer (MPI's Alltoallv): this rank sends
+ * sendcounts[p] elements from sendbuff + sdispls[p] elements to rank p and receives
+ * recvcounts[p] elements from rank p into recvbuff + rdispls[p] elements. The four arrays have
+ * one entry per rank; recvcounts[p] here must equal rank p's sendcounts[this rank] (a
+ * difference is ncclInvalidUsage on both ranks, from the descriptor check). What PyTorch's
+ * uneven all_to_all_single needs. It runs as one group of a Send and a Recv per peer (the one to
+ * itself a local copy), so it takes a host stream, joins an enclosing group, and counts as
+ * point-to-point traffic of every peer pair. Buffers of one rank must not overlap. Every argument
+ * is checked before anything is issued: an error issues nothing. */
+ncclResult_t tuttiAlltoAllV(const void *sendbuff, const size_t sendcounts[],
+                            const size_t sdispls[], void *recvbuff, const size_t recvcounts[],
+                            const size_t rdispls[], ncclDataType_t datatype, ncclComm_t comm,
+                            cudaStream_t stream);
+
 /* Per-operation events: tell when one operation completed, and with what error, however it was
  * issued (what a PyTorch Work or any asynchronous caller waits on). tuttiEventRecord marks the
  * point after every operation `comm` has issued so far on `stream` (a host stream), or, with

@@ -7,7 +7,7 @@
 # TUTTI_TIMEOUT_MS makes a hang fail on the library's own deadline before tutti-run's --timeout,
 # which comes before CTest's.
 if(TARGET tutti-run)
-  foreach(t api_conformance p2p_stress stream_overlap events)
+  foreach(t api_conformance p2p_stress stream_overlap events alltoallv)
     add_executable(${t} ${CMAKE_SOURCE_DIR}/tests/${t}.c)
     target_compile_options(${t} PRIVATE ${TUTTI_WARNINGS})
     target_link_libraries(${t} PRIVATE tutti m)
@@ -45,6 +45,11 @@ if(TARGET tutti-run)
   # Per-operation events: over shared memory at 3 ranks, over TCP at 2, and an operation that
   # fails on its deadline.
   tutti_conformance_test(events_n3 3 60 api "${env}" events)
+  # tuttiAlltoAllV: at 2, 3 and 4 ranks over shared memory and at 3 over TCP.
+  foreach(n 2 3 4)
+    tutti_conformance_test(alltoallv_n${n} ${n} 60 api "${env}" alltoallv)
+  endforeach()
+  tutti_conformance_test(alltoallv_n3_tcp 3 60 api "${env};NCCL_SHM_DISABLE=1" alltoallv)
   tutti_conformance_test(events_n2_tcp 2 60 api "${env};NCCL_SHM_DISABLE=1" events)
   tutti_conformance_test(events_errors_n2 2 60 api "TUTTI_TIMEOUT_MS=2000" events errors)
   # Host streams and events drive batches from several threads: make tsan runs them too.

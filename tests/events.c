@@ -15,6 +15,8 @@
  *                AllReduce the others never issue: its event completes with the operation's
  *                error (the deadline's ncclRemoteError), while an event recorded before it on
  *                the same stream keeps ncclSuccess.
+ *   late         an event recorded after its operation already failed (a count mismatch)
+ *                reports that operation's error, not success.
  *
  * `events [NAME...]` runs the named tests, by default all but errors. The exit code is 1 when
  * any check failed. */
@@ -23,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "nccl.h"
 #include "tutti.h"
@@ -212,6 +215,40 @@ static void test_errors(void)
     CHECK_RES(ncclCommAbort(doomed), ncclSuccess);
 }
 
+/* An event recorded after its operation already failed (a count mismatch, which every rank
+ * detects at once) reports that error, not success: the stream has nothing queued by then. */
+static void test_late(void)
+{
+    if (nranks < 2) return;
+    ncclUniqueId id;
+    ncclComm_t doomed = NULL;
+    if (rank == 0) CHECK_RES(ncclGetUniqueId(&id), ncclSuccess);
+    CHECK_RES(ncclBroadcast(&id, &id, sizeof id, ncclChar, 0, comm, NULL), ncclSuccess);
+    if (!CHECK_RES(ncclCommInitRank(&doomed, nranks, id, rank), ncclSuccess)) return;
+    cudaStream_t s = NULL;
+    if (!CHECK_RES(tuttiStreamCreate(&s), ncclSuccess)) return;
+    tuttiEvent_t late = NULL;
+    CHECK_RES(tuttiEventCreate(&late), ncclSuccess);
+    int64_t x[8] = {0};
+    CHECK_RES(ncclAllReduce(x, x, 4 + (size_t)rank, ncclInt64, ncclSum, doomed, s), ncclSuccess);
+    /* Wait until the failure is latched and the stream has drained, without taking the
+     * stream's error (tuttiStreamQuery would). */
+    ncclResult_t async = ncclSuccess;
+    for (int i = 0; i < 200000 && (async == ncclSuccess || async == ncclInProgress); i++) {
+        ncclCommGetAsyncError(doomed, &async);
+        if (async == ncclSuccess || async == ncclInProgress)
+            nanosleep(&(struct timespec){0, 50000}, NULL);
+    }
+    CHECK_RES(async, ncclInvalidUsage);
+    /* The failing operation's batch leaves the stream just after the latch. */
+    CHECK_RES(tuttiEventRecord(late, doomed, s), ncclSuccess);
+    CHECK_RES(tuttiEventSynchronize(late), ncclInvalidUsage);
+    CHECK_RES(tuttiEventDestroy(late), ncclSuccess);
+    tuttiStreamSynchronize(s); /* forget the stream's latched error */
+    CHECK_RES(tuttiStreamDestroy(s), ncclSuccess);
+    CHECK_RES(ncclCommAbort(doomed), ncclSuccess);
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -224,6 +261,7 @@ int main(int argc, char **argv)
         {"group", test_group, false},
         {"args", test_args, false},
         {"errors", test_errors, true},
+        {"late", test_late, false},
     };
     int failed = world_run_tests(tests, sizeof tests / sizeof tests[0], argc, argv, 1, NULL);
     ncclCommDestroy(comm);

@@ -23,11 +23,20 @@ list(APPEND TT_PY_TESTS python_install)
 set_tests_properties(${TT_PY_TESTS} PROPERTIES LABELS python TIMEOUT 120 SKIP_RETURN_CODE 77
                      ENVIRONMENT "TUTTI_LIBRARY=$<TARGET_FILE:tutti>")
 
-# tutti.torch (the c10d backend's foundation) where python3-torch and libtorch-dev are
-# installed (tools/install-deps.sh does not install them); its C++ shim is compiled into the
-# build tree on the first run, which takes a minute or two.
+# tutti.torch, the c10d backend, where python3-torch, libtorch-dev, pybind11-dev and g++ are
+# installed (tools/install-deps.sh installs them; skipped, 77, without them). Its C++ shim is
+# compiled into the build tree on the first run, which takes a minute or two; the tests share
+# that build (torch's extension loader locks it). python_ddp trains examples/pytorch's CNN for a
+# few steps at 2 ranks with tutti (twice) and gloo and compares the parameters bit for bit;
+# python_ddp_soak is the acceptance run: 100 steps at 2 and 4 ranks, every Tutti run repeated.
+set(TT_TORCH_ENV "TUTTI_LIBRARY=$<TARGET_FILE:tutti>;TUTTI_TORCH_BUILD_DIR=${CMAKE_BINARY_DIR}/tutti-torch")
 add_test(NAME python_torch_2 COMMAND ${TT_PY_RUN} 2 ${TT_PY_DIR}/test_torch.py)
 add_test(NAME python_torch_3 COMMAND ${TT_PY_RUN} 3 ${TT_PY_DIR}/test_torch.py)
-set_tests_properties(python_torch_2 python_torch_3 PROPERTIES LABELS python TIMEOUT 600
-                     SKIP_RETURN_CODE 77
-                     ENVIRONMENT "TUTTI_LIBRARY=$<TARGET_FILE:tutti>;TUTTI_TORCH_BUILD_DIR=${CMAKE_BINARY_DIR}/tutti-torch")
+add_test(NAME python_ddp
+         COMMAND ${TT_PY_RUN} 0 ${TT_PY_DIR}/test_ddp.py $<TARGET_FILE:tutti-run> 5 4 0 2)
+set_tests_properties(python_torch_2 python_torch_3 python_ddp PROPERTIES LABELS python
+                     TIMEOUT 600 SKIP_RETURN_CODE 77 ENVIRONMENT "${TT_TORCH_ENV}")
+add_test(NAME python_ddp_soak
+         COMMAND ${TT_PY_RUN} 0 ${TT_PY_DIR}/test_ddp.py $<TARGET_FILE:tutti-run> 100 16 1 2 4)
+set_tests_properties(python_ddp_soak PROPERTIES LABELS "python;soak" TIMEOUT 1200
+                     SKIP_RETURN_CODE 77 ENVIRONMENT "${TT_TORCH_ENV}")

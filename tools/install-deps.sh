@@ -4,8 +4,8 @@
 # authentication; libucx-dev for the optional UCX transport (the library builds without it);
 # dpkg-dev and file for the install and package tests; man-db for the man
 # page check; Open MPI for the MPI example; hwloc and chromium (below); Debian's python3 with
-# numpy, pip, setuptools and wheel for the Python bindings' tests). Does nothing when everything
-# is present.
+# numpy, pip, setuptools and wheel for the Python bindings' tests; python3-torch, libtorch-dev,
+# pybind11-dev and g++ for the PyTorch backend's tests). Does nothing when everything is present.
 set -e
 missing=""
 command -v cmake >/dev/null 2>&1 || missing="$missing cmake"
@@ -26,6 +26,14 @@ for pair in numpy:python3-numpy pip:python3-pip setuptools:python3-setuptools \
             wheel:python3-wheel; do
     [ -x $PY ] && $PY -c "import ${pair%%:*}" >/dev/null 2>&1 || missing="$missing ${pair#*:}"
 done
+# tutti.torch (the PyTorch backend) and its tests: Debian's torch 1.13, its C++ headers and
+# pybind11 (the shim is compiled on first import), and a C++ compiler.
+# They come without recommends: python3-torch would pull in a desktop's worth of them.
+torch_missing=""
+[ -x $PY ] && $PY -c "import torch" >/dev/null 2>&1 || torch_missing="$torch_missing python3-torch"
+[ -d /usr/include/torch/csrc/distributed ] || torch_missing="$torch_missing libtorch-dev"
+[ -f /usr/include/pybind11/pybind11.h ] || torch_missing="$torch_missing pybind11-dev"
+command -v c++ >/dev/null 2>&1 || torch_missing="$torch_missing g++"
 pkg-config --exists libsodium 2>/dev/null || missing="$missing libsodium-dev"
 # hwloc: the topology tutti-info prints and placement uses (optional at build time); lstopo for
 # the test that compares them. Chromium (headless) screenshots the trace picture in its test.
@@ -33,9 +41,11 @@ pkg-config --exists hwloc 2>/dev/null || missing="$missing libhwloc-dev"
 command -v lstopo-no-graphics >/dev/null 2>&1 || missing="$missing hwloc"
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
 pkg-config --exists ucx 2>/dev/null || missing="$missing libucx-dev"
-[ -z "$missing" ] && exit 0
-echo "install-deps: installing$missing"
+[ -z "$missing$torch_missing" ] && exit 0
+echo "install-deps: installing$missing$torch_missing"
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 $SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
+[ -z "$missing" ] || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
+[ -z "$torch_missing" ] ||
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $torch_missing

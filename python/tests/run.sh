@@ -17,7 +17,7 @@ if ! "$PY" -c 'import numpy' >/dev/null 2>&1; then
     exit 77
 fi
 case "$1" in
-*test_torch.py)
+*test_torch.py|*test_ddp.py|*bench_torch.py)
     # tutti.torch compiles its shim on first use: torch, its headers, pybind11 and g++.
     if ! "$PY" -c 'import torch, torch.distributed, torch.utils.cpp_extension' >/dev/null 2>&1 ||
        [ ! -f /usr/include/pybind11/pybind11.h ] || [ ! -d /usr/include/torch/csrc/distributed ] ||

@@ -1,13 +1,21 @@
 """tutti.torch on every rank of a tutti-run job: torch.distributed initialised with the
 "tutti" backend through a FileStore (a file named after tutti-run's pid, which every rank
-shares as its parent), then allreduce (sum, avg, max), broadcast, reduce, all_gather and
-reduce_scatter (lists and single tensors), all_to_all_single, gather, scatter, barrier and
-send/recv on CPU tensors, compared exactly with what they must produce, and the clear errors
-of what is not supported.
+shares as its parent). Every operation is checked exactly against what it must produce,
+computed here from the ranks' inputs: all_reduce with every operator over every datatype
+(bool and complex included), broadcast, reduce, all_gather and reduce_scatter (lists and
+single tensors), all_to_all_single (equal and uneven splits), all_to_all of lists, gather,
+scatter, barrier, send/recv and isend/irecv in both directions at once, batch_isend_irecv,
+non-contiguous tensors, async_op with wait(), is_completed() and get_future(), subgroups, the
+allocator of large tensors (reuse, and fork() giving the child private pages); then
+the error paths, each on a subgroup of its own since a failed communicator stays failed:
+mismatched sizes and datatypes across ranks, wrong arguments found locally, and the group's
+timeout.
 """
 
+import datetime
 import os
 import tempfile
+import time
 
 import torch
 import torch.distributed as dist
@@ -15,38 +23,100 @@ import torch.distributed as dist
 import tutti.torch as tutti_torch  # registers the backend "tutti"
 
 
-def main():
-    rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    rdzv = os.path.join(tempfile.gettempdir(), "tutti_torch_test_%d" % os.getppid())
-    dist.init_process_group("tutti", init_method="file://" + rdzv, rank=rank, world_size=n)
-    assert dist.get_backend() == "tutti", dist.get_backend()
-    assert tutti_torch.extension() is not None
-    ranks_sum = n * (n - 1) // 2
+def expect_error(fn, *needles):
+    try:
+        fn()
+    except RuntimeError as e:
+        text = str(e)
+        for needle in needles:
+            assert needle in text, "expected %r in the error, got: %s" % (needle, text)
+        return text
+    raise AssertionError("no error raised; expected one mentioning %r" % (needles,))
 
-    for dtype in (torch.float32, torch.float64, torch.int32, torch.int64, torch.int8,
-                  torch.uint8, torch.float16, torch.bfloat16):
-        x = torch.full((1000,), rank + 1, dtype=dtype)
-        dist.all_reduce(x)
-        assert torch.equal(x, torch.full((1000,), n * (n + 1) // 2, dtype=dtype)), (dtype, x)
 
-    x = torch.arange(6, dtype=torch.float64) * (rank + 1)
-    dist.all_reduce(x, op=dist.ReduceOp.MAX)
-    assert torch.equal(x, torch.arange(6, dtype=torch.float64) * n), x
+def check_all_reduce(rank, n):
+    dtypes = (torch.float32, torch.float64, torch.int32, torch.int64, torch.int8, torch.uint8,
+              torch.float16, torch.bfloat16)
+    for dtype in dtypes:
+        for count in (0, 1, 7, 1000, 70001):
+            x = torch.full((count,), rank + 1, dtype=dtype)
+            dist.all_reduce(x)
+            assert torch.equal(x, torch.full((count,), n * (n + 1) // 2, dtype=dtype)), (dtype, x)
+        x = torch.arange(6, dtype=dtype) + rank
+        dist.all_reduce(x, op=dist.ReduceOp.MAX)
+        assert torch.equal(x, torch.arange(6, dtype=dtype) + n - 1), (dtype, x)
+        x = torch.arange(6, dtype=dtype) + rank
+        dist.all_reduce(x, op=dist.ReduceOp.MIN)
+        assert torch.equal(x, torch.arange(6, dtype=dtype)), (dtype, x)
+        x = torch.full((5,), 1 + (rank % 2), dtype=dtype)  # 1 and 2: the product is 2^(n//2)
+        dist.all_reduce(x, op=dist.ReduceOp.PRODUCT)
+        assert torch.equal(x, torch.full((5,), 2 ** (n // 2), dtype=dtype)), (dtype, x)
     x = torch.full((4,), float(2 * rank))
     dist.all_reduce(x, op=dist.ReduceOp.AVG)
     assert torch.equal(x, torch.full((4,), float(n - 1))), x
-    work = dist.all_reduce(torch.ones(3), async_op=True)
-    work.wait()
-    assert torch.equal(work.get_future().value()[0], torch.full((3,), float(n)))
+    # bool: a sum is a logical or, a product a logical and
+    x = torch.tensor([rank == 0, False, True])
+    dist.all_reduce(x)
+    assert torch.equal(x, torch.tensor([True, False, True])), x
+    x = torch.tensor([rank == 0, True])
+    dist.all_reduce(x, op=dist.ReduceOp.PRODUCT)
+    assert torch.equal(x, torch.tensor([False, True])), x
+    # complex: sums of pairs of reals
+    x = torch.tensor([complex(rank, -rank), complex(1, 2)], dtype=torch.complex64)
+    dist.all_reduce(x)
+    s = float(n * (n - 1) // 2)
+    assert torch.equal(x, torch.tensor([complex(s, -s), complex(n, 2 * n)],
+                                       dtype=torch.complex64)), x
+    # non-contiguous: every other element of a larger tensor, the rest untouched
+    base = torch.full((10,), -1.0)
+    view = base[::2]
+    view.fill_(float(rank))
+    dist.all_reduce(view)
+    assert torch.equal(base[::2], torch.full((5,), s)), base
+    assert torch.equal(base[1::2], torch.full((5,), -1.0)), base
 
+
+def check_async(rank, n):
+    works = []
+    tensors = []
+    for i in range(8):
+        t = torch.full((1 << (i + 6),), float(rank + i))
+        tensors.append(t)
+        works.append(dist.all_reduce(t, async_op=True))
+    futs = [w.get_future() for w in works]
+    for i, w in enumerate(works):
+        w.wait()
+        assert w.is_completed() and w.is_success()
+        want = torch.full((1 << (i + 6),), float(n * (n - 1) // 2 + n * i))
+        assert torch.equal(tensors[i], want), i
+        assert torch.equal(futs[i].wait()[0], want), i
+    # a future completes without anyone calling wait(): the completion thread does it
+    t = torch.ones(100)
+    fut = dist.all_reduce(t, async_op=True).get_future()
+    chained = fut.then(lambda f: f.value()[0] * 2)
+    assert torch.equal(chained.wait(), torch.full((100,), 2.0 * n))
+    w = dist.broadcast(torch.zeros(3), src=0, async_op=True)
+    deadline = time.time() + 30
+    while not w.is_completed():
+        assert time.time() < deadline, "is_completed() never became true"
+        time.sleep(0.001)
+    w.wait(datetime.timedelta(seconds=30))
+
+
+def check_collectives(rank, n):
+    ranks_sum = n * (n - 1) // 2
     b = torch.full((5,), float(rank))
     dist.broadcast(b, src=n - 1)
     assert torch.equal(b, torch.full((5,), float(n - 1))), b
 
     r = torch.full((3,), rank, dtype=torch.int64)
     dist.reduce(r, dst=0)
-    if rank == 0:
-        assert torch.equal(r, torch.full((3,), ranks_sum)), r
+    want = torch.full((3,), ranks_sum) if rank == 0 else torch.full((3,), rank)
+    assert torch.equal(r, want), r
+    r = torch.full((3,), rank + 1.0)
+    dist.reduce(r, dst=n - 1, op=dist.ReduceOp.MAX)
+    if rank == n - 1:
+        assert torch.equal(r, torch.full((3,), float(n))), r
 
     outs = [torch.zeros(2, 3) for _ in range(n)]
     dist.all_gather(outs, torch.full((2, 3), float(rank)))
@@ -64,11 +134,38 @@ def main():
     dist.reduce_scatter_tensor(rst, torch.arange(2 * n, dtype=torch.float32),
                                op=dist.ReduceOp.MAX)
     assert torch.equal(rst, torch.arange(2 * rank, 2 * rank + 2, dtype=torch.float32)), rst
+    rst = torch.zeros(1000, dtype=torch.float64)
+    dist.reduce_scatter_tensor(rst, torch.arange(1000 * n, dtype=torch.float64) + rank)
+    want = (torch.arange(1000, dtype=torch.float64) + 1000 * rank) * n + ranks_sum
+    assert torch.equal(rst, want), rst
 
     a2a = torch.zeros(2 * n)
     dist.all_to_all_single(a2a, torch.arange(2 * n, dtype=torch.float32) + 100 * rank)
     want = torch.tensor([100.0 * q + 2 * rank + i for q in range(n) for i in range(2)])
     assert torch.equal(a2a, want), a2a
+    # uneven: rank r sends q+1 rows of width 3 to rank q, all holding 10*r + q
+    inp = torch.cat([torch.full((q + 1, 3), 10.0 * rank + q) for q in range(n)])
+    out = torch.zeros(n * (rank + 1), 3)
+    dist.all_to_all_single(out, inp, output_split_sizes=[rank + 1] * n,
+                           input_split_sizes=[q + 1 for q in range(n)])
+    want = torch.cat([torch.full((rank + 1, 3), 10.0 * q + rank) for q in range(n)])
+    assert torch.equal(out, want), out
+    # splits that are equal on rank 0 only: every rank must still run the same call
+    rows = lambda r, q: 1 if r == 0 or q == 0 else 2  # noqa: E731
+    inp = torch.cat([torch.full((rows(rank, q),), 10 * rank + q, dtype=torch.int32)
+                     for q in range(n)])
+    out = torch.zeros(sum(rows(q, rank) for q in range(n)), dtype=torch.int32)
+    dist.all_to_all_single(out, inp, output_split_sizes=[rows(q, rank) for q in range(n)],
+                           input_split_sizes=[rows(rank, q) for q in range(n)])
+    want = torch.cat([torch.full((rows(q, rank),), 10 * q + rank, dtype=torch.int32)
+                      for q in range(n)])
+    assert torch.equal(out, want), out
+    # lists of different sizes
+    ins = [torch.full((q + rank + 1,), rank * 100 + q, dtype=torch.int64) for q in range(n)]
+    outs = [torch.zeros(rank + q + 1, dtype=torch.int64) for q in range(n)]
+    dist.all_to_all(outs, ins)
+    for q in range(n):
+        assert torch.equal(outs[q], torch.full((rank + q + 1,), q * 100 + rank)), outs
 
     root = n - 1
     glist = [torch.zeros(2, dtype=torch.int32) for _ in range(n)] if rank == root else None
@@ -83,34 +180,123 @@ def main():
 
     dist.barrier()
 
-    if rank == 0:
-        dist.send(torch.arange(5, dtype=torch.float32), dst=1)
-    elif rank == 1:
+
+def check_p2p(rank, n):
+    if rank < 2:
+        peer = 1 - rank
+        # both ranks send first, large enough not to fit the FIFO: needs one stream per direction
+        big = 3 << 20
+        out = torch.arange(big, dtype=torch.float32) + rank
+        got = torch.zeros(big)
+        s = dist.isend(out, dst=peer)
+        r = dist.irecv(got, src=peer)
+        s.wait()
+        r.wait()
+        assert torch.equal(got, torch.arange(big, dtype=torch.float32) + peer)
+        dist.send(torch.full((5,), float(rank)), dst=peer)
         got = torch.zeros(5)
-        dist.recv(got, src=0)
-        assert torch.equal(got, torch.arange(5, dtype=torch.float32)), got
+        dist.recv(got, src=peer)
+        assert torch.equal(got, torch.full((5,), float(peer))), got
+    # a ring of isend/irecv through batch_isend_irecv
+    nxt, prv = (rank + 1) % n, (rank - 1) % n
+    got = torch.zeros(4, dtype=torch.int64)
+    ops = [dist.P2POp(dist.isend, torch.full((4,), rank, dtype=torch.int64), nxt),
+           dist.P2POp(dist.irecv, got, prv)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    assert torch.equal(got, torch.full((4,), prv, dtype=torch.int64)), got
 
-    try:
-        dist.all_reduce(torch.ones(2, dtype=torch.int32), op=dist.ReduceOp.BAND)
-        raise AssertionError("BAND should be refused")
-    except RuntimeError as e:
-        assert "not supported" in str(e), e
-    try:  # a sum of bools would not be a bool: refused until it maps to a logical op
-        dist.all_reduce(torch.ones(2, dtype=torch.bool))
-        raise AssertionError("bool should be refused")
-    except RuntimeError as e:
-        assert "not supported" in str(e), e
-    try:  # every row to rank 0: uneven splits
-        dist.all_to_all_single(torch.zeros(n), torch.zeros(n), [n] + [0] * (n - 1), [1] * n)
-        raise AssertionError("uneven all_to_all should be refused")
-    except RuntimeError as e:
-        assert "uneven split sizes is not supported" in str(e), e
-    try:
-        dist.all_reduce(torch.ones(4)[::2])
-        raise AssertionError("a strided tensor should be refused")
-    except RuntimeError as e:
-        assert "contiguous" in str(e), e
 
+def check_subgroups(rank, n):
+    evens = list(range(0, n, 2))
+    g = dist.new_group(evens)
+    if rank in evens:
+        x = torch.full((3,), float(rank))
+        dist.all_reduce(x, group=g)
+        assert torch.equal(x, torch.full((3,), float(sum(evens)))), x
+
+
+def check_allocator(rank, n):
+    """Large tensors come from Tutti's allocator, freed blocks are reused, and a child of
+    fork() gets private copies: its writes never reach the parent's tensor."""
+    installed, made, reused, _, _ = tutti_torch.allocator_stats()
+    assert installed
+    x = torch.full((1 << 18,), float(rank))  # 1 MiB
+    y = torch.full((1 << 18,), float(rank))
+    _, made2, reused2, _, _ = tutti_torch.allocator_stats()
+    assert made2 + reused2 == made + reused + 2, (made, reused, made2, reused2)
+    dist.all_reduce(x)
+    assert torch.equal(x, torch.full((1 << 18,), float(n * (n - 1) // 2)))
+    del x
+    z = torch.empty(1 << 18)  # the block x left, from the cache
+    assert tutti_torch.allocator_stats()[2] == reused2 + 1
+    del z
+    pid = os.fork()
+    if pid == 0:
+        ok = torch.equal(y, torch.full((1 << 18,), float(rank)))
+        y.fill_(-7.0)
+        os._exit(0 if ok and float(y[12345]) == -7.0 else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert torch.equal(y, torch.full((1 << 18,), float(rank))), "the child's write reached us"
+    dist.all_reduce(y)
+    assert torch.equal(y, torch.full((1 << 18,), float(n * (n - 1) // 2)))
+
+
+def check_errors(rank, n):
+    # found before anything is issued: the communicator stays usable
+    expect_error(lambda: dist.all_reduce(torch.ones(2, dtype=torch.int32),
+                                         op=dist.ReduceOp.BAND), "not supported")
+    expect_error(lambda: dist.all_reduce(torch.ones(2, dtype=torch.int16)),
+                 "tensors of type Short are not supported")
+    expect_error(lambda: dist.all_reduce(torch.ones(2, dtype=torch.bool),
+                                         op=dist.ReduceOp.AVG), "AVG of bool")
+    expect_error(lambda: dist.all_to_all_single(torch.zeros(n), torch.zeros(n),
+                                                [n] + [0] * (n - 1), [2] * n),
+                 "input split sizes add up to")
+    expect_error(lambda: dist.all_gather_into_tensor(torch.zeros(n + 1), torch.zeros(1)),
+                 "world_size x the input's elements")
+    expect_error(lambda: dist.reduce_scatter_tensor(torch.zeros(2), torch.zeros(2 * n + 1)),
+                 "world_size x the output's elements")
+    expect_error(lambda: dist.all_gather_into_tensor(torch.zeros(n, dtype=torch.int32),
+                                                     torch.zeros(1)), "types differ")
+    x = torch.ones(3)
+    dist.all_reduce(x)
+    assert torch.equal(x, torch.full((3,), float(n)))
+
+    # across ranks: every rank gets ncclInvalidUsage from Tutti's descriptor check
+    g = dist.new_group(list(range(n)))
+    text = expect_error(lambda: dist.all_reduce(torch.ones(4 + rank), group=g), "all_reduce",
+                        "failed")
+    assert "invalid usage" in text, text
+    g = dist.new_group(list(range(n)))
+    dtype = torch.float32 if rank == 0 else torch.int32
+    expect_error(lambda: dist.all_reduce(torch.ones(4, dtype=dtype), group=g), "failed",
+                 "invalid usage")
+
+    # the group's timeout: rank 0 waits for an all_reduce nobody else joins
+    g = dist.new_group(list(range(n)), timeout=datetime.timedelta(seconds=1))
+    if rank == 0:
+        start = time.time()
+        expect_error(lambda: dist.all_reduce(torch.ones(2), group=g), "all_reduce", "timed out after 1000 ms")
+        assert time.time() - start < 30
+        expect_error(lambda: dist.all_reduce(torch.ones(2), group=g), "revoked")
+    dist.barrier()
+
+
+def main():
+    rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    rdzv = os.path.join(tempfile.gettempdir(), "tutti_torch_test_%d" % os.getppid())
+    dist.init_process_group("tutti", init_method="file://" + rdzv, rank=rank, world_size=n)
+    assert dist.get_backend() == "tutti", dist.get_backend()
+    assert tutti_torch.extension() is not None
+    check_all_reduce(rank, n)
+    check_async(rank, n)
+    check_collectives(rank, n)
+    check_p2p(rank, n)
+    check_subgroups(rank, n)
+    check_allocator(rank, n)
+    check_errors(rank, n)
     dist.destroy_process_group()
     print("rank %d: tutti.torch checks passed" % rank, flush=True)
 

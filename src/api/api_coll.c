@@ -11,6 +11,7 @@
 #include "api/api.h"
 #include "core/core.h"
 #include "reduce/reduce.h"
+#include "tutti.h"
 #include "util/err.h"
 #include "util/log.h"
 
@@ -219,3 +220,54 @@ TT_API ncclResult_t pncclRecv(void *recvbuff, size_t count, ncclDataType_t datat
     return run_coll("ncclRecv", &args, comm);
 }
 TT_API_ALIAS(ncclRecv);
+
+/* tuttiAlltoAllV (include/tutti.h): every peer's counts and displacements checked first, then
+ * one group of a Send and a Recv per peer through the same checks as ncclSend/ncclRecv. */
+TT_API ncclResult_t tuttiAlltoAllV(const void *sendbuff, const size_t sendcounts[],
+                                   const size_t sdispls[], void *recvbuff,
+                                   const size_t recvcounts[], const size_t rdispls[],
+                                   ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+    TT_CALL_SCOPE;
+    const char *caller = "tuttiAlltoAllV";
+    tt_error_clear();
+    TT_TRY(tt_comm_check(comm, caller));
+    int nranks = tt_comm_nranks(comm);
+    tt_log_set_rank(tt_comm_rank(comm));
+    TT_TRY(tt_api_check_stream(stream, caller));
+    TT_TRY(tt_api_check_dtype(datatype, caller));
+    TT_TRY(tt_api_check_ptr(sendcounts, caller, "sendcounts"));
+    TT_TRY(tt_api_check_ptr(sdispls, caller, "sdispls"));
+    TT_TRY(tt_api_check_ptr(recvcounts, caller, "recvcounts"));
+    TT_TRY(tt_api_check_ptr(rdispls, caller, "rdispls"));
+    size_t elem = tt_dtype_bytes(datatype);
+    for (int p = 0; p < nranks; p++) {
+        size_t end;
+        if (__builtin_add_overflow(sdispls[p], sendcounts[p], &end) ||
+            __builtin_mul_overflow(end, elem, &end) ||
+            __builtin_add_overflow(rdispls[p], recvcounts[p], &end) ||
+            __builtin_mul_overflow(end, elem, &end))
+            return TT_ERROR(ncclInvalidArgument,
+                            "%s: the counts and displacements for peer %d overflow the address "
+                            "space", caller, p);
+        if (sendcounts[p] > 0) TT_TRY(tt_api_check_buffer(sendbuff, 1, caller, "sendbuff"));
+        if (recvcounts[p] > 0) TT_TRY(tt_api_check_buffer(recvbuff, 1, caller, "recvbuff"));
+    }
+    TT_TRY(tt_group_start());
+    ncclResult_t res = ncclSuccess;
+    for (int p = 0; p < nranks && res == ncclSuccess; p++) {
+        struct tt_coll_args send = {.coll = TT_COLL_SEND, .count = sendcounts[p],
+                                    .sendbuff = (const char *)sendbuff + sdispls[p] * elem,
+                                    .dtype = datatype, .op = ncclSum, .peer = p,
+                                    .stream = stream};
+        struct tt_coll_args recv = {.coll = TT_COLL_RECV, .count = recvcounts[p],
+                                    .recvbuff = (char *)recvbuff + rdispls[p] * elem,
+                                    .dtype = datatype, .op = ncclSum, .peer = p,
+                                    .stream = stream};
+        res = check_and_run(caller, &send, comm);
+        if (res == ncclSuccess) res = check_and_run(caller, &recv, comm);
+    }
+    if (res != ncclSuccess && res != ncclInProgress) tt_group_note_error(res);
+    ncclResult_t end = tt_group_end();
+    return res != ncclSuccess ? res : end;
+}

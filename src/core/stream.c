@@ -303,7 +303,10 @@ void tt_stream_record(cudaStream_t stream, struct tt_event_rec *rec)
         s->tail->events = rec;
         atomic_store_explicit(&rec->state, TT_EVENT_PENDING, memory_order_release);
     } else {
-        rec->result = ncclSuccess;
+        /* Everything before the record has completed already, possibly with an error that
+         * nobody took yet (an operation that failed at once, before its caller could record
+         * an event behind it): that is the first error among them. */
+        rec->result = s->error;
         atomic_store_explicit(&rec->state, TT_EVENT_DONE, memory_order_release);
     }
     pthread_mutex_unlock(&s->lock);

@@ -7,9 +7,9 @@
 The backend is a C++ shim (backend.cpp) compiled on first import with
 torch.utils.cpp_extension against the installed torch and linked to the libtutti.so the tutti
 package uses; the build is cached in TUTTI_TORCH_BUILD_DIR (default ~/.cache/tutti/torch-VERSION).
-It needs libtorch-dev, pybind11-dev, g++ and ninja. This is the foundation of issue 17 item 2:
-CPU tensors, blocking collectives (allreduce, broadcast, reduce, allgather, _allgather_base,
-barrier, send, recv); the rest raise "does not support".
+It needs libtorch-dev, pybind11-dev, g++ and ninja. Operations are asynchronous (host streams
+and per-operation events); large CPU tensors come from memory the host's ranks map
+(install_allocator). docs/python.md says what maps to what.
 """
 
 import os
@@ -50,7 +50,7 @@ def extension():
     here = os.path.dirname(os.path.abspath(__file__))
     _ext = cpp_extension.load(
         name="tutti_torch_c",
-        sources=[os.path.join(here, "backend.cpp")],
+        sources=[os.path.join(here, "backend.cpp"), os.path.join(here, "allocator.cpp")],
         extra_include_paths=[_include_dir()],
         extra_cflags=["-O2"],
         extra_ldflags=[lib, "-Wl,-rpath," + os.path.dirname(lib)],
@@ -60,7 +60,38 @@ def extension():
     return _ext
 
 
+def _env_bytes(name, default):
+    text = os.environ.get(name)
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError("%s=%r is not a number of bytes" % (name, text)) from None
+    if value < 0:
+        raise ValueError("%s=%r is negative" % (name, text))
+    return value
+
+
+def install_allocator():
+    """Serves CPU tensors of TUTTI_TORCH_ALLOC_MIN_BYTES (default 256 KiB) or more from
+    ncclMemAlloc memory, which the host's other ranks map, keeping up to
+    TUTTI_TORCH_ALLOC_CACHE_BYTES (default 1 GiB) of freed blocks for reuse. Called when the
+    first "tutti" process group is created unless TUTTI_TORCH_ALLOCATOR=0. Returns whether
+    the allocator is installed."""
+    return extension().install_allocator(
+        _env_bytes("TUTTI_TORCH_ALLOC_MIN_BYTES", 256 << 10),
+        _env_bytes("TUTTI_TORCH_ALLOC_CACHE_BYTES", 1 << 30))
+
+
+def allocator_stats():
+    """(installed, blocks made, blocks reused, live blocks, cached bytes)."""
+    return extension().allocator_stats()
+
+
 def _create(store, rank, size, timeout):
+    if os.environ.get("TUTTI_TORCH_ALLOCATOR", "1") != "0":
+        install_allocator()
     return extension().create_process_group(store, rank, size, timeout)
 
 

@@ -1,9 +1,17 @@
-// tutti.torch's C++ shim: a c10d ProcessGroup for PyTorch 1.13 (Debian's python3-torch,
-// CXX11 ABI) whose collectives are Tutti's. The first rank makes a unique id and publishes it
-// in the c10d store the group was created with; every rank then joins with ncclCommInitRank.
-// Operations run on CPU tensors, blocking on the calling thread (stream NULL), so the Work
-// each returns is already complete and its future already holds the outputs, which is what
-// DistributedDataParallel's default communication hook waits on.
+// tutti.torch's C++ shim: a c10d process group for PyTorch 1.13 (Debian's python3-torch, CXX11
+// ABI) whose operations are Tutti's. The first rank makes a unique id and publishes it in the
+// c10d store the group was created with; every rank then joins with ncclCommInitRank.
+//
+// Every operation is issued on a Tutti host stream and returns at once with a Work backed by a
+// per-operation event (tuttiEventRecord): collectives go on one stream in issue order, sends
+// and receives on one stream per peer and direction, so an isend/irecv pair between two ranks
+// never waits on itself. A Work completes when its event does: Work::wait() synchronizes the
+// event on the caller's thread (which drives Tutti's engine meanwhile), and a completion thread
+// polls the pending events so that futures (what DistributedDataParallel waits on) complete
+// without anybody calling wait(). Copies out of staging buffers (tensor lists, non-contiguous
+// outputs) run when the operation completes, before its future does. The group's timeout is
+// enforced by the completion thread: an operation pending longer revokes the communicator
+// (ncclCommRevoke), which fails everything in flight, and its Work raises a timeout error.
 #include <torch/python.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -13,88 +21,302 @@
 
 #include <pybind11/chrono.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 #include "nccl.h"
+#include "tutti.h"
 
 namespace tutti_torch {
 
+// allocator.cpp
+bool install_allocator(size_t min_bytes, size_t cache_bytes);
+std::tuple<bool, size_t, size_t, size_t, size_t> allocator_stats();
+
+// What differs in torch 2.x's interface is kept here: there a backend derives from
+// c10d::Backend (ProcessGroup became a dispatcher over backends), Work lives in c10d::Work as
+// here, and the creator registered from Python receives the same (store, rank, size, timeout).
+using BackendBase = c10d::ProcessGroup;
+
 namespace {
 
-void check(ncclResult_t res, const char* call) {
-  TORCH_CHECK(res == ncclSuccess, "tutti: ", call, " failed: ", ncclGetErrorString(res), ": ",
+using Clock = std::chrono::steady_clock;
+
+[[noreturn]] void fail(ncclResult_t res, const char* call) {
+  TORCH_CHECK(false, "tutti: ", call, " failed: ", ncclGetErrorString(res), ": ",
               ncclGetLastError(nullptr));
 }
 
-ncclDataType_t datatype(const at::Tensor& t) {
-  switch (t.scalar_type()) {
+void check(ncclResult_t res, const char* call) {
+  if (res != ncclSuccess) fail(res, call);
+}
+
+ncclDataType_t datatype(at::ScalarType type, const char* what) {
+  switch (type) {
     case at::kChar: return ncclInt8;
     case at::kByte: return ncclUint8;
+    case at::kBool: return ncclUint8;
     case at::kInt: return ncclInt32;
     case at::kLong: return ncclInt64;
     case at::kHalf: return ncclFloat16;
     case at::kFloat: return ncclFloat32;
     case at::kDouble: return ncclFloat64;
     case at::kBFloat16: return ncclBfloat16;
-    default: TORCH_CHECK(false, "tutti: tensors of type ", t.scalar_type(), " are not supported");
-  }
-}
-
-ncclRedOp_t redop(const c10d::ReduceOp& op) {
-  switch (op.op_) {
-    case c10d::ReduceOp::SUM: return ncclSum;
-    case c10d::ReduceOp::AVG: return ncclAvg;
-    case c10d::ReduceOp::PRODUCT: return ncclProd;
-    case c10d::ReduceOp::MIN: return ncclMin;
-    case c10d::ReduceOp::MAX: return ncclMax;
     default: break;
   }
-  TORCH_CHECK(false, "tutti: reduction op ", static_cast<int>(op.op_),
-              " is not supported yet (SUM, AVG, PRODUCT, MIN, MAX are)");
+  TORCH_CHECK(false, "tutti: ", what, ": tensors of type ", type,
+              " are not supported (int8, uint8, bool, int32, int64, float16, bfloat16, float32, "
+              "float64, complex64 and complex128 are)");
 }
 
-// The one tensor of a c10d argument list, checked: on the CPU, dense and contiguous.
+// NCCL's operator for a reduction over tensors of `type`. Booleans reduce as bytes holding 0 or
+// 1, where a sum is a logical or (MAX) and a product a logical and (MIN), as PyTorch's NCCL
+// backend does.
+ncclRedOp_t redop(const c10d::ReduceOp& op, at::ScalarType type, const char* what) {
+  const bool logical = type == at::kBool;
+  const bool complex = at::isComplexType(type);
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: return logical ? ncclMax : ncclSum;
+    case c10d::ReduceOp::AVG:
+      TORCH_CHECK(!logical, "tutti: ", what, ": AVG of bool tensors is not supported");
+      return ncclAvg;
+    case c10d::ReduceOp::PRODUCT:
+      TORCH_CHECK(!complex, "tutti: ", what, ": PRODUCT of complex tensors is not supported");
+      return logical ? ncclMin : ncclProd;
+    case c10d::ReduceOp::MIN:
+      TORCH_CHECK(!complex, "tutti: ", what, ": MIN of complex tensors is not supported");
+      return ncclMin;
+    case c10d::ReduceOp::MAX:
+      TORCH_CHECK(!complex, "tutti: ", what, ": MAX of complex tensors is not supported");
+      return ncclMax;
+    default: break;
+  }
+  TORCH_CHECK(false, "tutti: ", what, ": reduction op ", static_cast<int>(op.op_),
+              " is not supported (SUM, AVG, PRODUCT, MIN and MAX are)");
+}
+
+// A tensor as Tutti moves it: its contiguous storage, the datatype and the element count
+// (complex tensors move as pairs of reals).
+struct Buf {
+  at::Tensor t;  // contiguous, on the CPU
+  void* ptr;
+  size_t count;
+  ncclDataType_t dtype;
+};
+
+Buf buf(const at::Tensor& contiguous, const char* what) {
+  at::ScalarType type = contiguous.scalar_type();
+  if (at::isComplexType(type)) {
+    at::Tensor real = at::view_as_real(contiguous);
+    return {contiguous, real.data_ptr(), static_cast<size_t>(real.numel()),
+            datatype(real.scalar_type(), what)};
+  }
+  return {contiguous, contiguous.data_ptr(), static_cast<size_t>(contiguous.numel()),
+          datatype(type, what)};
+}
+
+void check_cpu(const at::Tensor& t, const char* what) {
+  TORCH_CHECK(t.defined(), "tutti: ", what, ": undefined tensor");
+  TORCH_CHECK(t.device().is_cpu(), "tutti: ", what, " needs CPU tensors (got ", t.device(),
+              ")");
+  TORCH_CHECK(t.layout() == at::kStrided, "tutti: ", what, " needs dense (strided) tensors");
+}
+
 at::Tensor& single(std::vector<at::Tensor>& tensors, const char* what) {
   TORCH_CHECK(tensors.size() == 1, "tutti: ", what, " takes one tensor per rank, got ",
               tensors.size());
-  at::Tensor& t = tensors[0];
-  TORCH_CHECK(t.device().is_cpu(), "tutti: ", what, " needs a CPU tensor (got ", t.device(),
+  check_cpu(tensors[0], what);
+  return tensors[0];
+}
+
+void same_type(const at::Tensor& a, const at::Tensor& b, const char* what) {
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "tutti: ", what,
+              ": input and output types differ (", a.scalar_type(), " and ", b.scalar_type(),
               ")");
-  TORCH_CHECK(t.layout() == at::kStrided && t.is_contiguous(), "tutti: ", what,
-              " needs a dense contiguous tensor");
-  return t;
+}
+
+const char* op_name(c10d::OpType type) {
+  switch (type) {
+    case c10d::OpType::BROADCAST: return "broadcast";
+    case c10d::OpType::ALLREDUCE: return "all_reduce";
+    case c10d::OpType::REDUCE: return "reduce";
+    case c10d::OpType::ALLGATHER: return "all_gather";
+    case c10d::OpType::_ALLGATHER_BASE: return "all_gather_into_tensor";
+    case c10d::OpType::GATHER: return "gather";
+    case c10d::OpType::SCATTER: return "scatter";
+    case c10d::OpType::REDUCE_SCATTER: return "reduce_scatter";
+    case c10d::OpType::_REDUCE_SCATTER_BASE: return "reduce_scatter_tensor";
+    case c10d::OpType::ALLTOALL_BASE: return "all_to_all_single";
+    case c10d::OpType::ALLTOALL: return "all_to_all";
+    case c10d::OpType::SEND: return "send";
+    case c10d::OpType::RECV: return "recv";
+    case c10d::OpType::BARRIER: return "barrier";
+    default: return "operation";
+  }
 }
 
 }  // namespace
 
-// A Work that is complete when made: Tutti ran the operation before returning it.
-class WorkTutti : public c10d::Work {
- public:
-  WorkTutti(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
-      : c10d::Work(rank, type),
-        outputs_(std::move(outputs)),
-        future_(c10::make_intrusive<c10::ivalue::Future>(
-            c10::ListType::create(c10::TensorType::get()))) {
-    future_->markCompleted(c10::IValue(outputs_));
-    finish();
-  }
-  bool isCompleted() override { return true; }
-  bool isSuccess() const override { return true; }
-  bool wait(std::chrono::milliseconds /* timeout */) override { return true; }
-  std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+class ProcessGroupTutti;
 
- private:
-  std::vector<at::Tensor> outputs_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
+// Why the group's communicator was revoked, shared by the group and its Works: an operation
+// that failed afterwards reports this instead of the revocation's own error.
+struct RevokeNote {
+  std::mutex mutex;
+  std::string text;
+
+  void set(const std::string& why) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (text.empty()) text = why;
+  }
+  std::string get() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return text;
+  }
 };
 
-class ProcessGroupTutti : public c10d::ProcessGroup {
+// What an operation needs once it is issued: the tensors it reads and writes (kept alive until
+// it completes), the outputs its future holds, and the copies to run when it completes.
+struct Pending {
+  std::vector<at::Tensor> keep;
+  std::vector<at::Tensor> outputs;
+  std::vector<std::function<void()>> after;
+
+  // A contiguous tensor standing for `t`: t itself when it is contiguous, else a copy (of its
+  // contents when `input`), copied back into t when the operation completes when `output`.
+  at::Tensor stage(const at::Tensor& t, bool input, bool output) {
+    keep.push_back(t);
+    if (t.is_contiguous()) return t;
+    at::Tensor c = input ? t.contiguous() : at::empty_like(t, at::MemoryFormat::Contiguous);
+    keep.push_back(c);
+    if (output) {
+      at::Tensor dst = t;
+      after.push_back([dst, c]() mutable { dst.copy_(c); });
+    }
+    return c;
+  }
+};
+
+class WorkTutti : public c10d::Work {
  public:
-  ProcessGroupTutti(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size)
-      : c10d::ProcessGroup(rank, size) {
+  WorkTutti(int rank, c10d::OpType type, uint64_t seq, Pending pending, Clock::time_point deadline,
+            std::shared_ptr<RevokeNote> note)
+      : c10d::Work(rank, type),
+        type_(type),
+        seq_(seq),
+        pending_(std::move(pending)),
+        deadline_(deadline),
+        note_(std::move(note)),
+        future_(c10::make_intrusive<c10::ivalue::Future>(
+            c10::ListType::create(c10::TensorType::get()))) {
+    check(tuttiEventCreate(&event_), "tuttiEventCreate");
+  }
+
+  ~WorkTutti() override {
+    if (event_ == nullptr) return;
+    if (!done_.load(std::memory_order_acquire)) tuttiEventSynchronize(event_);
+    tuttiEventDestroy(event_);
+  }
+
+  tuttiEvent_t event() const { return event_; }
+
+  bool isCompleted() override {
+    if (!done_.load(std::memory_order_acquire) && tuttiEventQuery(event_) != ncclInProgress)
+      complete();
+    return done_.load(std::memory_order_acquire);
+  }
+
+  bool isSuccess() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return completed_ && !exception_;
+  }
+
+  // Waits for the operation (forever, or at most `timeout`) and raises its error. A timeout
+  // given here only ends this wait; the group's own timeout fails the operation itself.
+  bool wait(std::chrono::milliseconds timeout) override {
+    if (timeout != kNoTimeout) {
+      const Clock::time_point until = Clock::now() + timeout;
+      std::chrono::microseconds nap(10);
+      while (tuttiEventQuery(event_) == ncclInProgress) {
+        TORCH_CHECK(Clock::now() < until, "tutti: ", op_name(type_), " (operation ", seq_,
+                    " of this process group) did not complete within ", timeout.count(),
+                    " ms");
+        std::this_thread::sleep_for(nap);
+        nap = std::min(nap * 2, std::chrono::microseconds(1000));
+      }
+    }
+    complete();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (exception_) std::rethrow_exception(exception_);
+    return true;
+  }
+
+  std::vector<at::Tensor> result() override { return pending_.outputs; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+  // Ends the operation once: waits for its event, runs its copies, completes the Work and its
+  // future with the outputs or the error. Safe from any thread; the first caller does it.
+  void complete() {
+    std::lock_guard<std::mutex> lock(complete_mutex_);
+    if (done_.load(std::memory_order_relaxed)) return;
+    ncclResult_t res = tuttiEventSynchronize(event_);
+    std::exception_ptr error;
+    if (res == ncclSuccess) {
+      try {
+        for (auto& copy : pending_.after) copy();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    } else {
+      std::string why = note_->get();
+      if (why.empty())
+        why = std::string(ncclGetErrorString(res)) +
+              " (Tutti's WARN line on stderr names the rank and the reason)";
+      error = std::make_exception_ptr(std::runtime_error(
+          std::string("tutti: ") + op_name(type_) + " (operation " + std::to_string(seq_) +
+          " of this process group) failed: " + why));
+    }
+    pending_.after.clear();
+    pending_.keep.clear();
+    done_.store(true, std::memory_order_release);
+    finish(error);
+    if (error) {
+      future_->setError(error);
+    } else {
+      future_->markCompleted(c10::IValue(pending_.outputs));
+    }
+  }
+
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  Clock::time_point deadline() const { return deadline_; }
+  uint64_t seq() const { return seq_; }
+
+ private:
+  c10d::OpType type_;
+  uint64_t seq_;
+  Pending pending_;
+  Clock::time_point deadline_;
+  std::shared_ptr<RevokeNote> note_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  tuttiEvent_t event_ = nullptr;
+  std::mutex complete_mutex_;
+  std::atomic<bool> done_{false};
+};
+
+class ProcessGroupTutti : public BackendBase {
+ public:
+  ProcessGroupTutti(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                    std::chrono::milliseconds timeout)
+      : BackendBase(rank, size), timeout_(timeout) {
     ncclUniqueId id;
     const std::string key = "tutti_unique_id";
     if (rank == 0) {
@@ -106,9 +328,33 @@ class ProcessGroupTutti : public c10d::ProcessGroup {
       std::copy(raw.begin(), raw.end(), id.internal);
     }
     check(ncclCommInitRank(&comm_, size, id, rank), "ncclCommInitRank");
+    ncclResult_t res = tuttiStreamCreate(&coll_stream_);
+    if (res != ncclSuccess) {
+      ncclCommAbort(comm_);
+      fail(res, "tuttiStreamCreate");
+    }
+    completer_ = std::thread([this] { complete_loop(); });
   }
 
   ~ProcessGroupTutti() override {
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      stop_ = true;
+    }
+    queue_cv_.notify_one();
+    completer_.join();
+    // What is still queued completes (or fails, if the communicator failed) before its streams
+    // go; a failed communicator is aborted, a healthy one destroyed.
+    for (auto& work : queue_) work->complete();
+    queue_.clear();
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm_, &async);
+    if (async != ncclSuccess && async != ncclInProgress) {
+      ncclCommAbort(comm_);
+      comm_ = nullptr;
+    }
+    for (auto& kv : p2p_streams_) tuttiStreamDestroy(kv.second);
+    if (coll_stream_ != nullptr) tuttiStreamDestroy(coll_stream_);
     if (comm_ != nullptr) ncclCommDestroy(comm_);
   }
 
@@ -116,208 +362,473 @@ class ProcessGroupTutti : public c10d::ProcessGroup {
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override {
-    at::Tensor& t = single(tensors, "allreduce");
-    check(ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), datatype(t),
-                        redop(opts.reduceOp), comm_, nullptr),
-          "ncclAllReduce");
-    return done(c10d::OpType::ALLREDUCE, tensors);
+    const char* what = "all_reduce";
+    at::Tensor& t = single(tensors, what);
+    ncclRedOp_t op = redop(opts.reduceOp, t.scalar_type(), what);
+    Pending p;
+    p.outputs = tensors;
+    Buf b = buf(p.stage(t, true, true), what);
+    return issue(c10d::OpType::ALLREDUCE, coll_stream_, std::move(p), [&] {
+      check(ncclAllReduce(b.ptr, b.ptr, b.count, b.dtype, op, comm_, coll_stream_),
+            "ncclAllReduce");
+    });
   }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override {
-    at::Tensor& t = single(tensors, "broadcast");
-    check(ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), datatype(t),
-                        static_cast<int>(opts.rootRank), comm_, nullptr),
-          "ncclBroadcast");
-    return done(c10d::OpType::BROADCAST, tensors);
+    const char* what = "broadcast";
+    at::Tensor& t = single(tensors, what);
+    const int root = static_cast<int>(opts.rootRank);
+    Pending p;
+    p.outputs = tensors;
+    Buf b = buf(p.stage(t, true, true), what);
+    return issue(c10d::OpType::BROADCAST, coll_stream_, std::move(p), [&] {
+      check(ncclBroadcast(b.ptr, b.ptr, b.count, b.dtype, root, comm_, coll_stream_),
+            "ncclBroadcast");
+    });
   }
 
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
                                         const c10d::ReduceOptions& opts) override {
-    at::Tensor& t = single(tensors, "reduce");
-    check(ncclReduce(t.data_ptr(), t.data_ptr(), t.numel(), datatype(t),
-                     redop(opts.reduceOp), static_cast<int>(opts.rootRank), comm_, nullptr),
-          "ncclReduce");
-    return done(c10d::OpType::REDUCE, tensors);
+    const char* what = "reduce";
+    at::Tensor& t = single(tensors, what);
+    ncclRedOp_t op = redop(opts.reduceOp, t.scalar_type(), what);
+    const int root = static_cast<int>(opts.rootRank);
+    Pending p;
+    p.outputs = tensors;
+    Buf b = buf(p.stage(t, true, true), what);
+    return issue(c10d::OpType::REDUCE, coll_stream_, std::move(p), [&] {
+      check(ncclReduce(b.ptr, b.ptr, b.count, b.dtype, op, root, comm_, coll_stream_),
+            "ncclReduce");
+    });
   }
 
-  // AllGather into a list of size() tensors: gathered into one contiguous buffer, then copied
-  // out (the list's tensors need not be adjacent in memory).
+  // AllGather into a list of size() tensors: gathered into one contiguous buffer, copied out
+  // when it completes (the list's tensors need not be adjacent in memory).
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                            std::vector<at::Tensor>& inputs,
                                            const c10d::AllgatherOptions& /* opts */) override {
-    at::Tensor& in = single(inputs, "allgather");
+    const char* what = "all_gather";
+    at::Tensor& in = single(inputs, what);
     TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
-                "tutti: allgather needs one list of ", getSize(), " output tensors");
-    at::Tensor flat = at::empty({static_cast<int64_t>(getSize()) * in.numel()}, in.options());
-    check(ncclAllGather(in.data_ptr(), flat.data_ptr(), in.numel(), datatype(in), comm_,
-                        nullptr),
-          "ncclAllGather");
-    for (int r = 0; r < getSize(); r++) {
-      outputs[0][r].copy_(flat.narrow(0, r * in.numel(), in.numel()).view_as(in));
+                "tutti: all_gather needs one list of ", getSize(), " output tensors");
+    for (const at::Tensor& o : outputs[0]) {
+      check_cpu(o, what);
+      same_type(in, o, what);
+      TORCH_CHECK(o.numel() == in.numel(), "tutti: all_gather: every output tensor must have "
+                  "the input's ", in.numel(), " elements (got ", o.numel(), ")");
     }
-    return done(c10d::OpType::ALLGATHER, outputs[0]);
+    Pending p;
+    p.outputs = outputs[0];
+    Buf src = buf(p.stage(in, true, false), what);
+    at::Tensor flat = at::empty({static_cast<int64_t>(getSize()) * in.numel()}, in.options());
+    p.keep.push_back(flat);
+    split_into(p, flat, outputs[0]);
+    Buf dst = buf(flat, what);
+    return issue(c10d::OpType::ALLGATHER, coll_stream_, std::move(p), [&] {
+      check(ncclAllGather(src.ptr, dst.ptr, src.count, src.dtype, comm_, coll_stream_),
+            "ncclAllGather");
+    });
   }
 
-  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
-                                                 const c10d::AllgatherOptions& /* opts */) override {
-    std::vector<at::Tensor> in{input}, out{output};
-    single(in, "_allgather_base");
-    single(out, "_allgather_base");
-    TORCH_CHECK(output.numel() == input.numel() * getSize(),
-                "tutti: _allgather_base output must hold world_size x input elements");
-    TORCH_CHECK(output.scalar_type() == input.scalar_type(),
-                "tutti: _allgather_base input and output types differ");
-    check(ncclAllGather(input.data_ptr(), output.data_ptr(), input.numel(), datatype(input),
-                        comm_, nullptr),
-          "ncclAllGather");
-    return done(c10d::OpType::_ALLGATHER_BASE, out);
+  c10::intrusive_ptr<c10d::Work> _allgather_base(
+      at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& /* opts */) override {
+    const char* what = "all_gather_into_tensor";
+    check_cpu(input, what);
+    check_cpu(output, what);
+    same_type(input, output, what);
+    TORCH_CHECK(output.numel() == input.numel() * getSize(), "tutti: ", what,
+                ": the output must hold world_size x the input's elements (", getSize(), " x ",
+                input.numel(), "), got ", output.numel());
+    Pending p;
+    p.outputs = {output};
+    Buf src = buf(p.stage(input, true, false), what);
+    Buf dst = buf(p.stage(output, false, true), what);
+    return issue(c10d::OpType::_ALLGATHER_BASE, coll_stream_, std::move(p), [&] {
+      check(ncclAllGather(src.ptr, dst.ptr, src.count, src.dtype, comm_, coll_stream_),
+            "ncclAllGather");
+    });
   }
 
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override {
-    std::vector<at::Tensor> in{input}, out{output};
-    single(in, "_reduce_scatter_base");
-    single(out, "_reduce_scatter_base");
-    TORCH_CHECK(input.numel() == output.numel() * getSize(),
-                "tutti: _reduce_scatter_base input must hold world_size x output elements");
-    TORCH_CHECK(output.scalar_type() == input.scalar_type(),
-                "tutti: _reduce_scatter_base input and output types differ");
-    check(ncclReduceScatter(input.data_ptr(), output.data_ptr(), output.numel(),
-                            datatype(input), redop(opts.reduceOp), comm_, nullptr),
-          "ncclReduceScatter");
-    return done(c10d::OpType::_REDUCE_SCATTER_BASE, out);
+    const char* what = "reduce_scatter_tensor";
+    check_cpu(input, what);
+    check_cpu(output, what);
+    same_type(input, output, what);
+    TORCH_CHECK(input.numel() == output.numel() * getSize(), "tutti: ", what,
+                ": the input must hold world_size x the output's elements (", getSize(), " x ",
+                output.numel(), "), got ", input.numel());
+    ncclRedOp_t op = redop(opts.reduceOp, input.scalar_type(), what);
+    Pending p;
+    p.outputs = {output};
+    Buf src = buf(p.stage(input, true, false), what);
+    Buf dst = buf(p.stage(output, false, true), what);
+    return issue(c10d::OpType::_REDUCE_SCATTER_BASE, coll_stream_, std::move(p), [&] {
+      check(ncclReduceScatter(src.ptr, dst.ptr, dst.count, dst.dtype, op, comm_, coll_stream_),
+            "ncclReduceScatter");
+    });
   }
 
   // ReduceScatter from a list of size() tensors: concatenated into one buffer first.
   c10::intrusive_ptr<c10d::Work> reduce_scatter(
       std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
       const c10d::ReduceScatterOptions& opts) override {
-    at::Tensor& out = single(outputs, "reduce_scatter");
+    const char* what = "reduce_scatter";
+    at::Tensor& out = single(outputs, what);
     TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
                 "tutti: reduce_scatter needs one list of ", getSize(), " input tensors");
-    at::Tensor flat = concatenated(inputs[0], out);
-    check(ncclReduceScatter(flat.data_ptr(), out.data_ptr(), out.numel(), datatype(out),
-                            redop(opts.reduceOp), comm_, nullptr),
-          "ncclReduceScatter");
-    return done(c10d::OpType::REDUCE_SCATTER, outputs);
+    ncclRedOp_t op = redop(opts.reduceOp, out.scalar_type(), what);
+    Pending p;
+    p.outputs = outputs;
+    at::Tensor flat = concatenated(inputs[0], out, what);
+    p.keep.push_back(flat);
+    Buf src = buf(flat, what);
+    Buf dst = buf(p.stage(out, false, true), what);
+    return issue(c10d::OpType::REDUCE_SCATTER, coll_stream_, std::move(p), [&] {
+      check(ncclReduceScatter(src.ptr, dst.ptr, dst.count, dst.dtype, op, comm_, coll_stream_),
+            "ncclReduceScatter");
+    });
   }
 
-  // AlltoAll of one tensor in equal blocks (torch's all_to_all_single without split sizes).
+  // AlltoAll of one tensor: NCCL's AlltoAll for equal blocks, else tuttiAlltoAllV with the rows
+  // each split size names (the split sizes count rows of the first dimension).
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
                                                std::vector<int64_t>& output_splits,
                                                std::vector<int64_t>& input_splits,
                                                const c10d::AllToAllOptions& /* opts */) override {
-    std::vector<at::Tensor> in{input}, out{output};
-    single(in, "alltoall_base");
-    single(out, "alltoall_base");
-    TORCH_CHECK(input.dim() >= 1, "tutti: all_to_all_single needs a tensor of one or more dims");
-    const int64_t block = input.numel() / getSize();
-    // Split sizes count rows (the first dimension); equal blocks are all that is supported.
-    const int64_t row = input.size(0) > 0 ? input.numel() / input.size(0) : 0;
-    for (const std::vector<int64_t>* splits : {&output_splits, &input_splits}) {
-      for (int64_t n : *splits) {
-        TORCH_CHECK(n * row == block,
-                    "tutti: all_to_all with uneven split sizes is not supported yet");
+    const char* what = "all_to_all_single";
+    check_cpu(input, what);
+    check_cpu(output, what);
+    same_type(input, output, what);
+    const int n = getSize();
+    std::vector<int64_t> send_rows = splits(input, input_splits, "input");
+    std::vector<int64_t> recv_rows = splits(output, output_splits, "output");
+    Pending p;
+    p.outputs = {output};
+    Buf src = buf(p.stage(input, true, false), what);
+    Buf dst = buf(p.stage(output, false, true), what);
+    const size_t send_row = input.dim() > 0 && input.size(0) > 0 ? src.count / input.size(0) : 0;
+    const size_t recv_row =
+        output.dim() > 0 && output.size(0) > 0 ? dst.count / output.size(0) : 0;
+    // Without split sizes, equal blocks (NCCL's AlltoAll). With them, tuttiAlltoAllV even when
+    // this rank's happen to be equal: a peer whose are not must run the same call.
+    const bool even = input_splits.empty() && output_splits.empty();
+    TORCH_CHECK(!even || send_rows[0] * send_row == recv_rows[0] * recv_row,
+                "tutti: all_to_all_single: input and output blocks differ (", send_rows[0],
+                " and ", recv_rows[0], " rows); give split sizes");
+    return issue(c10d::OpType::ALLTOALL_BASE, coll_stream_, std::move(p), [&] {
+      if (even) {
+        check(ncclAlltoAll(src.ptr, dst.ptr, send_rows[0] * send_row, src.dtype, comm_,
+                           coll_stream_),
+              "ncclAlltoAll");
+        return;
       }
+      std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
+      size_t send_off = 0, recv_off = 0;
+      for (int q = 0; q < n; q++) {
+        sc[q] = send_rows[q] * send_row;
+        rc[q] = recv_rows[q] * recv_row;
+        sd[q] = send_off;
+        rd[q] = recv_off;
+        send_off += sc[q];
+        recv_off += rc[q];
+      }
+      check(tuttiAlltoAllV(src.ptr, sc.data(), sd.data(), dst.ptr, rc.data(), rd.data(),
+                           src.dtype, comm_, coll_stream_),
+            "tuttiAlltoAllV");
+    });
+  }
+
+  // AlltoAll of tensor lists, of any sizes: one grouped send and receive per peer.
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& /* opts */) override {
+    const char* what = "all_to_all";
+    const int n = getSize();
+    TORCH_CHECK(static_cast<int>(outputs.size()) == n && static_cast<int>(inputs.size()) == n,
+                "tutti: all_to_all needs lists of ", n, " input and output tensors");
+    Pending p;
+    p.outputs = outputs;
+    std::vector<Buf> src, dst;
+    for (int q = 0; q < n; q++) {
+      check_cpu(inputs[q], what);
+      check_cpu(outputs[q], what);
+      same_type(inputs[q], outputs[q], what);
+      src.push_back(buf(p.stage(inputs[q], true, false), what));
+      dst.push_back(buf(p.stage(outputs[q], false, true), what));
     }
-    TORCH_CHECK(input.numel() % getSize() == 0 && output.numel() == input.numel() &&
-                    output.scalar_type() == input.scalar_type(),
-                "tutti: all_to_all_single needs equal input and output tensors whose length "
-                "divides into world_size blocks");
-    check(ncclAlltoAll(input.data_ptr(), output.data_ptr(), block, datatype(input), comm_,
-                       nullptr),
-          "ncclAlltoAll");
-    return done(c10d::OpType::ALLTOALL_BASE, out);
+    return issue(c10d::OpType::ALLTOALL, coll_stream_, std::move(p), [&] {
+      check(ncclGroupStart(), "ncclGroupStart");
+      ncclResult_t res = ncclSuccess;
+      for (int q = 0; q < n && res == ncclSuccess; q++) {
+        res = ncclSend(src[q].ptr, src[q].count, src[q].dtype, q, comm_, coll_stream_);
+        if (res == ncclSuccess)
+          res = ncclRecv(dst[q].ptr, dst[q].count, dst[q].dtype, q, comm_, coll_stream_);
+      }
+      ncclResult_t end = ncclGroupEnd();
+      check(res != ncclSuccess ? res : end, res != ncclSuccess ? "ncclSend/ncclRecv"
+                                                               : "ncclGroupEnd");
+    });
   }
 
   // Gather into a list of size() tensors at the root (through one contiguous buffer).
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
                                         std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override {
-    at::Tensor& in = single(inputs, "gather");
+    const char* what = "gather";
+    at::Tensor& in = single(inputs, what);
     const int root = static_cast<int>(opts.rootRank);
-    at::Tensor flat;
+    Pending p;
+    Buf src = buf(p.stage(in, true, false), what);
+    void* dst = nullptr;
     if (getRank() == root) {
       TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
                   "tutti: gather needs one list of ", getSize(), " output tensors at the root");
-      flat = at::empty({static_cast<int64_t>(getSize()) * in.numel()}, in.options());
+      for (const at::Tensor& o : outputs[0]) {
+        check_cpu(o, what);
+        same_type(in, o, what);
+        TORCH_CHECK(o.numel() == in.numel(), "tutti: gather: every output tensor must have the "
+                    "input's ", in.numel(), " elements (got ", o.numel(), ")");
+      }
+      at::Tensor flat = at::empty({static_cast<int64_t>(getSize()) * in.numel()}, in.options());
+      p.keep.push_back(flat);
+      p.outputs = outputs[0];
+      split_into(p, flat, outputs[0]);
+      dst = buf(flat, what).ptr;
+    } else {
+      TORCH_CHECK(outputs.empty() || outputs[0].empty(),
+                  "tutti: gather: only the root passes output tensors");
     }
-    check(ncclGather(in.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr, in.numel(),
-                     datatype(in), root, comm_, nullptr),
-          "ncclGather");
-    if (!flat.defined()) return done(c10d::OpType::GATHER, {});
-    for (int r = 0; r < getSize(); r++) {
-      outputs[0][r].copy_(flat.narrow(0, r * in.numel(), in.numel()).view_as(in));
-    }
-    return done(c10d::OpType::GATHER, outputs[0]);
+    return issue(c10d::OpType::GATHER, coll_stream_, std::move(p), [&] {
+      check(ncclGather(src.ptr, dst, src.count, src.dtype, root, comm_, coll_stream_),
+            "ncclGather");
+    });
   }
 
   // Scatter from a list of size() tensors at the root (concatenated into one buffer first).
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
                                          std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override {
-    at::Tensor& out = single(outputs, "scatter");
+    const char* what = "scatter";
+    at::Tensor& out = single(outputs, what);
     const int root = static_cast<int>(opts.rootRank);
-    at::Tensor flat;
+    Pending p;
+    p.outputs = outputs;
+    void* src = nullptr;
     if (getRank() == root) {
       TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
                   "tutti: scatter needs one list of ", getSize(), " input tensors at the root");
-      flat = concatenated(inputs[0], out);
+      at::Tensor flat = concatenated(inputs[0], out, what);
+      p.keep.push_back(flat);
+      src = buf(flat, what).ptr;
+    } else {
+      TORCH_CHECK(inputs.empty() || inputs[0].empty(),
+                  "tutti: scatter: only the root passes input tensors");
     }
-    check(ncclScatter(flat.defined() ? flat.data_ptr() : nullptr, out.data_ptr(), out.numel(),
-                      datatype(out), root, comm_, nullptr),
-          "ncclScatter");
-    return done(c10d::OpType::SCATTER, outputs);
+    Buf dst = buf(p.stage(out, false, true), what);
+    return issue(c10d::OpType::SCATTER, coll_stream_, std::move(p), [&] {
+      check(ncclScatter(src, dst.ptr, dst.count, dst.dtype, root, comm_, coll_stream_),
+            "ncclScatter");
+    });
   }
 
+  // A one-byte AllReduce after everything issued before it on the collective stream.
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& /* opts */) override {
+    Pending p;
     at::Tensor one = at::zeros({1}, at::kByte);
-    check(ncclAllReduce(one.data_ptr(), one.data_ptr(), 1, ncclUint8, ncclSum, comm_, nullptr),
-          "ncclAllReduce (barrier)");
-    return done(c10d::OpType::BARRIER, {});
+    p.keep.push_back(one);
+    return issue(c10d::OpType::BARRIER, coll_stream_, std::move(p), [&] {
+      check(ncclAllReduce(one.data_ptr(), one.data_ptr(), 1, ncclUint8, ncclSum, comm_,
+                          coll_stream_),
+            "ncclAllReduce (barrier)");
+    });
   }
 
-  // Blocking point to point: the matching recv must be posted by the peer (an isend/irecv
-  // pair in both directions at once is not supported yet).
+  // Point to point on the stream of this peer and direction: the sends to a peer match its
+  // receives from this rank in issue order (tags are not matched).
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst,
                                       int /* tag */) override {
-    at::Tensor& t = single(tensors, "send");
-    check(ncclSend(t.data_ptr(), t.numel(), datatype(t), dst, comm_, nullptr), "ncclSend");
-    return done(c10d::OpType::SEND, tensors);
+    const char* what = "send";
+    at::Tensor& t = single(tensors, what);
+    Pending p;
+    p.outputs = tensors;
+    Buf b = buf(p.stage(t, true, false), what);
+    cudaStream_t stream = p2p_stream(dst, true);
+    return issue(c10d::OpType::SEND, stream, std::move(p), [&] {
+      check(ncclSend(b.ptr, b.count, b.dtype, dst, comm_, stream), "ncclSend");
+    });
   }
 
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src,
                                       int /* tag */) override {
-    at::Tensor& t = single(tensors, "recv");
-    check(ncclRecv(t.data_ptr(), t.numel(), datatype(t), src, comm_, nullptr), "ncclRecv");
-    return done(c10d::OpType::RECV, tensors);
+    const char* what = "recv";
+    at::Tensor& t = single(tensors, what);
+    Pending p;
+    p.outputs = tensors;
+    Buf b = buf(p.stage(t, false, true), what);
+    cudaStream_t stream = p2p_stream(src, false);
+    return issue(c10d::OpType::RECV, stream, std::move(p), [&] {
+      check(ncclRecv(b.ptr, b.count, b.dtype, src, comm_, stream), "ncclRecv");
+    });
   }
 
-  static c10::intrusive_ptr<c10d::ProcessGroup> create(
-      const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-      const std::chrono::duration<float>& /* timeout */) {
-    return c10::make_intrusive<ProcessGroupTutti>(store, rank, size);
+  static c10::intrusive_ptr<BackendBase> create(const c10::intrusive_ptr<c10d::Store>& store,
+                                                int rank, int size,
+                                                const std::chrono::duration<float>& timeout) {
+    return c10::make_intrusive<ProcessGroupTutti>(
+        store, rank, size, std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
   }
 
  private:
+  // Issues one operation: `launch` calls Tutti on `stream` (an argument error raises here, with
+  // Tutti's message); an event recorded after it backs the Work. Issue order is the order of
+  // the calls, whatever thread makes them.
+  template <typename Launch>
+  c10::intrusive_ptr<c10d::Work> issue(c10d::OpType type, cudaStream_t stream, Pending pending,
+                                       Launch&& launch) {
+    std::lock_guard<std::mutex> lock(issue_mutex_);
+    TORCH_CHECK(!timed_out_.load(), "tutti: ", op_name(type), ": ", note_->get());
+    auto work = c10::make_intrusive<WorkTutti>(getRank(), type, ++seq_, std::move(pending),
+                                               Clock::now() + timeout_, note_);
+    launch();
+    check(tuttiEventRecord(work->event(), comm_, stream), "tuttiEventRecord");
+    bool wake;
+    {
+      std::lock_guard<std::mutex> q(queue_mutex_);
+      wake = queue_.empty();
+      queue_.push_back(work);
+    }
+    if (wake) queue_cv_.notify_one();
+    return work;
+  }
+
+  cudaStream_t p2p_stream(int peer, bool sending) {
+    TORCH_CHECK(peer >= 0 && peer < getSize(), "tutti: peer ", peer, " is not a rank of this ",
+                getSize(), "-rank process group");
+    std::lock_guard<std::mutex> lock(issue_mutex_);
+    cudaStream_t& s = p2p_streams_[2 * peer + (sending ? 1 : 0)];
+    if (s == nullptr) check(tuttiStreamCreate(&s), "tuttiStreamCreate");
+    return s;
+  }
+
+  // Completes the Works whose events completed, in any order, so that a future never waits for
+  // an earlier operation that depends on the user; revokes the communicator when one is older
+  // than the group's timeout. Polls with a backoff (20 us to 1 ms) while work is pending and
+  // sleeps while none is.
+  void complete_loop() {
+    std::unique_lock<std::mutex> lock(queue_mutex_);
+    std::chrono::microseconds nap(20);
+    for (;;) {
+      if (queue_.empty()) {
+        if (stop_) return;
+        queue_cv_.wait(lock);
+        nap = std::chrono::microseconds(20);
+        continue;
+      }
+      std::vector<c10::intrusive_ptr<WorkTutti>> batch(queue_.begin(), queue_.end());
+      lock.unlock();
+      bool progressed = false;
+      const Clock::time_point now = Clock::now();
+      for (auto& work : batch) {
+        if (tuttiEventQuery(work->event()) != ncclInProgress) {
+          work->complete();
+          progressed = true;
+        } else if (timeout_.count() > 0 && now > work->deadline()) {
+          revoke_for_timeout(work);
+          progressed = true;
+        }
+      }
+      batch.clear();
+      lock.lock();
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        it = (*it)->done() ? queue_.erase(it) : it + 1;
+      }
+      if (stop_) return;
+      if (progressed) {
+        nap = std::chrono::microseconds(20);
+      } else {
+        queue_cv_.wait_for(lock, nap);
+        nap = std::min(nap * 2, std::chrono::microseconds(1000));
+      }
+    }
+  }
+
+  // The note goes first, so that every Work the revocation fails reports it.
+  void revoke_for_timeout(const c10::intrusive_ptr<WorkTutti>& work) {
+    if (timed_out_.load()) return;
+    note_->set("operation " + std::to_string(work->seq()) + " (" +
+               op_name(work->retrieveOpType()) + ") timed out after " +
+               std::to_string(timeout_.count()) +
+               " ms (the process group's timeout), and the communicator was revoked");
+    timed_out_.store(true);
+    tuttiCommDump(comm_);  // logs who waits for whom
+    ncclCommRevoke(comm_, 0);
+  }
+
   // The list's tensors, each shaped like `like`, laid end to end in one contiguous tensor.
-  at::Tensor concatenated(const std::vector<at::Tensor>& list, const at::Tensor& like) {
+  at::Tensor concatenated(const std::vector<at::Tensor>& list, const at::Tensor& like,
+                          const char* what) {
     std::vector<at::Tensor> flat;
     for (const at::Tensor& t : list) {
-      TORCH_CHECK(t.numel() == like.numel() && t.scalar_type() == like.scalar_type() &&
-                      t.device().is_cpu(),
-                  "tutti: every tensor of the list must be a CPU tensor like the output");
+      check_cpu(t, what);
+      same_type(t, like, what);
+      TORCH_CHECK(t.numel() == like.numel(), "tutti: ", what, ": every tensor of the list must "
+                  "have the output's ", like.numel(), " elements (got ", t.numel(), ")");
       flat.push_back(t.reshape({-1}));
     }
     return at::cat(flat);
   }
 
-  c10::intrusive_ptr<c10d::Work> done(c10d::OpType type, std::vector<at::Tensor> outputs) {
-    return c10::make_intrusive<WorkTutti>(getRank(), type, std::move(outputs));
+  // Copies block r of `flat` into list[r] when the operation completes.
+  void split_into(Pending& p, const at::Tensor& flat, const std::vector<at::Tensor>& list) {
+    std::vector<at::Tensor> outs = list;
+    at::Tensor src = flat;
+    p.after.push_back([outs, src]() mutable {
+      int64_t off = 0;
+      for (at::Tensor& o : outs) {
+        o.copy_(src.narrow(0, off, o.numel()).view(o.sizes()));
+        off += o.numel();
+      }
+    });
+  }
+
+  // Rows per peer of an all_to_all_single tensor: the split sizes given, or equal blocks.
+  std::vector<int64_t> splits(const at::Tensor& t, const std::vector<int64_t>& given,
+                              const char* which) {
+    const int n = getSize();
+    const int64_t rows = t.dim() > 0 ? t.size(0) : t.numel();
+    if (given.empty()) {
+      TORCH_CHECK(rows % n == 0, "tutti: all_to_all_single: the ", which, "'s ", rows,
+                  " rows do not divide into ", n, " equal blocks (give split sizes)");
+      return std::vector<int64_t>(n, rows / n);
+    }
+    TORCH_CHECK(static_cast<int>(given.size()) == n, "tutti: all_to_all_single: ", which,
+                " split sizes must have ", n, " entries, got ", given.size());
+    int64_t sum = 0;
+    for (int64_t s : given) {
+      TORCH_CHECK(s >= 0, "tutti: all_to_all_single: negative ", which, " split size ", s);
+      sum += s;
+    }
+    TORCH_CHECK(sum == rows, "tutti: all_to_all_single: ", which, " split sizes add up to ",
+                sum, " but the tensor has ", rows, " rows");
+    return given;
   }
 
   ncclComm_t comm_ = nullptr;
+  cudaStream_t coll_stream_ = nullptr;
+  std::map<int, cudaStream_t> p2p_streams_;
+  std::chrono::milliseconds timeout_;
+  std::mutex issue_mutex_;
+  uint64_t seq_ = 0;
+  std::atomic<bool> timed_out_{false};
+  std::shared_ptr<RevokeNote> note_ = std::make_shared<RevokeNote>();
+
+  std::mutex queue_mutex_;
+  std::condition_variable queue_cv_;
+  std::deque<c10::intrusive_ptr<WorkTutti>> queue_;
+  bool stop_ = false;
+  std::thread completer_;
 };
 
 }  // namespace tutti_torch
@@ -327,4 +838,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "A Tutti process group (store, rank, size, timeout)", pybind11::arg("store"),
         pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout"),
         pybind11::call_guard<pybind11::gil_scoped_release>());
+  m.def("install_allocator", &tutti_torch::install_allocator,
+        "Large CPU tensors from ncclMemAlloc memory (min_bytes, cache_bytes)",
+        pybind11::arg("min_bytes"), pybind11::arg("cache_bytes"));
+  m.def("allocator_stats", &tutti_torch::allocator_stats,
+        "(installed, blocks made, blocks reused, live blocks, cached bytes)");
 }
