@@ -288,7 +288,7 @@ int tt_hier_all_peers(const struct tt_hier_shape *shape, int *peers);
  * reduction of one slice overlap the arrival of the next. Sets op->slice_count and
  * op->chunk_count (half a FIFO of slices); a pure function of the op's shape, so every rank
  * slices alike. */
-#define TT_NET_SLICE_MIN ((size_t)16 << 10)
+#define TT_NET_SLICE_MIN ((size_t)64 << 10)
 void tt_algo_net_slicing(struct tt_op *op, size_t step_bytes);
 
 /* The ring schedules (algo/ring.c). */
