@@ -669,20 +669,26 @@ static ncclResult_t fill_sock(struct tt_conn *conn, struct tcp_conn *tc, struct 
     }
 }
 
-/* Receiver: fill from every socket, then advance `posted` over the frames complete in a row. */
-static ncclResult_t fill(struct tt_conn *conn, struct tcp_conn *tc)
-{
-    for (int k = 0; k < tc->nsocks; k++) TT_TRY(fill_sock(conn, tc, &tc->socks[k]));
-    while (tc->posted < tc->done + TT_CONN_SLOTS && tc->full[tc->posted % TT_CONN_SLOTS])
-        tc->posted++;
-    return ncclSuccess;
-}
-
 /* The socket that carries `frame`. */
 static struct tcp_sock *sock_of(struct tcp_conn *tc, uint64_t frame)
 {
     return &tc->socks[frame % (uint64_t)tc->nsocks];
 }
+
+/* Receiver: fill from every socket (or, `only_next`, from the one carrying the next frame: what
+ * a consumer polling for that frame needs, without a system call per idle socket), then advance
+ * `posted` over the frames complete in a row. */
+static ncclResult_t fill(struct tt_conn *conn, struct tcp_conn *tc, bool only_next)
+{
+    if (only_next)
+        TT_TRY(fill_sock(conn, tc, sock_of(tc, tc->posted)));
+    else
+        for (int k = 0; k < tc->nsocks; k++) TT_TRY(fill_sock(conn, tc, &tc->socks[k]));
+    while (tc->posted < tc->done + TT_CONN_SLOTS && tc->full[tc->posted % TT_CONN_SLOTS])
+        tc->posted++;
+    return ncclSuccess;
+}
+
 
 static ncclResult_t tcp_send_acquire(struct tt_conn *conn, void **slot,
                                      struct tt_wait_hint *hint)
@@ -733,7 +739,7 @@ static ncclResult_t tcp_recv_peek(struct tt_conn *conn, const void **data, size_
     *bytes = 0;
     if (tc->failed != ncclSuccess) return tc->failed;
     /* Read only when nothing is waiting: a full ring costs no system call per message. */
-    if (tc->posted == tc->done) TT_TRY(fill(conn, tc));
+    if (tc->posted == tc->done) TT_TRY(fill(conn, tc, true));
     if (tc->posted == tc->done && sock_of(tc, tc->done)->eof)
         return fail(tc, TT_ERROR(ncclRemoteError,
                                  "tcp: peer rank %d closed the connection (after frame %" PRIu64
@@ -768,7 +774,7 @@ static ncclResult_t tcp_progress(struct tt_conn *conn)
     struct tcp_conn *tc = conn->priv;
     if (tc->failed != ncclSuccess) return tc->failed;
     if (conn->dir == TT_CONN_SEND) return flush(conn, tc);
-    return fill(conn, tc);
+    return fill(conn, tc, false);
 }
 
 /* Half-close: the peer reads what was sent, then end of stream. Shutting the reading side too

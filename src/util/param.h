@@ -29,7 +29,7 @@
       "Address family for sockets: AF_INET or AF_INET6 (default: either)")                         \
     X(hostid, "NCCL_HOSTID", STR, "", 0, 0,                                                        \
       "Override this process's host identity (ranks with equal ids are on one host)")              \
-    X(nsocks_perthread, "NCCL_NSOCKS_PERTHREAD", INT, 1, 1, 16,                                    \
+    X(nsocks_perthread, "NCCL_NSOCKS_PERTHREAD", INT, 4, 1, 16,                                    \
       "TCP: data sockets per connection for each socket thread; frames are striped across "      \
       "them (NCCL's name; sockets per connection = this x NCCL_SOCKET_NTHREADS, at most 16)")     \
     X(socket_nthreads, "NCCL_SOCKET_NTHREADS", INT, 1, 1, 16,                                      \
