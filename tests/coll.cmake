@@ -217,3 +217,37 @@ if(TARGET tutti-run)
   set_tests_properties(coll_n6_hosts3_tree PROPERTIES LABELS coll TIMEOUT 240 PROCESSORS 2
                        ENVIRONMENT "TUTTI_TIMEOUT_MS=60000;NCCL_DEBUG=INFO;NCCL_DEBUG_SUBSYS=COLL")
 endif()
+
+# Hier (hierarchical AllReduce) on "hosts" made with NCCL_HOSTID on loopback: shared memory within
+# a host, TCP across. Two hosts of two ranks with 256-byte slots (many loops, every phase), and
+# three hosts of two ranks placed round robin (rank r on host r % 3, so local and rail
+# neighbours are not rank neighbours) with the default slots and a count of a few MiB (the
+# network slicing, several loops). Each passes when every rank's matrix passes and the log shows
+# Hier chosen.
+if(TARGET tutti-run)
+  function(tutti_hier_test name nranks place timeout)
+    string(REPLACE ";" " " args "${ARGN}")
+    add_test(NAME ${name}
+             COMMAND sh -c "out=$($<TARGET_FILE:tutti-run> -n ${nranks} --timeout ${timeout} sh -c \
+                            'NCCL_HOSTID=host$((${place})) exec $<TARGET_FILE:coll_matrix> \
+                            --colls allreduce ${args}' 2>&1) || \
+                            { echo \"$out\" | grep -v 'NCCL INFO'; exit 1; }; \
+                            echo \"$out\" | grep -v 'NCCL INFO' | tail -4; \
+                            echo \"$out\" | grep -q 'algo Hier'")
+    math(EXPR ctest_timeout "${timeout} + 10")
+    set_tests_properties(${name} PROPERTIES LABELS "coll;algo" TIMEOUT ${ctest_timeout}
+                         PROCESSORS 2 ENVIRONMENT
+                         "TUTTI_TIMEOUT_MS=60000;NCCL_ALGO=allreduce:Hier;NCCL_DEBUG=INFO;NCCL_DEBUG_SUBSYS=COLL;${HIER_ENV}")
+  endfunction()
+  set(HIER_ENV "TUTTI_CHUNK_BYTES=256")
+  tutti_hier_test(coll_n4_hosts2_hier 4 "RANK / 2" 170
+                  --counts 0,1,7,chunk-1,chunk,chunk+1,4099 --dtypes float32,bfloat16,int8,int64
+                  --ops sum,avg,max)
+  set(HIER_ENV "NCCL_NSOCKS_PERTHREAD=2")
+  tutti_hier_test(coll_n6_hosts3_hier 6 "RANK % 3" 170
+                  --counts 7,4099,big --big 3000000 --dtypes float32,int8 --ops sum,avg)
+  # TCP with frames striped over three sockets per connection, tiny slots so that every socket
+  # carries many frames and the ring of slots wraps.
+  tutti_coll_test(coll_n3_tcp_nsocks3 3 tcp TIMEOUT 120 CHUNK 64
+                  ENV NCCL_NSOCKS_PERTHREAD=3 ARGS ${tiny_counts} --dtypes float32,int8,float64)
+endif()

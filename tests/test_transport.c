@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "transport/transport.h"
+#include "util/param.h"
 #include "util/time.h"
 #include "util/wait.h"
 
@@ -728,6 +729,10 @@ static bool run_hostile(const struct tt_transport *t, int rank, int ctl, uint64_
         for (int i = 0; i < 4; i++) close(fds[i]);
         return ok;
     }
+    /* The hostile peer speaks the one-socket wire format by hand: one socket per connection
+     * (the receiver's setting, sent in its info blob, decides). */
+    setenv("NCCL_NSOCKS_PERTHREAD", "1", 1);
+    tt_param_reload();
     struct conns c;
     memset(&c, 0, sizeof c);
     c.t = t;

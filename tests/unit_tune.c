@@ -96,13 +96,13 @@ static void test_parse_forms(void)
 
     check_where = "unset";
     init_ok(&t, NULL, NULL);
-    expect_all(&t, "Ring,OneShot,Direct,Tree", "Simple,LL");
+    expect_all(&t, "Ring,OneShot,Direct,Tree,Hier", "Simple,LL");
     CHECK(!t.algo_forced && !t.proto_forced, "forced flags: got %d/%d, want 0/0", t.algo_forced,
           t.proto_forced);
 
     check_where = "empty strings";
     init_ok(&t, "", "");
-    expect_all(&t, "Ring,OneShot,Direct,Tree", "Simple,LL");
+    expect_all(&t, "Ring,OneShot,Direct,Tree,Hier", "Simple,LL");
     CHECK(!t.algo_forced && !t.proto_forced, "forced flags: got %d/%d, want 0/0", t.algo_forced,
           t.proto_forced);
 
@@ -120,13 +120,13 @@ static void test_parse_forms(void)
 
     check_where = "exclusion";
     init_ok(&t, "^direct", "^simple");
-    expect_all(&t, "Ring,OneShot,Tree", "LL");
+    expect_all(&t, "Ring,OneShot,Tree,Hier", "LL");
 
     check_where = "exclusion of NCCL-only names";
     init_ok(&t, "^Tree,PAT,nvls", NULL);
-    expect_all(&t, "Ring,OneShot,Direct", NULL);
+    expect_all(&t, "Ring,OneShot,Direct,Hier", NULL);
     init_ok(&t, "^PAT,nvls,CollnetDirect", NULL);
-    expect_all(&t, "Ring,OneShot,Direct,Tree", NULL);
+    expect_all(&t, "Ring,OneShot,Direct,Tree,Hier", NULL);
 
     check_where = "NCCL-only names beside Tutti's";
     init_ok(&t, "Tree,Ring,CollnetDirect,CollnetChain,NVLS,NVLSTree,PAT", NULL);
@@ -136,12 +136,12 @@ static void test_parse_forms(void)
     init_ok(&t, "allreduce:oneshot,direct;broadcast:ring", NULL);
     expect_algos(&t, TT_COLL_ALLREDUCE, "OneShot,Direct");
     expect_algos(&t, TT_COLL_BROADCAST, "Ring");
-    expect_algos(&t, TT_COLL_REDUCE, "Ring,OneShot,Direct,Tree");
-    expect_algos(&t, TT_COLL_ALLGATHER, "Ring,OneShot,Direct,Tree");
+    expect_algos(&t, TT_COLL_REDUCE, "Ring,OneShot,Direct,Tree,Hier");
+    expect_algos(&t, TT_COLL_ALLGATHER, "Ring,OneShot,Direct,Tree,Hier");
 
     check_where = "default list then per-collective";
     init_ok(&t, "ring;AllReduce:^ring;reducescatter:oneshot", NULL);
-    expect_algos(&t, TT_COLL_ALLREDUCE, "OneShot,Direct,Tree");
+    expect_algos(&t, TT_COLL_ALLREDUCE, "OneShot,Direct,Tree,Hier");
     expect_algos(&t, TT_COLL_REDUCESCATTER, "OneShot");
     expect_algos(&t, TT_COLL_BROADCAST, "Ring");
     expect_algos(&t, TT_COLL_REDUCE, "Ring");
@@ -159,7 +159,7 @@ static void test_parse_forms(void)
     check_where = "ignored collectives";
     init_ok(&t, "send:ring;SendRecv:oneshot;alltoall:^ring;gather:ring;scatter:ring;recv:ring",
             NULL);
-    expect_all(&t, "Ring,OneShot,Direct,Tree", NULL);
+    expect_all(&t, "Ring,OneShot,Direct,Tree,Hier", NULL);
 
     check_where = "protocols: LL128 is LL";
     init_ok(&t, NULL, "LL128");
@@ -207,10 +207,10 @@ static void test_parse_fallbacks(void)
     init_ok(&t, "allreduce:nvls,pat", NULL);
     expect_algos(&t, TT_COLL_ALLREDUCE, "Ring");
     expect_protos(&t, TT_COLL_ALLREDUCE, "Simple");
-    expect_algos(&t, TT_COLL_ALLGATHER, "Ring,OneShot,Direct,Tree");
+    expect_algos(&t, TT_COLL_ALLGATHER, "Ring,OneShot,Direct,Tree,Hier");
 
     check_where = "excluding everything";
-    init_ok(&t, "^ring,oneshot,direct,tree", NULL);
+    init_ok(&t, "^ring,oneshot,direct,tree,hier", NULL);
     expect_all(&t, "Ring", "Simple");
     init_ok(&t, NULL, "^simple,ll");
     expect_all(&t, "Ring", "Simple");
@@ -223,7 +223,7 @@ static void test_parse_fallbacks(void)
     init_ok(&t, "allreduce:direct", "LL");
     expect_algos(&t, TT_COLL_ALLREDUCE, "Ring");
     expect_protos(&t, TT_COLL_ALLREDUCE, "Simple");
-    expect_algos(&t, TT_COLL_BROADCAST, "Ring,OneShot,Direct,Tree");
+    expect_algos(&t, TT_COLL_BROADCAST, "Ring,OneShot,Direct,Tree,Hier");
     expect_protos(&t, TT_COLL_BROADCAST, "LL");
 
     check_where = "a usable pair is kept";

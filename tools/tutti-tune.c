@@ -154,6 +154,12 @@ int main(int argc, char **argv)
     }
     /* Init makes Tree's connections across hosts, or on one host when NCCL_ALGO is set. */
     if (in.nhosts <= 1 && !tune.algo_forced) in.tree_max_bytes = 0;
+    /* Hier where the hosts hold equal numbers (>= 2) of ranks and the links exist. */
+    if (in.nhosts > 1 && in.nranks % in.nhosts == 0 && in.nranks / in.nhosts >= 2 &&
+        in.tree_max_bytes > 0)
+        in.hier_nlocal = in.nranks / in.nhosts;
+    in.net_alpha_us = (float)tt_param_net_latency_ns() / 1000.0f;
+    in.net_gbps = (float)tt_param_net_mbps() / 1000.0f;
     printf("Cost model of Tutti's selection: estimated microseconds per operation ('-': cannot "
            "run here),\nand the choice (NCCL_ALGO=\"%s\", NCCL_PROTO=\"%s\"). OneShot slot: %zu "
            "bytes; Direct: %s.\n",

@@ -23,6 +23,18 @@ void tt_algo_bind(struct tt_op *op, enum tt_algo_id id, const struct tt_algo_env
     op->algo->bind(op, env);
 }
 
+void tt_algo_net_slicing(struct tt_op *op, size_t step_bytes)
+{
+    size_t slot = op->slice_count * op->elt_bytes;
+    size_t want = step_bytes / (TT_CONN_SLOTS / 2), slice = TT_NET_SLICE_MIN;
+    while (slice < want && slice < slot) slice *= 2;
+    if (slice > slot) slice = slot;
+    size_t count = slice / op->elt_bytes;
+    if (count == 0) count = 1;
+    op->slice_count = count;
+    op->chunk_count = count * (TT_CONN_SLOTS / 2);
+}
+
 /* Point-to-point: one primitive over the whole buffer; the executor slices it. */
 static bool send_next(struct tt_op *op, struct tt_prim *prim)
 {

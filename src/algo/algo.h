@@ -103,13 +103,32 @@ typedef bool (*tt_algo_next_fn)(struct tt_op *op, struct tt_prim *prim);
 /* Who an operation waits for, for error messages and the pending-operations dump. */
 enum tt_op_wait { TT_OP_WAIT_NONE, TT_OP_WAIT_DATA, TT_OP_WAIT_CREDIT, TT_OP_WAIT_FLUSH };
 
+/* Where this rank sits when the communicator spans several hosts with the same number of ranks
+ * on each (filled by the core at init from the allgathered host identities, equal in every
+ * rank's view): hosts are numbered by their lowest rank, a rank's local index by rank order
+ * within its host. The local ring joins a host's ranks in local order (shared memory); rail i
+ * joins the ranks of local index i of every host in host order (the network). `valid` is false
+ * when the hosts hold different numbers of ranks, or there is one host or one rank per host. */
+struct tt_hier_shape {
+    bool valid;
+    int nlocal;     /* ranks per host */
+    int nhosts;
+    int local_rank; /* this rank's index within its host */
+    int host_rank;  /* its host's index */
+    int local_next, local_prev; /* communicator ranks of its neighbours in the local ring */
+    int rail_next, rail_prev;   /* ... and in its rail */
+};
+
 /* What a communicator lends its algorithms, filled by the core at init and read-only after:
  * the ring's connections, Tree's links, the local team's mailboxes and Direct's scratch. An
  * algorithm's `bind` takes what it needs from here. */
 struct tt_algo_env {
     struct tt_conn *ring_send;  /* to the ring successor; NULL with one rank */
     struct tt_conn *ring_recv;  /* from the ring predecessor */
-    struct tt_tree_link *tree;  /* [nranks]: Tree's links, NULL when init made none */
+    struct tt_tree_link *tree;  /* [nranks]: Tree's links, NULL when init made none (Hier's
+                                   local and rail neighbours are among them) */
+    struct tt_hier_shape hier;  /* the hosts' shape (Hier) */
+    bool net;                   /* the ring crosses the network: pipeline in smaller slices */
     void *tree_tmp;             /* Tree Reduce's partial result on non-roots (with `tree`) */
     struct tt_team *team;       /* the local team, when it spans the communicator (else NULL) */
     struct tt_direct_scratch *scratch;
@@ -199,6 +218,10 @@ struct tt_algo {
     double (*estimate_us)(const struct tt_tune_input *in);
     /* Points a fresh op at what it runs on, taken from `env`; may look at the buffers. */
     void (*bind)(struct tt_op *op, const struct tt_algo_env *env);
+    /* Schedules over per-peer links (Tree, Hier): every peer the op may send to, so that the
+     * executor pushes each of those connections (fills peers[TT_TREE_MAX_PEERS], returns how
+     * many). NULL for algorithms that send on op->send alone. */
+    int (*peers)(const struct tt_op *op, int *peers);
     /* Advances the op as far as it can without waiting (see tt_algo_op_progress). */
     ncclResult_t (*step)(struct tt_op *op, bool *done, bool *progressed,
                          struct tt_wait_hint *hint);
@@ -275,6 +298,19 @@ int tt_tree_peers(const struct tt_op *op, int *peers);
  * symmetric. */
 #define TT_TREE_ALL_PEERS (3 * TT_TREE_MAX_PEERS)
 int tt_tree_all_peers(int rank, int nranks, int *peers);
+
+/* Hier's peers (local and rail neighbours, both directions) for the connections made at init
+ * (fills peers[4], returns how many distinct ones; 0 when the shape is not valid). */
+int tt_hier_all_peers(const struct tt_hier_shape *shape, int *peers);
+
+/* Over the network a slot-sized slice is a long wait: the receiver reduces a slice only once
+ * all of it arrived, and sends its result only after. Cutting each step of `step_bytes` into
+ * about TT_CONN_SLOTS/2 slices (at least TT_NET_SLICE_MIN bytes, at most a slot) lets the
+ * reduction of one slice overlap the arrival of the next. Sets op->slice_count and
+ * op->chunk_count (half a FIFO of slices); a pure function of the op's shape, so every rank
+ * slices alike. */
+#define TT_NET_SLICE_MIN ((size_t)64 << 10)
+void tt_algo_net_slicing(struct tt_op *op, size_t step_bytes);
 
 /* The ring schedules (algo/ring.c). */
 bool tt_ring_allreduce_next(struct tt_op *op, struct tt_prim *prim);

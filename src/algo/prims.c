@@ -168,7 +168,7 @@ static int op_sends(const struct tt_op *op, struct tt_conn **sends)
         sends[0] = op->send;
         return op->send != NULL;
     }
-    int peers[TT_TREE_MAX_PEERS], n = tt_tree_peers(op, peers);
+    int peers[TT_TREE_MAX_PEERS], n = op->algo->peers(op, peers);
     for (int i = 0; i < n; i++) sends[i] = &op->links[peers[i]].send;
     return n;
 }

@@ -206,6 +206,9 @@ static double rooted_chain_us(const struct tt_tune_input *in, const struct tt_co
 double tt_ring_estimate_us(const struct tt_tune_input *in, enum tt_link link)
 {
     const struct tt_cost *c = &ring_cost[link];
+    /* Network steps cost what the communicator was told (TUTTI_NET_*), else the defaults. */
+    double alpha = link == TT_LINK_TCP ? tt_tune_net_alpha_us(in) : c->alpha_us;
+    double gbps = link == TT_LINK_TCP ? tt_tune_net_gbps(in) : c->gbytes_per_s;
     double n = in->nranks, bytes = (double)in->bytes;
     double steps, moved;
     switch (in->coll) {
@@ -223,15 +226,14 @@ double tt_ring_estimate_us(const struct tt_tune_input *in, enum tt_link link)
         steps = n - 1;
         moved = bytes + (n > 2 ? n - 2 : 0) * fmin(bytes, (double)c->chunk_bytes);
         if (in->oversubscribed && in->nhosts <= 1)
-            return rooted_chain_us(in, c, c->alpha_us * steps +
-                                              tt_transfer_us(moved, c->gbytes_per_s));
+            return rooted_chain_us(in, c, alpha * steps + tt_transfer_us(moved, gbps));
         break;
     default:
         steps = 1;
         moved = bytes;
         break;
     }
-    return c->alpha_us * steps + tt_transfer_us(moved, c->gbytes_per_s);
+    return alpha * steps + tt_transfer_us(moved, gbps);
 }
 
 /* ---- The algorithm ------------------------------------------------------------------------- */
@@ -263,6 +265,13 @@ static void ring_bind(struct tt_op *op, const struct tt_algo_env *env)
     op->send = env->ring_send;
     op->recv = env->ring_recv;
     op->next = schedules[op->coll];
+    /* Each step moves one rank's share of a loop (AllReduce, ReduceScatter, AllGather) or a
+     * pipeline chunk (the chains). */
+    if (env->net && op->nranks > 1) {
+        size_t bytes = op->count * op->elt_bytes;
+        if (op->coll == TT_COLL_ALLREDUCE) bytes /= (size_t)op->nranks;
+        tt_algo_net_slicing(op, bytes);
+    }
 }
 
 const struct tt_algo tt_algo_ring = {

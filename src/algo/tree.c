@@ -216,7 +216,9 @@ static double tree_estimate_us(const struct tt_tune_input *in)
     }
     double steps = in->coll == TT_COLL_ALLREDUCE ? levels + (p < n ? 2 : 0)
                                                  : levels + (p < n ? 1 : 0);
-    return c->alpha_us * steps + tt_transfer_us(steps * (double)in->bytes, c->gbytes_per_s);
+    double alpha = in->link == TT_LINK_TCP ? tt_tune_net_alpha_us(in) : c->alpha_us;
+    double gbps = in->link == TT_LINK_TCP ? tt_tune_net_gbps(in) : c->gbytes_per_s;
+    return alpha * steps + tt_transfer_us(steps * (double)in->bytes, gbps);
 }
 
 /* ---- The algorithm ------------------------------------------------------------------------- */
@@ -234,6 +236,8 @@ static bool tree_can_run(const struct tt_tune_input *in)
 
 static void tree_bind(struct tt_op *op, const struct tt_algo_env *env)
 {
+    /* A whole message fits half a FIFO whatever the slices: at most TT_CONN_SLOTS/2 of them. */
+    if (env->net) tt_algo_net_slicing(op, op->count * op->elt_bytes);
     op->links = env->tree;
     op->send = op->recv = NULL; /* each primitive names its peer's link */
     op->next = tt_tree_next;
@@ -246,5 +250,6 @@ const struct tt_algo tt_algo_tree = {
     .can_run = tree_can_run,
     .estimate_us = tree_estimate_us,
     .bind = tree_bind,
+    .peers = tt_tree_peers,
     .step = tt_prims_step,
 };

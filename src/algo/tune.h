@@ -10,7 +10,9 @@
  * gathers; one copy, large messages; protocol Simple), Tree (recursive doubling for AllReduce,
  * binomial trees for Broadcast and Reduce, over connections to each partner; log2(n) steps
  * instead of the ring's n-1 or 2(n-1), for messages up to half a connection FIFO; any
- * topology; protocol Simple). */
+ * topology; protocol Simple), Hier (AllReduce across hosts with equal numbers of ranks: reduce-
+ * scatter within each host over shared memory, AllReduce across hosts on every local rank's
+ * rail, all-gather within each host; protocol Simple). */
 #ifndef TT_ALGO_TUNE_H
 #define TT_ALGO_TUNE_H
 
@@ -29,7 +31,8 @@
     X(RING, ring, "Ring")                                                                          \
     X(ONESHOT, oneshot, "OneShot")                                                                 \
     X(DIRECT, direct, "Direct")                                                                    \
-    X(TREE, tree, "Tree")
+    X(TREE, tree, "Tree")                                                                          \
+    X(HIER, hier, "Hier")
 
 enum tt_algo_id {
 #define TT_ALGO_ENUM_(id, name, text) TT_ALGO_##id,
@@ -74,6 +77,12 @@ struct tt_tune_input {
     bool oversubscribed;      /* one host with more ranks than CPUs */
     int cpus;                 /* CPUs of the host (the most any rank may use, agreed at init);
                                  0: unknown, taken as one per rank */
+    int hier_nlocal;          /* ranks per host when every host holds the same number and Hier's
+                                 links were made; else 0 */
+    /* The network's cost (TCP links): one step's latency and the bandwidth of one host's link,
+     * from TUTTI_NET_LATENCY_US / TUTTI_NET_GBPS; 0: the built-in defaults (tt_tune_net). */
+    float net_alpha_us;
+    float net_gbps;
     size_t tree_max_bytes;    /* largest `bytes` Tree takes: half a connection FIFO, so that
                                  its sends never wait for the receiver; 0: no Tree at all (its
                                  connections were not made), even for 0 bytes */
@@ -122,6 +131,18 @@ bool tt_tune_can_run(const struct tt_tune_input *in, enum tt_algo_id algo);
  * the algorithm does not implement the collective or needs one host and there are several. The
  * other conditions (oneshot_ok, oneshot_max_bytes, direct_ok) are checked by tt_tune_select. */
 float tt_tune_estimate_us(const struct tt_tune_input *in, enum tt_algo_id algo);
+/* The network's constants of `in`, the defaults where it leaves them 0: one step's latency in
+ * microseconds and GB/s (algorithms price their TCP steps with them). */
+#define TT_NET_DEFAULT_ALPHA_US 15.0
+#define TT_NET_DEFAULT_GBPS 2.0
+static inline double tt_tune_net_alpha_us(const struct tt_tune_input *in)
+{
+    return in->net_alpha_us > 0 ? in->net_alpha_us : TT_NET_DEFAULT_ALPHA_US;
+}
+static inline double tt_tune_net_gbps(const struct tt_tune_input *in)
+{
+    return in->net_gbps > 0 ? in->net_gbps : TT_NET_DEFAULT_GBPS;
+}
 const char *tt_algo_name(enum tt_algo_id algo);
 const char *tt_proto_name(enum tt_proto_id proto);
 

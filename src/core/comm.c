@@ -154,7 +154,8 @@ static bool wants_tree(const struct ncclComm *comm)
     const enum tt_coll colls[] = {TT_COLL_ALLREDUCE, TT_COLL_BROADCAST, TT_COLL_REDUCE};
     for (int i = 0; i < 3; i++)
         if (comm->tune.algo_allowed[colls[i]][TT_ALGO_TREE]) return true;
-    return false;
+    /* Hier runs over the same per-peer links. */
+    return comm->hier.valid && comm->tune.algo_allowed[TT_COLL_ALLREDUCE][TT_ALGO_HIER];
 }
 
 /* The communicator failed: its peers across sockets learn it at once from their connections
@@ -194,7 +195,7 @@ static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
     comm->st.spin_max = tt_setup_spin_limit(comm);
     atomic_store(&comm->st.spin_limit, comm->st.spin_max);
     TT_TRY(tt_tune_init(&comm->tune));
-    tt_setup_shape(comm);
+    TT_TRY(tt_setup_shape(comm));
     TT_TRY(tt_setup_transports(comm));
     TT_TRY(tt_setup_team(comm));
     TT_TRY(tt_setup_ring(comm));
@@ -217,6 +218,8 @@ static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
         .ring_recv = comm->st.nranks > 1 ? &comm->ring.recv : NULL,
         .tree = comm->tree_ready ? comm->tree : NULL,
         .tree_tmp = comm->tree_tmp,
+        .hier = comm->hier,
+        .net = comm->ring_link == TT_LINK_TCP && comm->nhosts > 1,
         .team = comm->st.team,
         .scratch = &comm->scratch,
         .region = tt_mem_region,

@@ -69,6 +69,9 @@ struct ncclComm {
     int nhosts;
     int local_nranks;          /* ranks on this host, this one included */
     enum tt_link ring_link;    /* the slowest link of the ring, as every rank computes it */
+    struct tt_hier_shape hier; /* hosts of equal size: local and rail neighbours (Hier) */
+    float net_alpha_us;        /* the network's cost for the model (TUTTI_NET_*; 0: default) */
+    float net_gbps;
     struct tt_team *team;      /* the local team (owned), when 2+ ranks share this host */
     bool team_spans;           /* it holds every rank (OneShot, Direct may run; st.team set) */
     bool direct_ok;            /* cross-memory attach works between every pair */

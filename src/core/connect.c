@@ -162,8 +162,15 @@ static void close_unready(struct need *needs, int count)
 
 ncclResult_t tt_connect_tree(struct ncclComm *comm)
 {
-    int peers[TT_TREE_ALL_PEERS];
+    int peers[TT_TREE_ALL_PEERS + 4], more[4];
     int npeers = tt_tree_all_peers(comm->st.rank, comm->st.nranks, peers);
+    /* Hier's local and rail neighbours (both directions: the relation stays symmetric). */
+    int nmore = tt_hier_all_peers(&comm->hier, more);
+    for (int i = 0; i < nmore; i++) {
+        bool seen = more[i] == comm->st.rank;
+        for (int k = 0; k < npeers && !seen; k++) seen = peers[k] == more[i];
+        if (!seen) peers[npeers++] = more[i];
+    }
     struct need *needs = NULL;
     int count = 0;
     TT_TRY(TT_CALLOC(&needs, 2 * (size_t)npeers + 1));

@@ -203,10 +203,62 @@ static size_t llc_bytes(void)
     return best > 0 ? (size_t)best : (size_t)32 << 20;
 }
 
+/* Hier's shape (algo/algo.h, struct tt_hier_shape): hosts numbered by their lowest rank,
+ * local indices by rank order; valid when every host holds the same number (>= 2) of ranks
+ * and there are several hosts. From allgathered host hashes only, so every rank agrees. */
+static ncclResult_t setup_hier(struct ncclComm *comm)
+{
+    int n = comm->st.nranks, me = comm->st.rank;
+    struct tt_hier_shape *h = &comm->hier;
+    *h = (struct tt_hier_shape){0};
+    if (comm->nhosts < 2 || n % comm->nhosts != 0 || n / comm->nhosts < 2) return ncclSuccess;
+    int L = n / comm->nhosts, H = comm->nhosts, hosts = 0;
+    /* host[r] and local[r]: rank r's host index and its index within that host; cnt[k]: the
+     * ranks of host k seen so far; hash[k]: host k's hash. */
+    int *host = NULL;
+    uint64_t *hash = NULL;
+    TT_TRY(TT_CALLOC(&host, 3 * (size_t)n));
+    ncclResult_t res = TT_CALLOC(&hash, (size_t)H);
+    if (res != ncclSuccess) {
+        free(host);
+        return res;
+    }
+    int *local = host + n, *cnt = host + 2 * n;
+    bool uniform = true;
+    for (int r = 0; r < n && uniform; r++) {
+        int k = 0;
+        while (k < hosts && hash[k] != comm->peers[r].host_hash) k++;
+        if (k == hosts) {
+            if (hosts == H) break; /* cannot happen: nhosts counted the same hashes */
+            hash[hosts++] = comm->peers[r].host_hash;
+        }
+        host[r] = k;
+        local[r] = cnt[k]++;
+        uniform = cnt[k] <= L;
+    }
+    if (uniform && hosts == H) {
+        int mh = host[me], ml = local[me];
+        h->nlocal = L;
+        h->nhosts = H;
+        h->local_rank = ml;
+        h->host_rank = mh;
+        for (int r = 0; r < n; r++) {
+            if (host[r] == mh && local[r] == (ml + 1) % L) h->local_next = r;
+            if (host[r] == mh && local[r] == (ml + L - 1) % L) h->local_prev = r;
+            if (local[r] == ml && host[r] == (mh + 1) % H) h->rail_next = r;
+            if (local[r] == ml && host[r] == (mh + H - 1) % H) h->rail_prev = r;
+        }
+        h->valid = true;
+    }
+    free(hash);
+    free(host);
+    return ncclSuccess;
+}
+
 /* The shape of the job, from allgathered facts only, so that every rank's cost model sees the
  * same values: hosts, ranks on this host, CPUs, and the slowest link of the ring, from the
  * transport each rank will pick towards its successor. */
-void tt_setup_shape(struct ncclComm *comm)
+ncclResult_t tt_setup_shape(struct ncclComm *comm)
 {
     int n = comm->st.nranks;
     uint64_t mine = comm->peers[comm->st.rank].host_hash;
@@ -229,6 +281,9 @@ void tt_setup_shape(struct ncclComm *comm)
     }
     comm->oversubscribed = comm->nhosts == 1 && (uint32_t)n > cpus;
     comm->host_cpus = cpus;
+    comm->net_alpha_us = (float)tt_param_net_latency_ns() / 1000.0f;
+    comm->net_gbps = (float)tt_param_net_mbps() / 1000.0f;
+    return setup_hier(comm);
 }
 
 /* The local team: the ranks of this host, whenever there are two or more of them and shared

@@ -20,7 +20,7 @@ void tt_setup_pidfds(struct ncclComm *comm);
 /* Polls a blocked wait spins before it yields. */
 uint32_t tt_setup_spin_limit(const struct ncclComm *comm);
 /* Hosts, ranks on this host, CPUs, the ring's slowest link. */
-void tt_setup_shape(struct ncclComm *comm);
+ncclResult_t tt_setup_shape(struct ncclComm *comm);
 /* The transport towards every peer, from the transport table. */
 ncclResult_t tt_setup_transports(struct ncclComm *comm);
 /* The local team and, where it spans the communicator, OneShot's and Direct's resources. */

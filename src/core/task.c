@@ -77,6 +77,9 @@ static void tune_input(const struct tt_task *task, const struct ncclComm *comm, 
         .oversubscribed = comm->oversubscribed,
         .cpus = (int)comm->host_cpus,
         .tree_max_bytes = tree_max_bytes(comm, op->elt_bytes),
+        .hier_nlocal = comm->hier.valid && comm->tree_ready ? comm->hier.nlocal : 0,
+        .net_alpha_us = comm->net_alpha_us,
+        .net_gbps = comm->net_gbps,
     };
 }
 

@@ -1,21 +1,26 @@
-/* TCP transport: one socket per connection, a staging ring of TT_CONN_SLOTS slots on each side,
- * and length-checked frames. The sender's ring holds committed messages until the socket has
+/* TCP transport: one or more sockets per connection (NCCL_NSOCKS_PERTHREAD x
+ * NCCL_SOCKET_NTHREADS, as the receiver says in its info blob), a staging ring of TT_CONN_SLOTS
+ * slots on each side, and length-checked frames striped across the sockets: frame k travels on
+ * socket k mod nsocks, so several frames are on the wire at once and a loss on one stream does
+ * not stall the others. The sender's ring holds committed messages until the socket has
  * taken them; the receiver's ring holds frames read from the socket until they are released.
  * Receive connections of a communicator share one listener (its state in the context); accepted
  * sockets are matched to connections by a random nonce carried in the info blob and echoed in
  * the hello, so a stranger's connection never becomes a data stream. Invariants per side:
  * done <= posted <= done + TT_CONN_SLOTS (frames numbered from 0; frame k uses slot
- * k % TT_CONN_SLOTS).
+ * k % TT_CONN_SLOTS). Frames finish out of order across sockets: `done` (sender: written) and
+ * `posted` (receiver: read) advance over the frames finished in a row.
  *
  * Wire format (all integers little-endian unless said otherwise):
- *   Info blob of the receiver (exchanged over the bootstrap, 40 bytes used):
+ *   Info blob of the receiver (exchanged over the bootstrap, 44 bytes used):
  *     0 u64 magic TCP_INFO_MAGIC | 8 u64 nonce | 16 u16 family (AF_INET 2, AF_INET6 10)
  *     18 u16 port (network byte order) | 20 u32 IPv6 scope id | 24 u8[16] address (IPv4 in the
- *     first 4 bytes)
- *   Hello, the first 40 bytes the sender writes:
+ *     first 4 bytes) | 40 u32 nsocks (1..TCP_MAX_SOCKS; 0 from older peers means 1)
+ *   Hello, the first 40 bytes the sender writes on each socket:
  *     0 u64 magic TCP_HELLO_MAGIC | 8 u64 nonce | 16 u64 slot_bytes | 24 u32 from rank
- *     28 u32 to rank | 32 u32 tag | 36 u32 zero
- *   Then frames, frame k (k = 0, 1, ...) being one committed message:
+ *     28 u32 to rank | 32 u32 tag | 36 u32 socket index (0..nsocks-1)
+ *   Then, on socket i, frames i, i + nsocks, i + 2 nsocks, ..., frame k being one committed
+ *   message:
  *     0 u32 payload bytes (<= slot_bytes) | 4 u32 (k mod 2^32) XOR TCP_FRAME_MAGIC
  *     8 the operation's descriptor (struct tt_op_desc): u64 ticket | u64 count | u32 root |
  *     u8 coll | u8 dtype | u16 op | payload
@@ -37,6 +42,7 @@
 #include "transport/transport.h"
 #include "util/err.h"
 #include "util/log.h"
+#include "util/param.h"
 #include "util/sock.h"
 #include "util/time.h"
 #include "util/wait.h"
@@ -48,6 +54,8 @@
 #define TCP_FRAME_HEADER_BYTES 32
 /* Accepted sockets whose connection has not asked for them yet; more are refused. */
 #define TCP_MAX_PENDING 4096
+/* Most data sockets of one connection. */
+#define TCP_MAX_SOCKS 16
 
 /* An accepted socket and the part of its hello read so far. */
 struct tcp_pending {
@@ -72,31 +80,40 @@ struct tcp_hello {
     uint32_t from;
     uint32_t to;
     uint32_t tag;
+    uint32_t index; /* the socket's place among the connection's sockets */
 };
 
-struct tcp_conn {
+/* One data socket of a connection. Sender: `next` is the first frame of this socket not fully
+ * written and tx_off how much of it is. Receiver: `next` is the frame being read, with the
+ * state of its header and payload (see fill_sock). */
+struct tcp_sock {
     int fd;
-    uint64_t nonce;
-    ncclResult_t failed; /* sticky: once the stream is broken every call returns this */
-    bool eof;            /* receiver: the peer closed after a whole frame */
-    uint8_t *staging;    /* TT_CONN_SLOTS slots, tt_conn_slot_stride(slot_bytes) apart */
-    uint32_t len[TT_CONN_SLOTS];
-    /* Sender: frames committed (posted) and fully written (done), bytes of frame `done`
-     * already written (header included), and each queued frame's encoded header.
-     * Receiver: frames complete (posted) and released (done). */
-    uint64_t posted;
-    uint64_t done;
+    uint64_t next;
     size_t tx_off;
-    uint8_t tx_hdr[TT_CONN_SLOTS][TCP_FRAME_HEADER_BYTES];
-    /* Receiver: the next unparsed frame header (of frame `posted` when !rx_have_len, else of
-     * frame posted + 1) and the payload progress of frame `posted`. */
+    bool eof; /* receiver: the peer closed between two frames */
     uint8_t rx_hdr[TCP_FRAME_HEADER_BYTES];
     size_t rx_hdr_got;
     bool rx_have_len;
     uint32_t rx_len;
-    struct tt_op_desc rx_desc;             /* of frame `posted`, parsed with rx_len */
-    struct tt_op_desc desc[TT_CONN_SLOTS]; /* receiver: each complete frame's descriptor */
+    struct tt_op_desc rx_desc;
     size_t rx_got;
+};
+
+struct tcp_conn {
+    int nsocks;
+    struct tcp_sock socks[TCP_MAX_SOCKS];
+    uint64_t nonce;
+    ncclResult_t failed; /* sticky: once the stream is broken every call returns this */
+    uint8_t *staging;    /* TT_CONN_SLOTS slots, tt_conn_slot_stride(slot_bytes) apart */
+    uint32_t len[TT_CONN_SLOTS];
+    bool full[TT_CONN_SLOTS]; /* receiver: the slot holds a whole frame not yet released */
+    /* Sender: frames committed (posted) and written in a row from frame 0 (done), and each
+     * queued frame's encoded header. Receiver: frames read in a row (posted) and released
+     * (done). */
+    uint64_t posted;
+    uint64_t done;
+    uint8_t tx_hdr[TT_CONN_SLOTS][TCP_FRAME_HEADER_BYTES];
+    struct tt_op_desc desc[TT_CONN_SLOTS]; /* receiver: each complete frame's descriptor */
 };
 
 static void put_u32(uint8_t *p, uint32_t v)
@@ -154,6 +171,7 @@ static void encode_hello(uint8_t *p, const struct tcp_hello *h)
     put_u32(p + 24, h->from);
     put_u32(p + 28, h->to);
     put_u32(p + 32, h->tag);
+    put_u32(p + 36, h->index);
 }
 
 static void decode_hello(const uint8_t *p, struct tcp_hello *h)
@@ -164,13 +182,16 @@ static void decode_hello(const uint8_t *p, struct tcp_hello *h)
     h->from = get_u32(p + 24);
     h->to = get_u32(p + 28);
     h->tag = get_u32(p + 32);
+    h->index = get_u32(p + 36);
 }
 
-static void encode_info(uint8_t *p, uint64_t nonce, const struct sockaddr_storage *addr)
+static void encode_info(uint8_t *p, uint64_t nonce, const struct sockaddr_storage *addr,
+                        int nsocks)
 {
     memset(p, 0, TT_CONN_INFO_BYTES);
     put_u64(p, TCP_INFO_MAGIC);
     put_u64(p + 8, nonce);
+    put_u32(p + 40, (uint32_t)nsocks);
     if (addr->ss_family == AF_INET) {
         const struct sockaddr_in *in = (const struct sockaddr_in *)addr;
         p[16] = AF_INET;
@@ -186,14 +207,17 @@ static void encode_info(uint8_t *p, uint64_t nonce, const struct sockaddr_storag
 }
 
 static ncclResult_t decode_info(const uint8_t *p, int peer, uint64_t *nonce,
-                                struct sockaddr_storage *addr)
+                                struct sockaddr_storage *addr, int *nsocks)
 {
     memset(addr, 0, sizeof *addr);
     uint16_t family = (uint16_t)(p[16] | p[17] << 8);
-    if (get_u64(p) != TCP_INFO_MAGIC || (family != AF_INET && family != AF_INET6))
+    uint32_t socks = get_u32(p + 40);
+    if (get_u64(p) != TCP_INFO_MAGIC || (family != AF_INET && family != AF_INET6) ||
+        socks > TCP_MAX_SOCKS)
         return TT_ERROR(ncclInternalError, "tcp: malformed connection info from peer rank %d",
                         peer);
     *nonce = get_u64(p + 8);
+    *nsocks = socks == 0 ? 1 : (int)socks;
     if (family == AF_INET) {
         struct sockaddr_in *in = (struct sockaddr_in *)addr;
         in->sin_family = AF_INET;
@@ -253,7 +277,7 @@ static ncclResult_t tcp_setup(struct tt_transport_ctx *ctx, struct tt_conn *conn
                         "bytes (lower NCCL_BUFFSIZE)",
                         conn->slot_bytes, conn->peer);
     TT_TRY(TT_CALLOC(&tc, 1));
-    tc->fd = -1;
+    for (int i = 0; i < TCP_MAX_SOCKS; i++) tc->socks[i].fd = -1;
     conn->priv = tc;
     /* 64-byte aligned so that every slot is aligned for any element type. */
     size_t ring_bytes = TT_CONN_SLOTS * tt_conn_slot_stride(conn->slot_bytes);
@@ -273,7 +297,10 @@ static ncclResult_t tcp_setup(struct tt_transport_ctx *ctx, struct tt_conn *conn
     }
     if (getrandom(&tc->nonce, sizeof tc->nonce, 0) != (ssize_t)sizeof tc->nonce)
         return TT_ERROR(ncclSystemError, "tcp: getrandom failed: %s", strerror(errno));
-    encode_info(info->bytes, tc->nonce, &(*slot)->addr);
+    /* The receiver decides how many sockets the connection has; the sender opens that many. */
+    int64_t nsocks = tt_param_nsocks_perthread() * tt_param_socket_nthreads();
+    tc->nsocks = nsocks > TCP_MAX_SOCKS ? TCP_MAX_SOCKS : (int)nsocks;
+    encode_info(info->bytes, tc->nonce, &(*slot)->addr, tc->nsocks);
     return ncclSuccess;
 }
 
@@ -345,7 +372,23 @@ static bool read_hellos(struct tcp_listener *l)
     return any;
 }
 
-/* Receiver: wait for the sender's socket, recognised by the nonce of this connection. */
+/* A data socket's options: TCP_NODELAY (a frame goes out whole at once; small frames must not
+ * wait for an acknowledgement), and TUTTI_SOCKET_BUFSIZE where set (it turns the kernel's
+ * buffer autotuning off for this socket). Failures only cost speed. */
+static void tune_socket(int fd)
+{
+    int one = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    int64_t bytes = tt_param_socket_bufsize();
+    if (bytes > 0) {
+        int b = (int)bytes;
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &b, sizeof b);
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &b, sizeof b);
+    }
+}
+
+/* Receiver: wait for the sender's sockets, recognised by the nonce of this connection and
+ * placed by their index. */
 static ncclResult_t connect_recv(struct tt_transport_ctx *ctx, struct tt_conn *conn,
                                  struct tcp_conn *tc, uint64_t deadline_ns)
 {
@@ -366,20 +409,31 @@ static ncclResult_t connect_recv(struct tt_transport_ctx *ctx, struct tt_conn *c
             decode_hello(p->hello, &h);
             if (h.nonce != tc->nonce) continue;
             if (h.from != (uint32_t)conn->peer || h.to != (uint32_t)ctx->rank ||
-                h.tag != (uint32_t)conn->tag || h.slot_bytes != conn->slot_bytes) {
+                h.tag != (uint32_t)conn->tag || h.slot_bytes != conn->slot_bytes ||
+                h.index >= (uint32_t)tc->nsocks || tc->socks[h.index].fd >= 0) {
                 drop_pending(l, i);
                 return TT_ERROR(ncclInvalidUsage,
                                 "tcp: peer rank %d connected as rank %u to rank %u, tag %u, "
-                                "%" PRIu64 "-byte slots; expected tag %d and %zu-byte slots "
-                                "(NCCL_BUFFSIZE must be equal on every rank)",
-                                conn->peer, h.from, h.to, h.tag, h.slot_bytes, conn->tag,
-                                conn->slot_bytes);
+                                "%" PRIu64 "-byte slots, socket %u; expected tag %d, %zu-byte "
+                                "slots and sockets 0..%d once each (NCCL_BUFFSIZE must be equal "
+                                "on every rank)",
+                                conn->peer, h.from, h.to, h.tag, h.slot_bytes, h.index,
+                                conn->tag, conn->slot_bytes, tc->nsocks - 1);
             }
-            tc->fd = p->fd;
+            tc->socks[h.index].fd = p->fd;
             p->fd = -1;
             drop_pending(l, i);
-            TT_INFO(TT_SUB_NET, "tcp: connected from peer rank %d tag %d (%zu-byte slots)",
-                    conn->peer, conn->tag, conn->slot_bytes);
+            i--; /* drop_pending moved the last entry here */
+            bool all = true;
+            for (int k = 0; k < tc->nsocks; k++) all &= tc->socks[k].fd >= 0;
+            if (!all) continue;
+            for (int k = 0; k < tc->nsocks; k++) {
+                tune_socket(tc->socks[k].fd);
+                tc->socks[k].next = (uint64_t)k;
+            }
+            TT_INFO(TT_SUB_NET, "tcp: connected from peer rank %d tag %d (%zu-byte slots, %d "
+                    "socket%s)", conn->peer, conn->tag, conn->slot_bytes, tc->nsocks,
+                    tc->nsocks > 1 ? "s" : "");
             return ncclSuccess;
         }
         bool moved = accept_pending(l);
@@ -410,15 +464,21 @@ static ncclResult_t connect_send(struct tt_transport_ctx *ctx, struct tt_conn *c
                           .from = (uint32_t)ctx->rank,
                           .to = (uint32_t)conn->peer,
                           .tag = (uint32_t)conn->tag};
-    TT_TRY(decode_info(remote->bytes, conn->peer, &h.nonce, &addr));
-    TT_TRY(tt_sock_connect(&addr, deadline_ns, ctx->abort, &tc->fd));
-    uint8_t wire[TCP_HELLO_BYTES];
-    encode_hello(wire, &h);
-    TT_TRY(tt_sock_send_all(tc->fd, wire, sizeof wire, deadline_ns, ctx->abort));
+    TT_TRY(decode_info(remote->bytes, conn->peer, &h.nonce, &addr, &tc->nsocks));
+    for (int k = 0; k < tc->nsocks; k++) {
+        struct tcp_sock *sk = &tc->socks[k];
+        TT_TRY(tt_sock_connect(&addr, deadline_ns, ctx->abort, &sk->fd));
+        tune_socket(sk->fd);
+        sk->next = (uint64_t)k;
+        uint8_t wire[TCP_HELLO_BYTES];
+        h.index = (uint32_t)k;
+        encode_hello(wire, &h);
+        TT_TRY(tt_sock_send_all(sk->fd, wire, sizeof wire, deadline_ns, ctx->abort));
+    }
     char text[TT_SOCK_ADDR_STR_BYTES];
-    TT_INFO(TT_SUB_NET, "tcp: connected to peer rank %d at %s tag %d (%zu-byte slots)",
-            conn->peer, tt_sock_addr_str(&addr, text, sizeof text), conn->tag,
-            conn->slot_bytes);
+    TT_INFO(TT_SUB_NET, "tcp: connected to peer rank %d at %s tag %d (%zu-byte slots, %d "
+            "socket%s)", conn->peer, tt_sock_addr_str(&addr, text, sizeof text), conn->tag,
+            conn->slot_bytes, tc->nsocks, tc->nsocks > 1 ? "s" : "");
     return ncclSuccess;
 }
 
@@ -434,7 +494,7 @@ static void tcp_close(struct tt_conn *conn)
 {
     struct tcp_conn *tc = conn->priv;
     if (tc == NULL) return;
-    tt_sock_close(&tc->fd);
+    for (int k = 0; k < TCP_MAX_SOCKS; k++) tt_sock_close(&tc->socks[k].fd);
     free(tc->staging);
     free(tc);
     conn->priv = NULL;
@@ -445,7 +505,7 @@ static void tcp_close(struct tt_conn *conn)
 static ncclResult_t fail(struct tcp_conn *tc, ncclResult_t res)
 {
     tc->failed = res;
-    tt_sock_close(&tc->fd);
+    for (int k = 0; k < TCP_MAX_SOCKS; k++) tt_sock_close(&tc->socks[k].fd);
     return res;
 }
 
@@ -465,16 +525,22 @@ static uint8_t *slot_of(const struct tt_conn *conn, const struct tcp_conn *tc, u
     return tc->staging + (frame % TT_CONN_SLOTS) * tt_conn_slot_stride(conn->slot_bytes);
 }
 
-/* Sender: write queued frames until the socket stops taking bytes, gathering every queued
- * header and payload into one sendmsg. */
-static ncclResult_t flush(struct tt_conn *conn, struct tcp_conn *tc)
+static size_t frame_bytes(const struct tcp_conn *tc, uint64_t frame)
 {
-    while (tc->done < tc->posted) {
+    return TCP_FRAME_HEADER_BYTES + tc->len[frame % TT_CONN_SLOTS];
+}
+
+/* Sender: write socket sk's queued frames (sk->next, sk->next + nsocks, ... below `posted`)
+ * until it stops taking bytes, gathering headers and payloads into one sendmsg. */
+static ncclResult_t flush_sock(struct tt_conn *conn, struct tcp_conn *tc, struct tcp_sock *sk)
+{
+    uint64_t step = (uint64_t)tc->nsocks;
+    while (sk->next < tc->posted) {
         struct iovec iov[2 * TT_CONN_SLOTS];
         int n_iov = 0;
         size_t want = 0;
-        size_t skip = tc->tx_off;
-        for (uint64_t f = tc->done; f < tc->posted; f++) {
+        size_t skip = sk->tx_off;
+        for (uint64_t f = sk->next; f < tc->posted; f += step) {
             unsigned s = (unsigned)(f % TT_CONN_SLOTS);
             size_t hdr_skip = skip < TCP_FRAME_HEADER_BYTES ? skip : TCP_FRAME_HEADER_BYTES;
             size_t pay_skip = skip - hdr_skip;
@@ -484,11 +550,11 @@ static ncclResult_t flush(struct tt_conn *conn, struct tcp_conn *tc)
             if (pay_skip < tc->len[s])
                 iov[n_iov++] = (struct iovec){slot_of(conn, tc, f) + pay_skip,
                                               tc->len[s] - pay_skip};
-            want += TCP_FRAME_HEADER_BYTES + tc->len[s] - skip;
+            want += frame_bytes(tc, f) - skip;
             skip = 0;
         }
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n_iov};
-        ssize_t n = sendmsg(tc->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = sendmsg(sk->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
@@ -497,66 +563,83 @@ static ncclResult_t flush(struct tt_conn *conn, struct tcp_conn *tc)
         /* Retire the frames the socket took whole; remember how far into the next it got. */
         size_t left = (size_t)n;
         while (left > 0) {
-            size_t frame_left = TCP_FRAME_HEADER_BYTES + tc->len[tc->done % TT_CONN_SLOTS] -
-                                tc->tx_off;
+            size_t frame_left = frame_bytes(tc, sk->next) - sk->tx_off;
             if (left < frame_left) {
-                tc->tx_off += left;
+                sk->tx_off += left;
                 break;
             }
             left -= frame_left;
-            tc->tx_off = 0;
-            tc->done++;
+            sk->tx_off = 0;
+            sk->next += step;
         }
         if ((size_t)n < want) return ncclSuccess;
     }
     return ncclSuccess;
 }
 
-/* Receiver: read frames into free staging slots until the socket is empty or the ring full.
- * Each read asks for the rest of the current frame's payload together with the next frame's
- * header, so a stream of waiting frames costs one system call per frame. A header is parsed
- * into rx_len, not len[]: its slot may still be held by the consumer. */
-static ncclResult_t fill(struct tt_conn *conn, struct tcp_conn *tc)
+/* Sender: push every socket, then advance `done` over the frames written in a row: the first
+ * frame not yet written is the lowest `next` of the sockets that still have one. */
+static ncclResult_t flush(struct tt_conn *conn, struct tcp_conn *tc)
+{
+    uint64_t first = tc->posted;
+    for (int k = 0; k < tc->nsocks; k++) {
+        struct tcp_sock *sk = &tc->socks[k];
+        if (sk->next < tc->posted) TT_TRY(flush_sock(conn, tc, sk));
+        if (sk->next < first) first = sk->next;
+    }
+    tc->done = first;
+    return ncclSuccess;
+}
+
+/* Receiver: read socket sk's frames into their staging slots until the socket is empty or the
+ * slot of its next frame is still held (frames sk->next, sk->next + nsocks, ...). Each read asks
+ * for the rest of the current frame's payload together with the next frame's header, so a
+ * stream of waiting frames costs one system call per frame. A header is parsed into the
+ * socket's rx_len, not len[]: its slot may still be held by the consumer. */
+static ncclResult_t fill_sock(struct tt_conn *conn, struct tcp_conn *tc, struct tcp_sock *sk)
 {
     bool drained = false;
+    uint64_t step = (uint64_t)tc->nsocks;
     for (;;) {
-        if (!tc->rx_have_len && tc->rx_hdr_got == TCP_FRAME_HEADER_BYTES) {
-            uint32_t len = get_u32(tc->rx_hdr);
-            uint32_t check = get_u32(tc->rx_hdr + 4);
-            uint32_t want = (uint32_t)tc->posted ^ TCP_FRAME_MAGIC;
+        if (!sk->rx_have_len && sk->rx_hdr_got == TCP_FRAME_HEADER_BYTES) {
+            uint32_t len = get_u32(sk->rx_hdr);
+            uint32_t check = get_u32(sk->rx_hdr + 4);
+            uint32_t want = (uint32_t)sk->next ^ TCP_FRAME_MAGIC;
             if (len > conn->slot_bytes || check != want)
                 return fail(tc, TT_ERROR(ncclRemoteError,
                                          "tcp: peer rank %d sent a bad frame header (frame "
                                          "%" PRIu64 ": %u bytes for %zu-byte slots, check word "
                                          "%#x, want %#x); closing the connection",
-                                         conn->peer, tc->posted, len, conn->slot_bytes, check,
+                                         conn->peer, sk->next, len, conn->slot_bytes, check,
                                          want));
-            tc->rx_len = len;
-            get_desc(tc->rx_hdr + 8, &tc->rx_desc);
-            tc->rx_have_len = true;
-            tc->rx_hdr_got = 0;
-            tc->rx_got = 0;
+            sk->rx_len = len;
+            get_desc(sk->rx_hdr + 8, &sk->rx_desc);
+            sk->rx_have_len = true;
+            sk->rx_hdr_got = 0;
+            sk->rx_got = 0;
         }
-        if (tc->posted - tc->done == TT_CONN_SLOTS) return ncclSuccess;
-        if (tc->rx_have_len && tc->rx_got == tc->rx_len) {
-            tc->len[tc->posted % TT_CONN_SLOTS] = tc->rx_len;
-            tc->desc[tc->posted % TT_CONN_SLOTS] = tc->rx_desc;
-            tc->posted++;
-            tc->rx_have_len = false;
+        if (sk->next >= tc->done + TT_CONN_SLOTS) return ncclSuccess; /* its slot is held */
+        if (sk->rx_have_len && sk->rx_got == sk->rx_len) {
+            unsigned s = (unsigned)(sk->next % TT_CONN_SLOTS);
+            tc->len[s] = sk->rx_len;
+            tc->desc[s] = sk->rx_desc;
+            tc->full[s] = true;
+            sk->next += step;
+            sk->rx_have_len = false;
             continue;
         }
-        if (drained || tc->eof) return ncclSuccess;
+        if (drained || sk->eof) return ncclSuccess;
 
         struct iovec iov[2];
         int n_iov = 0;
-        if (tc->rx_have_len)
-            iov[n_iov++] = (struct iovec){slot_of(conn, tc, tc->posted) + tc->rx_got,
-                                          tc->rx_len - tc->rx_got};
-        iov[n_iov++] = (struct iovec){tc->rx_hdr + tc->rx_hdr_got,
-                                      TCP_FRAME_HEADER_BYTES - tc->rx_hdr_got};
+        if (sk->rx_have_len)
+            iov[n_iov++] = (struct iovec){slot_of(conn, tc, sk->next) + sk->rx_got,
+                                          sk->rx_len - sk->rx_got};
+        iov[n_iov++] = (struct iovec){sk->rx_hdr + sk->rx_hdr_got,
+                                      TCP_FRAME_HEADER_BYTES - sk->rx_hdr_got};
         size_t want = iov[0].iov_len + (n_iov == 2 ? iov[1].iov_len : 0);
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n_iov};
-        ssize_t n = recvmsg(tc->fd, &msg, MSG_DONTWAIT);
+        ssize_t n = recvmsg(sk->fd, &msg, MSG_DONTWAIT);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
@@ -565,26 +648,47 @@ static ncclResult_t fill(struct tt_conn *conn, struct tcp_conn *tc)
         if (n == 0) {
             /* A close between frames is an error only once the consumer wants a frame that
              * will never come: the peer may have finished and left before we drained it. */
-            if (!tc->rx_have_len && tc->rx_hdr_got == 0) {
-                tc->eof = true;
+            if (!sk->rx_have_len && sk->rx_hdr_got == 0) {
+                sk->eof = true;
                 return ncclSuccess;
             }
             return fail(tc, TT_ERROR(ncclRemoteError,
                                      "tcp: peer rank %d closed the connection in the middle of "
                                      "frame %" PRIu64,
-                                     conn->peer, tc->posted));
+                                     conn->peer, sk->next));
         }
         size_t got = (size_t)n;
-        if (tc->rx_have_len) {
+        if (sk->rx_have_len) {
             size_t take = got < iov[0].iov_len ? got : iov[0].iov_len;
-            tc->rx_got += take;
+            sk->rx_got += take;
             got -= take;
         }
-        tc->rx_hdr_got += got;
+        sk->rx_hdr_got += got;
         /* A short read means the socket is empty: parse what arrived, then stop. */
         drained = (size_t)n < want;
     }
 }
+
+/* The socket that carries `frame`. */
+static struct tcp_sock *sock_of(struct tcp_conn *tc, uint64_t frame)
+{
+    return &tc->socks[frame % (uint64_t)tc->nsocks];
+}
+
+/* Receiver: fill from every socket (or, `only_next`, from the one carrying the next frame: what
+ * a consumer polling for that frame needs, without a system call per idle socket), then advance
+ * `posted` over the frames complete in a row. */
+static ncclResult_t fill(struct tt_conn *conn, struct tcp_conn *tc, bool only_next)
+{
+    if (only_next)
+        TT_TRY(fill_sock(conn, tc, sock_of(tc, tc->posted)));
+    else
+        for (int k = 0; k < tc->nsocks; k++) TT_TRY(fill_sock(conn, tc, &tc->socks[k]));
+    while (tc->posted < tc->done + TT_CONN_SLOTS && tc->full[tc->posted % TT_CONN_SLOTS])
+        tc->posted++;
+    return ncclSuccess;
+}
+
 
 static ncclResult_t tcp_send_acquire(struct tt_conn *conn, void **slot,
                                      struct tt_wait_hint *hint)
@@ -598,7 +702,7 @@ static ncclResult_t tcp_send_acquire(struct tt_conn *conn, void **slot,
         return ncclSuccess;
     }
     tt_wait_hint_clear(hint);
-    hint->fd = tc->fd;
+    hint->fd = sock_of(tc, tc->done)->fd;
     hint->events = POLLOUT;
     return ncclSuccess;
 }
@@ -618,8 +722,7 @@ static ncclResult_t tcp_send_commit(struct tt_conn *conn, size_t bytes,
     put_u32(tc->tx_hdr[s] + 4, (uint32_t)tc->posted ^ TCP_FRAME_MAGIC);
     put_desc(tc->tx_hdr[s] + 8, desc);
     tc->posted++;
-    TT_TRY(flush(conn, tc));
-    return ncclSuccess;
+    return flush(conn, tc);
 }
 
 static bool tcp_send_idle(struct tt_conn *conn)
@@ -636,15 +739,15 @@ static ncclResult_t tcp_recv_peek(struct tt_conn *conn, const void **data, size_
     *bytes = 0;
     if (tc->failed != ncclSuccess) return tc->failed;
     /* Read only when nothing is waiting: a full ring costs no system call per message. */
-    if (tc->posted == tc->done) TT_TRY(fill(conn, tc));
-    if (tc->posted == tc->done && tc->eof)
+    if (tc->posted == tc->done) TT_TRY(fill(conn, tc, true));
+    if (tc->posted == tc->done && sock_of(tc, tc->done)->eof)
         return fail(tc, TT_ERROR(ncclRemoteError,
                                  "tcp: peer rank %d closed the connection (after frame %" PRIu64
                                  ")",
                                  conn->peer, tc->posted));
     if (tc->posted == tc->done) {
         tt_wait_hint_clear(hint);
-        hint->fd = tc->fd;
+        hint->fd = sock_of(tc, tc->done)->fd;
         hint->events = POLLIN;
         return ncclSuccess;
     }
@@ -661,6 +764,7 @@ static ncclResult_t tcp_recv_release(struct tt_conn *conn)
     if (tc->done == tc->posted)
         return TT_ERROR(ncclInternalError, "tcp: release with no message from peer rank %d",
                         conn->peer);
+    tc->full[tc->done % TT_CONN_SLOTS] = false;
     tc->done++;
     return ncclSuccess;
 }
@@ -670,7 +774,7 @@ static ncclResult_t tcp_progress(struct tt_conn *conn)
     struct tcp_conn *tc = conn->priv;
     if (tc->failed != ncclSuccess) return tc->failed;
     if (conn->dir == TT_CONN_SEND) return flush(conn, tc);
-    return fill(conn, tc);
+    return fill(conn, tc, false);
 }
 
 /* Half-close: the peer reads what was sent, then end of stream. Shutting the reading side too
@@ -679,7 +783,9 @@ static ncclResult_t tcp_progress(struct tt_conn *conn)
 static void tcp_shutdown(struct tt_conn *conn)
 {
     struct tcp_conn *tc = conn->priv;
-    if (tc != NULL && tc->fd >= 0) shutdown(tc->fd, SHUT_WR);
+    if (tc == NULL) return;
+    for (int k = 0; k < tc->nsocks; k++)
+        if (tc->socks[k].fd >= 0) shutdown(tc->socks[k].fd, SHUT_WR);
 }
 
 /* Any peer. */
