@@ -5,6 +5,7 @@ add_executable(test_bootstrap
   ${CMAKE_SOURCE_DIR}/src/bootstrap/auth.c
   ${CMAKE_SOURCE_DIR}/src/bootstrap/bootstrap.c
   ${CMAKE_SOURCE_DIR}/src/bootstrap/root.c
+  ${CMAKE_SOURCE_DIR}/src/bootstrap/listener.c
   ${CMAKE_SOURCE_DIR}/src/util/sock.c
   ${CMAKE_SOURCE_DIR}/src/util/log.c
   ${CMAKE_SOURCE_DIR}/src/util/param.c)

@@ -5,6 +5,7 @@
  * passphrase so that a weak TUTTI_SECRET is costly to guess offline. */
 #include <netinet/in.h>
 #include <sodium.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "bootstrap/proto.h"
@@ -39,6 +40,16 @@ void tt_bs_mac(const uint8_t secret[32], const void *prefix, size_t prefix_bytes
     crypto_auth_hmacsha512256_final(&st, full);
     memcpy(mac, full, TT_BS_MAC_BYTES);
     sodium_memzero(&st, sizeof st);
+}
+
+void tt_bs_peer_hello_mac(const uint8_t secret[32], const uint8_t session[TT_BS_NONCE_BYTES],
+                          const uint8_t challenge[TT_BS_NONCE_BYTES],
+                          const struct tt_bs_peer_hello *hello, uint8_t mac[TT_BS_MAC_BYTES])
+{
+    uint8_t prefix[2 * TT_BS_NONCE_BYTES];
+    memcpy(prefix, session, TT_BS_NONCE_BYTES);
+    memcpy(prefix + TT_BS_NONCE_BYTES, challenge, TT_BS_NONCE_BYTES);
+    tt_bs_mac(secret, prefix, sizeof prefix, hello, offsetof(struct tt_bs_peer_hello, mac), mac);
 }
 
 bool tt_bs_mac_equal(const uint8_t a[TT_BS_MAC_BYTES], const uint8_t b[TT_BS_MAC_BYTES])

@@ -3,7 +3,9 @@
  * The root is one detached thread per id, serving one listening socket with a single poll()
  * loop, so that no connection, however slow or hostile, can stall the others. Each accepted
  * connection gets a challenge and must answer with an authenticated hello within
- * TUTTI_HANDSHAKE_MS, else it is dropped and logged. Once all nranks have said hello, each
+ * TUTTI_HANDSHAKE_MS, else it is dropped and logged; at most TT_BS_MAX_PENDING connections
+ * wait for their hello, and one more evicts the oldest (so a flood costs a bounded number of
+ * fds, and a genuine rank, whose hello follows the challenge at once, is not starved). Once all nranks have said hello, each
  * rank learns its ring successor's address and the thread exits; if TUTTI_TIMEOUT_MS passes
  * first, every rank that did arrive is told which ranks are missing. The thread owns
  * everything it uses and frees it on exit. */
@@ -25,8 +27,6 @@
 /* Time given to each send of a reply; a rank's socket buffer is empty, so this never waits
  * unless the rank's host is gone. */
 #define REPLY_TIMEOUT_MS 2000
-/* Connections that have not completed their hello, beyond which new ones are refused. */
-#define MAX_PENDING 1024
 
 enum conn_state { CONN_HELLO, CONN_ARRIVED };
 
@@ -53,7 +53,19 @@ struct root {
     int nconns;
     int conns_cap;
     int *rank_conn; /* nranks entries: index into conns, or -1 */
+    unsigned long dropped; /* connections dropped so far (the first is a WARN, the rest INFO) */
 };
+
+/* The first dropped connection is a WARN, later ones INFO, so a flood cannot flood the log. */
+#define DROP_LOG(root, fmt, ...)                                                                \
+    do {                                                                                        \
+        if ((root)->dropped++ == 0)                                                             \
+            TT_WARN("bootstrap root at %s: " fmt " (further drops are logged at INFO)",         \
+                    (root)->addr_text, __VA_ARGS__);                                            \
+        else                                                                                    \
+            TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap root at %s: " fmt, (root)->addr_text,          \
+                    __VA_ARGS__);                                                               \
+    } while (0)
 
 /* ---- unique ids --------------------------------------------------------------------------- */
 
@@ -168,16 +180,15 @@ static bool check_hello(struct root *root, struct root_conn *c, ncclResult_t *re
     uint8_t mac[TT_BS_MAC_BYTES];
     *reject = ncclSuccess;
     if (h->magic != root->id.magic || h->version != TT_UNIQUE_ID_VERSION) {
-        TT_WARN("bootstrap root at %s: dropping connection from %s: wrong magic or version "
-                "(another job, or not a Tutti rank)", root->addr_text, c->peer);
+        DROP_LOG(root, "dropping connection from %s: wrong magic or version (another job, or "
+                 "not a Tutti rank)", c->peer);
         return false;
     }
     tt_bs_mac(root->id.secret, c->challenge, sizeof c->challenge, h,
               offsetof(struct tt_bs_root_hello, mac), mac);
     if (!tt_bs_mac_equal(mac, h->mac)) {
-        TT_WARN("bootstrap root at %s: dropping connection from %s: authentication failed "
-                "(its unique id has another secret; check TUTTI_SECRET)", root->addr_text,
-                c->peer);
+        DROP_LOG(root, "dropping connection from %s: authentication failed (its unique id has "
+                 "another secret; check TUTTI_SECRET)", c->peer);
         return false;
     }
     struct sockaddr_storage addr;
@@ -227,24 +238,36 @@ static ncclResult_t admit(struct root *root, int i)
     return ncclSuccess;
 }
 
+/* Closes the connection that has waited longest for its hello. False when there is none. */
+static bool drop_oldest(struct root *root)
+{
+    int oldest = -1;
+    for (int i = 0; i < root->nconns; i++)
+        if (root->conns[i].state == CONN_HELLO &&
+            (oldest < 0 || root->conns[i].hello_deadline_ns < root->conns[oldest].hello_deadline_ns))
+            oldest = i;
+    if (oldest < 0) return false;
+    DROP_LOG(root, "%d connections wait for their hello; closing the oldest, from %s",
+             TT_BS_MAX_PENDING, root->conns[oldest].peer);
+    drop_conn(root, oldest);
+    return true;
+}
+
 /* Accepts every queued connection and sends each its challenge. */
 static ncclResult_t accept_all(struct root *root)
 {
-    for (;;) {
+    for (int batch = 0; batch < TT_BS_ACCEPT_BATCH; batch++) {
         struct sockaddr_storage peer;
         socklen_t len = sizeof peer;
         int fd = accept4(root->listen_fd, (struct sockaddr *)&peer, &len,
                          SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
+            /* Out of fds: make room by closing the oldest unproven connection. */
+            if ((errno == EMFILE || errno == ENFILE) && drop_oldest(root)) continue;
             return ncclSuccess;
         }
-        if (root->nconns - root->arrived >= MAX_PENDING) {
-            TT_WARN("bootstrap root at %s: %d connections pending; refusing more",
-                    root->addr_text, MAX_PENDING);
-            close(fd);
-            continue;
-        }
+        if (root->nconns - root->arrived >= TT_BS_MAX_PENDING) drop_oldest(root);
         if (root->nconns == root->conns_cap) {
             int cap = root->conns_cap ? 2 * root->conns_cap : 16;
             struct root_conn *grown = realloc(root->conns, (size_t)cap * sizeof *grown);
@@ -273,6 +296,7 @@ static ncclResult_t accept_all(struct root *root)
             ncclSuccess)
             drop_conn(root, root->nconns - 1);
     }
+    return ncclSuccess;
 }
 
 /* Reads whatever hello bytes have arrived on connection i; admits the rank when complete. */
@@ -280,8 +304,7 @@ static ncclResult_t read_hello(struct root *root, int i)
 {
     struct root_conn *c = &root->conns[i];
     if (tt_sock_recv_some(c->fd, &c->hello, sizeof c->hello, &c->got) != ncclSuccess) {
-        TT_WARN("bootstrap root at %s: dropping %s, which closed before its hello",
-                root->addr_text, c->peer);
+        DROP_LOG(root, "dropping %s, which closed before its hello", c->peer);
         drop_conn(root, i);
         return ncclSuccess;
     }
@@ -361,9 +384,8 @@ static ncclResult_t serve(struct root *root)
         for (int i = root->nconns - 1; i >= 0; i--) {
             if (root->conns[i].state == CONN_HELLO &&
                 tt_deadline_passed(root->conns[i].hello_deadline_ns)) {
-                TT_WARN("bootstrap root at %s: dropping %s: no hello within %lld ms "
-                        "(TUTTI_HANDSHAKE_MS)", root->addr_text, root->conns[i].peer,
-                        (long long)root->handshake_ms);
+                DROP_LOG(root, "dropping %s: no hello within %lld ms (TUTTI_HANDSHAKE_MS)",
+                         root->conns[i].peer, (long long)root->handshake_ms);
                 drop_conn(root, i);
             }
         }
