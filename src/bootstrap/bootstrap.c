@@ -277,6 +277,11 @@ const struct sockaddr_storage *tt_bootstrap_local_addr(const struct tt_bootstrap
     return &bs->local_addr;
 }
 
+const struct sockaddr_storage *tt_bootstrap_listen_addr(const struct tt_bootstrap *bs)
+{
+    return &bs->listen_addr;
+}
+
 /* ---- ring allgather ----------------------------------------------------------------------- */
 
 /* One ring step: sends header + `send` to the successor while receiving header + `recv` from

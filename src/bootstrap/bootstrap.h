@@ -63,5 +63,7 @@ ncclResult_t tt_bootstrap_recv(struct tt_bootstrap *bs, int peer, int tag, void 
 
 /* The address of the interface this rank uses (NCCL_SOCKET_IFNAME); transports listen on it. */
 const struct sockaddr_storage *tt_bootstrap_local_addr(const struct tt_bootstrap *bs);
+/* The address (with its port) this rank's bootstrap listens on, for logs and tests. */
+const struct sockaddr_storage *tt_bootstrap_listen_addr(const struct tt_bootstrap *bs);
 
 #endif
