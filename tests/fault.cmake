@@ -25,12 +25,19 @@ set_tests_properties(fault_kill_tcp_soak PROPERTIES ENVIRONMENT "NCCL_SHM_DISABL
 set_tests_properties(fault_kill_shm_soak fault_kill_tcp_soak PROPERTIES LABELS soak TIMEOUT 3000)
 
 # ncclCommAbort from another thread while a call is blocked (peer stopped, peer dead, mid-init):
-# returns within 1 s, the blocked call errs, nothing crashes. 12 trials by default, 200 under soak.
+# returns within 1 s, the blocked call errs, nothing crashes. 12 trials by default, 200 of each
+# kind under soak (run it in the asan preset to see use after free).
 tutti_fault_program(fault_abort)
 add_test(NAME fault_abort COMMAND fault_abort --trials 12)
 set_tests_properties(fault_abort PROPERTIES LABELS fault TIMEOUT 120)
-add_test(NAME fault_abort_soak COMMAND fault_abort --trials 200)
-set_tests_properties(fault_abort_soak PROPERTIES LABELS soak TIMEOUT 1200)
+add_test(NAME fault_abort_soak COMMAND fault_abort --trials 600)
+set_tests_properties(fault_abort_soak PROPERTIES LABELS soak TIMEOUT 2400)
+# init -> fault -> Abort cycles in one process leave its fds, threads and /dev/shm entries as
+# they were: 15 cycles by default, 200 under soak.
+add_test(NAME fault_abort_cycles COMMAND fault_abort --cycles 15)
+set_tests_properties(fault_abort_cycles PROPERTIES LABELS fault TIMEOUT 120)
+add_test(NAME fault_abort_cycles_soak COMMAND fault_abort --cycles 200)
+set_tests_properties(fault_abort_cycles_soak PROPERTIES LABELS soak TIMEOUT 1200)
 
 # Arguments that differ across ranks (count, datatype, operator, root, collective) at 8 B, 1 MiB
 # and 64 MiB: ncclInvalidUsage on every rank, over shared memory at 2 and 3 ranks and over TCP at

@@ -353,6 +353,28 @@ static void report_missing(struct root *root)
             send_reply(root, &root->conns[i], ncclSystemError, NULL, NULL, text);
 }
 
+/* True when an arrived rank closed its connection (it sends nothing after its hello). */
+static bool rank_hung_up(const struct root_conn *c)
+{
+    uint8_t b;
+    ssize_t n = recv(c->fd, &b, 1, MSG_DONTWAIT | MSG_PEEK);
+    return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* An arrived rank hung up before the others came: tell the rest, who cannot form a job now. */
+static void report_gone(struct root *root, int gone)
+{
+    char text[TT_BS_REPLY_TEXT_BYTES];
+    int rank = (int)root->conns[gone].hello.rank;
+    snprintf(text, sizeof text, "rank %d (%s) left the bootstrap root at %s before every rank "
+             "had arrived (its init was aborted, or it died)", rank, root->conns[gone].peer,
+             root->addr_text);
+    TT_INFO(TT_SUB_BOOTSTRAP, "%s; root done", text);
+    for (int i = 0; i < root->nconns; i++)
+        if (i != gone && root->conns[i].state == CONN_ARRIVED)
+            send_reply(root, &root->conns[i], ncclRemoteError, NULL, NULL, text);
+}
+
 /* Everyone is here: tell each rank its successor on the ring and the session value. */
 static void reply_all(struct root *root)
 {
@@ -402,16 +424,27 @@ static ncclResult_t serve(struct root *root)
         }
         int n = 0;
         pfds[n++] = (struct pollfd){.fd = root->listen_fd, .events = POLLIN};
+        /* Arrived ranks are watched too: one that hangs up (its init was aborted, or it died)
+         * can never be told its successor, so the job cannot form; the root then ends at once
+         * instead of holding its thread and sockets until TUTTI_TIMEOUT_MS. */
         for (int i = 0; i < root->nconns; i++) {
-            if (root->conns[i].state != CONN_HELLO) continue;
             which[n] = i;
             pfds[n++] = (struct pollfd){.fd = root->conns[i].fd, .events = POLLIN};
         }
         if (poll(pfds, (nfds_t)n, tt_deadline_left_ms(root->deadline_ns, 100)) <= 0) continue;
+        int gone = -1;
+        for (int k = 1; k < n && gone < 0; k++)
+            if (pfds[k].revents != 0 && root->conns[which[k]].state == CONN_ARRIVED &&
+                rank_hung_up(&root->conns[which[k]]))
+                gone = which[k];
+        if (gone >= 0) {
+            report_gone(root, gone);
+            break;
+        }
         /* Read hellos from the highest index down: drop_conn moves the last entry into the
          * dropped slot, which then has already been visited. */
         for (int k = n - 1; k >= 1; k--) {
-            if (pfds[k].revents == 0) continue;
+            if (pfds[k].revents == 0 || root->conns[which[k]].state != CONN_HELLO) continue;
             TT_TRY_GOTO(read_hello(root, which[k]), res, out);
         }
         if (pfds[0].revents != 0) TT_TRY_GOTO(accept_all(root), res, out);
