@@ -246,6 +246,8 @@ ncclResult_t tt_bootstrap_create(const ncclUniqueId *id_bytes, int rank, int nra
     *out = bs;
     return ncclSuccess;
 fail:
+    /* The job cannot form without this rank: a root in this process need not wait on. */
+    tt_bootstrap_root_cancel(id_bytes);
     tt_bootstrap_destroy(bs);
     return res;
 }

@@ -47,6 +47,11 @@ ncclResult_t tt_bootstrap_id_from_string(const char *host_port, ncclUniqueId *ou
  * thread ends by itself once every rank has been told its successor, or at its deadline. */
 ncclResult_t tt_bootstrap_root_start(const ncclUniqueId *id);
 
+/* Ends the root of `id` if it runs in this process (nothing otherwise), telling the ranks that
+ * arrived that the job cannot form. Called when a rank's init fails, so that an aborted init
+ * leaves no root thread behind. */
+void tt_bootstrap_root_cancel(const ncclUniqueId *id);
+
 /* Joins the job: connects to the root, learns the ring successor, builds the ring. */
 ncclResult_t tt_bootstrap_create(const ncclUniqueId *id, int rank, int nranks,
                                  const _Atomic int *abort, struct tt_bootstrap **out);

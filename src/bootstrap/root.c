@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,8 @@ struct root_conn {
 };
 
 struct root {
+    struct root *next; /* in the process's list of live roots */
+    atomic_int cancel; /* set by tt_bootstrap_root_cancel */
     struct tt_unique_id id;
     int listen_fd;
     char addr_text[TT_SOCK_ADDR_STR_BYTES];
@@ -66,6 +69,11 @@ struct root {
             TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap root at %s: " fmt, (root)->addr_text,          \
                     __VA_ARGS__);                                                               \
     } while (0)
+
+/* The roots running in this process, so that a rank whose init fails can end its job's root
+ * at once (tt_bootstrap_root_cancel) instead of leaving it until TUTTI_TIMEOUT_MS. */
+static pthread_mutex_t roots_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct root *roots;
 
 /* ---- unique ids --------------------------------------------------------------------------- */
 
@@ -398,6 +406,16 @@ static ncclResult_t serve(struct root *root)
     int cap = 0;
     ncclResult_t res = ncclSuccess;
     while (root->nranks == 0 || root->arrived < root->nranks) {
+        if (atomic_load(&root->cancel)) {
+            char text[TT_BS_REPLY_TEXT_BYTES];
+            snprintf(text, sizeof text, "a rank in the process hosting the bootstrap root at %s "
+                     "failed or aborted its init; the job cannot form", root->addr_text);
+            TT_INFO(TT_SUB_BOOTSTRAP, "%s; root done", text);
+            for (int i = 0; i < root->nconns; i++)
+                if (root->conns[i].state == CONN_ARRIVED)
+                    send_reply(root, &root->conns[i], ncclRemoteError, NULL, NULL, text);
+            break;
+        }
         if (tt_deadline_passed(root->deadline_ns)) {
             report_missing(root);
             break;
@@ -467,12 +485,31 @@ static void *root_main(void *arg)
 {
     struct root *root = arg;
     (void)serve(root);
+    pthread_mutex_lock(&roots_lock);
+    for (struct root **p = &roots; *p != NULL; p = &(*p)->next)
+        if (*p == root) {
+            *p = root->next;
+            break;
+        }
+    pthread_mutex_unlock(&roots_lock);
     for (int i = 0; i < root->nconns; i++) tt_sock_close(&root->conns[i].fd);
     tt_sock_close(&root->listen_fd);
     free(root->conns);
     free(root->rank_conn);
     free(root);
     return NULL;
+}
+
+void tt_bootstrap_root_cancel(const ncclUniqueId *id_bytes)
+{
+    struct tt_unique_id id;
+    memcpy(&id, id_bytes, sizeof id);
+    pthread_mutex_lock(&roots_lock);
+    for (struct root *r = roots; r != NULL; r = r->next)
+        if (r->id.magic == id.magic && r->id.port == id.port &&
+            memcmp(r->id.addr, id.addr, sizeof id.addr) == 0)
+            atomic_store(&r->cancel, 1);
+    pthread_mutex_unlock(&roots_lock);
 }
 
 ncclResult_t tt_bs_root_spawn(const struct tt_unique_id *id, int listen_fd)
@@ -492,7 +529,13 @@ ncclResult_t tt_bs_root_spawn(const struct tt_unique_id *id, int listen_fd)
     tt_sock_addr_str(&addr, root->addr_text, sizeof root->addr_text);
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_mutex_lock(&roots_lock);
     int err = pthread_create(&thread, &attr, root_main, root);
+    if (err == 0) {
+        root->next = roots;
+        roots = root;
+    }
+    pthread_mutex_unlock(&roots_lock);
     pthread_attr_destroy(&attr);
     if (err != 0) {
         res = TT_ERROR(ncclSystemError, "cannot start the bootstrap root thread: %s",
