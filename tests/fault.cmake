@@ -75,6 +75,15 @@ add_test(NAME fuzz_parsers
          COMMAND sh ${CMAKE_SOURCE_DIR}/tests/fuzz/run.sh ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}
                  fuzz_parsers)
 set_tests_properties(fuzz_parsers PROPERTIES LABELS fuzz TIMEOUT 1200 SKIP_RETURN_CODE 77)
+# Bootstrap messages (root and rank listener checks, wire addresses, ids), the TCP transport's
+# receive side (frame headers, descriptors, payloads, end of stream) and the environment (every
+# variable of the parameter table, TUTTI_SECRET, the interface choice).
+foreach(t fuzz_bootstrap fuzz_tcp fuzz_env)
+  add_test(NAME ${t}
+           COMMAND sh ${CMAKE_SOURCE_DIR}/tests/fuzz/run.sh ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}
+                   ${t})
+  set_tests_properties(${t} PROPERTIES LABELS fuzz TIMEOUT 1200 SKIP_RETURN_CODE 77)
+endforeach()
 
 # Hostile connections (idle, HTTP, random bytes, huge lengths, 1 byte/s) to every listening port
 # of a 2-rank job during init and its AllReduces: every operation succeeds with exact results;

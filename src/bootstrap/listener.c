@@ -71,13 +71,13 @@ struct tt_bs_listener {
             TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap rank %d: " fmt, (l)->rank, __VA_ARGS__);       \
     } while (0)
 
-static void drop(struct tt_bs_listener *l, int i)
+static void drop_pending(struct tt_bs_listener *l, int i)
 {
     tt_sock_close(&l->pending[i].fd);
     l->pending[i] = l->pending[--l->npending];
 }
 
-static void drop_oldest(struct tt_bs_listener *l)
+static void drop_oldest_pending(struct tt_bs_listener *l)
 {
     int oldest = 0;
     for (int i = 1; i < l->npending; i++)
@@ -85,11 +85,11 @@ static void drop_oldest(struct tt_bs_listener *l)
     char who[TT_SOCK_ADDR_STR_BYTES];
     REFUSE_LOG(l, "%d connections wait for their hello; closing the oldest, from %s",
                TT_BS_MAX_PENDING, tt_sock_peer_str(l->pending[oldest].fd, who, sizeof who));
-    drop(l, oldest);
+    drop_pending(l, oldest);
 }
 
 /* Accepts every queued connection and sends each its challenge. */
-static void accept_all(struct tt_bs_listener *l)
+static void accept_and_challenge(struct tt_bs_listener *l)
 {
     for (int batch = 0; batch < TT_BS_ACCEPT_BATCH; batch++) {
         int fd = accept4(l->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -98,12 +98,12 @@ static void accept_all(struct tt_bs_listener *l)
             /* Out of fds: make room by closing the oldest unproven connection (if there is
              * none, the queue waits for the next turn). */
             if ((errno == EMFILE || errno == ENFILE) && l->npending > 0) {
-                drop_oldest(l);
+                drop_oldest_pending(l);
                 continue;
             }
             return;
         }
-        if (l->npending == TT_BS_MAX_PENDING) drop_oldest(l);
+        if (l->npending == TT_BS_MAX_PENDING) drop_oldest_pending(l);
         struct pending *p = &l->pending[l->npending];
         memset(p, 0, sizeof *p);
         p->fd = fd;
@@ -166,16 +166,16 @@ static bool file_hello(struct tt_bs_listener *l, struct pending *p)
 }
 
 /* Reads what has arrived of pending hello i; files or drops it when complete. */
-static void read_hello(struct tt_bs_listener *l, int i)
+static void read_peer_hello(struct tt_bs_listener *l, int i)
 {
     struct pending *p = &l->pending[i];
     if (tt_sock_recv_some(p->fd, &p->hello, sizeof p->hello, &p->got) != ncclSuccess) {
-        drop(l, i);
+        drop_pending(l, i);
         return;
     }
     if (p->got < sizeof p->hello) return;
     if (file_hello(l, p)) p->fd = -1; /* now the slot's */
-    drop(l, i);
+    drop_pending(l, i);
 }
 
 static void *listener_main(void *arg)
@@ -190,7 +190,7 @@ static void *listener_main(void *arg)
             REFUSE_LOG(l, "closing the connection from %s: no hello within %lld ms "
                        "(TUTTI_HANDSHAKE_MS)", tt_sock_peer_str(l->pending[i].fd, who, sizeof who),
                        (long long)l->handshake_ms);
-            drop(l, i);
+            drop_pending(l, i);
         }
         int n = 0;
         pfds[n++] = (struct pollfd){.fd = l->wake_fd, .events = POLLIN};
@@ -206,8 +206,8 @@ static void *listener_main(void *arg)
         if (pfds[0].revents != 0) break;
         /* Highest index first: drop() moves the last entry into the hole, already visited. */
         for (int k = n - 1; k >= 2; k--)
-            if (pfds[k].revents != 0) read_hello(l, which[k]);
-        if (pfds[1].revents != 0) accept_all(l);
+            if (pfds[k].revents != 0) read_peer_hello(l, which[k]);
+        if (pfds[1].revents != 0) accept_and_challenge(l);
     }
     return NULL;
 }

@@ -26,9 +26,15 @@
 #define TT_BS_KDF_OPSLIMIT 3
 #define TT_BS_KDF_MEMLIMIT_BYTES (64u << 20)
 #define TT_BS_REPLY_TEXT_BYTES 400
+/* The most ranks a root accepts in one job: a bound on what a hello (even an authenticated
+ * one, from a buggy or hostile rank) can make the root allocate. */
+#define TT_BS_MAX_RANKS (1 << 20)
 /* Connections a listener (root or rank) keeps waiting for their hello; one more evicts the
  * oldest, so a flood of idle connections costs at most this many fds and a few KiB. */
 #define TT_BS_MAX_PENDING 128
+/* The most ranks a root accepts in one job: a bound on what a hello (even an authenticated
+ * one, from a buggy or hostile rank) can make the root allocate. */
+#define TT_BS_MAX_RANKS (1 << 20)
 /* Connections a listener accepts per turn before it reads the hellos that have arrived: a
  * genuine hello, which follows its challenge within microseconds, is read long before
  * TT_BS_MAX_PENDING newer connections could evict it. */

@@ -201,10 +201,10 @@ static bool check_hello(struct root *root, struct root_conn *c, ncclResult_t *re
     }
     struct sockaddr_storage addr;
     if (tt_bs_addr_from_wire(&h->listen_addr, c->peer, &addr) != ncclSuccess) return false;
-    if (h->nranks < 1 || h->rank < 0 || h->rank >= h->nranks) {
+    if (h->nranks < 1 || h->nranks > TT_BS_MAX_RANKS || h->rank < 0 || h->rank >= h->nranks) {
         *reject = ncclInvalidArgument;
-        snprintf(text, text_bytes, "rank %d with nranks %d is out of range", (int)h->rank,
-                 (int)h->nranks);
+        snprintf(text, text_bytes, "rank %d with nranks %d is out of range (at most %d ranks)",
+                 (int)h->rank, (int)h->nranks, TT_BS_MAX_RANKS);
     } else if (root->nranks != 0 && h->nranks != root->nranks) {
         *reject = ncclInvalidUsage;
         snprintf(text, text_bytes, "rank %d called init with nranks=%d but other ranks used "
