@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -49,6 +50,7 @@ struct tt_bs_listener {
     int64_t handshake_ms;
     pthread_t thread;
     bool started;
+    atomic_bool ended; /* the thread stopped serving on its own (poll failed): takes fail */
     /* The thread's own. */
     struct pending pending[TT_BS_MAX_PENDING];
     int npending;
@@ -201,14 +203,27 @@ static void *listener_main(void *arg)
             pfds[n++] = (struct pollfd){.fd = l->pending[i].fd, .events = POLLIN};
             if (l->pending[i].deadline_ns < next_ns) next_ns = l->pending[i].deadline_ns;
         }
-        if (poll(pfds, (nfds_t)n, tt_deadline_left_ms(next_ns, 1000)) < 0 && errno != EINTR)
+        if (poll(pfds, (nfds_t)n, tt_deadline_left_ms(next_ns, 1000)) < 0 && errno != EINTR) {
+            /* Never a silent stop: the rank's waits learn of it (tt_bs_listener_take). */
+            TT_WARN("bootstrap rank %d: the listener stops: poll failed: %s", l->rank,
+                    strerror(errno));
             break;
-        if (pfds[0].revents != 0) break;
+        }
+        if (pfds[0].revents & POLLIN) return NULL; /* stop */
+        if (pfds[0].revents != 0 || (pfds[1].revents & POLLNVAL)) {
+            TT_WARN("bootstrap rank %d: the listener stops: its %s is no longer valid", l->rank,
+                    pfds[0].revents != 0 ? "wake-up fd" : "listening socket");
+            break;
+        }
         /* Highest index first: drop() moves the last entry into the hole, already visited. */
         for (int k = n - 1; k >= 2; k--)
             if (pfds[k].revents != 0) read_peer_hello(l, which[k]);
         if (pfds[1].revents != 0) accept_and_challenge(l);
     }
+    atomic_store(&l->ended, true);
+    pthread_mutex_lock(&l->lock);
+    pthread_cond_broadcast(&l->filed);
+    pthread_mutex_unlock(&l->lock);
     return NULL;
 }
 
@@ -301,5 +316,8 @@ ncclResult_t tt_bs_listener_take(struct tt_bs_listener *l, enum tt_bs_conn_kind 
         *slot = SLOT_TAKEN;
     }
     pthread_mutex_unlock(&l->lock);
+    if (*fd_out < 0 && atomic_load(&l->ended))
+        return TT_ERROR(ncclSystemError, "bootstrap rank %d: the listener thread stopped (see "
+                        "the warning before); no connection can reach this rank", l->rank);
     return ncclSuccess;
 }
