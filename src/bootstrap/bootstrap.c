@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/proto.h"
@@ -129,8 +130,20 @@ static ncclResult_t join_root(struct tt_bootstrap *bs, const struct sockaddr_sto
     uint8_t mac[TT_BS_MAC_BYTES];
     int fd = -1;
     tt_sock_addr_str(root_addr, root_text, sizeof root_text);
-    TT_TRY_GOTO(tt_sock_connect(root_addr, deadline_ns, bs->abort, &fd), res, out);
-    TT_TRY_GOTO(tt_sock_recv_all(fd, &ch, sizeof ch, deadline_ns, bs->abort), res, out);
+    /* A root flooded with connections closes the oldest unproven ones: a connection closed
+     * before its challenge arrived is tried again (a root of another job, by contrast,
+     * challenges everyone and stays silent only after the hello). */
+    for (;;) {
+        TT_TRY_GOTO(tt_sock_connect(root_addr, deadline_ns, bs->abort, &fd), res, out);
+        res = tt_sock_recv_all(fd, &ch, sizeof ch, deadline_ns, bs->abort);
+        if (res == ncclSuccess) break;
+        tt_sock_close(&fd);
+        if (res != ncclRemoteError || tt_deadline_passed(deadline_ns)) goto out;
+        TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap rank %d: the root at %s closed the connection "
+                "before its challenge; connecting again", bs->rank, root_text);
+        struct timespec pause = {0, 10 * 1000 * 1000}; /* not a busy loop against a closer */
+        nanosleep(&pause, NULL);
+    }
     memset(&hello, 0, sizeof hello);
     hello.magic = bs->magic;
     hello.version = TT_UNIQUE_ID_VERSION;
