@@ -21,6 +21,7 @@
 #include <sys/mount.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,14 +111,31 @@ static int rank0(enum mode mode, ncclUniqueId id, pid_t peer)
     return bad;
 }
 
+/* The id is made by rank 0's process and the peer is forked by this process, which has no
+ * thread of its own: a fork() copies only the calling thread, and a lock another thread held at
+ * that moment (the allocator's, under ASan) would stay locked in the child for good. */
 static int trial(int t, enum mode mode)
 {
     ncclUniqueId id;
-    if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
-    int go[2];
-    if (pipe(go) != 0) return 1;
+    int go[2], idp[2], pidp[2];
+    if (pipe(go) != 0 || pipe(idp) != 0 || pipe(pidp) != 0) return 1;
+    fflush(stdout);
+    pid_t me = fork();
+    if (me == 0) {
+        close(go[0]);
+        close(go[1]);
+        if (ncclGetUniqueId(&id) != ncclSuccess) _exit(1);
+        if (write(idp[1], &id, sizeof id) != (ssize_t)sizeof id) _exit(1);
+        pid_t peer = -1;
+        if (mode != INIT && read(pidp[0], &peer, sizeof peer) != (ssize_t)sizeof peer) _exit(1);
+        _exit(rank0(mode, id, peer));
+    }
+    close(idp[1]);
+    close(pidp[0]);
     pid_t peer = -1;
-    if (mode != INIT) {
+    bool have_id = read(idp[0], &id, sizeof id) == (ssize_t)sizeof id;
+    close(idp[0]);
+    if (have_id && mode != INIT) {
         peer = fork();
         if (peer == 0) {
             close(go[1]);
@@ -129,10 +147,10 @@ static int trial(int t, enum mode mode)
             ncclCommAbort(comm);
             _exit(0);
         }
+        if (write(pidp[1], &peer, sizeof peer) != (ssize_t)sizeof peer) kill(me, SIGKILL);
     }
+    close(pidp[1]);
     close(go[0]);
-    pid_t me = fork();
-    if (me == 0) _exit(rank0(mode, id, peer));
     int status = 0;
     waitpid(me, &status, 0);
     close(go[1]);
@@ -197,14 +215,15 @@ static int cycle(int c)
         return ncclCommAbort(comm) != ncclSuccess;
     }
     if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
+    /* This process has threads (roots, listeners): the peer starts from a fresh image, so it
+     * inherits no lock another thread held at the fork. */
+    char hex[2 * sizeof id + 1];
+    for (size_t i = 0; i < sizeof id; i++) sprintf(hex + 2 * i, "%02x", ((uint8_t *)&id)[i]);
+    fflush(stdout);
     pid_t peer = fork();
     if (peer == 0) {
-        ncclComm_t pc;
-        if (ncclCommInitRank(&pc, 2, id, 1) != ncclSuccess) _exit(3);
-        float pbuf[256] = {0};
-        ncclAllReduce(pbuf, pbuf, 256, ncclFloat, ncclSum, pc, NULL);
-        pause(); /* killed by rank 0 */
-        _exit(0);
+        execl("/proc/self/exe", "fault_abort", "--peer", hex, (char *)NULL);
+        _exit(127);
     }
     int bad = 0;
     if (ncclCommInitRank(&comm, 2, id, 0) != ncclSuccess) {
@@ -230,6 +249,23 @@ static int cycle(int c)
         waitpid(peer, NULL, 0);
     }
     return bad;
+}
+
+/* The peer of a cycle: joins, takes part in one AllReduce, waits to be killed. */
+static int peer_main(const char *hex)
+{
+    ncclUniqueId id;
+    for (size_t i = 0; i < sizeof id; i++) {
+        unsigned v = 0;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1) return 2;
+        ((uint8_t *)&id)[i] = (uint8_t)v;
+    }
+    ncclComm_t pc;
+    if (ncclCommInitRank(&pc, 2, id, 1) != ncclSuccess) return 3;
+    float pbuf[256] = {0};
+    ncclAllReduce(pbuf, pbuf, 256, ncclFloat, ncclSum, pc, NULL);
+    pause(); /* killed by rank 0 */
+    return 0;
 }
 
 static int cycles(int n)
@@ -264,6 +300,7 @@ int main(int argc, char **argv)
     int trials = 12;
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc == 3 && strcmp(argv[1], "--cycles") == 0) return cycles(atoi(argv[2]));
+    if (argc == 3 && strcmp(argv[1], "--peer") == 0) return peer_main(argv[2]);
     if (argc == 3 && strcmp(argv[1], "--trials") == 0) trials = atoi(argv[2]);
     int failures = 0;
     for (int t = 0; t < trials; t++) failures += trial(t, (enum mode)(t % NMODES));

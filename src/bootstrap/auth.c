@@ -5,6 +5,8 @@
  * passphrase so that a weak TUTTI_SECRET is costly to guess offline. */
 #include <netinet/in.h>
 #include <sodium.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -12,11 +14,18 @@
 #include "util/err.h"
 #include "util/sock.h"
 
-/* sodium_init is thread-safe and idempotent; it fails only when no entropy source exists. */
+/* sodium_init is thread-safe and idempotent, but takes a global lock on every call; once it
+ * succeeded it is not called again, so that a root or listener thread generating challenges
+ * holds no lock a fork() could copy in its locked state into a child that then initialises a
+ * rank. It fails only when no entropy source exists. */
+static atomic_bool sodium_ok;
+
 static ncclResult_t sodium_ready(void)
 {
+    if (atomic_load_explicit(&sodium_ok, memory_order_acquire)) return ncclSuccess;
     if (sodium_init() < 0)
         return TT_ERROR(ncclSystemError, "libsodium failed to initialise (no entropy source?)");
+    atomic_store_explicit(&sodium_ok, true, memory_order_release);
     return ncclSuccess;
 }
 
