@@ -5,6 +5,7 @@ add_executable(test_bootstrap
   ${CMAKE_SOURCE_DIR}/src/bootstrap/auth.c
   ${CMAKE_SOURCE_DIR}/src/bootstrap/bootstrap.c
   ${CMAKE_SOURCE_DIR}/src/bootstrap/root.c
+  ${CMAKE_SOURCE_DIR}/src/bootstrap/listener.c
   ${CMAKE_SOURCE_DIR}/src/util/sock.c
   ${CMAKE_SOURCE_DIR}/src/util/log.c
   ${CMAKE_SOURCE_DIR}/src/util/param.c)
@@ -26,3 +27,23 @@ set_tests_properties(${TUTTI_BOOTSTRAP_TESTS} bootstrap_commid bootstrap_garbage
 set_tests_properties(bootstrap_missing bootstrap_mismatch
   PROPERTIES LABELS fault TIMEOUT 120 SKIP_RETURN_CODE 77)
 set_tests_properties(bootstrap_sock PROPERTIES LABELS unit TIMEOUT 120 SKIP_RETURN_CODE 77)
+
+# Attacks on authentication by a stranger against a live job: what listeners send before
+# authentication, joins under guessed secrets, recorded hellos replayed (as is and edited) to the
+# root and to a rank. 50 attempts of each kind by default, 1,000 under soak.
+add_executable(test_auth
+  ${CMAKE_SOURCE_DIR}/tests/test_auth.c
+  ${CMAKE_SOURCE_DIR}/src/bootstrap/auth.c
+  ${CMAKE_SOURCE_DIR}/src/bootstrap/bootstrap.c
+  ${CMAKE_SOURCE_DIR}/src/bootstrap/root.c
+  ${CMAKE_SOURCE_DIR}/src/bootstrap/listener.c
+  ${CMAKE_SOURCE_DIR}/src/util/sock.c
+  ${CMAKE_SOURCE_DIR}/src/util/log.c
+  ${CMAKE_SOURCE_DIR}/src/util/param.c)
+target_include_directories(test_auth PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
+target_compile_options(test_auth PRIVATE ${TUTTI_WARNINGS})
+target_link_libraries(test_auth PRIVATE Threads::Threads PkgConfig::SODIUM)
+add_test(NAME bootstrap_auth COMMAND test_auth 50)
+set_tests_properties(bootstrap_auth PROPERTIES LABELS fault TIMEOUT 120)
+add_test(NAME bootstrap_auth_soak COMMAND test_auth 1000)
+set_tests_properties(bootstrap_auth_soak PROPERTIES LABELS soak TIMEOUT 900)

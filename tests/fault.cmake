@@ -25,12 +25,19 @@ set_tests_properties(fault_kill_tcp_soak PROPERTIES ENVIRONMENT "NCCL_SHM_DISABL
 set_tests_properties(fault_kill_shm_soak fault_kill_tcp_soak PROPERTIES LABELS soak TIMEOUT 3000)
 
 # ncclCommAbort from another thread while a call is blocked (peer stopped, peer dead, mid-init):
-# returns within 1 s, the blocked call errs, nothing crashes. 12 trials by default, 200 under soak.
+# returns within 1 s, the blocked call errs, nothing crashes. 12 trials by default, 200 of each
+# kind under soak (run it in the asan preset to see use after free).
 tutti_fault_program(fault_abort)
 add_test(NAME fault_abort COMMAND fault_abort --trials 12)
 set_tests_properties(fault_abort PROPERTIES LABELS fault TIMEOUT 120)
-add_test(NAME fault_abort_soak COMMAND fault_abort --trials 200)
-set_tests_properties(fault_abort_soak PROPERTIES LABELS soak TIMEOUT 1200)
+add_test(NAME fault_abort_soak COMMAND fault_abort --trials 600)
+set_tests_properties(fault_abort_soak PROPERTIES LABELS soak TIMEOUT 2400)
+# init -> fault -> Abort cycles in one process leave its fds, threads and /dev/shm entries as
+# they were: 15 cycles by default, 200 under soak.
+add_test(NAME fault_abort_cycles COMMAND fault_abort --cycles 15)
+set_tests_properties(fault_abort_cycles PROPERTIES LABELS fault TIMEOUT 120)
+add_test(NAME fault_abort_cycles_soak COMMAND fault_abort --cycles 200)
+set_tests_properties(fault_abort_cycles_soak PROPERTIES LABELS soak TIMEOUT 1200)
 
 # Arguments that differ across ranks (count, datatype, operator, root, collective) at 8 B, 1 MiB
 # and 64 MiB: ncclInvalidUsage on every rank, over shared memory at 2 and 3 ranks and over TCP at
@@ -68,3 +75,28 @@ add_test(NAME fuzz_parsers
          COMMAND sh ${CMAKE_SOURCE_DIR}/tests/fuzz/run.sh ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}
                  fuzz_parsers)
 set_tests_properties(fuzz_parsers PROPERTIES LABELS fuzz TIMEOUT 1200 SKIP_RETURN_CODE 77)
+# Bootstrap messages (root and rank listener checks, wire addresses, ids), the TCP transport's
+# receive side (frame headers, descriptors, payloads, end of stream) and the environment (every
+# variable of the parameter table, TUTTI_SECRET, the interface choice).
+foreach(t fuzz_bootstrap fuzz_tcp fuzz_env)
+  add_test(NAME ${t}
+           COMMAND sh ${CMAKE_SOURCE_DIR}/tests/fuzz/run.sh ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}
+                   ${t})
+  set_tests_properties(${t} PROPERTIES LABELS fuzz TIMEOUT 1200 SKIP_RETURN_CODE 77)
+endforeach()
+
+# Hostile connections (idle, HTTP, random bytes, huge lengths, 1 byte/s) to every listening port
+# of a 2-rank job during init and its AllReduces: every operation succeeds with exact results;
+# init times with and without the attack are printed. 100 connections per port by default,
+# 1,000 with 1,000 AllReduces under soak; over shared memory and over TCP.
+tutti_fault_program(fault_hostile)
+foreach(cfg "shm;" "tcp;NCCL_SHM_DISABLE=1")
+  list(GET cfg 0 name)
+  list(GET cfg 1 extra)
+  add_test(NAME fault_hostile_${name} COMMAND fault_hostile --conns 100 --ops 200)
+  add_test(NAME fault_hostile_${name}_soak COMMAND fault_hostile --conns 1000 --ops 1000)
+  set_tests_properties(fault_hostile_${name} PROPERTIES LABELS fault TIMEOUT 120
+                       SKIP_RETURN_CODE 77 ENVIRONMENT "${extra}")
+  set_tests_properties(fault_hostile_${name}_soak PROPERTIES LABELS soak TIMEOUT 600
+                       SKIP_RETURN_CODE 77 ENVIRONMENT "${extra}")
+endforeach()

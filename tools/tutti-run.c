@@ -83,6 +83,11 @@ struct launcher {
     bool killed;        /* ... and SIGKILL */
     uint64_t timeout_deadline_ns;
     uint64_t kill_deadline_ns;
+    /* The rank blamed for the job's failure, chosen among the ranks that failed within
+     * BLAME_WINDOW_MS of the first (see reap()), its wait status, and when the choice is made. */
+    struct rank_proc *blame;
+    int blame_status;
+    uint64_t blame_deadline_ns;
     /* poll() set of the loop: the self-pipe, then open output pipes and whose they are. */
     struct pollfd *fds;
     struct out_stream **streams;
@@ -547,8 +552,45 @@ static const char *signal_name(int sig, char *buf, size_t bytes)
     return buf;
 }
 
-/* Reaps every child that has ended. The first rank to fail decides the exit status and
- * stops the others; children that are not ranks are orphans we adopted as subreaper.
+/* How long after the first failure other failures are still considered for the blame. */
+#define BLAME_WINDOW_MS 200
+
+/* Whether a failure with wait status `a` is more likely the cause of the job's failure than
+ * one with `b`: a rank killed by a signal (tutti-run has sent none yet) is the cause, while a
+ * rank that exits with an error a few milliseconds later is usually reporting that death. */
+static bool likelier_cause(int a, int b)
+{
+    return WIFSIGNALED(a) && !WIFSIGNALED(b);
+}
+
+/* Names the rank blamed for the failure, makes its status tutti-run's, and stops the rest. */
+static void blame_and_stop(struct launcher *l)
+{
+    char name[32];
+    struct rank_proc *r = l->blame;
+    int status = l->blame_status;
+    if (WIFEXITED(status)) {
+        l->exit_code = WEXITSTATUS(status);
+        fprintf(stderr, "tutti-run: rank %d exited with status %d", r->rank, l->exit_code);
+    } else {
+        l->exit_code = 128 + WTERMSIG(status);
+        fprintf(stderr, "tutti-run: rank %d exited with signal %s", r->rank,
+                signal_name(WTERMSIG(status), name, sizeof name));
+    }
+    fprintf(stderr, " (the first rank to fail)");
+    if (l->nrunning > 0)
+        fprintf(stderr, "; stopping the other %d rank%s", l->nrunning,
+                l->nrunning > 1 ? "s" : "");
+    fprintf(stderr, "\n");
+    l->blame = NULL;
+    begin_stop(l);
+}
+
+/* Reaps every child that has ended; children that are not ranks are orphans we adopted as
+ * subreaper. A rank's failure, before anything else decided the exit status, opens a window of
+ * BLAME_WINDOW_MS: the failures reaped in it compete for the blame (likelier_cause, else the
+ * first reaped), because ranks that fail within milliseconds of each other are often reaped in
+ * another order than they died (a killed rank and the survivor that reported its death).
  * Returns false once no child of any kind is left. */
 static bool reap(struct launcher *l)
 {
@@ -565,22 +607,15 @@ static bool reap(struct launcher *l)
         r->running = false;
         l->nrunning--;
         bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-        if (!failed || l->exit_code >= 0) continue;
+        if (!failed || l->exit_code >= 0 || l->stopping) continue;
         drain_rank(r);
-        char name[32];
-        if (WIFEXITED(status)) {
-            l->exit_code = WEXITSTATUS(status);
-            fprintf(stderr, "tutti-run: rank %d exited with status %d", r->rank, l->exit_code);
-        } else {
-            l->exit_code = 128 + WTERMSIG(status);
-            fprintf(stderr, "tutti-run: rank %d exited with signal %s", r->rank,
-                    signal_name(WTERMSIG(status), name, sizeof name));
+        if (l->blame == NULL) {
+            l->blame_deadline_ns = tt_deadline_after_ms(BLAME_WINDOW_MS);
+        } else if (!likelier_cause(status, l->blame_status)) {
+            continue;
         }
-        if (l->nrunning > 0)
-            fprintf(stderr, "; stopping the other %d rank%s", l->nrunning,
-                    l->nrunning > 1 ? "s" : "");
-        fprintf(stderr, "\n");
-        begin_stop(l);
+        l->blame = r;
+        l->blame_status = status;
     }
 }
 
@@ -634,6 +669,8 @@ static void supervise(struct launcher *l)
     for (;;) {
         handle_signals(l);
         children_left = reap(l);
+        if (l->blame != NULL && (l->nrunning == 0 || tt_deadline_passed(l->blame_deadline_ns)))
+            blame_and_stop(l);
         check_deadlines(l);
         if (l->nrunning == 0 && drain_deadline_ns == TT_NO_DEADLINE) {
             signal_all(l, SIGKILL);
@@ -654,6 +691,7 @@ static void supervise(struct launcher *l)
             break;
         uint64_t next_ns = l->stopping ? (l->killed ? TT_NO_DEADLINE : l->kill_deadline_ns)
                                        : l->timeout_deadline_ns;
+        if (l->blame != NULL && l->blame_deadline_ns < next_ns) next_ns = l->blame_deadline_ns;
         /* Adopted orphans are reaped on SIGCHLD; the cap re-checks in case one was missed. */
         int wait_ms = min_left_ms(next_ns, drain_deadline_ns, l->nrunning == 0 ? 20 : 1000);
         if (poll(fds, (nfds_t)nfds, wait_ms) <= 0) continue;

@@ -5,17 +5,27 @@
  * passphrase so that a weak TUTTI_SECRET is costly to guess offline. */
 #include <netinet/in.h>
 #include <sodium.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "bootstrap/proto.h"
 #include "util/err.h"
 #include "util/sock.h"
 
-/* sodium_init is thread-safe and idempotent; it fails only when no entropy source exists. */
+/* sodium_init is thread-safe and idempotent, but takes a global lock on every call; once it
+ * succeeded it is not called again, so that a root or listener thread generating challenges
+ * holds no lock a fork() could copy in its locked state into a child that then initialises a
+ * rank. It fails only when no entropy source exists. */
+static atomic_bool sodium_ok;
+
 static ncclResult_t sodium_ready(void)
 {
+    if (atomic_load_explicit(&sodium_ok, memory_order_acquire)) return ncclSuccess;
     if (sodium_init() < 0)
         return TT_ERROR(ncclSystemError, "libsodium failed to initialise (no entropy source?)");
+    atomic_store_explicit(&sodium_ok, true, memory_order_release);
     return ncclSuccess;
 }
 
@@ -39,6 +49,16 @@ void tt_bs_mac(const uint8_t secret[32], const void *prefix, size_t prefix_bytes
     crypto_auth_hmacsha512256_final(&st, full);
     memcpy(mac, full, TT_BS_MAC_BYTES);
     sodium_memzero(&st, sizeof st);
+}
+
+void tt_bs_peer_hello_mac(const uint8_t secret[32], const uint8_t session[TT_BS_NONCE_BYTES],
+                          const uint8_t challenge[TT_BS_NONCE_BYTES],
+                          const struct tt_bs_peer_hello *hello, uint8_t mac[TT_BS_MAC_BYTES])
+{
+    uint8_t prefix[2 * TT_BS_NONCE_BYTES];
+    memcpy(prefix, session, TT_BS_NONCE_BYTES);
+    memcpy(prefix + TT_BS_NONCE_BYTES, challenge, TT_BS_NONCE_BYTES);
+    tt_bs_mac(secret, prefix, sizeof prefix, hello, offsetof(struct tt_bs_peer_hello, mac), mac);
 }
 
 bool tt_bs_mac_equal(const uint8_t a[TT_BS_MAC_BYTES], const uint8_t b[TT_BS_MAC_BYTES])

@@ -2,17 +2,20 @@
  * point-to-point messages over plain TCP.
  *
  * A rank listens before it contacts the root, so that its address is valid as soon as anyone
- * learns it. One listening socket serves both the ring and point-to-point traffic: every
- * connection starts with an authenticated hello saying what it is (ring or p2p) and from whom,
- * and whoever accepts files it under that name, so a connection that arrives "early" (a peer
- * sending before this rank asks) is kept, never lost. Connecting never waits for the peer to
- * accept (the kernel completes the handshake), so sends never deadlock against sends. Messages
- * that arrive on a p2p connection before they are asked for are stashed in a list. */
+ * learns it. One listening socket serves both the ring and point-to-point traffic; once the
+ * root has replied, a listener thread (listener.c) serves it: every connection gets a fresh
+ * challenge and must answer with an authenticated hello saying what it is (ring or p2p) and
+ * from whom, and is filed under that name, so a connection that arrives "early" (a peer
+ * sending before this rank asks) is kept, never lost, and a hostile one costs this rank's
+ * calls nothing. Connecting waits only for that thread's challenge, never for the peer's
+ * calls, so sends never deadlock against sends. Messages that arrive on a p2p connection
+ * before they are asked for are stashed in a list. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/proto.h"
@@ -47,6 +50,7 @@ struct tt_bootstrap {
     const _Atomic int *abort;
     int64_t timeout_ms;
     int listen_fd;
+    struct tt_bs_listener *listener; /* serves listen_fd once the session is known */
     struct sockaddr_storage listen_addr; /* with its port */
     struct sockaddr_storage local_addr;  /* the same, port 0 */
     int ring_next_fd;
@@ -58,98 +62,59 @@ struct tt_bootstrap {
     struct stashed *stash;
 };
 
-/* Sends the hello that opens a connection to `to`. */
-static ncclResult_t send_peer_hello(struct tt_bootstrap *bs, int fd, enum tt_bs_conn_kind kind,
-                                    int to, uint64_t deadline_ns)
+/* Opens a connection to rank `to` at `addr`: waits for the peer's challenge (its listener
+ * thread sends one on accept, whatever the peer is doing) and answers with a hello that proves
+ * the secret for this job, this pair of ranks and this connection. */
+static ncclResult_t open_peer(struct tt_bootstrap *bs, const struct sockaddr_storage *addr,
+                              enum tt_bs_conn_kind kind, int to, uint64_t deadline_ns,
+                              int *fd_out)
 {
+    ncclResult_t res = ncclSuccess;
+    struct tt_bs_challenge ch;
     struct tt_bs_peer_hello h;
+    int fd = -1;
+    TT_TRY(tt_sock_connect(addr, deadline_ns, bs->abort, &fd));
+    TT_TRY_GOTO(tt_sock_recv_all(fd, &ch, sizeof ch, deadline_ns, bs->abort), res, fail);
+    if (ch.zero != 0) {
+        char text[TT_SOCK_ADDR_STR_BYTES];
+        res = TT_ERROR(ncclRemoteError, "bootstrap rank %d: %s, where rank %d listens, did not "
+                       "open with a bootstrap challenge", bs->rank,
+                       tt_sock_addr_str(addr, text, sizeof text), to);
+        goto fail;
+    }
     memset(&h, 0, sizeof h);
     h.magic = bs->magic;
     h.kind = kind;
     h.from_rank = bs->rank;
     h.to_rank = to;
-    tt_bs_mac(bs->secret, bs->session, sizeof bs->session, &h,
-              offsetof(struct tt_bs_peer_hello, mac), h.mac);
-    return tt_sock_send_all(fd, &h, sizeof h, deadline_ns, bs->abort);
-}
-
-/* Waits for one connection on the listening socket, for at most a poll slice. *fd_out is -1
- * when none came. `waiting_for` names what the caller needs, for the timeout message. */
-static ncclResult_t accept_some(struct tt_bootstrap *bs, uint64_t deadline_ns,
-                                const char *waiting_for, int *fd_out,
-                                struct sockaddr_storage *from)
-{
-    *fd_out = -1;
-    if (bs->abort != NULL && atomic_load(bs->abort))
-        return TT_ERROR(ncclSystemError, "bootstrap rank %d: aborted while waiting for %s",
-                        bs->rank, waiting_for);
-    if (tt_deadline_passed(deadline_ns))
-        return TT_ERROR(ncclSystemError, "bootstrap rank %d: %s did not come within %lld ms "
-                        "(TUTTI_TIMEOUT_MS); is that rank alive and making the same bootstrap "
-                        "calls?", bs->rank, waiting_for, (long long)bs->timeout_ms);
-    struct pollfd pfd = {.fd = bs->listen_fd, .events = POLLIN};
-    if (poll(&pfd, 1, tt_deadline_left_ms(deadline_ns, TT_SOCK_POLL_SLICE_MS)) <= 0)
-        return ncclSuccess;
-    socklen_t len = sizeof *from;
-    *fd_out = accept4(bs->listen_fd, (struct sockaddr *)from, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (*fd_out < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
-        errno != ECONNABORTED)
-        return TT_ERROR(ncclSystemError, "bootstrap rank %d: accept failed: %s", bs->rank,
-                        strerror(errno));
+    tt_bs_peer_hello_mac(bs->secret, bs->session, ch.nonce, &h, h.mac);
+    TT_TRY_GOTO(tt_sock_send_all(fd, &h, sizeof h, deadline_ns, bs->abort), res, fail);
+    *fd_out = fd;
     return ncclSuccess;
-}
-
-/* Accepts connections until one passes its hello, and files it: the ring predecessor's ring
- * connection or a peer's p2p connection. A connection with a bad or unexpected hello is closed
- * and logged; that is not this rank's error, so the caller simply waits on. Returns with
- * nothing filed when a poll slice passes with no connection. */
-static ncclResult_t accept_peer(struct tt_bootstrap *bs, uint64_t deadline_ns,
-                                const char *waiting_for)
-{
-    char peer[TT_SOCK_ADDR_STR_BYTES];
-    struct sockaddr_storage from;
-    struct tt_bs_peer_hello h;
-    uint8_t mac[TT_BS_MAC_BYTES];
-    int fd = -1;
-    TT_TRY(accept_some(bs, deadline_ns, waiting_for, &fd, &from));
-    if (fd < 0) return ncclSuccess;
-    tt_sock_addr_str(&from, peer, sizeof peer);
-    uint64_t hello_deadline_ns = tt_deadline_after_ms(tt_param_handshake_ms());
-    if (hello_deadline_ns > deadline_ns) hello_deadline_ns = deadline_ns;
-    if (tt_sock_recv_all(fd, &h, sizeof h, hello_deadline_ns, bs->abort) != ncclSuccess) {
-        TT_WARN("bootstrap rank %d: dropping connection from %s: no complete hello", bs->rank,
-                peer);
-        goto drop;
-    }
-    tt_bs_mac(bs->secret, bs->session, sizeof bs->session, &h,
-              offsetof(struct tt_bs_peer_hello, mac), mac);
-    if (h.magic != bs->magic || !tt_bs_mac_equal(mac, h.mac)) {
-        TT_WARN("bootstrap rank %d: dropping connection from %s: wrong magic or failed "
-                "authentication (another job?)", bs->rank, peer);
-        goto drop;
-    }
-    int src = h.from_rank;
-    if (src < 0 || src >= bs->nranks || h.to_rank != bs->rank) {
-        TT_WARN("bootstrap rank %d: dropping connection from %s: it claims to be rank %d "
-                "calling rank %d of %d", bs->rank, peer, src, (int)h.to_rank, bs->nranks);
-        goto drop;
-    }
-    int prev = (bs->rank + bs->nranks - 1) % bs->nranks;
-    int *slot = h.kind == TT_BS_CONN_RING && src == prev ? &bs->ring_prev_fd
-                : h.kind == TT_BS_CONN_P2P             ? &bs->p2p_in_fd[src]
-                                                       : NULL;
-    if (slot == NULL || *slot >= 0) {
-        TT_WARN("bootstrap rank %d: dropping connection from %s: unexpected %s connection from "
-                "rank %d", bs->rank, peer, h.kind == TT_BS_CONN_RING ? "ring" : "p2p", src);
-        goto drop;
-    }
-    *slot = fd;
-    TT_TRACE(TT_SUB_BOOTSTRAP, "bootstrap rank %d: accepted %s connection from rank %d (%s)",
-             bs->rank, h.kind == TT_BS_CONN_RING ? "ring" : "p2p", src, peer);
-    return ncclSuccess;
-drop:
+fail:
     tt_sock_close(&fd);
-    return ncclSuccess;
+    return res;
+}
+
+/* Waits (in slices, checking the abort flag and the deadline) until the listener hands over
+ * the authenticated connection of `kind` from rank `from`. `waiting_for` names it for the
+ * timeout message. */
+static ncclResult_t take_peer(struct tt_bootstrap *bs, enum tt_bs_conn_kind kind, int from,
+                              uint64_t deadline_ns, const char *waiting_for, int *fd_out)
+{
+    for (;;) {
+        if (bs->abort != NULL && atomic_load(bs->abort))
+            return TT_ERROR(ncclSystemError, "bootstrap rank %d: aborted while waiting for %s",
+                            bs->rank, waiting_for);
+        if (tt_deadline_passed(deadline_ns))
+            return TT_ERROR(ncclSystemError, "bootstrap rank %d: %s did not come within %lld "
+                            "ms (TUTTI_TIMEOUT_MS); is that rank alive and making the same "
+                            "bootstrap calls?", bs->rank, waiting_for, (long long)bs->timeout_ms);
+        uint64_t slice_ns = tt_deadline_after_ms(TT_SOCK_POLL_SLICE_MS);
+        TT_TRY(tt_bs_listener_take(bs->listener, kind, from,
+                                   slice_ns < deadline_ns ? slice_ns : deadline_ns, fd_out));
+        if (*fd_out >= 0) return ncclSuccess;
+    }
 }
 
 /* Contacts the root: answers its challenge with this rank's hello, waits for the reply and
@@ -165,8 +130,20 @@ static ncclResult_t join_root(struct tt_bootstrap *bs, const struct sockaddr_sto
     uint8_t mac[TT_BS_MAC_BYTES];
     int fd = -1;
     tt_sock_addr_str(root_addr, root_text, sizeof root_text);
-    TT_TRY_GOTO(tt_sock_connect(root_addr, deadline_ns, bs->abort, &fd), res, out);
-    TT_TRY_GOTO(tt_sock_recv_all(fd, &ch, sizeof ch, deadline_ns, bs->abort), res, out);
+    /* A root flooded with connections closes the oldest unproven ones: a connection closed
+     * before its challenge arrived is tried again (a root of another job, by contrast,
+     * challenges everyone and stays silent only after the hello). */
+    for (;;) {
+        TT_TRY_GOTO(tt_sock_connect(root_addr, deadline_ns, bs->abort, &fd), res, out);
+        res = tt_sock_recv_all(fd, &ch, sizeof ch, deadline_ns, bs->abort);
+        if (res == ncclSuccess) break;
+        tt_sock_close(&fd);
+        if (res != ncclRemoteError || tt_deadline_passed(deadline_ns)) goto out;
+        TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap rank %d: the root at %s closed the connection "
+                "before its challenge; connecting again", bs->rank, root_text);
+        struct timespec pause = {0, 10 * 1000 * 1000}; /* not a busy loop against a closer */
+        nanosleep(&pause, NULL);
+    }
     memset(&hello, 0, sizeof hello);
     hello.magic = bs->magic;
     hello.version = TT_UNIQUE_ID_VERSION;
@@ -212,13 +189,11 @@ static ncclResult_t connect_ring(struct tt_bootstrap *bs, const struct sockaddr_
                                  uint64_t deadline_ns)
 {
     int to = (bs->rank + 1) % bs->nranks;
-    TT_TRY(tt_sock_connect(next, deadline_ns, bs->abort, &bs->ring_next_fd));
-    TT_TRY(send_peer_hello(bs, bs->ring_next_fd, TT_BS_CONN_RING, to, deadline_ns));
+    int prev = (bs->rank + bs->nranks - 1) % bs->nranks;
+    TT_TRY(open_peer(bs, next, TT_BS_CONN_RING, to, deadline_ns, &bs->ring_next_fd));
     char what[64];
-    snprintf(what, sizeof what, "the ring connection from rank %d",
-             (bs->rank + bs->nranks - 1) % bs->nranks);
-    while (bs->ring_prev_fd < 0) TT_TRY(accept_peer(bs, deadline_ns, what));
-    return ncclSuccess;
+    snprintf(what, sizeof what, "the ring connection from rank %d", prev);
+    return take_peer(bs, TT_BS_CONN_RING, prev, deadline_ns, what, &bs->ring_prev_fd);
 }
 
 ncclResult_t tt_bootstrap_create(const ncclUniqueId *id_bytes, int rank, int nranks,
@@ -263,6 +238,10 @@ ncclResult_t tt_bootstrap_create(const ncclUniqueId *id_bytes, int rank, int nra
     uint64_t root_deadline_ns =
         bs->timeout_ms > 0 ? tt_deadline_after_ms(bs->timeout_ms + ROOT_GRACE_MS) : TT_NO_DEADLINE;
     TT_TRY_GOTO(join_root(bs, &root_addr, root_deadline_ns, &next), res, fail);
+    /* Peers learn this rank's address from the root at the moment this rank does; from now on
+     * a thread serves every connection to it, so none waits on this rank's calls. */
+    TT_TRY_GOTO(tt_bs_listener_start(bs->listen_fd, rank, nranks, bs->magic, bs->secret,
+                                     bs->session, &bs->listener), res, fail);
 
     /* The ring, then every rank's listen address over it (for point-to-point). */
     uint64_t deadline_ns = tt_deadline_after_ms(bs->timeout_ms);
@@ -280,6 +259,8 @@ ncclResult_t tt_bootstrap_create(const ncclUniqueId *id_bytes, int rank, int nra
     *out = bs;
     return ncclSuccess;
 fail:
+    /* The job cannot form without this rank: a root in this process need not wait on. */
+    tt_bootstrap_root_cancel(id_bytes);
     tt_bootstrap_destroy(bs);
     return res;
 }
@@ -287,6 +268,7 @@ fail:
 void tt_bootstrap_destroy(struct tt_bootstrap *bs)
 {
     if (bs == NULL) return;
+    tt_bs_listener_stop(bs->listener);
     tt_sock_close(&bs->listen_fd);
     tt_sock_close(&bs->ring_next_fd);
     tt_sock_close(&bs->ring_prev_fd);
@@ -308,6 +290,11 @@ void tt_bootstrap_destroy(struct tt_bootstrap *bs)
 const struct sockaddr_storage *tt_bootstrap_local_addr(const struct tt_bootstrap *bs)
 {
     return &bs->local_addr;
+}
+
+const struct sockaddr_storage *tt_bootstrap_listen_addr(const struct tt_bootstrap *bs)
+{
+    return &bs->listen_addr;
 }
 
 /* ---- ring allgather ----------------------------------------------------------------------- */
@@ -425,18 +412,13 @@ static ncclResult_t stash_push(struct tt_bootstrap *bs, int from, int tag, uint8
 /* The connection to `peer` for sending, opened (and introduced by a hello) on first use. */
 static ncclResult_t open_p2p(struct tt_bootstrap *bs, int peer, uint64_t deadline_ns, int *fd_out)
 {
-    ncclResult_t res = ncclSuccess;
     int fd = bs->p2p_out_fd[peer];
     if (fd < 0) {
-        TT_TRY(tt_sock_connect(&bs->peer_addrs[peer], deadline_ns, bs->abort, &fd));
-        TT_TRY_GOTO(send_peer_hello(bs, fd, TT_BS_CONN_P2P, peer, deadline_ns), res, fail);
+        TT_TRY(open_peer(bs, &bs->peer_addrs[peer], TT_BS_CONN_P2P, peer, deadline_ns, &fd));
         bs->p2p_out_fd[peer] = fd;
     }
     *fd_out = fd;
     return ncclSuccess;
-fail:
-    tt_sock_close(&fd);
-    return res;
 }
 
 ncclResult_t tt_bootstrap_send(struct tt_bootstrap *bs, int peer, int tag, const void *data,
@@ -500,8 +482,8 @@ ncclResult_t tt_bootstrap_recv(struct tt_bootstrap *bs, int peer, int tag, void 
         if (bs->p2p_in_fd[peer] < 0) {
             char what[64];
             snprintf(what, sizeof what, "a message from rank %d with tag %d", peer, tag);
-            TT_TRY(accept_peer(bs, deadline_ns, what));
-            continue;
+            TT_TRY(take_peer(bs, TT_BS_CONN_P2P, peer, deadline_ns, what,
+                             &bs->p2p_in_fd[peer]));
         }
         int fd = bs->p2p_in_fd[peer];
         struct tt_bs_p2p_header h;

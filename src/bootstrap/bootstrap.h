@@ -47,6 +47,11 @@ ncclResult_t tt_bootstrap_id_from_string(const char *host_port, ncclUniqueId *ou
  * thread ends by itself once every rank has been told its successor, or at its deadline. */
 ncclResult_t tt_bootstrap_root_start(const ncclUniqueId *id);
 
+/* Ends the root of `id` if it runs in this process (nothing otherwise), telling the ranks that
+ * arrived that the job cannot form. Called when a rank's init fails, so that an aborted init
+ * leaves no root thread behind. */
+void tt_bootstrap_root_cancel(const ncclUniqueId *id);
+
 /* Joins the job: connects to the root, learns the ring successor, builds the ring. */
 ncclResult_t tt_bootstrap_create(const ncclUniqueId *id, int rank, int nranks,
                                  const _Atomic int *abort, struct tt_bootstrap **out);
@@ -63,5 +68,7 @@ ncclResult_t tt_bootstrap_recv(struct tt_bootstrap *bs, int peer, int tag, void 
 
 /* The address of the interface this rank uses (NCCL_SOCKET_IFNAME); transports listen on it. */
 const struct sockaddr_storage *tt_bootstrap_local_addr(const struct tt_bootstrap *bs);
+/* The address (with its port) this rank's bootstrap listens on, for logs and tests. */
+const struct sockaddr_storage *tt_bootstrap_listen_addr(const struct tt_bootstrap *bs);
 
 #endif

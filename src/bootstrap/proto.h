@@ -26,6 +26,19 @@
 #define TT_BS_KDF_OPSLIMIT 3
 #define TT_BS_KDF_MEMLIMIT_BYTES (64u << 20)
 #define TT_BS_REPLY_TEXT_BYTES 400
+/* The most ranks a root accepts in one job: a bound on what a hello (even an authenticated
+ * one, from a buggy or hostile rank) can make the root allocate. */
+#define TT_BS_MAX_RANKS (1 << 20)
+/* Connections a listener (root or rank) keeps waiting for their hello; one more evicts the
+ * oldest, so a flood of idle connections costs at most this many fds and a few KiB. */
+#define TT_BS_MAX_PENDING 128
+/* The most ranks a root accepts in one job: a bound on what a hello (even an authenticated
+ * one, from a buggy or hostile rank) can make the root allocate. */
+#define TT_BS_MAX_RANKS (1 << 20)
+/* Connections a listener accepts per turn before it reads the hellos that have arrived: a
+ * genuine hello, which follows its challenge within microseconds, is read long before
+ * TT_BS_MAX_PENDING newer connections could evict it. */
+#define TT_BS_ACCEPT_BATCH 16
 
 /* A socket address on the wire. */
 struct tt_bs_wire_addr {
@@ -70,7 +83,10 @@ struct tt_bs_root_reply {
 
 enum tt_bs_conn_kind { TT_BS_CONN_RING = 1, TT_BS_CONN_P2P = 2 };
 
-/* Rank -> rank, first bytes of every connection. mac = MAC(session || this struct up to mac). */
+/* Rank -> rank. The accepting rank opens every connection with a challenge (struct
+ * tt_bs_challenge, fresh nonce); the connecting rank answers with this hello,
+ * mac = MAC(session || challenge nonce || this struct up to mac) (tt_bs_peer_hello_mac): bound
+ * to the job, to both ranks and to this one connection, so a recorded hello is worthless. */
 struct tt_bs_peer_hello {
     uint64_t magic;
     uint32_t kind;
@@ -113,6 +129,11 @@ void tt_bs_mac(const uint8_t secret[32], const void *prefix, size_t prefix_bytes
 /* Compares two MACs in time independent of where they differ. */
 bool tt_bs_mac_equal(const uint8_t a[TT_BS_MAC_BYTES], const uint8_t b[TT_BS_MAC_BYTES]);
 
+/* The MAC of a peer hello answering `challenge` in the job whose session value is `session`. */
+void tt_bs_peer_hello_mac(const uint8_t secret[32], const uint8_t session[TT_BS_NONCE_BYTES],
+                          const uint8_t challenge[TT_BS_NONCE_BYTES],
+                          const struct tt_bs_peer_hello *hello, uint8_t mac[TT_BS_MAC_BYTES]);
+
 void tt_bs_addr_to_wire(const struct sockaddr_storage *addr, struct tt_bs_wire_addr *wire);
 /* ncclRemoteError (naming `who`) when the wire address has no valid family or port. */
 ncclResult_t tt_bs_addr_from_wire(const struct tt_bs_wire_addr *wire, const char *who,
@@ -123,5 +144,21 @@ ncclResult_t tt_bs_id_addr(const struct tt_unique_id *id, struct sockaddr_storag
 /* Runs the root for `id` on the listening socket `listen_fd` (which it takes over) in a
  * detached thread that ends once every rank has its reply, or at TUTTI_TIMEOUT_MS. */
 ncclResult_t tt_bs_root_spawn(const struct tt_unique_id *id, int listen_fd);
+
+/* A rank's listener thread (listener.c): accepts connections on listen_fd (which stays the
+ * caller's), challenges each, and files those whose hello proves the secret under (kind, sending
+ * rank). Started once the session value is known; stop joins the thread and closes every
+ * connection not taken. */
+struct tt_bs_listener;
+ncclResult_t tt_bs_listener_start(int listen_fd, int rank, int nranks, uint64_t magic,
+                                  const uint8_t secret[32],
+                                  const uint8_t session[TT_BS_NONCE_BYTES],
+                                  struct tt_bs_listener **out);
+void tt_bs_listener_stop(struct tt_bs_listener *l);
+/* Takes the authenticated connection of `kind` from rank `from` (the ring's is from the
+ * predecessor, `from` ignored), waiting for it until wait_until_ns at most; *fd_out is -1 when
+ * it has not come. Each connection is handed out once. */
+ncclResult_t tt_bs_listener_take(struct tt_bs_listener *l, enum tt_bs_conn_kind kind, int from,
+                                 uint64_t wait_until_ns, int *fd_out);
 
 #endif

@@ -3,13 +3,16 @@
  * The root is one detached thread per id, serving one listening socket with a single poll()
  * loop, so that no connection, however slow or hostile, can stall the others. Each accepted
  * connection gets a challenge and must answer with an authenticated hello within
- * TUTTI_HANDSHAKE_MS, else it is dropped and logged. Once all nranks have said hello, each
+ * TUTTI_HANDSHAKE_MS, else it is dropped and logged; at most TT_BS_MAX_PENDING connections
+ * wait for their hello, and one more evicts the oldest (so a flood costs a bounded number of
+ * fds, and a genuine rank, whose hello follows the challenge at once, is not starved). Once all nranks have said hello, each
  * rank learns its ring successor's address and the thread exits; if TUTTI_TIMEOUT_MS passes
  * first, every rank that did arrive is told which ranks are missing. The thread owns
  * everything it uses and frees it on exit. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +28,6 @@
 /* Time given to each send of a reply; a rank's socket buffer is empty, so this never waits
  * unless the rank's host is gone. */
 #define REPLY_TIMEOUT_MS 2000
-/* Connections that have not completed their hello, beyond which new ones are refused. */
-#define MAX_PENDING 1024
 
 enum conn_state { CONN_HELLO, CONN_ARRIVED };
 
@@ -41,6 +42,8 @@ struct root_conn {
 };
 
 struct root {
+    struct root *next; /* in the process's list of live roots */
+    atomic_int cancel; /* set by tt_bootstrap_root_cancel */
     struct tt_unique_id id;
     int listen_fd;
     char addr_text[TT_SOCK_ADDR_STR_BYTES];
@@ -53,7 +56,24 @@ struct root {
     int nconns;
     int conns_cap;
     int *rank_conn; /* nranks entries: index into conns, or -1 */
+    unsigned long dropped; /* connections dropped so far (the first is a WARN, the rest INFO) */
 };
+
+/* The first dropped connection is a WARN, later ones INFO, so a flood cannot flood the log. */
+#define DROP_LOG(root, fmt, ...)                                                                \
+    do {                                                                                        \
+        if ((root)->dropped++ == 0)                                                             \
+            TT_WARN("bootstrap root at %s: " fmt " (further drops are logged at INFO)",         \
+                    (root)->addr_text, __VA_ARGS__);                                            \
+        else                                                                                    \
+            TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap root at %s: " fmt, (root)->addr_text,          \
+                    __VA_ARGS__);                                                               \
+    } while (0)
+
+/* The roots running in this process, so that a rank whose init fails can end its job's root
+ * at once (tt_bootstrap_root_cancel) instead of leaving it until TUTTI_TIMEOUT_MS. */
+static pthread_mutex_t roots_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct root *roots;
 
 /* ---- unique ids --------------------------------------------------------------------------- */
 
@@ -168,24 +188,23 @@ static bool check_hello(struct root *root, struct root_conn *c, ncclResult_t *re
     uint8_t mac[TT_BS_MAC_BYTES];
     *reject = ncclSuccess;
     if (h->magic != root->id.magic || h->version != TT_UNIQUE_ID_VERSION) {
-        TT_WARN("bootstrap root at %s: dropping connection from %s: wrong magic or version "
-                "(another job, or not a Tutti rank)", root->addr_text, c->peer);
+        DROP_LOG(root, "dropping connection from %s: wrong magic or version (another job, or "
+                 "not a Tutti rank)", c->peer);
         return false;
     }
     tt_bs_mac(root->id.secret, c->challenge, sizeof c->challenge, h,
               offsetof(struct tt_bs_root_hello, mac), mac);
     if (!tt_bs_mac_equal(mac, h->mac)) {
-        TT_WARN("bootstrap root at %s: dropping connection from %s: authentication failed "
-                "(its unique id has another secret; check TUTTI_SECRET)", root->addr_text,
-                c->peer);
+        DROP_LOG(root, "dropping connection from %s: authentication failed (its unique id has "
+                 "another secret; check TUTTI_SECRET)", c->peer);
         return false;
     }
     struct sockaddr_storage addr;
     if (tt_bs_addr_from_wire(&h->listen_addr, c->peer, &addr) != ncclSuccess) return false;
-    if (h->nranks < 1 || h->rank < 0 || h->rank >= h->nranks) {
+    if (h->nranks < 1 || h->nranks > TT_BS_MAX_RANKS || h->rank < 0 || h->rank >= h->nranks) {
         *reject = ncclInvalidArgument;
-        snprintf(text, text_bytes, "rank %d with nranks %d is out of range", (int)h->rank,
-                 (int)h->nranks);
+        snprintf(text, text_bytes, "rank %d with nranks %d is out of range (at most %d ranks)",
+                 (int)h->rank, (int)h->nranks, TT_BS_MAX_RANKS);
     } else if (root->nranks != 0 && h->nranks != root->nranks) {
         *reject = ncclInvalidUsage;
         snprintf(text, text_bytes, "rank %d called init with nranks=%d but other ranks used "
@@ -227,24 +246,36 @@ static ncclResult_t admit(struct root *root, int i)
     return ncclSuccess;
 }
 
+/* Closes the connection that has waited longest for its hello. False when there is none. */
+static bool drop_oldest(struct root *root)
+{
+    int oldest = -1;
+    for (int i = 0; i < root->nconns; i++)
+        if (root->conns[i].state == CONN_HELLO &&
+            (oldest < 0 || root->conns[i].hello_deadline_ns < root->conns[oldest].hello_deadline_ns))
+            oldest = i;
+    if (oldest < 0) return false;
+    DROP_LOG(root, "%d connections wait for their hello; closing the oldest, from %s",
+             TT_BS_MAX_PENDING, root->conns[oldest].peer);
+    drop_conn(root, oldest);
+    return true;
+}
+
 /* Accepts every queued connection and sends each its challenge. */
 static ncclResult_t accept_all(struct root *root)
 {
-    for (;;) {
+    for (int batch = 0; batch < TT_BS_ACCEPT_BATCH; batch++) {
         struct sockaddr_storage peer;
         socklen_t len = sizeof peer;
         int fd = accept4(root->listen_fd, (struct sockaddr *)&peer, &len,
                          SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
+            /* Out of fds: make room by closing the oldest unproven connection. */
+            if ((errno == EMFILE || errno == ENFILE) && drop_oldest(root)) continue;
             return ncclSuccess;
         }
-        if (root->nconns - root->arrived >= MAX_PENDING) {
-            TT_WARN("bootstrap root at %s: %d connections pending; refusing more",
-                    root->addr_text, MAX_PENDING);
-            close(fd);
-            continue;
-        }
+        if (root->nconns - root->arrived >= TT_BS_MAX_PENDING) drop_oldest(root);
         if (root->nconns == root->conns_cap) {
             int cap = root->conns_cap ? 2 * root->conns_cap : 16;
             struct root_conn *grown = realloc(root->conns, (size_t)cap * sizeof *grown);
@@ -273,6 +304,7 @@ static ncclResult_t accept_all(struct root *root)
             ncclSuccess)
             drop_conn(root, root->nconns - 1);
     }
+    return ncclSuccess;
 }
 
 /* Reads whatever hello bytes have arrived on connection i; admits the rank when complete. */
@@ -280,8 +312,7 @@ static ncclResult_t read_hello(struct root *root, int i)
 {
     struct root_conn *c = &root->conns[i];
     if (tt_sock_recv_some(c->fd, &c->hello, sizeof c->hello, &c->got) != ncclSuccess) {
-        TT_WARN("bootstrap root at %s: dropping %s, which closed before its hello",
-                root->addr_text, c->peer);
+        DROP_LOG(root, "dropping %s, which closed before its hello", c->peer);
         drop_conn(root, i);
         return ncclSuccess;
     }
@@ -330,6 +361,28 @@ static void report_missing(struct root *root)
             send_reply(root, &root->conns[i], ncclSystemError, NULL, NULL, text);
 }
 
+/* True when an arrived rank closed its connection (it sends nothing after its hello). */
+static bool rank_hung_up(const struct root_conn *c)
+{
+    uint8_t b;
+    ssize_t n = recv(c->fd, &b, 1, MSG_DONTWAIT | MSG_PEEK);
+    return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* An arrived rank hung up before the others came: tell the rest, who cannot form a job now. */
+static void report_gone(struct root *root, int gone)
+{
+    char text[TT_BS_REPLY_TEXT_BYTES];
+    int rank = (int)root->conns[gone].hello.rank;
+    snprintf(text, sizeof text, "rank %d (%s) left the bootstrap root at %s before every rank "
+             "had arrived (its init was aborted, or it died)", rank, root->conns[gone].peer,
+             root->addr_text);
+    TT_INFO(TT_SUB_BOOTSTRAP, "%s; root done", text);
+    for (int i = 0; i < root->nconns; i++)
+        if (i != gone && root->conns[i].state == CONN_ARRIVED)
+            send_reply(root, &root->conns[i], ncclRemoteError, NULL, NULL, text);
+}
+
 /* Everyone is here: tell each rank its successor on the ring and the session value. */
 static void reply_all(struct root *root)
 {
@@ -353,6 +406,16 @@ static ncclResult_t serve(struct root *root)
     int cap = 0;
     ncclResult_t res = ncclSuccess;
     while (root->nranks == 0 || root->arrived < root->nranks) {
+        if (atomic_load(&root->cancel)) {
+            char text[TT_BS_REPLY_TEXT_BYTES];
+            snprintf(text, sizeof text, "a rank in the process hosting the bootstrap root at %s "
+                     "failed or aborted its init; the job cannot form", root->addr_text);
+            TT_INFO(TT_SUB_BOOTSTRAP, "%s; root done", text);
+            for (int i = 0; i < root->nconns; i++)
+                if (root->conns[i].state == CONN_ARRIVED)
+                    send_reply(root, &root->conns[i], ncclRemoteError, NULL, NULL, text);
+            break;
+        }
         if (tt_deadline_passed(root->deadline_ns)) {
             report_missing(root);
             break;
@@ -361,9 +424,8 @@ static ncclResult_t serve(struct root *root)
         for (int i = root->nconns - 1; i >= 0; i--) {
             if (root->conns[i].state == CONN_HELLO &&
                 tt_deadline_passed(root->conns[i].hello_deadline_ns)) {
-                TT_WARN("bootstrap root at %s: dropping %s: no hello within %lld ms "
-                        "(TUTTI_HANDSHAKE_MS)", root->addr_text, root->conns[i].peer,
-                        (long long)root->handshake_ms);
+                DROP_LOG(root, "dropping %s: no hello within %lld ms (TUTTI_HANDSHAKE_MS)",
+                         root->conns[i].peer, (long long)root->handshake_ms);
                 drop_conn(root, i);
             }
         }
@@ -380,16 +442,27 @@ static ncclResult_t serve(struct root *root)
         }
         int n = 0;
         pfds[n++] = (struct pollfd){.fd = root->listen_fd, .events = POLLIN};
+        /* Arrived ranks are watched too: one that hangs up (its init was aborted, or it died)
+         * can never be told its successor, so the job cannot form; the root then ends at once
+         * instead of holding its thread and sockets until TUTTI_TIMEOUT_MS. */
         for (int i = 0; i < root->nconns; i++) {
-            if (root->conns[i].state != CONN_HELLO) continue;
             which[n] = i;
             pfds[n++] = (struct pollfd){.fd = root->conns[i].fd, .events = POLLIN};
         }
         if (poll(pfds, (nfds_t)n, tt_deadline_left_ms(root->deadline_ns, 100)) <= 0) continue;
+        int gone = -1;
+        for (int k = 1; k < n && gone < 0; k++)
+            if (pfds[k].revents != 0 && root->conns[which[k]].state == CONN_ARRIVED &&
+                rank_hung_up(&root->conns[which[k]]))
+                gone = which[k];
+        if (gone >= 0) {
+            report_gone(root, gone);
+            break;
+        }
         /* Read hellos from the highest index down: drop_conn moves the last entry into the
          * dropped slot, which then has already been visited. */
         for (int k = n - 1; k >= 1; k--) {
-            if (pfds[k].revents == 0) continue;
+            if (pfds[k].revents == 0 || root->conns[which[k]].state != CONN_HELLO) continue;
             TT_TRY_GOTO(read_hello(root, which[k]), res, out);
         }
         if (pfds[0].revents != 0) TT_TRY_GOTO(accept_all(root), res, out);
@@ -412,12 +485,31 @@ static void *root_main(void *arg)
 {
     struct root *root = arg;
     (void)serve(root);
+    pthread_mutex_lock(&roots_lock);
+    for (struct root **p = &roots; *p != NULL; p = &(*p)->next)
+        if (*p == root) {
+            *p = root->next;
+            break;
+        }
+    pthread_mutex_unlock(&roots_lock);
     for (int i = 0; i < root->nconns; i++) tt_sock_close(&root->conns[i].fd);
     tt_sock_close(&root->listen_fd);
     free(root->conns);
     free(root->rank_conn);
     free(root);
     return NULL;
+}
+
+void tt_bootstrap_root_cancel(const ncclUniqueId *id_bytes)
+{
+    struct tt_unique_id id;
+    memcpy(&id, id_bytes, sizeof id);
+    pthread_mutex_lock(&roots_lock);
+    for (struct root *r = roots; r != NULL; r = r->next)
+        if (r->id.magic == id.magic && r->id.port == id.port &&
+            memcmp(r->id.addr, id.addr, sizeof id.addr) == 0)
+            atomic_store(&r->cancel, 1);
+    pthread_mutex_unlock(&roots_lock);
 }
 
 ncclResult_t tt_bs_root_spawn(const struct tt_unique_id *id, int listen_fd)
@@ -437,7 +529,13 @@ ncclResult_t tt_bs_root_spawn(const struct tt_unique_id *id, int listen_fd)
     tt_sock_addr_str(&addr, root->addr_text, sizeof root->addr_text);
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_mutex_lock(&roots_lock);
     int err = pthread_create(&thread, &attr, root_main, root);
+    if (err == 0) {
+        root->next = roots;
+        roots = root;
+    }
+    pthread_mutex_unlock(&roots_lock);
     pthread_attr_destroy(&attr);
     if (err != 0) {
         res = TT_ERROR(ncclSystemError, "cannot start the bootstrap root thread: %s",

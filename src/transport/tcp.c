@@ -52,14 +52,20 @@
 #define TCP_FRAME_MAGIC 0x54544652u           /* "RFTT" */
 #define TCP_HELLO_BYTES 40
 #define TCP_FRAME_HEADER_BYTES 32
-/* Accepted sockets whose connection has not asked for them yet; more are refused. */
-#define TCP_MAX_PENDING 4096
+/* Accepted sockets whose connection has not asked for them yet; one more evicts the oldest
+ * (a socket still without its hello first), so a flood costs a bounded number of fds. Room for
+ * every data socket (up to TCP_MAX_SOCKS per connection) of dozens of peers arriving at once. */
+#define TCP_MAX_PENDING 1024
+/* Sockets accepted per turn before the hellos that have arrived are read. */
+#define TCP_ACCEPT_BATCH 16
 /* Most data sockets of one connection. */
 #define TCP_MAX_SOCKS 16
 
-/* An accepted socket and the part of its hello read so far. */
+/* An accepted socket and the part of its hello read so far. A socket whose hello is not
+ * complete by deadline_ns (TUTTI_HANDSHAKE_MS after its accept) is closed. */
 struct tcp_pending {
     int fd;
+    uint64_t deadline_ns;
     size_t got;
     uint8_t hello[TCP_HELLO_BYTES];
 };
@@ -310,21 +316,39 @@ static void drop_pending(struct tcp_listener *l, size_t i)
     l->pending[i] = l->pending[--l->npending];
 }
 
-/* Takes every connection waiting on the listener into the pending list. Returns true when
- * one arrived. Transient accept failures are left for the next call. */
+/* Closes the pending socket accepted first, preferring one still without its hello. False
+ * when there is none. */
+static bool evict_oldest(struct tcp_listener *l)
+{
+    size_t oldest = l->npending;
+    for (size_t i = 0; i < l->npending; i++) {
+        const struct tcp_pending *p = &l->pending[i], *o = &l->pending[oldest];
+        bool p_idle = p->got < TCP_HELLO_BYTES;
+        if (oldest == l->npending || (p_idle && o->got == TCP_HELLO_BYTES) ||
+            (p_idle == (o->got < TCP_HELLO_BYTES) && p->deadline_ns < o->deadline_ns))
+            oldest = i;
+    }
+    if (oldest == l->npending) return false;
+    TT_INFO(TT_SUB_NET, "tcp: %d unclaimed connections on the listener; closing the oldest",
+            TCP_MAX_PENDING);
+    drop_pending(l, oldest);
+    return true;
+}
+
+/* Takes up to TCP_ACCEPT_BATCH connections waiting on the listener into the pending list.
+ * Returns true when one arrived. Transient accept failures are left for the next call. */
 static bool accept_pending(struct tcp_listener *l)
 {
     bool any = false;
-    for (;;) {
+    for (int batch = 0; batch < TCP_ACCEPT_BATCH; batch++) {
         int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) return any;
-        any = true;
-        if (l->npending == TCP_MAX_PENDING) {
-            TT_WARN("tcp: more than %d unclaimed connections on the listener; refusing one",
-                    TCP_MAX_PENDING);
-            close(fd);
-            continue;
+        if (fd < 0) {
+            /* Out of fds: make room by closing the oldest unclaimed socket. */
+            if ((errno == EMFILE || errno == ENFILE) && evict_oldest(l)) continue;
+            return any;
         }
+        any = true;
+        if (l->npending == TCP_MAX_PENDING) evict_oldest(l);
         if (l->npending == l->cap) {
             size_t cap = l->cap ? 2 * l->cap : 16;
             struct tcp_pending *p = realloc(l->pending, cap * sizeof *p);
@@ -338,8 +362,10 @@ static bool accept_pending(struct tcp_listener *l)
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        l->pending[l->npending++] = (struct tcp_pending){.fd = fd, .got = 0};
+        l->pending[l->npending++] = (struct tcp_pending){
+            .fd = fd, .deadline_ns = tt_deadline_after_ms(tt_param_handshake_ms()), .got = 0};
     }
+    return any;
 }
 
 /* Reads what has arrived of each pending hello; drops sockets that closed or sent something
@@ -349,6 +375,13 @@ static bool read_hellos(struct tcp_listener *l)
     bool any = false;
     for (size_t i = 0; i < l->npending;) {
         struct tcp_pending *p = &l->pending[i];
+        if (p->got < TCP_HELLO_BYTES && tt_deadline_passed(p->deadline_ns)) {
+            char who[TT_SOCK_ADDR_STR_BYTES];
+            TT_INFO(TT_SUB_NET, "tcp: closing a connection from %s that sent no hello within "
+                    "TUTTI_HANDSHAKE_MS", tt_sock_peer_str(p->fd, who, sizeof who));
+            drop_pending(l, i);
+            continue;
+        }
         if (p->got < TCP_HELLO_BYTES) {
             ssize_t n = recv(p->fd, p->hello + p->got, TCP_HELLO_BYTES - p->got, MSG_DONTWAIT);
             if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
@@ -361,7 +394,7 @@ static bool read_hellos(struct tcp_listener *l)
             }
             if (p->got == TCP_HELLO_BYTES && get_u64(p->hello) != TCP_HELLO_MAGIC) {
                 char who[TT_SOCK_ADDR_STR_BYTES];
-                TT_WARN("tcp: dropping a connection from %s that sent no Tutti hello",
+                TT_INFO(TT_SUB_NET, "tcp: dropping a connection from %s that sent no Tutti hello",
                         tt_sock_peer_str(p->fd, who, sizeof who));
                 drop_pending(l, i);
                 continue;

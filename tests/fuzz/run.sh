@@ -7,7 +7,7 @@ set -eu
 src=$1
 out=$2/fuzz
 shift 2
-targets=${*:-fuzz_parsers}
+targets=${*:-fuzz_parsers fuzz_bootstrap fuzz_tcp fuzz_env}
 seconds=${FUZZ_SECONDS:-300}
 if ! command -v clang >/dev/null 2>&1 ||
    ! echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n){return 0;}' |
@@ -16,11 +16,33 @@ if ! command -v clang >/dev/null 2>&1 ||
     exit 77
 fi
 mkdir -p "$out"
-lib=$(find "$src/src" -name '*.c' | sort)
+all=$(find "$src/src" -name '*.c' | sort)
+flags="-g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+       -D_GNU_SOURCE -DTUTTI_VERSION_STRING=\"fuzz\" -I$src/include -I$src/src"
+# The library's sources are compiled once (into $out/obj, again only when a source is newer)
+# and shared by every harness.
+mkdir -p "$out/obj"
+for f in $all; do
+    o="$out/obj/$(echo "${f#"$src"/}" | tr / _).o"
+    if [ ! -e "$o" ] || [ "$f" -nt "$o" ]; then
+        # shellcheck disable=SC2086
+        clang $flags -c "$f" -o "$o"
+    fi
+done
 for t in $targets; do
-    clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-        -D_GNU_SOURCE -DTUTTI_VERSION_STRING='"fuzz"' -I"$src/include" -I"$src/src" \
-        "$src/tests/fuzz/$t.c" $lib -lpthread -lrt -lm -o "$out/$t"
+    # A harness that includes library sources (for their static functions) names them on a
+    # "fuzz-includes:" line; they are left out of what it links.
+    skip=$(sed -n 's/.*fuzz-includes: *//p' "$src/tests/fuzz/$t.c")
+    objs=
+    for f in $all; do
+        case " $skip " in
+            *" ${f#"$src"/} "*) ;;
+            *) objs="$objs $out/obj/$(echo "${f#"$src"/}" | tr / _).o" ;;
+        esac
+    done
+    # shellcheck disable=SC2086
+    clang $flags -fsanitize=fuzzer "$src/tests/fuzz/$t.c" $objs -lsodium -lpthread -lrt -lm \
+        -o "$out/$t"
     rm -rf "$out/$t.corpus"
     mkdir -p "$out/$t.corpus"
     cp "$src"/tests/fuzz/corpus/"${t#fuzz_}"/* "$out/$t.corpus/" 2>/dev/null || true

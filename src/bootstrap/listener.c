@@ -1,0 +1,323 @@
+/* A rank's bootstrap listener: one thread per bootstrap that serves the rank's listening socket
+ * for as long as the bootstrap lives, so that no connection, however slow or hostile, costs the
+ * rank's own calls anything, and a peer opening a connection never waits for this rank to be
+ * inside a bootstrap call.
+ *
+ * Every accepted connection at once receives a fresh random challenge (24 bytes: 8 zero bytes
+ * and a 16-byte nonce, nothing derived from the secret) and must answer with a peer hello MAC'd
+ * over the job's session value and that challenge within TUTTI_HANDSHAKE_MS, else it is closed.
+ * At most TT_BS_MAX_PENDING connections wait for their hello; a new one beyond that (or one
+ * that finds the process out of fds) evicts the oldest. A connection that proves itself is
+ * filed under (kind, sending rank) for the bootstrap to take; each such slot is filled at most
+ * once, so a second hello for it, genuine or replayed, is refused. The thread touches only
+ * the listener's own state; the slots are shared with the bootstrap under `lock`. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bootstrap/proto.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/param.h"
+#include "util/sock.h"
+#include "util/time.h"
+
+/* A slot taken by the bootstrap: later hellos for it are refused. */
+#define SLOT_TAKEN (-2)
+
+struct pending {
+    int fd;
+    uint64_t deadline_ns;
+    size_t got;
+    uint8_t challenge[TT_BS_NONCE_BYTES];
+    struct tt_bs_peer_hello hello;
+};
+
+struct tt_bs_listener {
+    int listen_fd; /* borrowed from the bootstrap */
+    int wake_fd;   /* eventfd: stop */
+    int rank;
+    int nranks;
+    uint64_t magic;
+    uint8_t secret[32];
+    uint8_t session[TT_BS_NONCE_BYTES];
+    int64_t handshake_ms;
+    pthread_t thread;
+    bool started;
+    atomic_bool ended; /* the thread stopped serving on its own (poll failed): takes fail */
+    /* The thread's own. */
+    struct pending pending[TT_BS_MAX_PENDING];
+    int npending;
+    unsigned long dropped; /* connections refused so far (the first is a WARN, the rest INFO) */
+    /* Shared with the bootstrap. */
+    pthread_mutex_t lock;
+    pthread_cond_t filed;
+    int ring_fd;   /* the ring predecessor's connection, -1, or SLOT_TAKEN */
+    int *p2p_fd;   /* nranks: each peer's p2p connection, -1, or SLOT_TAKEN */
+};
+
+/* Logs why a connection is refused: the first refusal at WARN, later ones at INFO, so that a
+ * flood of hostile connections cannot flood the log. */
+#define REFUSE_LOG(l, fmt, ...)                                                                 \
+    do {                                                                                        \
+        if ((l)->dropped++ == 0)                                                                \
+            TT_WARN("bootstrap rank %d: " fmt " (further refusals are logged at INFO)",         \
+                    (l)->rank, __VA_ARGS__);                                                    \
+        else                                                                                    \
+            TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap rank %d: " fmt, (l)->rank, __VA_ARGS__);       \
+    } while (0)
+
+static void drop_pending(struct tt_bs_listener *l, int i)
+{
+    tt_sock_close(&l->pending[i].fd);
+    l->pending[i] = l->pending[--l->npending];
+}
+
+static void drop_oldest_pending(struct tt_bs_listener *l)
+{
+    int oldest = 0;
+    for (int i = 1; i < l->npending; i++)
+        if (l->pending[i].deadline_ns < l->pending[oldest].deadline_ns) oldest = i;
+    char who[TT_SOCK_ADDR_STR_BYTES];
+    REFUSE_LOG(l, "%d connections wait for their hello; closing the oldest, from %s",
+               TT_BS_MAX_PENDING, tt_sock_peer_str(l->pending[oldest].fd, who, sizeof who));
+    drop_pending(l, oldest);
+}
+
+/* Accepts every queued connection and sends each its challenge. */
+static void accept_and_challenge(struct tt_bs_listener *l)
+{
+    for (int batch = 0; batch < TT_BS_ACCEPT_BATCH; batch++) {
+        int fd = accept4(l->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            /* Out of fds: make room by closing the oldest unproven connection (if there is
+             * none, the queue waits for the next turn). */
+            if ((errno == EMFILE || errno == ENFILE) && l->npending > 0) {
+                drop_oldest_pending(l);
+                continue;
+            }
+            return;
+        }
+        if (l->npending == TT_BS_MAX_PENDING) drop_oldest_pending(l);
+        struct pending *p = &l->pending[l->npending];
+        memset(p, 0, sizeof *p);
+        p->fd = fd;
+        p->deadline_ns = tt_deadline_after_ms(l->handshake_ms);
+        struct tt_bs_challenge ch = {.zero = 0};
+        if (tt_bs_random(p->challenge, sizeof p->challenge) != ncclSuccess) {
+            close(fd);
+            continue;
+        }
+        memcpy(ch.nonce, p->challenge, sizeof ch.nonce);
+        /* 24 bytes into a fresh socket's empty buffer: all or nothing. */
+        if (send(fd, &ch, sizeof ch, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof ch) {
+            close(fd);
+            continue;
+        }
+        l->npending++;
+    }
+}
+
+/* A complete hello: file the connection, or close it. Returns true when filed. */
+static bool file_hello(struct tt_bs_listener *l, struct pending *p)
+{
+    const struct tt_bs_peer_hello *h = &p->hello;
+    char who[TT_SOCK_ADDR_STR_BYTES];
+    uint8_t mac[TT_BS_MAC_BYTES];
+    tt_bs_peer_hello_mac(l->secret, l->session, p->challenge, h, mac);
+    if (h->magic != l->magic || !tt_bs_mac_equal(mac, h->mac)) {
+        REFUSE_LOG(l, "closing the connection from %s: wrong magic or failed authentication "
+                   "(another job, or a replayed hello?)", tt_sock_peer_str(p->fd, who, sizeof who));
+        return false;
+    }
+    int src = h->from_rank;
+    int prev = (l->rank + l->nranks - 1) % l->nranks;
+    if (src < 0 || src >= l->nranks || h->to_rank != l->rank ||
+        (h->kind == TT_BS_CONN_RING && src != prev) ||
+        (h->kind != TT_BS_CONN_RING && h->kind != TT_BS_CONN_P2P)) {
+        REFUSE_LOG(l, "closing the connection from %s: an authenticated hello of kind %u from "
+                   "rank %d to rank %d, which this rank does not expect",
+                   tt_sock_peer_str(p->fd, who, sizeof who), (unsigned)h->kind, src,
+                   (int)h->to_rank);
+        return false;
+    }
+    pthread_mutex_lock(&l->lock);
+    int *slot = h->kind == TT_BS_CONN_RING ? &l->ring_fd : &l->p2p_fd[src];
+    bool free_slot = *slot == -1;
+    if (free_slot) {
+        *slot = p->fd;
+        pthread_cond_broadcast(&l->filed);
+    }
+    pthread_mutex_unlock(&l->lock);
+    if (!free_slot) {
+        REFUSE_LOG(l, "closing a second %s connection from rank %d (%s)",
+                   h->kind == TT_BS_CONN_RING ? "ring" : "p2p", src,
+                   tt_sock_peer_str(p->fd, who, sizeof who));
+        return false;
+    }
+    TT_TRACE(TT_SUB_BOOTSTRAP, "bootstrap rank %d: accepted %s connection from rank %d",
+             l->rank, h->kind == TT_BS_CONN_RING ? "ring" : "p2p", src);
+    return true;
+}
+
+/* Reads what has arrived of pending hello i; files or drops it when complete. */
+static void read_peer_hello(struct tt_bs_listener *l, int i)
+{
+    struct pending *p = &l->pending[i];
+    if (tt_sock_recv_some(p->fd, &p->hello, sizeof p->hello, &p->got) != ncclSuccess) {
+        drop_pending(l, i);
+        return;
+    }
+    if (p->got < sizeof p->hello) return;
+    if (file_hello(l, p)) p->fd = -1; /* now the slot's */
+    drop_pending(l, i);
+}
+
+static void *listener_main(void *arg)
+{
+    struct tt_bs_listener *l = arg;
+    struct pollfd pfds[2 + TT_BS_MAX_PENDING];
+    int which[2 + TT_BS_MAX_PENDING];
+    for (;;) {
+        for (int i = l->npending - 1; i >= 0; i--) {
+            if (!tt_deadline_passed(l->pending[i].deadline_ns)) continue;
+            char who[TT_SOCK_ADDR_STR_BYTES];
+            REFUSE_LOG(l, "closing the connection from %s: no hello within %lld ms "
+                       "(TUTTI_HANDSHAKE_MS)", tt_sock_peer_str(l->pending[i].fd, who, sizeof who),
+                       (long long)l->handshake_ms);
+            drop_pending(l, i);
+        }
+        int n = 0;
+        pfds[n++] = (struct pollfd){.fd = l->wake_fd, .events = POLLIN};
+        pfds[n++] = (struct pollfd){.fd = l->listen_fd, .events = POLLIN};
+        uint64_t next_ns = TT_NO_DEADLINE;
+        for (int i = 0; i < l->npending; i++) {
+            which[n] = i;
+            pfds[n++] = (struct pollfd){.fd = l->pending[i].fd, .events = POLLIN};
+            if (l->pending[i].deadline_ns < next_ns) next_ns = l->pending[i].deadline_ns;
+        }
+        if (poll(pfds, (nfds_t)n, tt_deadline_left_ms(next_ns, 1000)) < 0 && errno != EINTR) {
+            /* Never a silent stop: the rank's waits learn of it (tt_bs_listener_take). */
+            TT_WARN("bootstrap rank %d: the listener stops: poll failed: %s", l->rank,
+                    strerror(errno));
+            break;
+        }
+        if (pfds[0].revents & POLLIN) return NULL; /* stop */
+        if (pfds[0].revents != 0 || (pfds[1].revents & POLLNVAL)) {
+            TT_WARN("bootstrap rank %d: the listener stops: its %s is no longer valid", l->rank,
+                    pfds[0].revents != 0 ? "wake-up fd" : "listening socket");
+            break;
+        }
+        /* Highest index first: drop() moves the last entry into the hole, already visited. */
+        for (int k = n - 1; k >= 2; k--)
+            if (pfds[k].revents != 0) read_peer_hello(l, which[k]);
+        if (pfds[1].revents != 0) accept_and_challenge(l);
+    }
+    atomic_store(&l->ended, true);
+    pthread_mutex_lock(&l->lock);
+    pthread_cond_broadcast(&l->filed);
+    pthread_mutex_unlock(&l->lock);
+    return NULL;
+}
+
+ncclResult_t tt_bs_listener_start(int listen_fd, int rank, int nranks, uint64_t magic,
+                                  const uint8_t secret[32],
+                                  const uint8_t session[TT_BS_NONCE_BYTES],
+                                  struct tt_bs_listener **out)
+{
+    ncclResult_t res = ncclSuccess;
+    struct tt_bs_listener *l = NULL;
+    *out = NULL;
+    TT_TRY(TT_CALLOC(&l, 1));
+    l->listen_fd = listen_fd;
+    l->rank = rank;
+    l->nranks = nranks;
+    l->magic = magic;
+    memcpy(l->secret, secret, sizeof l->secret);
+    memcpy(l->session, session, sizeof l->session);
+    l->handshake_ms = tt_param_handshake_ms();
+    l->ring_fd = -1;
+    pthread_mutex_init(&l->lock, NULL);
+    /* Waits are bounded by monotonic deadlines (util/time.h). */
+    pthread_condattr_t cattr;
+    pthread_condattr_init(&cattr);
+    pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+    pthread_cond_init(&l->filed, &cattr);
+    pthread_condattr_destroy(&cattr);
+    l->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (l->wake_fd < 0) {
+        res = TT_ERROR(ncclSystemError, "bootstrap listener: eventfd failed: %s",
+                       strerror(errno));
+        goto fail;
+    }
+    TT_TRY_GOTO(TT_CALLOC(&l->p2p_fd, (size_t)nranks), res, fail);
+    for (int r = 0; r < nranks; r++) l->p2p_fd[r] = -1;
+    /* A small stack: the thread's frames hold the poll set and little else. */
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 << 10);
+    int err = pthread_create(&l->thread, &attr, listener_main, l);
+    pthread_attr_destroy(&attr);
+    if (err != 0) {
+        res = TT_ERROR(ncclSystemError, "cannot start the bootstrap listener thread: %s",
+                       strerror(err));
+        goto fail;
+    }
+    l->started = true;
+    *out = l;
+    return ncclSuccess;
+fail:
+    tt_bs_listener_stop(l);
+    return res;
+}
+
+void tt_bs_listener_stop(struct tt_bs_listener *l)
+{
+    if (l == NULL) return;
+    if (l->started) {
+        uint64_t one = 1;
+        ssize_t n = write(l->wake_fd, &one, sizeof one);
+        (void)n; /* an eventfd write of 1 cannot fail short of overflow */
+        pthread_join(l->thread, NULL);
+    }
+    for (int i = 0; i < l->npending; i++) tt_sock_close(&l->pending[i].fd);
+    if (l->ring_fd >= 0) tt_sock_close(&l->ring_fd);
+    for (int r = 0; l->p2p_fd != NULL && r < l->nranks; r++)
+        if (l->p2p_fd[r] >= 0) tt_sock_close(&l->p2p_fd[r]);
+    if (l->wake_fd >= 0) close(l->wake_fd);
+    pthread_cond_destroy(&l->filed);
+    pthread_mutex_destroy(&l->lock);
+    free(l->p2p_fd);
+    free(l);
+}
+
+ncclResult_t tt_bs_listener_take(struct tt_bs_listener *l, enum tt_bs_conn_kind kind, int from,
+                                 uint64_t wait_until_ns, int *fd_out)
+{
+    *fd_out = -1;
+    if (kind == TT_BS_CONN_P2P && (from < 0 || from >= l->nranks))
+        return TT_ERROR(ncclInternalError, "bootstrap listener: no rank %d", from);
+    pthread_mutex_lock(&l->lock);
+    int *slot = kind == TT_BS_CONN_RING ? &l->ring_fd : &l->p2p_fd[from];
+    if (*slot == -1 && wait_until_ns != TT_NO_DEADLINE) {
+        struct timespec until = {.tv_sec = (time_t)(wait_until_ns / 1000000000ull),
+                                 .tv_nsec = (long)(wait_until_ns % 1000000000ull)};
+        pthread_cond_timedwait(&l->filed, &l->lock, &until);
+    }
+    if (*slot >= 0) {
+        *fd_out = *slot;
+        *slot = SLOT_TAKEN;
+    }
+    pthread_mutex_unlock(&l->lock);
+    if (*fd_out < 0 && atomic_load(&l->ended))
+        return TT_ERROR(ncclSystemError, "bootstrap rank %d: the listener thread stopped (see "
+                        "the warning before); no connection can reach this rank", l->rank);
+    return ncclSuccess;
+}

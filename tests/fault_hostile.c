@@ -1,0 +1,383 @@
+/* Hostile connections to every listening port of a job, during init and during its
+ * collectives: the job must not notice (every operation succeeds with exact results) and init
+ * must not be delayed much (measured, printed, not asserted).
+ *
+ * The parent forks 2 ranks of a job on loopback (NCCL_COMM_ID with a random key:... secret,
+ * rank 0 runs the root). While the attack is on, a thread of the parent finds every TCP port the
+ * ranks listen on (their socket inodes in /proc/PID/fd matched against /proc/net/tcp) as soon as
+ * it appears, and keeps `--conns` connections open to each: most idle, some sending an HTTP
+ * request, random bytes, huge length fields, or one byte per second (slowloris); connections the
+ * job closes are reopened every 2 s. Rank 1 starts only once rank 0's root and listener are
+ * flooded, so its init runs against the flood. Each rank runs `--ops` AllReduces (4 B to 64 KiB,
+ * int32 sums compared exactly) and reports its init time and its count of correct operations.
+ * The test runs the job once without and once with the attack and prints both init times.
+ *
+ * `fault_hostile [--conns N] [--ops M]`; NCCL_SHM_DISABLE=1 runs the job over TCP (so the TCP
+ * transport's listener is attacked too). Exit 1 when any operation fails or is wrong. */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nccl.h"
+
+#define NRANKS 2
+#define MAX_PORTS 32
+#define MAX_BYTES (64u << 10)
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- a rank ------------------------------------------------------------------------------- */
+
+static int rank_main(int rank, int ops, int report_fd)
+{
+    ncclUniqueId id;
+    ncclComm_t comm = NULL;
+    double t0 = now_s();
+    if (ncclGetUniqueId(&id) != ncclSuccess ||
+        ncclCommInitRank(&comm, NRANKS, id, rank) != ncclSuccess) {
+        fprintf(stderr, "rank %d: init failed: %s\n", rank, ncclGetLastError(NULL));
+        return 1;
+    }
+    double init_ms = (now_s() - t0) * 1e3;
+    int32_t *buf = malloc(MAX_BYTES);
+    int ok = 0;
+    for (int k = 0; k < ops && buf != NULL; k++) {
+        size_t count = (size_t)1 << (k % 15); /* 1 to 16384 int32: 4 B to 64 KiB */
+        for (size_t i = 0; i < count; i++) buf[i] = (int32_t)((rank + 1) * (int)(i % 1000 + 1));
+        ncclResult_t res = ncclAllReduce(buf, buf, count, ncclInt32, ncclSum, comm, NULL);
+        if (res != ncclSuccess) {
+            fprintf(stderr, "rank %d: AllReduce %d failed: %s\n", rank, k,
+                    ncclGetLastError(comm));
+            break;
+        }
+        bool right = true;
+        for (size_t i = 0; i < count && right; i++) {
+            int32_t want = (int32_t)((int)(i % 1000 + 1) * NRANKS * (NRANKS + 1) / 2);
+            if (buf[i] != want) {
+                fprintf(stderr, "rank %d: AllReduce %d of %zu: element %zu is %d, want %d\n",
+                        rank, k, count, i, (int)buf[i], (int)want);
+                right = false;
+            }
+        }
+        ok += right;
+    }
+    free(buf);
+    ncclCommDestroy(comm);
+    dprintf(report_fd, "%d %.3f %d\n", rank, init_ms, ok);
+    return ok == ops ? 0 : 1;
+}
+
+/* ---- the attacker ------------------------------------------------------------------------- */
+
+enum kind { IDLE, HTTP, RANDOM, HUGE_LENGTH, SLOW, NKINDS };
+
+struct port {
+    uint16_t port;
+    int *fds; /* conns of them, -1 when closed */
+};
+
+static struct {
+    pid_t pids[NRANKS];
+    int conns;
+    atomic_int stop;
+    atomic_int nports;
+    struct port ports[MAX_PORTS];
+    long opened;
+} att;
+
+static enum kind kind_of(int i)
+{
+    /* 70% idle, then 10% HTTP, 10% random bytes, 5% huge lengths, 5% slowloris. */
+    int m = i % 20;
+    return m < 14 ? IDLE : m < 16 ? HTTP : m < 18 ? RANDOM : m < 19 ? HUGE_LENGTH : SLOW;
+}
+
+static int open_conn(uint16_t port, enum kind kind)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 && errno != EINPROGRESS) {
+        close(fd);
+        return -1;
+    }
+    att.opened++;
+    /* On loopback the handshake completes at once; a send that finds it unfinished is lost,
+     * which only makes that connection an idle one. */
+    uint8_t junk[256];
+    switch (kind) {
+    case HTTP: {
+        static const char req[] = "GET / HTTP/1.1\r\nHost: localhost\r\nUser-Agent: x\r\n\r\n";
+        (void)!send(fd, req, sizeof req - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+        break;
+    }
+    case RANDOM:
+        for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)rand();
+        (void)!send(fd, junk, sizeof junk, MSG_DONTWAIT | MSG_NOSIGNAL);
+        break;
+    case HUGE_LENGTH:
+        memset(junk, 0xff, sizeof junk);
+        (void)!send(fd, junk, sizeof junk, MSG_DONTWAIT | MSG_NOSIGNAL);
+        break;
+    default:
+        break;
+    }
+    return fd;
+}
+
+/* Socket inodes of every fd of `pid` (at most `cap`). */
+static int socket_inodes(pid_t pid, unsigned long *inodes, int cap)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    if (d == NULL) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < cap) {
+        char link[384], target[128];
+        snprintf(link, sizeof link, "%s/%s", path, e->d_name);
+        ssize_t len = readlink(link, target, sizeof target - 1);
+        if (len <= 0) continue;
+        target[len] = '\0';
+        unsigned long ino;
+        if (sscanf(target, "socket:[%lu]", &ino) == 1) inodes[n++] = ino;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Adds every port the ranks listen on that is not known yet; returns how many were added. */
+static int scan_ports(void)
+{
+    static unsigned long inodes[65536];
+    int ninodes = 0;
+    for (int r = 0; r < NRANKS; r++)
+        if (att.pids[r] > 0)
+            ninodes += socket_inodes(att.pids[r], inodes + ninodes,
+                                     (int)(sizeof inodes / sizeof *inodes) - ninodes);
+    FILE *f = fopen("/proc/net/tcp", "r");
+    if (f == NULL) return 0;
+    char line[512];
+    int added = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        unsigned ip, port, st;
+        unsigned long ino;
+        if (sscanf(line, " %*d: %x:%x %*x:%*x %x %*x:%*x %*x:%*x %*x %*d %*d %lu", &ip, &port,
+                   &st, &ino) != 4 || st != 0x0A)
+            continue;
+        bool ours = false;
+        for (int i = 0; i < ninodes && !ours; i++) ours = inodes[i] == ino;
+        if (!ours) continue;
+        int n = atomic_load(&att.nports);
+        bool known = false;
+        for (int i = 0; i < n && !known; i++) known = att.ports[i].port == port;
+        if (known || n == MAX_PORTS) continue;
+        struct port *p = &att.ports[n];
+        p->port = (uint16_t)port;
+        p->fds = malloc((size_t)att.conns * sizeof *p->fds);
+        for (int i = 0; i < att.conns; i++) p->fds[i] = open_conn(p->port, kind_of(i));
+        atomic_store(&att.nports, n + 1);
+        added++;
+    }
+    fclose(f);
+    return added;
+}
+
+/* Reopens the connections of port p that the job closed. */
+static void top_up(struct port *p)
+{
+    for (int i = 0; i < att.conns; i++) {
+        if (p->fds[i] >= 0) {
+            char c;
+            ssize_t n = recv(p->fds[i], &c, 1, MSG_DONTWAIT | MSG_PEEK);
+            if (n != 0 && !(n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) continue;
+            close(p->fds[i]);
+        }
+        p->fds[i] = open_conn(p->port, kind_of(i));
+    }
+}
+
+static void *attacker(void *arg)
+{
+    (void)arg;
+    double last_slow = now_s(), last_top = now_s();
+    while (!atomic_load(&att.stop)) {
+        scan_ports();
+        double t = now_s();
+        int n = atomic_load(&att.nports);
+        if (t - last_slow >= 1.0) {
+            /* Slowloris: one byte per second. */
+            for (int k = 0; k < n; k++)
+                for (int i = 0; i < att.conns; i++)
+                    if (kind_of(i) == SLOW && att.ports[k].fds[i] >= 0)
+                        (void)!send(att.ports[k].fds[i], "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+            last_slow = t;
+        }
+        if (t - last_top >= 2.0) {
+            for (int k = 0; k < n; k++) top_up(&att.ports[k]);
+            last_top = t;
+        }
+        usleep(2000);
+    }
+    return NULL;
+}
+
+static void attack_end(void)
+{
+    int n = atomic_load(&att.nports);
+    for (int k = 0; k < n; k++) {
+        for (int i = 0; i < att.conns; i++)
+            if (att.ports[k].fds[i] >= 0) close(att.ports[k].fds[i]);
+        free(att.ports[k].fds);
+    }
+    atomic_store(&att.nports, 0);
+}
+
+/* ---- one run of the job ------------------------------------------------------------------- */
+
+static pid_t spawn_rank(const char *self, int rank, int ops, int report_fd)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        char r[16], o[16], fd[16];
+        snprintf(r, sizeof r, "%d", rank);
+        snprintf(o, sizeof o, "%d", ops);
+        snprintf(fd, sizeof fd, "%d", report_fd);
+        execl(self, self, "rank", r, o, fd, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Runs the job; returns 0 when every rank did all `ops` right. *init_ms gets rank 1's init
+ * time (the rank that initialises against the flood). */
+static int run_job(const char *self, bool attack, int ops, double *init_ms)
+{
+    int fds[2];
+    if (pipe(fds) != 0) return 1;
+    /* A fresh port for the root and a fresh secret for each run. */
+    int probe = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (bind(probe, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(probe, (struct sockaddr *)&a, &len) != 0)
+        return 1;
+    close(probe);
+    char comm_id[64], secret[80] = "key:";
+    snprintf(comm_id, sizeof comm_id, "127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
+    for (int i = 0; i < 64; i++) secret[4 + i] = "0123456789abcdef"[rand() % 16];
+    secret[68] = '\0';
+    setenv("NCCL_COMM_ID", comm_id, 1);
+    setenv("TUTTI_SECRET", secret, 1);
+
+    pthread_t thread;
+    memset(att.pids, 0, sizeof att.pids);
+    atomic_store(&att.stop, 0);
+    att.pids[0] = spawn_rank(self, 0, ops, fds[1]);
+    if (attack) {
+        pthread_create(&thread, NULL, attacker, NULL);
+        /* Wait until rank 0's root and listener are flooded (or 2 s). */
+        double t0 = now_s();
+        while (atomic_load(&att.nports) < 2 && now_s() - t0 < 2.0) usleep(1000);
+        printf("  rank 0's %d listening ports flooded after %.0f ms\n",
+               atomic_load(&att.nports), (now_s() - t0) * 1e3);
+    }
+    att.pids[1] = spawn_rank(self, 1, ops, fds[1]);
+    close(fds[1]);
+
+    int failed = 0;
+    for (int r = 0; r < NRANKS; r++) {
+        int status = 0;
+        pid_t pid = wait(&status);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "FAIL: rank process %d ended with status 0x%x\n", (int)pid, status);
+            failed = 1;
+        }
+    }
+    if (attack) {
+        atomic_store(&att.stop, 1);
+        pthread_join(thread, NULL);
+        printf("  %d listening ports attacked, %ld connections opened\n",
+               atomic_load(&att.nports), att.opened);
+        attack_end();
+    }
+    FILE *f = fdopen(fds[0], "r");
+    int rank, ok, reports = 0;
+    double ms;
+    while (f != NULL && fscanf(f, "%d %lf %d", &rank, &ms, &ok) == 3) {
+        reports++;
+        printf("  rank %d: init %.1f ms, %d of %d AllReduces right\n", rank, ms, ok, ops);
+        if (ok != ops) failed = 1;
+        if (rank == 1) *init_ms = ms;
+    }
+    if (f != NULL) fclose(f);
+    if (reports != NRANKS) {
+        fprintf(stderr, "FAIL: %d of %d ranks reported\n", reports, NRANKS);
+        failed = 1;
+    }
+    return failed;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 5 && strcmp(argv[1], "rank") == 0)
+        return rank_main(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
+    int conns = 100, ops = 200;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--conns") == 0) conns = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--ops") == 0) ops = atoi(argv[i + 1]);
+    }
+    att.conns = conns;
+    srand((unsigned)getpid());
+    /* The attacker holds conns connections to each of up to MAX_PORTS ports. */
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_cur < (rlim_t)conns * 8 + 64) {
+        printf("SKIP: %d connections per port need RLIMIT_NOFILE >= %d (hard limit %llu)\n",
+               conns, conns * 8 + 64, (unsigned long long)rl.rlim_max);
+        return 77;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    setenv("NCCL_SOCKET_IFNAME", "=lo", 1);
+    setenv("NCCL_SOCKET_FAMILY", "AF_INET", 1);
+    const char *self = "/proc/self/exe";
+    char exe[4096];
+    ssize_t n = readlink(self, exe, sizeof exe - 1);
+    if (n <= 0) return 1;
+    exe[n] = '\0';
+    double quiet_ms = 0, hostile_ms = 0;
+    printf("without attack (%s):\n", getenv("NCCL_SHM_DISABLE") ? "TCP" : "shared memory");
+    int failed = run_job(exe, false, ops, &quiet_ms);
+    printf("with %d connections per listening port:\n", conns);
+    failed |= run_job(exe, true, ops, &hostile_ms);
+    printf("rank 1 init: %.1f ms quiet, %.1f ms under attack (%+.1f ms; noisy machine)\n",
+           quiet_ms, hostile_ms, hostile_ms - quiet_ms);
+    printf("%s\n", failed ? "FAIL" : "PASS");
+    return failed;
+}
