@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "nccl.h"
+#include "device/device.h"
 #include "util/param.h"
 
 static void print_markdown(void)
@@ -47,6 +48,11 @@ static void print_info(void)
            "no"
 #endif
     );
+    /* Looks for a driver the way an init would with TUTTI_CUDA=1: tutti-info is where a user
+     * asks whether the GPU is seen. */
+    tt_device_probe(true);
+    char device[256];
+    printf("device: %s\n", tt_device_describe(device, sizeof device));
     printf("host: %s, %ld online CPUs\n\nparameters (value, default):\n", host,
            sysconf(_SC_NPROCESSORS_ONLN));
     int count;

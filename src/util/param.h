@@ -70,7 +70,12 @@
       "(tuttiCommDump)")                                                                        \
     X(register_remap, "TUTTI_REGISTER_REMAP", INT, 1, 0, 1,                                        \
       "1: ncclCommRegister and ncclCommWindowRegister move the whole pages of an ordinary "        \
-      "buffer (64 KiB or more) into a memory file the host's peers map; 0: bookkeeping only")
+      "buffer (64 KiB or more) into a memory file the host's peers map; 0: bookkeeping only")    \
+    X(cuda, "TUTTI_CUDA", INT, -1, -1, 1,                                                          \
+      "CUDA builds: -1 use the CUDA driver once the process loaded it, 1 load it at init, 0 "      \
+      "never (host-only)")                                                                         \
+    X(cuda_library, "TUTTI_CUDA_LIBRARY", STR, "", 0, 0,                                           \
+      "CUDA builds: the driver library to open (default libcuda.so.1)")
 
 enum tt_param_type { TT_PARAM_INT, TT_PARAM_STR };
 
