@@ -12,6 +12,27 @@ enable_language(CUDA)
 
 file(GLOB TUTTI_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/device/cuda/*.c)
 target_sources(tutti_obj PRIVATE ${TUTTI_CUDA_SOURCES})
+
+# The device reduction kernels: nvcc builds a fatbin that module.c embeds (.incbin) and loads
+# through the driver, so no CUDA runtime is linked. -fmad=false: no contraction into FMA, as on
+# the host (src/device/cuda/elementwise.h).
+set(TUTTI_CUDA_FATBIN ${CMAKE_BINARY_DIR}/tutti-reduce.fatbin)
+set(TUTTI_CUDA_GENCODE -gencode arch=compute_80,code=sm_80
+                       -gencode arch=compute_90,code=[sm_90,compute_90])
+set(TUTTI_NVCC_WERROR "")
+if(TUTTI_WERROR)
+  set(TUTTI_NVCC_WERROR -Werror all-warnings)
+endif()
+add_custom_command(OUTPUT ${TUTTI_CUDA_FATBIN}
+  COMMAND ${CMAKE_CUDA_COMPILER} --fatbin -O3 -fmad=false ${TUTTI_NVCC_WERROR}
+          ${TUTTI_CUDA_GENCODE} -I${CMAKE_SOURCE_DIR}/src -I${CMAKE_SOURCE_DIR}/include
+          -x cu ${CMAKE_SOURCE_DIR}/src/device/cuda/reduce.cu -o ${TUTTI_CUDA_FATBIN}
+  DEPENDS ${CMAKE_SOURCE_DIR}/src/device/cuda/reduce.cu
+          ${CMAKE_SOURCE_DIR}/src/device/cuda/elementwise.h
+  COMMENT "nvcc: the device reduction kernels (tutti-reduce.fatbin)" VERBATIM)
+set_source_files_properties(${CMAKE_SOURCE_DIR}/src/device/cuda/module.c PROPERTIES
+  OBJECT_DEPENDS ${TUTTI_CUDA_FATBIN}
+  COMPILE_DEFINITIONS "TT_CUDA_FATBIN_PATH=\"${TUTTI_CUDA_FATBIN}\"")
 # Every file sees TUTTI_CUDA (device/device.h changes shape); only src/device/cuda/ sees cuda.h,
 # as a system header so that -Wpedantic judges our code, not NVIDIA's.
 add_compile_definitions(TUTTI_CUDA=1)

@@ -46,3 +46,24 @@ if(TUTTI_CUDA AND TARGET tutti-run)
   set_tests_properties(cuda_fallback_host_only PROPERTIES LABELS "cuda;unit" TIMEOUT 60
                        PROCESSORS 2)
 endif()
+
+# The device reduction kernels: their arithmetic on the host against the host kernels (runs
+# everywhere), and the kernels themselves on a GPU (skipped without one).
+if(TUTTI_CUDA)
+  add_executable(unit_cuda_elementwise ${CMAKE_SOURCE_DIR}/tests/gpu/unit_cuda_elementwise.c)
+  target_include_directories(unit_cuda_elementwise PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  target_compile_options(unit_cuda_elementwise PRIVATE ${TUTTI_WARNINGS})
+  target_link_libraries(unit_cuda_elementwise PRIVATE tutti_internal)
+  add_test(NAME unit_cuda_elementwise COMMAND unit_cuda_elementwise)
+  set_tests_properties(unit_cuda_elementwise PROPERTIES LABELS "cuda;unit" TIMEOUT 60)
+
+  add_executable(gpu_reduce ${CMAKE_SOURCE_DIR}/tests/gpu/gpu_reduce.c)
+  target_include_directories(gpu_reduce PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  foreach(inc ${CUDAToolkit_INCLUDE_DIRS})
+    target_compile_options(gpu_reduce PRIVATE "-isystem${inc}")
+  endforeach()
+  target_compile_options(gpu_reduce PRIVATE ${TUTTI_WARNINGS})
+  target_link_libraries(gpu_reduce PRIVATE tutti_internal CUDA::cudart_static)
+  add_test(NAME gpu_reduce COMMAND gpu_reduce)
+  set_tests_properties(gpu_reduce PROPERTIES LABELS cuda TIMEOUT 120 SKIP_RETURN_CODE 77)
+endif()

@@ -116,6 +116,28 @@ ncclResult_t tt_device_words_create(uint32_t **words);
 ncclResult_t tt_device_stream_order(cudaStream_t stream, uint32_t *words, uint32_t seq,
                                     struct tt_device_stage *stages, bool *waits);
 
+/* The device reductions, in the order of reduce/kernels.h's loops: dst = a OP b for the binary
+ * ones, dst = OP a for premul (scalar * a) and div (a / divisor). Semantics as the host kernels
+ * of reduce/ (reduce.h), bit for bit. */
+enum tt_device_red {
+    TT_DEVICE_RED_SUM,
+    TT_DEVICE_RED_PROD,
+    TT_DEVICE_RED_MAX,
+    TT_DEVICE_RED_MIN,
+    TT_DEVICE_RED_PREMULSUM,
+    TT_DEVICE_RED_SUMDIV,
+    TT_DEVICE_RED_PREMUL,
+    TT_DEVICE_RED_DIV,
+    TT_DEVICE_RED_COUNT
+};
+
+/* Queues dst[i] = a[i] OP b[i] for `count` elements of `dtype` in device memory on `stream`
+ * (a CUDA kernel; dst may alias a or b exactly). scalar_f is PREMULSUM's scalar for floating
+ * types (rounded to the dtype), scalar_u for integers; divisor SUMDIV's. CUDA builds only. */
+ncclResult_t tt_device_reduce(cudaStream_t stream, ncclDataType_t dtype, enum tt_device_red red,
+                              double scalar_f, uint64_t scalar_u, uint64_t divisor, void *dst,
+                              const void *a, const void *b, size_t count);
+
 /* Whether `word` reached `seq` (wrapping compare), read with acquire. */
 static inline bool tt_device_word_reached(const uint32_t *word, uint32_t seq)
 {

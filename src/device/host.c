@@ -72,6 +72,13 @@ void tt_device_stage_join(struct tt_device_stage **into, struct tt_device_stage 
 {
 }
 
+ncclResult_t tt_device_reduce(cudaStream_t stream, ncclDataType_t dtype, enum tt_device_red red,
+                              double scalar_f, uint64_t scalar_u, uint64_t divisor, void *dst,
+                              const void *a, const void *b, size_t count)
+{
+    return TT_ERROR(ncclInvalidUsage, "device reductions need a CUDA build of Tutti");
+}
+
 ncclResult_t tt_device_words_create(uint32_t **words)
 {
     return TT_ERROR(ncclInvalidUsage, "device streams need a CUDA build of Tutti");
