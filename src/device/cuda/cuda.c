@@ -23,11 +23,15 @@
 #include "util/err.h"
 #include "util/log.h"
 
-/* While the driver is not in use, a pointer is looked at again at most this often: the process
- * may start using CUDA after its communicators were made. */
+/* While the driver is not in use, the process is looked at again (has it loaded the driver
+ * since?) once per RECHECK_CALLS operations and at most every RECHECK_NS: it may start using
+ * CUDA after its communicators were made. Between checks an operation pays one relaxed load
+ * and store (about 1 ns); a check costs a walk of the loaded objects (microseconds). */
+#define RECHECK_CALLS 256u
 #define RECHECK_NS 10000000ull
 
 static _Atomic uint64_t next_recheck_ns;
+static _Atomic unsigned calls_since_check;
 
 static uint64_t coarse_now_ns(void)
 {
@@ -39,6 +43,10 @@ static uint64_t coarse_now_ns(void)
 bool tt_device_active(void)
 {
     if (tt_cuda_loaded()) return true;
+    /* Not a read-modify-write: a lost count between threads only delays a check a little. */
+    unsigned calls = atomic_load_explicit(&calls_since_check, memory_order_relaxed) + 1;
+    atomic_store_explicit(&calls_since_check, calls, memory_order_relaxed);
+    if (calls % RECHECK_CALLS != 0) return false;
     uint64_t now = coarse_now_ns();
     if (now < atomic_load_explicit(&next_recheck_ns, memory_order_relaxed)) return false;
     atomic_store_explicit(&next_recheck_ns, now + RECHECK_NS, memory_order_relaxed);
