@@ -170,7 +170,7 @@ static ncclResult_t pinned_get(size_t bytes, const void *dev, struct pinned **ou
     pthread_mutex_unlock(&pool_lock);
     struct pinned *p = calloc(1, sizeof *p);
     if (p == NULL) return TT_ERROR(ncclSystemError, "out of memory staging a device buffer");
-    ncclResult_t res = tt_cuda_ensure_context(dev);
+    ncclResult_t res = tt_cuda_ensure_context(dev, NULL);
     if (res == ncclSuccess)
         res = TT_CU(tt_cu.cuMemHostAlloc(&p->ptr, want, CU_MEMHOSTALLOC_PORTABLE));
     if (res != ncclSuccess) {
@@ -276,7 +276,7 @@ ncclResult_t tt_device_words_create(uint32_t **words)
     if (!tt_device_active())
         return TT_ERROR(ncclInvalidUsage, "a CUDA stream was given but CUDA is not in use: %s",
                         tt_cuda_why_not());
-    TT_TRY(tt_cuda_ensure_context(NULL));
+    TT_TRY(tt_cuda_ensure_context(NULL, NULL));
     void *p = NULL;
     TT_TRY(TT_CU(tt_cu.cuMemHostAlloc(&p, 64, CU_MEMHOSTALLOC_PORTABLE |
                                                   CU_MEMHOSTALLOC_DEVICEMAP)));
@@ -304,7 +304,7 @@ ncclResult_t tt_device_stream_order(cudaStream_t stream, uint32_t *words, uint32
     if (stages != NULL) first = stages->in_dev != NULL ? stages->in_dev : stages->out_dev;
     *waits = false;
     int queued = 0;
-    ncclResult_t res = tt_cuda_ensure_context(first);
+    ncclResult_t res = tt_cuda_ensure_context(first, s);
     for (struct tt_device_stage *st = stages; st != NULL && res == ncclSuccess; st = st->next) {
         if (st->in_dev == NULL) continue;
         res = TT_CU(tt_cu.cuMemcpyDtoHAsync((char *)st->buf->ptr + st->in_off,

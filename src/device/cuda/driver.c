@@ -175,7 +175,7 @@ ncclResult_t tt_cuda_error_at(CUresult res, const char *call, const char *file, 
                        call, msg, name, (int)res);
 }
 
-ncclResult_t tt_cuda_ensure_context(const void *ptr)
+ncclResult_t tt_cuda_ensure_context(const void *ptr, CUstream stream)
 {
     CUcontext ctx = NULL;
     TT_TRY(TT_CU(tt_cu.cuCtxGetCurrent(&ctx)));
@@ -183,6 +183,9 @@ ncclResult_t tt_cuda_ensure_context(const void *ptr)
     if (ptr != NULL &&
         tt_cu.cuPointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)ptr) ==
             CUDA_SUCCESS &&
+        ctx != NULL)
+        return TT_CU(tt_cu.cuCtxSetCurrent(ctx));
+    if ((uintptr_t)stream > 0x2 && tt_cu.cuStreamGetCtx(stream, &ctx) == CUDA_SUCCESS &&
         ctx != NULL)
         return TT_CU(tt_cu.cuCtxSetCurrent(ctx));
     CUdevice dev;

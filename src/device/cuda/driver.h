@@ -76,7 +76,8 @@ ncclResult_t tt_cuda_error_at(CUresult res, const char *call, const char *file, 
 #define TT_CU(call) tt_cuda_error_at((call), #call, __FILE__, __LINE__)
 
 /* Makes a context current on the calling thread if none is: the one of `ptr` (a device pointer,
- * may be NULL), else device 0's primary context, as the runtime would. */
-ncclResult_t tt_cuda_ensure_context(const void *ptr);
+ * may be NULL), else that of `stream` (a stream object, not NULL or a special handle), else
+ * device 0's primary context, as the runtime would. */
+ncclResult_t tt_cuda_ensure_context(const void *ptr, CUstream stream);
 
 #endif

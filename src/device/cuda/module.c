@@ -84,7 +84,7 @@ ncclResult_t tt_device_reduce(cudaStream_t stream, ncclDataType_t dtype, enum tt
     if (!tt_device_active())
         return TT_ERROR(ncclInvalidUsage, "device reduction without CUDA: %s",
                         tt_cuda_why_not());
-    TT_TRY(tt_cuda_ensure_context(dst));
+    TT_TRY(tt_cuda_ensure_context(dst, (CUstream)stream));
     CUfunction fn;
     TT_TRY(kernel_for(dtype, red, &fn));
     unsigned long long n = count, su = scalar_u, div = divisor;
