@@ -67,3 +67,18 @@ if(TUTTI_CUDA)
   add_test(NAME gpu_reduce COMMAND gpu_reduce)
   set_tests_properties(gpu_reduce PROPERTIES LABELS cuda TIMEOUT 120 SKIP_RETURN_CODE 77)
 endif()
+
+# Device peer memory (CUDA IPC) between ranks sharing a GPU.
+if(TUTTI_CUDA AND TARGET tutti-run)
+  add_executable(gpu_ipc ${CMAKE_SOURCE_DIR}/tests/gpu/gpu_ipc.c)
+  target_include_directories(gpu_ipc PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  foreach(inc ${CUDAToolkit_INCLUDE_DIRS})
+    target_compile_options(gpu_ipc PRIVATE "-isystem${inc}")
+  endforeach()
+  target_compile_options(gpu_ipc PRIVATE ${TUTTI_WARNINGS})
+  target_link_libraries(gpu_ipc PRIVATE tutti_internal CUDA::cudart_static)
+  add_test(NAME gpu_ipc_3
+           COMMAND $<TARGET_FILE:tutti-run> -n 3 --timeout 110 $<TARGET_FILE:gpu_ipc>)
+  set_tests_properties(gpu_ipc_3 PROPERTIES LABELS cuda TIMEOUT 120 SKIP_RETURN_CODE 77
+                       PROCESSORS 2)
+endif()

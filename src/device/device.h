@@ -138,6 +138,22 @@ ncclResult_t tt_device_reduce(cudaStream_t stream, ncclDataType_t dtype, enum tt
                               double scalar_f, uint64_t scalar_u, uint64_t divisor, void *dst,
                               const void *a, const void *b, size_t count);
 
+/* Peer memory between processes of one host (CUDA IPC): the building block of the device
+ * side of the local team's peer-memory contract (transport/team.h, struct tt_peer_mem). A
+ * handle is 64 opaque bytes that another process of the host opens into an address of its own
+ * for the same memory, valid until it closes it; the exporter must keep the allocation alive
+ * meanwhile. Export names the whole allocation that holds `ptr` and the offset of `ptr` in it. */
+#define TT_DEVICE_IPC_HANDLE_BYTES 64
+struct tt_device_ipc_handle {
+    unsigned char bytes[TT_DEVICE_IPC_HANDLE_BYTES];
+    uint64_t offset; /* of the exported pointer in its allocation */
+};
+ncclResult_t tt_device_ipc_export(const void *ptr, struct tt_device_ipc_handle *out);
+/* Maps a peer's exported memory: *ptr is the peer's exported pointer, in this process. */
+ncclResult_t tt_device_ipc_open(const struct tt_device_ipc_handle *h, void **ptr);
+/* Unmaps what tt_device_ipc_open returned (the same pointer). */
+ncclResult_t tt_device_ipc_close(void *ptr, const struct tt_device_ipc_handle *h);
+
 /* Whether `word` reached `seq` (wrapping compare), read with acquire. */
 static inline bool tt_device_word_reached(const uint32_t *word, uint32_t seq)
 {

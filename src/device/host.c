@@ -79,6 +79,21 @@ ncclResult_t tt_device_reduce(cudaStream_t stream, ncclDataType_t dtype, enum tt
     return TT_ERROR(ncclInvalidUsage, "device reductions need a CUDA build of Tutti");
 }
 
+ncclResult_t tt_device_ipc_export(const void *ptr, struct tt_device_ipc_handle *out)
+{
+    return TT_ERROR(ncclInvalidUsage, "device peer memory needs a CUDA build of Tutti");
+}
+
+ncclResult_t tt_device_ipc_open(const struct tt_device_ipc_handle *h, void **ptr)
+{
+    return TT_ERROR(ncclInvalidUsage, "device peer memory needs a CUDA build of Tutti");
+}
+
+ncclResult_t tt_device_ipc_close(void *ptr, const struct tt_device_ipc_handle *h)
+{
+    return TT_ERROR(ncclInvalidUsage, "device peer memory needs a CUDA build of Tutti");
+}
+
 ncclResult_t tt_device_words_create(uint32_t **words)
 {
     return TT_ERROR(ncclInvalidUsage, "device streams need a CUDA build of Tutti");

@@ -335,3 +335,44 @@ ncclResult_t tt_device_stream_order(cudaStream_t stream, uint32_t *words, uint32
         res = TT_CU(tt_cu.cuLaunchHostFunc(s, release_stages, stages));
     return res;
 }
+
+/* --- Peer memory (CUDA IPC) ---------------------------------------------------------------- */
+
+_Static_assert(sizeof(CUipcMemHandle) == TT_DEVICE_IPC_HANDLE_BYTES, "CUDA's IPC handle size");
+
+ncclResult_t tt_device_ipc_export(const void *ptr, struct tt_device_ipc_handle *out)
+{
+    if (!tt_device_active() || tt_device_mem_kind(ptr) != TT_MEM_DEVICE)
+        return TT_ERROR(ncclInvalidArgument, "%p is not device memory: it cannot be exported",
+                        ptr);
+    TT_TRY(tt_cuda_ensure_context(ptr, NULL));
+    CUdeviceptr base = 0;
+    size_t bytes = 0;
+    TT_TRY(TT_CU(tt_cu.cuMemGetAddressRange(&base, &bytes, (CUdeviceptr)(uintptr_t)ptr)));
+    CUipcMemHandle h;
+    TT_TRY(TT_CU(tt_cu.cuIpcGetMemHandle(&h, base)));
+    memcpy(out->bytes, &h, sizeof h);
+    out->offset = (uint64_t)((CUdeviceptr)(uintptr_t)ptr - base);
+    return ncclSuccess;
+}
+
+ncclResult_t tt_device_ipc_open(const struct tt_device_ipc_handle *h, void **ptr)
+{
+    if (!tt_device_active())
+        return TT_ERROR(ncclInvalidUsage, "device peer memory without CUDA: %s",
+                        tt_cuda_why_not());
+    TT_TRY(tt_cuda_ensure_context(NULL, NULL));
+    CUipcMemHandle handle;
+    memcpy(&handle, h->bytes, sizeof handle);
+    CUdeviceptr base = 0;
+    TT_TRY(TT_CU(tt_cu.cuIpcOpenMemHandle(&base, handle,
+                                          CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)));
+    *ptr = (void *)(uintptr_t)(base + h->offset);
+    return ncclSuccess;
+}
+
+ncclResult_t tt_device_ipc_close(void *ptr, const struct tt_device_ipc_handle *h)
+{
+    CUdeviceptr base = (CUdeviceptr)(uintptr_t)ptr - h->offset;
+    return TT_CU(tt_cu.cuIpcCloseMemHandle(base));
+}
