@@ -138,6 +138,12 @@ struct pinned {
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pinned *pool;
+static size_t pool_bytes; /* pinned bytes waiting in the pool */
+
+/* Free pinned buffers beyond this are given back to CUDA by the next allocation that misses
+ * (the host functions that return buffers may not call CUDA): a benchmark that walks sizes up
+ * to 256 MiB would otherwise keep every size's buffers pinned. */
+#define POOL_KEEP_BYTES (2ull << 30)
 
 struct tt_device_stage {
     struct pinned *buf;
@@ -158,16 +164,31 @@ static size_t size_class(size_t bytes)
 static ncclResult_t pinned_get(size_t bytes, const void *dev, struct pinned **out)
 {
     size_t want = size_class(bytes);
+    struct pinned *trim = NULL;
     pthread_mutex_lock(&pool_lock);
     for (struct pinned **it = &pool; *it != NULL; it = &(*it)->next) {
         if ((*it)->bytes == want) {
             *out = *it;
             *it = (*it)->next;
+            pool_bytes -= want;
             pthread_mutex_unlock(&pool_lock);
             return ncclSuccess;
         }
     }
+    while (pool != NULL && pool_bytes > POOL_KEEP_BYTES) {
+        struct pinned *p = pool;
+        pool = p->next;
+        pool_bytes -= p->bytes;
+        p->next = trim;
+        trim = p;
+    }
     pthread_mutex_unlock(&pool_lock);
+    while (trim != NULL) {
+        struct pinned *next = trim->next;
+        (void)tt_cu.cuMemFreeHost(trim->ptr);
+        free(trim);
+        trim = next;
+    }
     struct pinned *p = calloc(1, sizeof *p);
     if (p == NULL) return TT_ERROR(ncclSystemError, "out of memory staging a device buffer");
     ncclResult_t res = tt_cuda_ensure_context(dev, NULL);
@@ -193,6 +214,7 @@ static void release_stages(void *arg)
             pthread_mutex_lock(&pool_lock);
             s->buf->next = pool;
             pool = s->buf;
+            pool_bytes += s->buf->bytes;
             pthread_mutex_unlock(&pool_lock);
         }
         free(s);
