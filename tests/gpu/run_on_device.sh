@@ -12,8 +12,9 @@
 # (gpu_reduce: the device reduction kernels; gpu_ipc: IPC handles between 3 ranks; gpu_matrix
 # at 2, 3 and 4 ranks sharing GPU 0, every collective x dtype x op, in place and out of place,
 # checked on the device; the same with the odd ranks on the CPU; tutti-perf -G checked);
-# then tutti-perf's device table for AllReduce at 2 ranks up to 256 MiB with the device-to-device copy bandwidth measured in the same run, and 3 and 4 ranks up to 64
-# MiB. Every step runs even when an earlier one failed; the exit status is the first failure's.
+# then tutti-perf's device table for AllReduce at 2 ranks up to 256 MiB with the
+# device-to-device copy bandwidth measured in the same run, and 3 and 4 ranks up to 64 MiB.
+# A GPU test that exits 77 found no usable GPU and is reported SKIPPED. Every step runs even when an earlier one failed; the exit status is the first failure's.
 # Budget: about 2-4 minutes of building and 3-6 of running on an H100 with 16 cores.
 set -u
 cd "$(dirname "$0")/../.."
