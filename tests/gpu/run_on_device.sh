@@ -14,7 +14,8 @@
 # checked on the device; the same with the odd ranks on the CPU; tutti-perf -G checked);
 # then tutti-perf's device table for AllReduce at 2 ranks up to 256 MiB with the
 # device-to-device copy bandwidth measured in the same run, and 3 and 4 ranks up to 64 MiB.
-# A GPU test that exits 77 found no usable GPU and is reported SKIPPED. Every step runs even when an earlier one failed; the exit status is the first failure's.
+# A GPU test that exits 77 found no usable GPU and is reported SKIPPED. Every step runs even
+# when an earlier one failed; the exit status is the first failure's.
 # Budget: about 2-4 minutes of building and 3-6 of running on an H100 with 16 cores.
 set -u
 cd "$(dirname "$0")/../.."
