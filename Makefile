@@ -4,7 +4,7 @@ PRESET ?= release
 BUILD := build/$(PRESET)
 JOBS ?= 2
 
-.PHONY: all build test demo asan tsan soak fuzz deps clean
+.PHONY: all build test cuda-check demo asan tsan soak fuzz deps clean
 
 all: build
 
@@ -19,6 +19,22 @@ build: deps
 # examples, docs), without the long ones: soak (hundreds of failure trials) and fuzz.
 test: build
 	ctest --preset $(PRESET) --timeout 600 -LE 'soak|fuzz'
+
+# The CUDA build (preset cuda, build/cuda; docs/cuda.md) where the toolkit is installed: it
+# must build without warnings and pass, against the CUDA-enabled library, the CUDA label (no
+# CUDA library linked, the host-only fallback, the device kernels' arithmetic; the GPU tests
+# skip without a GPU) and a short part of the CPU suite (unit, api, a few collectives). Where
+# nvcc is missing it says so and succeeds: CUDA is optional.
+NVCC ?= /usr/local/cuda/bin/nvcc
+cuda-check: deps
+	@if [ ! -x "$(NVCC)" ]; then \
+		echo "cuda-check: no nvcc at $(NVCC): the CUDA build is skipped"; \
+	else \
+		cmake --preset cuda >/dev/null && \
+		cmake --build --preset cuda -j $(JOBS) && \
+		ctest --preset cuda --timeout 600 -L 'cuda|unit|api' -LE 'soak|fuzz' && \
+		ctest --preset cuda --timeout 600 -R '^coll_n[234]_shm$$|^coll_n2_tcp$$'; \
+	fi
 
 # The long failure trials: 200 kills per transport, 200 aborts from another thread.
 soak: build

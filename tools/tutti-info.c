@@ -12,6 +12,7 @@
 #include "nccl.h"
 #include "topo.h"
 #include "transport/transport.h"
+#include "device/device.h"
 #include "util/param.h"
 
 /* "0-3,8-11" for a list of CPU numbers (sorted as given). */
@@ -140,6 +141,11 @@ static void print_info(void)
            "no"
 #endif
     );
+    /* Looks for a driver the way an init would with TUTTI_CUDA=1: tutti-info is where a user
+     * asks whether the GPU is seen. */
+    tt_device_probe(true);
+    char device[256];
+    printf("device: %s\n", tt_device_describe(device, sizeof device));
     printf("host: %s, %ld online CPUs\n", host, sysconf(_SC_NPROCESSORS_ONLN));
     if (print_topology() != 0) return;
     printf("\nparameters (value, default):\n");

@@ -36,6 +36,9 @@ static void usage(FILE *to)
             "                         model count on the mapping\n"
             "      --malloc           with -R 2: windows over ordinary (aligned_alloc) buffers,\n"
             "                         whose pages the registration moves, not ncclMemAlloc ones\n"
+            "  -G, --device           CUDA builds: device buffers (cudaMalloc) on a CUDA stream,\n"
+            "                         timed with CUDA events; prints the GPU's device-to-device\n"
+            "                         copy bandwidth measured in the same run\n"
             "      --json FILE        also write the results as JSON\n"
             "      --csv              print CSV instead of the table\n"
             "  -h, --help             this text\n");
@@ -73,6 +76,7 @@ bool tp_parse_options(int argc, char **argv, struct options *o)
         {"json", required_argument, NULL, 'J'},
         {"csv", no_argument, NULL, 'C'},
         {"malloc", no_argument, NULL, 'M'},
+        {"device", no_argument, NULL, 'G'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -90,7 +94,7 @@ bool tp_parse_options(int argc, char **argv, struct options *o)
     o->ops[o->nops++] = ncclSum;
     int ch;
     bool ok = true;
-    while (ok && (ch = getopt_long(argc, argv, "t:b:e:f:i:n:w:c:o:d:r:z:a:R:h", longopts, NULL)) !=
+    while (ok && (ch = getopt_long(argc, argv, "t:b:e:f:i:n:w:c:o:d:r:z:a:R:Gh", longopts, NULL)) !=
                      -1) {
         switch (ch) {
         case 't':
@@ -169,6 +173,9 @@ bool tp_parse_options(int argc, char **argv, struct options *o)
         case 'M':
             o->malloc_windows = true;
             break;
+        case 'G':
+            o->device = true;
+            break;
         case 'h':
             usage(stdout);
             o->help = true;
@@ -180,6 +187,10 @@ bool tp_parse_options(int argc, char **argv, struct options *o)
         if (!ok && ch != 'h' && ch != '?') {
             fprintf(stderr, "tutti-perf: bad value '%s' for -%c\n", optarg, ch);
         }
+    }
+    if (ok && o->device && o->local_register != 0) {
+        fprintf(stderr, "tutti-perf: -G (device buffers) and -R cannot be combined\n");
+        ok = false;
     }
     if (!ok || optind != argc || o->min_bytes > o->max_bytes) {
         usage(stderr);

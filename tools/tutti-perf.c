@@ -39,42 +39,42 @@ static double factor_one(int n)
 
 static ncclResult_t run_allreduce(const struct call *c, const void *send, void *recv)
 {
-    return ncclAllReduce(send, recv, c->count, c->type->dtype, c->op, c->comm, NULL);
+    return ncclAllReduce(send, recv, c->count, c->type->dtype, c->op, c->comm, tp_stream);
 }
 
 static ncclResult_t run_allgather(const struct call *c, const void *send, void *recv)
 {
-    return ncclAllGather(send, recv, c->count, c->type->dtype, c->comm, NULL);
+    return ncclAllGather(send, recv, c->count, c->type->dtype, c->comm, tp_stream);
 }
 
 static ncclResult_t run_reducescatter(const struct call *c, const void *send, void *recv)
 {
-    return ncclReduceScatter(send, recv, c->count, c->type->dtype, c->op, c->comm, NULL);
+    return ncclReduceScatter(send, recv, c->count, c->type->dtype, c->op, c->comm, tp_stream);
 }
 
 static ncclResult_t run_broadcast(const struct call *c, const void *send, void *recv)
 {
-    return ncclBroadcast(send, recv, c->count, c->type->dtype, c->root, c->comm, NULL);
+    return ncclBroadcast(send, recv, c->count, c->type->dtype, c->root, c->comm, tp_stream);
 }
 
 static ncclResult_t run_reduce(const struct call *c, const void *send, void *recv)
 {
-    return ncclReduce(send, recv, c->count, c->type->dtype, c->op, c->root, c->comm, NULL);
+    return ncclReduce(send, recv, c->count, c->type->dtype, c->op, c->root, c->comm, tp_stream);
 }
 
 static ncclResult_t run_alltoall(const struct call *c, const void *send, void *recv)
 {
-    return ncclAlltoAll(send, recv, c->count, c->type->dtype, c->comm, NULL);
+    return ncclAlltoAll(send, recv, c->count, c->type->dtype, c->comm, tp_stream);
 }
 
 static ncclResult_t run_gather(const struct call *c, const void *send, void *recv)
 {
-    return ncclGather(send, recv, c->count, c->type->dtype, c->root, c->comm, NULL);
+    return ncclGather(send, recv, c->count, c->type->dtype, c->root, c->comm, tp_stream);
 }
 
 static ncclResult_t run_scatter(const struct call *c, const void *send, void *recv)
 {
-    return ncclScatter(send, recv, c->count, c->type->dtype, c->root, c->comm, NULL);
+    return ncclScatter(send, recv, c->count, c->type->dtype, c->root, c->comm, tp_stream);
 }
 
 /* A ring shift, as nccl-tests' sendrecv: one group that sends to rank + 1 and receives from
@@ -87,9 +87,9 @@ static ncclResult_t run_sendrecv(const struct call *c, const void *send, void *r
     if (res != ncclSuccess) {
         return res;
     }
-    res = ncclSend(send, c->count, c->type->dtype, next, c->comm, NULL);
+    res = ncclSend(send, c->count, c->type->dtype, next, c->comm, tp_stream);
     if (res == ncclSuccess) {
-        res = ncclRecv(recv, c->count, c->type->dtype, prev, c->comm, NULL);
+        res = ncclRecv(recv, c->count, c->type->dtype, prev, c->comm, tp_stream);
     }
     ncclResult_t end = ncclGroupEnd();
     return res != ncclSuccess ? res : end;
@@ -133,6 +133,11 @@ struct bench {
     void *send_handle; /* registrations (-R 1) or windows (-R 2) */
     void *recv_handle;
     unsigned char *want;
+    /* -G: send_buf and recv_buf are device memory; these are their host images, where inputs
+     * are written and results read back. */
+    unsigned char *host_send;
+    unsigned char *host_recv;
+    double copy_gbs; /* -G: the device's own copy bandwidth, measured in this run */
     struct row *rows;
     size_t nrows;
     size_t cap_rows;
@@ -227,9 +232,16 @@ static void print_header(struct bench *b)
                o->warmup, o->iters, o->check, o->blocking, o->average, o->local_register);
         for (int r = 0; r < b->nranks; r++) {
             all[r].host[HOST_BYTES - 1] = '\0';
-            printf("#  Rank %2d Group  0 Pid %6d on %10s device  - [host] CPU\n", r,
-                   (int)all[r].pid, all[r].host);
+            if (o->device)
+                printf("#  Rank %2d Group  0 Pid %6d on %10s device  0 [%s] (device buffers)\n",
+                       r, (int)all[r].pid, all[r].host, tp_dev_name());
+            else
+                printf("#  Rank %2d Group  0 Pid %6d on %10s device  - [host] CPU\n", r,
+                       (int)all[r].pid, all[r].host);
         }
+        if (o->device)
+            printf("#\n# Device-to-device copy bandwidth (cudaMemcpyAsync of %zu bytes, rank 0, "
+                   "this run): %.2f GB/s\n", o->max_bytes, b->copy_gbs);
         printf("#\n");
         printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       "
                "in-place          \n",
@@ -253,22 +265,59 @@ static void print_header(struct bench *b)
  * into this rank's block of the send buffer, as NCCL defines it (for Gather and Scatter it is
  * in place at the root only; the other ranks use the same offsets, as nccl-tests does); the
  * others pass one pointer twice. */
-static void place(struct bench *b, const struct th_case *tc, bool inplace, void **send,
-                  void **recv)
+static void place_in(unsigned char *send_buf, unsigned char *recv_buf,
+                     const struct th_case *tc, bool inplace, void **send, void **recv)
 {
     size_t off = th_inplace_offset(tc) * tc->type->bytes;
-    *send = b->send_buf;
-    *recv = b->recv_buf;
+    *send = send_buf;
+    *recv = recv_buf;
     if (!inplace) {
         return;
     }
     if (tc->coll == TH_REDUCESCATTER || tc->coll == TH_SCATTER) {
-        *recv = b->send_buf + off;
+        *recv = send_buf + off;
     } else if (tc->coll == TH_ALLGATHER || tc->coll == TH_GATHER) {
-        *send = b->recv_buf + off;
+        *send = recv_buf + off;
     } else {
-        *send = b->recv_buf;
+        *send = recv_buf;
     }
+}
+
+static void place(struct bench *b, const struct th_case *tc, bool inplace, void **send,
+                  void **recv)
+{
+    place_in(b->send_buf, b->recv_buf, tc, inplace, send, recv);
+}
+
+/* -G: a pointer into a device buffer, as the same offset into its host image. */
+static unsigned char *host_image(struct bench *b, void *dev)
+{
+    unsigned char *p = dev;
+    if (p >= b->send_buf && p < b->send_buf + b->opt.max_bytes)
+        return b->host_send + (p - b->send_buf);
+    return b->host_recv + (p - b->recv_buf);
+}
+
+/* -G: one checked call on device buffers. The inputs are written into the host images and
+ * copied up whole, the result copied back after the stream synchronised. */
+static double check_once_device(struct bench *b, const struct call *c, const struct th_case *tc,
+                                bool inplace)
+{
+    void *send, *recv;
+    size_t elt = tc->type->bytes, recv_n = th_recv_count(tc);
+    place(b, tc, inplace, &send, &recv);
+    unsigned char *hsend = host_image(b, send), *hrecv = host_image(b, recv);
+    th_fill_pattern(b->host_recv, b->opt.max_bytes, 0x5e57);
+    th_fill_send(tc, hsend);
+    if (!th_fill_expect(tc, b->want, 0, recv_n)) memcpy(b->want, hrecv, recv_n * elt);
+    tp_dev_put(b->send_buf, b->host_send, b->opt.max_bytes);
+    tp_dev_put(b->recv_buf, b->host_recv, b->opt.max_bytes);
+    check_call(b, b->opt.coll->run(c, send, recv), b->opt.coll->name);
+    tp_dev_sync();
+    tp_dev_get(hrecv, recv, recv_n * elt);
+    double wrong = 0;
+    for (size_t j = 0; j < recv_n; j++) wrong += th_load(hrecv, j, elt) != th_load(b->want, j, elt);
+    return wrong;
 }
 
 /* One checked call on exact inputs: the number of receive elements that differ from the
@@ -276,6 +325,7 @@ static void place(struct bench *b, const struct th_case *tc, bool inplace, void 
 static double check_once(struct bench *b, const struct call *c, const struct th_case *tc,
                          bool inplace)
 {
+    if (b->opt.device) return check_once_device(b, c, tc, inplace);
     void *send;
     void *recv;
     size_t elt = tc->type->bytes;
@@ -305,6 +355,20 @@ static double time_form(struct bench *b, const struct call *c, const struct th_c
     void *send;
     void *recv;
     place(b, tc, inplace, &send, &recv);
+    if (b->opt.device) {
+        /* The inputs go up once; the timed calls run back to back on the stream, between two
+         * CUDA events, as nccl-tests times them. */
+        th_fill_send(tc, host_image(b, send));
+        tp_dev_put(b->send_buf, b->host_send, b->opt.max_bytes);
+        tp_dev_put(b->recv_buf, b->host_recv, b->opt.max_bytes);
+        for (int i = 0; i < b->opt.warmup; i++)
+            check_call(b, b->opt.coll->run(c, send, recv), b->opt.coll->name);
+        tp_dev_sync();
+        tp_dev_timer_start();
+        for (int i = 0; i < b->opt.iters; i++)
+            check_call(b, b->opt.coll->run(c, send, recv), b->opt.coll->name);
+        return tp_dev_timer_stop_us() / b->opt.iters;
+    }
     th_fill_send(tc, send);
     for (int i = 0; i < b->opt.warmup; i++) {
         check_call(b, b->opt.coll->run(c, send, recv), b->opt.coll->name);
@@ -516,7 +580,24 @@ int main(int argc, char **argv)
         ncclCommDestroy(b.comm);
         return 2;
     }
-    if (b.opt.local_register) {
+    if (b.opt.device) {
+        char why[256];
+        if (!tp_dev_init(why, sizeof why)) {
+            fprintf(stderr, "tutti-perf: -G: %s\n", why);
+            ncclCommDestroy(b.comm);
+            return 77; /* skipped, for tests that run it without a GPU */
+        }
+        b.send_buf = tp_dev_alloc(b.opt.max_bytes);
+        b.recv_buf = tp_dev_alloc(b.opt.max_bytes);
+        b.host_send = alloc_or_die(b.opt.max_bytes);
+        b.host_recv = alloc_or_die(b.opt.max_bytes);
+        /* The limit a GPU collective is measured against, in the same run: rank 0 copies
+         * alone, the others wait in the AllReduce below. */
+        if (b.rank == 0) b.copy_gbs = tp_dev_copy_gbs(b.opt.max_bytes, 20);
+        double sync = 0;
+        check_call(&b, ncclAllReduce(&sync, &sync, 1, ncclFloat64, ncclSum, b.comm, NULL),
+                   "ncclAllReduce after the copy bandwidth");
+    } else if (b.opt.local_register) {
         b.send_buf = registered_alloc_or_die(&b, b.opt.max_bytes, &b.send_handle);
         b.recv_buf = registered_alloc_or_die(&b, b.opt.max_bytes, &b.recv_handle);
     } else {
@@ -542,6 +623,12 @@ int main(int argc, char **argv)
                b.wrong_total > 0 ? "FAILED" : "OK");
         printf("# Avg bus bandwidth    : %g \n#\n",
                b.busbw_n ? b.busbw_sum / (double)b.busbw_n : 0.0);
+        if (b.opt.device && b.copy_gbs > 0 && b.nrows > 0) {
+            const struct row *last = &b.rows[b.nrows - 1];
+            printf("# Largest size %zu B: out-of-place busbw %.2f GB/s = %.1f%% of the "
+                   "device-to-device copy bandwidth (%.2f GB/s)\n#\n", last->bytes,
+                   last->busbw[0], 100.0 * last->busbw[0] / b.copy_gbs, b.copy_gbs);
+        }
     }
     if (b.rank == 0 && b.opt.json_path != NULL) {
         write_json(&b);
@@ -552,7 +639,12 @@ int main(int argc, char **argv)
     double done = 0;
     check_call(&b, ncclAllReduce(&done, &done, 1, ncclFloat64, ncclSum, b.comm, NULL),
                "ncclAllReduce at the end");
-    if (b.opt.local_register == 2 && !b.opt.malloc_windows) {
+    if (b.opt.device) {
+        tp_dev_free(b.send_buf);
+        tp_dev_free(b.recv_buf);
+        free(b.host_send);
+        free(b.host_recv);
+    } else if (b.opt.local_register == 2 && !b.opt.malloc_windows) {
         check_call(&b, ncclCommWindowDeregister(b.comm, b.send_handle), "window deregister");
         check_call(&b, ncclCommWindowDeregister(b.comm, b.recv_handle), "window deregister");
         check_call(&b, ncclMemFree(b.send_buf), "ncclMemFree");

@@ -56,8 +56,27 @@ struct options {
     const char *json_path;
     bool csv;
     bool malloc_windows; /* --malloc: -R 2 windows over ordinary buffers */
+    bool device;         /* -G: device buffers on a CUDA stream (CUDA builds) */
     bool help;           /* -h, --help: the usage was printed on stdout */
 };
+
+/* Device buffers (-G), tools/tutti-perf-cuda.c in CUDA builds; without CUDA tp_dev_init
+ * fails with a message and nothing else is called. The stream is the one every call of the
+ * benchmark is issued on (NULL: host mode). */
+extern cudaStream_t tp_stream;
+bool tp_dev_init(char *why, size_t why_bytes);
+void *tp_dev_alloc(size_t bytes);
+void tp_dev_free(void *p);
+void tp_dev_put(void *dst, const void *src, size_t bytes);
+void tp_dev_get(void *dst, const void *src, size_t bytes);
+void tp_dev_sync(void);
+/* Starts and stops a CUDA-event timing on tp_stream; stop synchronises and returns us. */
+void tp_dev_timer_start(void);
+double tp_dev_timer_stop_us(void);
+/* The device-to-device copy bandwidth (GB/s: bytes copied per ns) of `bytes` copies. */
+double tp_dev_copy_gbs(size_t bytes, int iters);
+/* The device's name, for the header. */
+const char *tp_dev_name(void);
 
 /* Parses the command line into *o (defaults first); prints the usage and returns false on a bad
  * option or value, and also after printing it for -h/--help (then o->help is set: exit 0). */

@@ -37,7 +37,7 @@ ncclResult_t tt_api_check_op(ncclRedOp_t op, const char *caller)
 
 ncclResult_t tt_api_check_stream(cudaStream_t stream, const char *caller)
 {
-    return tt_stream_check(stream, caller);
+    return tt_stream_check_op(stream, caller);
 }
 
 ncclResult_t tt_api_check_rank(int rank, int nranks, const char *caller, const char *arg)

@@ -21,27 +21,6 @@ static bool coll_has_root(enum tt_coll coll)
            coll == TT_COLL_SCATTER;
 }
 
-/* Elements of sendbuff and recvbuff this rank uses (0: the buffer is ignored here). */
-static void buffer_counts(const struct tt_coll_args *args, int rank, int nranks,
-                          size_t *send_count, size_t *recv_count)
-{
-    size_t all = args->count * (size_t)nranks;
-    bool root = rank == args->root;
-    *send_count = *recv_count = args->count;
-    switch ((int)args->coll) {
-    case TT_COLL_BROADCAST: *send_count = root ? args->count : 0; break;
-    case TT_COLL_REDUCE: *recv_count = root ? args->count : 0; break;
-    case TT_COLL_ALLGATHER: *recv_count = all; break;
-    case TT_COLL_REDUCESCATTER: *send_count = all; break;
-    case TT_COLL_ALLTOALL: *send_count = *recv_count = all; break;
-    case TT_COLL_GATHER: *recv_count = root ? all : 0; break;
-    case TT_COLL_SCATTER: *send_count = root ? all : 0; break;
-    case TT_COLL_SEND: *recv_count = 0; break;
-    case TT_COLL_RECV: *send_count = 0; break;
-    default: break;
-    }
-}
-
 static ncclResult_t check_and_run(const char *caller, const struct tt_coll_args *args,
                                   ncclComm_t comm)
 {
@@ -67,7 +46,7 @@ static ncclResult_t check_and_run(const char *caller, const struct tt_coll_args 
                         "%s: %d block(s) of count %zu %s elements overflow the address space",
                         caller, nranks, args->count, tt_dtype_name(args->dtype));
     size_t send_count, recv_count;
-    buffer_counts(args, rank, nranks, &send_count, &recv_count);
+    tt_task_buffer_counts(args, rank, nranks, &send_count, &recv_count);
     if (send_count > 0)
         TT_TRY(tt_api_check_buffer(args->sendbuff, send_count, caller, "sendbuff"));
     if (recv_count > 0)

@@ -123,14 +123,15 @@ TT_API ncclResult_t pncclCommUserRank(const ncclComm_t comm, int *rank)
 }
 TT_API_ALIAS(ncclCommUserRank);
 
-/* A communicator of host processes has no CUDA device. */
+/* The CUDA device current on the thread that made the communicator; -1 for host processes
+ * (and every communicator of a host build). */
 TT_API ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int *device)
 {
     TT_CALL_SCOPE;
     TT_TRY(tt_comm_check(comm, "ncclCommCuDevice"));
     tt_log_set_rank(tt_comm_rank(comm));
     TT_TRY(tt_api_check_ptr(device, "ncclCommCuDevice", "device"));
-    *device = -1;
+    *device = tt_comm_cuda_device(comm);
     return ncclSuccess;
 }
 TT_API_ALIAS(ncclCommCuDevice);

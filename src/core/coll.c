@@ -3,7 +3,11 @@
  *
  * AlltoAll, Gather and Scatter are sets of sends and receives, plus a local copy of the rank's
  * own block (skipped when in place), as in NCCL. A blocking single-task operation, the common
- * case, lives on the stack: no allocation on that path. */
+ * case, lives on the stack: no allocation on that path.
+ *
+ * Device buffers (CUDA builds) are swapped for pinned host copies before the operation is
+ * expanded, and the operation is ordered on its device stream (core/stream.c), so everything
+ * below sees host memory. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +16,7 @@
 #include "core/comm.h"
 #include "core/dispatch.h"
 #include "core/group.h"
+#include "core/stream.h"
 #include "core/task.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -98,13 +103,46 @@ static bool expands(enum tt_coll coll)
     return coll == TT_COLL_ALLTOALL || coll == TT_COLL_GATHER || coll == TT_COLL_SCATTER;
 }
 
+/* Replaces the device buffers of `args` by pinned host copies in `staged` (the copies to make
+ * in *stages) and says in *device whether the operation goes through a device stream: it has
+ * device buffers, or its stream is not a host stream. */
+static ncclResult_t stage_device(const struct ncclComm *comm, const struct tt_coll_args *args,
+                                 struct tt_coll_args *staged, struct tt_device_stage **stages,
+                                 bool *device)
+{
+    *staged = *args;
+    *stages = NULL;
+    size_t send_count, recv_count, elt = tt_dtype_bytes(args->dtype);
+    tt_task_buffer_counts(args, comm->st.rank, comm->st.nranks, &send_count, &recv_count);
+    TT_TRY(tt_device_stage_buffers(stages, &staged->sendbuff, send_count * elt,
+                                   &staged->recvbuff, recv_count * elt));
+    bool host_stream = tt_stream_is_host(args->stream);
+    if (*stages != NULL && host_stream) {
+        tt_device_stage_free(*stages);
+        *stages = NULL;
+        return TT_ERROR(ncclInvalidUsage,
+                        "%s: device buffers on Tutti host stream %p: use a CUDA stream (or "
+                        "NULL, CUDA's default stream) for device buffers",
+                        tt_coll_name(args->coll), (void *)args->stream);
+    }
+    *device = *stages != NULL || (args->stream != NULL && !host_stream);
+    return ncclSuccess;
+}
+
 ncclResult_t tt_coll_run(ncclComm_t comm, const struct tt_coll_args *args)
 {
     if (!tt_state_usable(&comm->st))
         return tt_state_check_usable(&comm->st, tt_coll_name(args->coll));
-    if (tt_group_depth() > 0) return tt_group_add(comm, args, expand);
+    struct tt_coll_args staged;
+    struct tt_device_stage *stages = NULL;
+    bool device = false;
+    if (tt_device_active()) {
+        TT_TRY(stage_device(comm, args, &staged, &stages, &device));
+        args = &staged;
+    }
+    if (tt_group_depth() > 0) return tt_group_add(comm, args, expand, stages, device);
 
-    bool async = args->stream != NULL || !comm->blocking;
+    bool async = device || args->stream != NULL || !comm->blocking;
     if (!async && !expands(args->coll)) {
         /* The blocking fast path: one task on the stack. */
         struct tt_task task;
@@ -112,8 +150,13 @@ ncclResult_t tt_coll_run(ncclComm_t comm, const struct tt_coll_args *args)
         return tt_dispatch_task(&task);
     }
     struct tt_batch *b = malloc(sizeof *b);
-    if (b == NULL) return TT_ERROR(ncclSystemError, "out of memory for an operation");
+    if (b == NULL) {
+        tt_device_stage_free(stages);
+        return TT_ERROR(ncclSystemError, "out of memory for an operation");
+    }
     tt_engine_batch_init(b);
+    b->device = device;
+    b->stages = stages;
     ncclResult_t res = expand(b, comm, args);
     if (res != ncclSuccess) {
         tt_engine_batch_clear(b);

@@ -280,6 +280,10 @@ ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *
     comm->tctx.rank = rank;
     comm->tctx.nranks = nranks;
     comm->tctx.abort = &comm->st.abort;
+    /* A process that uses CUDA has its driver loaded by now (cudaSetDevice comes first, as
+     * with NCCL): take it, and remember the device as NCCL does. */
+    tt_device_probe(false);
+    comm->cuda_device = tt_device_current();
     int64_t forced = tt_param_comm_blocking();
     comm->blocking = forced >= 0 ? forced != 0 : (config == NULL || config->blocking != 0);
     tt_log_set_rank(rank);
@@ -426,6 +430,7 @@ ncclResult_t tt_comm_check(ncclComm_t comm, const char *caller)
 }
 
 int tt_comm_rank(ncclComm_t comm) { return comm->st.rank; }
+int tt_comm_cuda_device(ncclComm_t comm) { return comm->cuda_device; }
 int tt_comm_nranks(ncclComm_t comm) { return comm->st.nranks; }
 ncclResult_t tt_comm_async_error(ncclComm_t comm)
 {

@@ -87,6 +87,7 @@ struct ncclComm {
     pthread_t init_thread;
     ncclUniqueId init_id;
     cudaStream_t background;    /* nonblocking communicators: their operations' queue */
+    int cuda_device;            /* the CUDA device current at init (-1: none; CUDA builds) */
     pthread_mutex_t tables_lock;   /* guards redops and regs */
     struct tt_redop_table *redops; /* user ops; NULL until the first is created */
     struct tt_reg_table *regs;     /* registrations and windows; NULL until the first */

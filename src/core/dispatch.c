@@ -21,6 +21,8 @@ ncclResult_t tt_dispatch(struct tt_batch *b, cudaStream_t stream, bool nonblocki
         batch_free(b);
         return res;
     }
+    /* Device buffers or a device stream: ordered on the device stream, whatever else. */
+    if (b->device) return tt_stream_enqueue_device(stream, b);
     tt_engine_submit(b);
     if (stream != NULL || nonblocking) {
         TT_TRY(tt_stream_enqueue(stream != NULL ? stream : b->head->comm->background, b));

@@ -10,8 +10,10 @@
 #include "core/engine.h"
 #include "nccl.h"
 
-/* Takes ownership of the heap batch `b` (non-empty, in program order). With a host `stream`
- * the batch is queued there and ncclSuccess returned; with `nonblocking` (stream NULL) it is
+/* Takes ownership of the heap batch `b` (non-empty, in program order). A device batch
+ * (b->device) is ordered on the device `stream` (NULL: the legacy default stream) and
+ * ncclSuccess returned once queued. With a host `stream` the batch is queued there and
+ * ncclSuccess returned; with `nonblocking` (stream NULL) it is
  * queued on its communicator's background queue and ncclInProgress returned; otherwise it runs
  * to its end here and its result is returned. */
 ncclResult_t tt_dispatch(struct tt_batch *b, cudaStream_t stream, bool nonblocking);

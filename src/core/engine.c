@@ -39,6 +39,7 @@ void tt_engine_batch_clear(struct tt_batch *b)
         if (t->heap) free(t);
         t = next;
     }
+    tt_device_stage_free(b->stages);
     tt_engine_batch_init(b);
 }
 

@@ -73,6 +73,13 @@ struct tt_batch {
     ncclResult_t result;          /* the first task error, once the batch ended */
     struct tt_event_rec *events;  /* events recorded on this batch (core/event.c) */
     struct tt_batch *next;        /* in a stream's queue */
+    /* Device work (CUDA builds, core/stream.c): the batch was issued with device buffers or on
+     * a device stream. It starts once gate[0] reached gate_seq (the stream got there) and
+     * writes gate_seq to gate[1] when it ends (the stream goes on); NULL: no gate. */
+    bool device;
+    uint32_t gate_seq;
+    uint32_t *gate;
+    struct tt_device_stage *stages; /* device buffers staged for it, until the stream owns them */
 };
 
 static inline void tt_engine_batch_init(struct tt_batch *b)
@@ -80,7 +87,7 @@ static inline void tt_engine_batch_init(struct tt_batch *b)
     *b = (struct tt_batch){0};
 }
 void tt_engine_batch_add(struct tt_batch *b, struct tt_task *task);
-/* Frees the heap tasks of `b` (not `b` itself). */
+/* Frees the heap tasks of `b` and stages it still owns (not `b` itself). */
 void tt_engine_batch_clear(struct tt_batch *b);
 
 /* Gives every task of the batch its sequence number and its ticket, and logs it. Must be called

@@ -62,8 +62,13 @@ void tt_group_note_error(ncclResult_t res)
 }
 
 ncclResult_t tt_group_add(struct ncclComm *comm, const struct tt_coll_args *args,
-                          tt_group_expand_fn expand)
+                          tt_group_expand_fn expand, struct tt_device_stage *stages,
+                          bool device)
 {
+    /* The group's batch owns the stages from here, also when this operation fails (the group
+     * is then discarded with them). */
+    tt_device_stage_join(&group.batch.stages, stages);
+    if (device) group.batch.device = true;
     if (group.batch.count > 0 && args->stream != group.stream)
         return remember(TT_ERROR(ncclInvalidUsage,
                                  "%s: all operations of a group must use the same stream",

@@ -19,9 +19,12 @@ ncclResult_t tt_group_simulate_end(ncclSimInfo_t *sim);
 /* Records an error of a call made inside a group, which then fails as a whole. */
 void tt_group_note_error(ncclResult_t res);
 int tt_group_depth(void);
-/* Defers an operation to the group end; `expand` turns it into tasks. */
+/* Defers an operation to the group end; `expand` turns it into tasks. The group takes the
+ * operation's staged device buffers (`stages`, may be NULL) in any case; `device` makes the
+ * whole group go through its device stream (core/coll.c). */
 ncclResult_t tt_group_add(struct ncclComm *comm, const struct tt_coll_args *args,
-                          tt_group_expand_fn expand);
+                          tt_group_expand_fn expand, struct tt_device_stage *stages,
+                          bool device);
 /* Makes the outermost end call fn(arg) and wait for it before it runs the group (a background
  * init); its error fails the group. */
 ncclResult_t tt_group_add_wait(tt_group_wait_fn fn, void *arg);

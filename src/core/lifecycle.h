@@ -24,6 +24,8 @@ ncclResult_t tt_comm_check(ncclComm_t comm, const char *caller);
 /* ncclSuccess when a live `comm` may take operations (core/state.h). */
 ncclResult_t tt_comm_check_usable(ncclComm_t comm, const char *caller);
 int tt_comm_rank(ncclComm_t comm);
+/* The CUDA device current when the communicator was made (-1: none, or a host build). */
+int tt_comm_cuda_device(ncclComm_t comm);
 int tt_comm_nranks(ncclComm_t comm);
 /* The first error latched on the communicator (ncclCommGetAsyncError). */
 ncclResult_t tt_comm_async_error(ncclComm_t comm);

@@ -13,7 +13,12 @@
  * threads with work (both measured: docs/performance.md, "Measurements behind the code").
  *
  * The handle given to the user is the struct's address, checked against the list of live
- * streams before use, so a stale or foreign handle is an error, not a crash. */
+ * streams before use, so a stale or foreign handle is an error, not a crash.
+ *
+ * Device streams (CUDA builds) get a host stream of their own, a shadow made on first use and
+ * kept for the life of the process: its batches are gated by words the device stream writes
+ * and waits for (device/device.h), so host work runs in the device stream's order, and the
+ * engine drives them like any other stream's. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -37,6 +42,12 @@ struct tt_stream {
     uint64_t completed;
     ncclResult_t error; /* first error of completed batches, until reported */
     struct tt_stream *next;
+    /* Shadows of device streams only: */
+    bool shadow;
+    cudaStream_t device;         /* the device stream it orders work for */
+    uint32_t *words;             /* its start/done words (device/device.h) */
+    uint32_t device_seq;         /* the last sequence number given out (under order_lock) */
+    pthread_mutex_t order_lock;  /* one enqueue at a time: sequence, device order, tickets */
 };
 
 static struct {
@@ -57,6 +68,16 @@ static void batch_free(struct tt_batch *b)
     free(b);
 }
 
+/* Whether a batch of a device stream may not start yet (the stream has not reached it); a
+ * stopped communicator still ends it at once, so the stream goes on. */
+static bool gate_closed(const struct tt_batch *b)
+{
+    if (b->gate == NULL || tt_device_word_reached(&b->gate[0], b->gate_seq)) return false;
+    for (const struct tt_task *t = b->head; t; t = t->next)
+        if (tt_state_stopped(t->st)) return false;
+    return true;
+}
+
 /* One pass over every stream's head batch (engine lock held). Returns whether anything is
  * still queued; *progressed and `hint` as for tt_engine_progress. */
 static bool engine_pass(bool *progressed, struct tt_wait_hint *hint, struct tt_batch **blocked)
@@ -71,6 +92,7 @@ static bool engine_pass(bool *progressed, struct tt_wait_hint *hint, struct tt_b
         pthread_mutex_unlock(&s->lock);
         if (b == NULL) continue;
         busy = true;
+        if (gate_closed(b)) continue;
         bool done = false, moved = false;
         ncclResult_t res = tt_engine_progress(b, &done, &moved, &batch_hint);
         if (moved) *progressed = true;
@@ -91,6 +113,9 @@ static bool engine_pass(bool *progressed, struct tt_wait_hint *hint, struct tt_b
         s->completed++;
         b->result = res;
         tt_engine_complete_events(b);
+        /* The device stream waits for this, whatever the result (the error is latched on the
+         * communicator, as NCCL reports asynchronous failures). */
+        if (b->gate != NULL) __atomic_store_n(&b->gate[1], b->gate_seq, __ATOMIC_RELEASE);
         pthread_cond_broadcast(&s->done_cond);
         pthread_mutex_unlock(&s->lock);
         batch_free(b);
@@ -176,14 +201,28 @@ ncclResult_t tt_stream_check(cudaStream_t stream, const char *caller)
                     caller, (void *)stream);
 }
 
-ncclResult_t tt_stream_create(cudaStream_t *out)
+ncclResult_t tt_stream_check_op(cudaStream_t stream, const char *caller)
 {
-    struct tt_stream *s = calloc(1, sizeof *s);
-    if (s == NULL) return TT_ERROR(ncclSystemError, "out of memory creating a stream");
-    s->kind = &tt_device_host_stream;
-    pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->done_cond, NULL);
-    s->error = ncclSuccess;
+    if (stream == NULL) return ncclSuccess;
+    pthread_mutex_lock(&engine.lock);
+    bool live = stream_live((const struct tt_stream *)(void *)stream);
+    pthread_mutex_unlock(&engine.lock);
+    if (live || tt_device_stream_kind(stream) != NULL) return ncclSuccess;
+    return tt_stream_check(stream, caller);
+}
+
+bool tt_stream_is_host(cudaStream_t stream)
+{
+    if (stream == NULL) return false;
+    pthread_mutex_lock(&engine.lock);
+    bool live = stream_live((const struct tt_stream *)(void *)stream);
+    pthread_mutex_unlock(&engine.lock);
+    return live;
+}
+
+/* Adds `s` to the live streams, starting the engine thread with the first one. */
+static ncclResult_t stream_add(struct tt_stream *s)
+{
     pthread_mutex_lock(&engine.lock);
     if (!engine.running) {
         int err = pthread_create(&engine.thread, NULL, engine_main,
@@ -200,8 +239,91 @@ ncclResult_t tt_stream_create(cudaStream_t *out)
     engine.streams = s;
     engine.count++;
     pthread_mutex_unlock(&engine.lock);
+    return ncclSuccess;
+}
+
+ncclResult_t tt_stream_create(cudaStream_t *out)
+{
+    struct tt_stream *s = calloc(1, sizeof *s);
+    if (s == NULL) return TT_ERROR(ncclSystemError, "out of memory creating a stream");
+    s->kind = &tt_device_host_stream;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->done_cond, NULL);
+    s->error = ncclSuccess;
+    TT_TRY(stream_add(s));
     *out = (cudaStream_t)(void *)s;
     return ncclSuccess;
+}
+
+/* The shadow of device stream `device`, made on first use. Shadows live as long as the process:
+ * a device stream's end is not announced to Tutti, and a handle used again later (a new stream
+ * at the same address) finds its shadow's sequence going on, which is all it needs. */
+static ncclResult_t shadow_get(cudaStream_t device, struct tt_stream **out)
+{
+    static pthread_mutex_t make_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&make_lock);
+    pthread_mutex_lock(&engine.lock);
+    struct tt_stream *s = engine.streams;
+    while (s != NULL && !(s->shadow && s->device == device)) s = s->next;
+    pthread_mutex_unlock(&engine.lock);
+    ncclResult_t res = ncclSuccess;
+    if (s == NULL) {
+        s = calloc(1, sizeof *s);
+        if (s == NULL) res = TT_ERROR(ncclSystemError, "out of memory for a device stream");
+        if (res == ncclSuccess) res = tt_device_words_create(&s->words);
+        if (res == ncclSuccess) {
+            s->kind = tt_device_stream_kind(device);
+            s->shadow = true;
+            s->device = device;
+            pthread_mutex_init(&s->lock, NULL);
+            pthread_cond_init(&s->done_cond, NULL);
+            pthread_mutex_init(&s->order_lock, NULL);
+            res = stream_add(s);
+        }
+        if (res != ncclSuccess) {
+            free(s); /* the words, if made, are a few pinned bytes: left to the process */
+            s = NULL;
+        }
+    }
+    pthread_mutex_unlock(&make_lock);
+    *out = s;
+    return res;
+}
+
+ncclResult_t tt_stream_enqueue_device(cudaStream_t stream, struct tt_batch *b)
+{
+    struct tt_stream *s;
+    ncclResult_t res = shadow_get(stream, &s);
+    if (res != ncclSuccess) {
+        tt_engine_batch_clear(b);
+        free(b);
+        return res;
+    }
+    /* The sequence, the device stream's order and the lanes' tickets are taken together, so
+     * the shadow's queue, the device stream and the lanes agree on one order. */
+    pthread_mutex_lock(&s->order_lock);
+    uint32_t seq = ++s->device_seq;
+    bool waits = false;
+    struct tt_device_stage *stages = b->stages;
+    b->stages = NULL;
+    res = tt_device_stream_order(stream, s->words, seq, stages, &waits);
+    if (res != ncclSuccess) {
+        /* The operation does not run. If the stream already waits for it, an empty batch in
+         * its place writes `done` in turn, so the stream is not stuck. */
+        tt_engine_batch_clear(b);
+        if (!waits) {
+            free(b);
+            pthread_mutex_unlock(&s->order_lock);
+            return res;
+        }
+    } else {
+        tt_engine_submit(b);
+    }
+    b->gate = s->words;
+    b->gate_seq = seq;
+    tt_stream_enqueue((cudaStream_t)(void *)s, b);
+    pthread_mutex_unlock(&s->order_lock);
+    return res;
 }
 
 ncclResult_t tt_stream_enqueue(cudaStream_t stream, struct tt_batch *b)

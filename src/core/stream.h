@@ -21,6 +21,16 @@ ncclResult_t tt_stream_query(cudaStream_t stream);
 /* ncclSuccess when `stream` is NULL or a live host stream, else ncclInvalidUsage. */
 ncclResult_t tt_stream_check(cudaStream_t stream, const char *caller);
 
+/* For an operation's stream: ncclSuccess for NULL, a live host stream or a device stream (CUDA
+ * builds, once the process uses CUDA), else as tt_stream_check. */
+ncclResult_t tt_stream_check_op(cudaStream_t stream, const char *caller);
+/* Whether `stream` is a live host stream (not NULL, not a device stream). */
+bool tt_stream_is_host(cudaStream_t stream);
+/* Orders the heap batch `b` (connected, not yet submitted; b->device) on device stream
+ * `stream` (NULL: the legacy default stream): its staged buffers are copied in and out on the
+ * stream, and the batch is submitted and queued on the stream's shadow, gated by it. Owns `b`
+ * from the call on. Returns at once; CUDA failures are ncclUnhandledCudaError. */
+ncclResult_t tt_stream_enqueue_device(cudaStream_t stream, struct tt_batch *b);
 /* Queues a submitted heap batch on `stream`, which owns it from now on. */
 ncclResult_t tt_stream_enqueue(cudaStream_t stream, struct tt_batch *b);
 /* Batches queued on `stream` and not yet finished. */

@@ -169,6 +169,26 @@ static void bind_alltoall(struct tt_task *task, struct ncclComm *comm)
     tt_algo_bind(op, task->choice.algo, &comm->algo_env);
 }
 
+void tt_task_buffer_counts(const struct tt_coll_args *args, int rank, int nranks,
+                           size_t *send_count, size_t *recv_count)
+{
+    size_t all = args->count * (size_t)nranks;
+    bool root = rank == args->root;
+    *send_count = *recv_count = args->count;
+    switch ((int)args->coll) {
+    case TT_COLL_BROADCAST: *send_count = root ? args->count : 0; break;
+    case TT_COLL_REDUCE: *recv_count = root ? args->count : 0; break;
+    case TT_COLL_ALLGATHER: *recv_count = all; break;
+    case TT_COLL_REDUCESCATTER: *send_count = all; break;
+    case TT_COLL_ALLTOALL: *send_count = *recv_count = all; break;
+    case TT_COLL_GATHER: *recv_count = root ? all : 0; break;
+    case TT_COLL_SCATTER: *send_count = root ? all : 0; break;
+    case TT_COLL_SEND: *recv_count = 0; break;
+    case TT_COLL_RECV: *send_count = 0; break;
+    default: break;
+    }
+}
+
 ncclResult_t tt_task_init(struct tt_task *task, struct ncclComm *comm,
                           const struct tt_coll_args *args, int peer)
 {

@@ -24,6 +24,13 @@ struct tt_coll_args {
     cudaStream_t stream;
 };
 
+/* Bytes of sendbuff and recvbuff that `rank` of `nranks` reads and writes (0: the buffer is
+ * ignored there), by NCCL's rules: Broadcast reads sendbuff at the root only, Reduce writes
+ * recvbuff at the root only; AllGather's recvbuff and ReduceScatter's sendbuff hold nranks
+ * blocks; AlltoAll's both; Gather's recvbuff and Scatter's sendbuff at the root. */
+void tt_task_buffer_counts(const struct tt_coll_args *args, int rank, int nranks,
+                           size_t *send_count, size_t *recv_count);
+
 /* Fills `task` for a validated operation: a collective, TT_COLL_SEND/RECV with `peer`, or
  * TT_COLL_COPY. Resolves the reduction (built-in or user op). Allocates nothing. */
 ncclResult_t tt_task_init(struct tt_task *task, struct ncclComm *comm,

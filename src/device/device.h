@@ -5,12 +5,20 @@
  * plain memory (memcpy), and the executor's fast path tests for it inline, so host builds pay
  * nothing for the seam. A stream kind says what a stream handle is and how work is queued on
  * it: host streams are Tutti's own queues (core/stream.c); a device build registers its
- * streams' kind, which tt_device_stream_kind recognises. Only this folder may mention CUDA. */
+ * streams' kind, which tt_device_stream_kind recognises. Only this folder may mention CUDA.
+ *
+ * Device work reaches the host engine by staging (device/cuda/cuda.c): an operation's device
+ * buffers are copied on the device stream into pinned host buffers, the host algorithms run on
+ * those, and the results are copied back on the same stream; two words in pinned memory order
+ * the host work inside the stream (the stream writes `start` once the copies in are done, the
+ * engine writes `done` when the operation ended, the stream waits for it before the copies
+ * out). Host builds compile the same calls to constants. */
 #ifndef TT_DEVICE_H
 #define TT_DEVICE_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "nccl.h"
@@ -27,7 +35,9 @@ struct tt_mem_ops {
  * build). */
 extern const struct tt_mem_ops *const tt_mem_kinds[TT_MEM_KIND_COUNT];
 
-/* The kind of memory at `ptr`. Host builds: always TT_MEM_HOST, inline, without a look-up. */
+/* The kind of memory at `ptr`. Host builds: always TT_MEM_HOST, inline, without a look-up.
+ * CUDA builds: TT_MEM_HOST as well until the process uses CUDA (tt_device_active), then asked of
+ * the driver. */
 #ifdef TUTTI_CUDA
 enum tt_mem_kind tt_device_mem_kind(const void *ptr);
 #else
@@ -56,7 +66,99 @@ struct tt_device_stream_kind {
 
 /* Tutti's host streams (their queues live in core/stream.c). */
 extern const struct tt_device_stream_kind tt_device_host_stream;
-/* The device kind that claims `stream` (not a host stream), or NULL: host builds have none. */
+/* The device kind that claims `stream` (not a host stream), or NULL: host builds have none,
+ * nor do CUDA builds in a process that does not use CUDA. */
 const struct tt_device_stream_kind *tt_device_stream_kind(cudaStream_t stream);
+
+/* Whether device memory and streams can appear in this process: a CUDA build whose driver is
+ * loaded and initialised. Cheap (one load) once decided; while undecided it looks for the
+ * driver at most every 10 ms. Host builds: false, inline. */
+#ifdef TUTTI_CUDA
+bool tt_device_active(void);
+#else
+static inline bool tt_device_active(void)
+{
+    return false;
+}
+#endif
+/* Looks for the driver again (communicator init): with TUTTI_CUDA=-1 (the default) it is taken
+ * when the process already loaded it (it uses CUDA), with TUTTI_CUDA=1 or `load` it is loaded
+ * (tutti-info). Never fails: without a driver the process stays host-only. */
+void tt_device_probe(bool load);
+/* One line on the device support of this build and process (tutti-info, logs). */
+const char *tt_device_describe(char *buf, size_t bytes);
+/* The CUDA device current on the calling thread, or -1 (host builds, no driver). */
+int tt_device_current(void);
+
+/* Host copies of an operation's device buffers (owned by the device layer once queued). */
+struct tt_device_stage;
+
+/* Replaces the device buffers among `*send` (`send_bytes` read) and `*recv` (`recv_bytes`
+ * written) by pinned host buffers, appending what must be copied in and out to `*stages`;
+ * overlapping buffers (in place) share one host buffer at the same offsets. Host buffers are
+ * left as they are. ncclUnhandledCudaError with CUDA's message on failure. */
+ncclResult_t tt_device_stage_buffers(struct tt_device_stage **stages, const void **send,
+                                     size_t send_bytes, void **recv, size_t recv_bytes);
+/* Releases stages that were never queued (error paths). Accepts NULL. */
+void tt_device_stage_free(struct tt_device_stage *stages);
+/* Moves the stages of `more` onto the list `*into` (a group gathering its operations'). */
+void tt_device_stage_join(struct tt_device_stage **into, struct tt_device_stage *more);
+
+/* The pair of words that orders host work inside one device stream: [0] start, written by the
+ * stream; [1] done, written by the engine. Pinned, mapped to every device, zeroed. */
+ncclResult_t tt_device_words_create(uint32_t **words);
+
+/* Queues on device stream `stream` (NULL: the legacy default stream): the copies in of
+ * `stages`, start = seq, a wait until done >= seq (wrapping), the copies out, and the release
+ * of `stages`, which the device layer owns from the call on (also when it fails). *waits says
+ * whether the stream now waits for done >= seq: then, even when the call failed, the caller
+ * must write `done` = seq in its turn, or the stream never moves again. */
+ncclResult_t tt_device_stream_order(cudaStream_t stream, uint32_t *words, uint32_t seq,
+                                    struct tt_device_stage *stages, bool *waits);
+
+/* The device reductions, in the order of reduce/kernels.h's loops: dst = a OP b for the binary
+ * ones, dst = OP a for premul (scalar * a) and div (a / divisor). Semantics as the host kernels
+ * of reduce/ (reduce.h), bit for bit. */
+enum tt_device_red {
+    TT_DEVICE_RED_SUM,
+    TT_DEVICE_RED_PROD,
+    TT_DEVICE_RED_MAX,
+    TT_DEVICE_RED_MIN,
+    TT_DEVICE_RED_PREMULSUM,
+    TT_DEVICE_RED_SUMDIV,
+    TT_DEVICE_RED_PREMUL,
+    TT_DEVICE_RED_DIV,
+    TT_DEVICE_RED_COUNT
+};
+
+/* Queues dst[i] = a[i] OP b[i] for `count` elements of `dtype` in device memory on `stream`
+ * (a CUDA kernel; dst may alias a or b exactly). scalar_f is PREMULSUM's scalar for floating
+ * types (rounded to the dtype), scalar_u for integers; divisor SUMDIV's. CUDA builds only. */
+ncclResult_t tt_device_reduce(cudaStream_t stream, ncclDataType_t dtype, enum tt_device_red red,
+                              double scalar_f, uint64_t scalar_u, uint64_t divisor, void *dst,
+                              const void *a, const void *b, size_t count);
+
+/* Peer memory between processes of one host (CUDA IPC): the building block of the device
+ * side of the local team's peer-memory contract (transport/team.h, struct tt_peer_mem). A
+ * handle is 64 opaque bytes that another process of the host opens into an address of its own
+ * for the same memory, valid until it closes it; the exporter must keep the allocation alive
+ * meanwhile. Export names the whole allocation that holds `ptr` and the offset of `ptr` in it. */
+#define TT_DEVICE_IPC_HANDLE_BYTES 64
+struct tt_device_ipc_handle {
+    unsigned char bytes[TT_DEVICE_IPC_HANDLE_BYTES];
+    uint64_t offset; /* of the exported pointer in its allocation */
+};
+ncclResult_t tt_device_ipc_export(const void *ptr, struct tt_device_ipc_handle *out);
+/* Maps a peer's exported memory: *ptr is the peer's exported pointer, in this process. */
+ncclResult_t tt_device_ipc_open(const struct tt_device_ipc_handle *h, void **ptr);
+/* Unmaps what tt_device_ipc_open returned (the same pointer). */
+ncclResult_t tt_device_ipc_close(void *ptr, const struct tt_device_ipc_handle *h);
+
+/* Whether `word` reached `seq` (wrapping compare), read with acquire. */
+static inline bool tt_device_word_reached(const uint32_t *word, uint32_t seq)
+{
+    uint32_t now = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+    return (int32_t)(now - seq) >= 0;
+}
 
 #endif

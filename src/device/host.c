@@ -1,7 +1,12 @@
 /* The host implementation of the memory and stream kinds (device/device.h): plain memory and
  * Tutti's own host streams. A build without a device has nothing else, so every pointer is host
- * memory and no foreign stream is recognised. */
+ * memory, no foreign stream is recognised and nothing is ever staged; a CUDA build adds the
+ * device kind from device/cuda/. */
+#include <stdio.h>
+
 #include "device/device.h"
+
+#include "util/err.h"
 
 static void host_copy(void *dst, const void *src, size_t bytes)
 {
@@ -10,9 +15,17 @@ static void host_copy(void *dst, const void *src, size_t bytes)
 
 static const struct tt_mem_ops host_mem = {.name = "host", .copy = host_copy};
 
+#ifdef TUTTI_CUDA
+extern const struct tt_mem_ops tt_device_cuda_mem;
+#endif
+
 const struct tt_mem_ops *const tt_mem_kinds[TT_MEM_KIND_COUNT] = {
     [TT_MEM_HOST] = &host_mem,
+#ifdef TUTTI_CUDA
+    [TT_MEM_DEVICE] = &tt_device_cuda_mem,
+#else
     [TT_MEM_DEVICE] = NULL,
+#endif
 };
 
 /* Host streams are recognised by core/stream.c's list of live streams, not here. */
@@ -23,7 +36,73 @@ static bool host_owns(cudaStream_t stream)
 
 const struct tt_device_stream_kind tt_device_host_stream = {.name = "host", .owns = host_owns};
 
+#ifndef TUTTI_CUDA
 const struct tt_device_stream_kind *tt_device_stream_kind(cudaStream_t stream)
 {
     return NULL;
 }
+
+void tt_device_probe(bool load)
+{
+}
+
+const char *tt_device_describe(char *buf, size_t bytes)
+{
+    snprintf(buf, bytes, "none (built without CUDA)");
+    return buf;
+}
+
+int tt_device_current(void)
+{
+    return -1;
+}
+
+/* Nothing is device memory in a host build, so nothing is staged. */
+ncclResult_t tt_device_stage_buffers(struct tt_device_stage **stages, const void **send,
+                                     size_t send_bytes, void **recv, size_t recv_bytes)
+{
+    return ncclSuccess;
+}
+
+void tt_device_stage_free(struct tt_device_stage *stages)
+{
+}
+
+void tt_device_stage_join(struct tt_device_stage **into, struct tt_device_stage *more)
+{
+}
+
+ncclResult_t tt_device_reduce(cudaStream_t stream, ncclDataType_t dtype, enum tt_device_red red,
+                              double scalar_f, uint64_t scalar_u, uint64_t divisor, void *dst,
+                              const void *a, const void *b, size_t count)
+{
+    return TT_ERROR(ncclInvalidUsage, "device reductions need a CUDA build of Tutti");
+}
+
+ncclResult_t tt_device_ipc_export(const void *ptr, struct tt_device_ipc_handle *out)
+{
+    return TT_ERROR(ncclInvalidUsage, "device peer memory needs a CUDA build of Tutti");
+}
+
+ncclResult_t tt_device_ipc_open(const struct tt_device_ipc_handle *h, void **ptr)
+{
+    return TT_ERROR(ncclInvalidUsage, "device peer memory needs a CUDA build of Tutti");
+}
+
+ncclResult_t tt_device_ipc_close(void *ptr, const struct tt_device_ipc_handle *h)
+{
+    return TT_ERROR(ncclInvalidUsage, "device peer memory needs a CUDA build of Tutti");
+}
+
+ncclResult_t tt_device_words_create(uint32_t **words)
+{
+    return TT_ERROR(ncclInvalidUsage, "device streams need a CUDA build of Tutti");
+}
+
+ncclResult_t tt_device_stream_order(cudaStream_t stream, uint32_t *words, uint32_t seq,
+                                    struct tt_device_stage *stages, bool *waits)
+{
+    *waits = false;
+    return TT_ERROR(ncclInvalidUsage, "device streams need a CUDA build of Tutti");
+}
+#endif

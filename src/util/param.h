@@ -101,7 +101,12 @@
     X(topo_xml, "TUTTI_TOPO_XML", STR, "", 0, 0,                                                   \
       "Tools (tutti-info, tutti-run --bind): read the topology from this hwloc XML file")          \
     X(topo_synthetic, "TUTTI_TOPO_SYNTHETIC", STR, "", 0, 0,                                       \
-      "Tools: use this hwloc synthetic topology instead, e.g. \"pack:2 numa:1 core:4 pu:2\"")
+      "Tools: use this hwloc synthetic topology instead, e.g. \"pack:2 numa:1 core:4 pu:2\"")    \
+    X(cuda, "TUTTI_CUDA", INT, -1, -1, 1,                                                          \
+      "CUDA builds: -1 use the CUDA driver once the process loaded it, 1 load it at init, 0 "      \
+      "never (host-only)")                                                                         \
+    X(cuda_library, "TUTTI_CUDA_LIBRARY", STR, "", 0, 0,                                           \
+      "CUDA builds: the driver library to open (default libcuda.so.1)")
 
 enum tt_param_type { TT_PARAM_INT, TT_PARAM_STR };
 

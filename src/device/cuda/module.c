@@ -1,0 +1,98 @@
+/* The device reduction kernels (reduce.cu), embedded in libtutti.so as a fatbin and loaded
+ * through the driver on first use: nvcc builds the fatbin at build time, the assembler's
+ * .incbin places it in .rodata, and cuModuleLoadData picks the code for the GPU at hand (sm_80,
+ * sm_90 machine code, PTX for newer ones). One module per CUDA context, as the driver wants. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "device/device.h"
+
+#include "device/cuda/driver.h"
+#include "util/err.h"
+
+#ifndef TT_CUDA_FATBIN_PATH
+#error "TT_CUDA_FATBIN_PATH names the fatbin nvcc built from reduce.cu (cmake/cuda.cmake)"
+#endif
+
+__asm__(".section .rodata\n"
+        ".balign 64\n"
+        ".globl tt_cuda_reduce_fatbin\n"
+        ".hidden tt_cuda_reduce_fatbin\n"
+        "tt_cuda_reduce_fatbin:\n"
+        ".incbin \"" TT_CUDA_FATBIN_PATH "\"\n"
+        ".byte 0\n"
+        ".previous\n");
+extern const unsigned char tt_cuda_reduce_fatbin[];
+
+/* The kernels' names, indexed [dtype][red]: tt_cuda_<dtype>_<op>. */
+static const char *const dtype_stems[ncclNumTypes] = {
+    "int8", "uint8", "int32", "uint32", "int64", "uint64",
+    "float16", "float32", "float64", "bfloat16", "e4m3", "e5m2",
+};
+static const char *const red_names[TT_DEVICE_RED_COUNT] = {
+    "sum", "prod", "max", "min", "premulsum", "sumdiv", "premul", "div",
+};
+
+#define MAX_CONTEXTS 16
+
+/* Modules and functions per context; contexts are few (one per device in the usual case). */
+static struct {
+    CUcontext ctx;
+    CUmodule module;
+    CUfunction fn[ncclNumTypes][TT_DEVICE_RED_COUNT];
+} loaded[MAX_CONTEXTS];
+static int nloaded;
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static ncclResult_t kernel_for(ncclDataType_t dtype, enum tt_device_red red, CUfunction *out)
+{
+    CUcontext ctx = NULL;
+    TT_TRY(TT_CU(tt_cu.cuCtxGetCurrent(&ctx)));
+    pthread_mutex_lock(&load_lock);
+    int i = 0;
+    while (i < nloaded && loaded[i].ctx != ctx) i++;
+    ncclResult_t res = ncclSuccess;
+    if (i == nloaded) {
+        if (nloaded == MAX_CONTEXTS) {
+            res = TT_ERROR(ncclInternalError, "more than %d CUDA contexts in one process",
+                           MAX_CONTEXTS);
+        } else {
+            res = TT_CU(tt_cu.cuModuleLoadData(&loaded[i].module, tt_cuda_reduce_fatbin));
+            if (res == ncclSuccess) {
+                loaded[i].ctx = ctx;
+                nloaded++;
+            }
+        }
+    }
+    if (res == ncclSuccess && loaded[i].fn[dtype][red] == NULL) {
+        char name[64];
+        snprintf(name, sizeof name, "tt_cuda_%s_%s", dtype_stems[dtype], red_names[red]);
+        res = TT_CU(tt_cu.cuModuleGetFunction(&loaded[i].fn[dtype][red], loaded[i].module,
+                                              name));
+    }
+    if (res == ncclSuccess) *out = loaded[i].fn[dtype][red];
+    pthread_mutex_unlock(&load_lock);
+    return res;
+}
+
+ncclResult_t tt_device_reduce(cudaStream_t stream, ncclDataType_t dtype, enum tt_device_red red,
+                              double scalar_f, uint64_t scalar_u, uint64_t divisor, void *dst,
+                              const void *a, const void *b, size_t count)
+{
+    if (count == 0) return ncclSuccess;
+    if (!tt_device_active())
+        return TT_ERROR(ncclInvalidUsage, "device reduction without CUDA: %s",
+                        tt_cuda_why_not());
+    TT_TRY(tt_cuda_ensure_context(dst, (CUstream)stream));
+    CUfunction fn;
+    TT_TRY(kernel_for(dtype, red, &fn));
+    unsigned long long n = count, su = scalar_u, div = divisor;
+    void *args[] = {&dst, &a, &b, &n, &scalar_f, &su, &div};
+    /* Enough blocks to fill an H100 several times over; the loop strides over the rest. */
+    const unsigned threads = 512;
+    size_t blocks = (count + threads - 1) / threads;
+    if (blocks > 4096) blocks = 4096;
+    return TT_CU(tt_cu.cuLaunchKernel(fn, (unsigned)blocks, 1, 1, threads, 1, 1, 0,
+                                      (CUstream)stream, args, NULL));
+}

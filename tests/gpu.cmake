@@ -1,0 +1,84 @@
+# CUDA tests (label cuda), in CUDA builds only (docs/cuda.md). Without a GPU the GPU programs
+# exit 77 and CTest reports them skipped; the checks that need no GPU (the library links no
+# CUDA library; it runs host-only when the driver is missing) run everywhere.
+if(TUTTI_CUDA AND TARGET tutti-run)
+  add_executable(gpu_matrix ${CMAKE_SOURCE_DIR}/tests/gpu/gpu_matrix.cu
+                            ${CMAKE_SOURCE_DIR}/tests/harness.c)
+  set_target_properties(gpu_matrix PROPERTIES CUDA_RUNTIME_LIBRARY Static)
+  target_include_directories(gpu_matrix PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+  target_compile_options(gpu_matrix PRIVATE
+                         $<$<COMPILE_LANGUAGE:CUDA>:${TUTTI_CUDA_WARNINGS}>
+                         $<$<COMPILE_LANGUAGE:C>:${TUTTI_WARNINGS}>)
+  target_link_libraries(gpu_matrix PRIVATE tutti m)
+
+  # The matrix on device buffers with 2, 3 and 4 ranks sharing GPU 0, and with the odd ranks
+  # on the CPU (mixed communicators).
+  foreach(n 2 3 4)
+    add_test(NAME gpu_matrix_${n}
+             COMMAND $<TARGET_FILE:tutti-run> -n ${n} --timeout 580 $<TARGET_FILE:gpu_matrix>)
+    add_test(NAME gpu_matrix_mixed_${n}
+             COMMAND $<TARGET_FILE:tutti-run> -n ${n} --timeout 580 $<TARGET_FILE:gpu_matrix>
+                     --mixed)
+    set_tests_properties(gpu_matrix_${n} gpu_matrix_mixed_${n} PROPERTIES LABELS cuda
+                         TIMEOUT 600 SKIP_RETURN_CODE 77 PROCESSORS 2
+                         ENVIRONMENT "TUTTI_TIMEOUT_MS=60000")
+  endforeach()
+
+  # tutti-perf's device mode, checked (-c 1), a few sizes: skipped without a GPU.
+  add_test(NAME gpu_perf_check
+           COMMAND $<TARGET_FILE:tutti-run> -n 2 --timeout 280 $<TARGET_FILE:tutti-perf> -G
+                   -b 8 -e 1M -f 32 -c 1 -n 2 -w 1 -d all -o all)
+  set_tests_properties(gpu_perf_check PROPERTIES LABELS cuda TIMEOUT 300 SKIP_RETURN_CODE 77
+                       PROCESSORS 2)
+
+  # libtutti.so names no CUDA library: the same file runs on machines without CUDA.
+  add_test(NAME cuda_no_link
+           COMMAND sh ${CMAKE_SOURCE_DIR}/tests/gpu/check_no_cuda_link.sh
+                   $<TARGET_FILE:tutti> $<TARGET_FILE_DIR:tutti>/lib/nccl-compat/libnccl.so.2)
+  set_tests_properties(cuda_no_link PROPERTIES LABELS "cuda;unit" TIMEOUT 30)
+
+  # With the driver asked for but absent (or unusable), the CUDA build runs host-only: a checked
+  # AllReduce on host buffers passes, the reason is logged once. Where a driver and a GPU exist
+  # the same run uses them for nothing (host buffers) and passes too.
+  add_test(NAME cuda_fallback_host_only
+           COMMAND sh ${CMAKE_SOURCE_DIR}/tests/gpu/fallback.sh $<TARGET_FILE:tutti-run>
+                   $<TARGET_FILE:tutti-perf>)
+  set_tests_properties(cuda_fallback_host_only PROPERTIES LABELS "cuda;unit" TIMEOUT 60
+                       PROCESSORS 2)
+endif()
+
+# The device reduction kernels: their arithmetic on the host against the host kernels (runs
+# everywhere), and the kernels themselves on a GPU (skipped without one).
+if(TUTTI_CUDA)
+  add_executable(unit_cuda_elementwise ${CMAKE_SOURCE_DIR}/tests/gpu/unit_cuda_elementwise.c)
+  target_include_directories(unit_cuda_elementwise PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  target_compile_options(unit_cuda_elementwise PRIVATE ${TUTTI_WARNINGS})
+  target_link_libraries(unit_cuda_elementwise PRIVATE tutti_internal)
+  add_test(NAME unit_cuda_elementwise COMMAND unit_cuda_elementwise)
+  set_tests_properties(unit_cuda_elementwise PROPERTIES LABELS "cuda;unit" TIMEOUT 60)
+
+  add_executable(gpu_reduce ${CMAKE_SOURCE_DIR}/tests/gpu/gpu_reduce.c)
+  target_include_directories(gpu_reduce PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  foreach(inc ${CUDAToolkit_INCLUDE_DIRS})
+    target_compile_options(gpu_reduce PRIVATE "-isystem${inc}")
+  endforeach()
+  target_compile_options(gpu_reduce PRIVATE ${TUTTI_WARNINGS})
+  target_link_libraries(gpu_reduce PRIVATE tutti_internal CUDA::cudart_static)
+  add_test(NAME gpu_reduce COMMAND gpu_reduce)
+  set_tests_properties(gpu_reduce PROPERTIES LABELS cuda TIMEOUT 120 SKIP_RETURN_CODE 77)
+endif()
+
+# Device peer memory (CUDA IPC) between ranks sharing a GPU.
+if(TUTTI_CUDA AND TARGET tutti-run)
+  add_executable(gpu_ipc ${CMAKE_SOURCE_DIR}/tests/gpu/gpu_ipc.c)
+  target_include_directories(gpu_ipc PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  foreach(inc ${CUDAToolkit_INCLUDE_DIRS})
+    target_compile_options(gpu_ipc PRIVATE "-isystem${inc}")
+  endforeach()
+  target_compile_options(gpu_ipc PRIVATE ${TUTTI_WARNINGS})
+  target_link_libraries(gpu_ipc PRIVATE tutti_internal CUDA::cudart_static)
+  add_test(NAME gpu_ipc_3
+           COMMAND $<TARGET_FILE:tutti-run> -n 3 --timeout 110 $<TARGET_FILE:gpu_ipc>)
+  set_tests_properties(gpu_ipc_3 PROPERTIES LABELS cuda TIMEOUT 120 SKIP_RETURN_CODE 77
+                       PROCESSORS 2)
+endif()
