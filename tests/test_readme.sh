@@ -28,7 +28,7 @@ fail() {
 
 rm -rf "$work"
 mkdir -p "$work/build"
-for f in include python bench tools Makefile CMakePresets.json; do ln -s "$src/$f" "$work/$f"; done
+for f in include python bench tools examples Makefile CMakePresets.json; do ln -s "$src/$f" "$work/$f"; done
 ln -s "$build" "$work/build/release"
 
 # Every fenced block as block-N (N from 1), with its language in block-N.lang.
@@ -77,6 +77,19 @@ while [ $i -le "$nblocks" ]; do
         [ "$(ls "$work"/trace-*.json | wc -l)" = 4 ] || fail "block $i: not 4 trace files"
         grep -q '<rect' "$work/trace.svg" || fail "block $i: trace.svg has no bars"
         echo "test_readme: block $i wrote 4 trace files and a picture"
+        ;;
+    sh:PYTHONPATH=python*ddp_train.py*)
+        # The DDP example: every rank trains; rank 0 reports its steps and their time.
+        if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+            out=$(run_block $i)
+            echo "$out" | tail -n 3
+            echo "$out" | grep -q "^\[0\] step 99 loss " ||
+                fail "block $i: the DDP example did not reach step 99: $out"
+            echo "$out" | grep -q "^\[0\] tutti, 2 ranks: 100 steps in " ||
+                fail "block $i: the DDP example did not report its 100 steps: $out"
+        else
+            echo "test_readme: block $i (PyTorch) not run: /usr/bin/python3 has no torch"
+        fi
         ;;
     sh:PYTHONPATH=python*)
         if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then

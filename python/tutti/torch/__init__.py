@@ -6,12 +6,14 @@
 
 The backend is a C++ shim (backend.cpp) compiled on first import with
 torch.utils.cpp_extension against the installed torch and linked to the libtutti.so the tutti
-package uses; the build is cached in TUTTI_TORCH_BUILD_DIR (default ~/.cache/tutti/torch-VERSION).
+package uses; the build is cached in TUTTI_TORCH_BUILD_DIR (default
+~/.cache/tutti/torch-VERSION-HASH, one per libtutti.so path).
 It needs libtorch-dev, pybind11-dev, g++ and ninja. Operations are asynchronous (host streams
 and per-operation events); large CPU tensors come from memory the host's ranks map
 (install_allocator). docs/python.md says what maps to what.
 """
 
+import hashlib
 import os
 
 import torch
@@ -44,8 +46,11 @@ def extension():
     from torch.utils import cpp_extension
 
     lib = os.path.abspath(_lib.library_path())  # loads libtutti.so, whose soname the shim needs
+    # One cache per libtutti.so: the shim is linked against that file, and a shim another
+    # checkout's library left in a shared cache must not be loaded against this one.
+    lib_key = hashlib.sha256(lib.encode()).hexdigest()[:12]
     build_dir = os.environ.get("TUTTI_TORCH_BUILD_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "tutti", "torch-" + torch.__version__)
+        os.path.expanduser("~"), ".cache", "tutti", "torch-%s-%s" % (torch.__version__, lib_key))
     os.makedirs(build_dir, exist_ok=True)
     here = os.path.dirname(os.path.abspath(__file__))
     _ext = cpp_extension.load(
