@@ -71,7 +71,11 @@ static void capture_open(void)
     struct sockaddr_ll ll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_IP),
                              .sll_ifindex = (int)if_nametoindex("lo")};
     int big = 16 << 20;
-    setsockopt(capture_fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+    /* The recorder sees all loopback traffic, other jobs' bulk transfers included: a buffer
+     * beyond rmem_max (SO_RCVBUFFORCE, root) keeps the hellos from being dropped under it, and
+     * the recording is drained as soon as each hello was sent. */
+    if (setsockopt(capture_fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big) != 0)
+        setsockopt(capture_fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
     if (bind(capture_fd, (struct sockaddr *)&ll, sizeof ll) != 0) {
         close(capture_fd);
         capture_fd = -1;
@@ -90,11 +94,14 @@ static void capture_drain(void)
         if (from.sll_pkttype == PACKET_OUTGOING) continue; /* loopback shows each packet twice */
         size_t off = from.sll_hatype == 772 /* ARPHRD_LOOPBACK */ ? 14 : 0;
         if ((size_t)n < off + sizeof(struct iphdr)) continue;
-        const struct iphdr *ip = (const struct iphdr *)(pkt + off);
+        /* Copied out: the headers sit at any alignment in the packet buffer. */
+        struct iphdr ip_copy, *ip = &ip_copy;
+        memcpy(ip, pkt + off, sizeof *ip);
         if (ip->protocol != IPPROTO_TCP) continue;
         size_t ip_bytes = (size_t)ip->ihl * 4;
         if ((size_t)n < off + ip_bytes + sizeof(struct tcphdr)) continue;
-        const struct tcphdr *tcp = (const struct tcphdr *)(pkt + off + ip_bytes);
+        struct tcphdr tcp_copy, *tcp = &tcp_copy;
+        memcpy(tcp, pkt + off + ip_bytes, sizeof *tcp);
         size_t hdr = off + ip_bytes + (size_t)tcp->doff * 4;
         size_t total = off + ntohs(ip->tot_len);
         if (total > (size_t)n || hdr > total) continue;
@@ -312,6 +319,7 @@ int main(int argc, char **argv)
     /* Rank 0 has joined (its hello is on the wire) once its listener exists; rank 1 has not,
      * so the root still serves. */
     usleep(300000);
+    if (capture_fd >= 0) capture_drain();
     struct tt_bs_root_hello fake;
     memset(&fake, 0, sizeof fake);
     fake.magic = tid->magic; /* the magic is not secret: it only tells jobs apart */
