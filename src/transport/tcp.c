@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "transport/transport.h"
+#include "transport/wire.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -122,82 +123,37 @@ struct tcp_conn {
     struct tt_op_desc desc[TT_CONN_SLOTS]; /* receiver: each complete frame's descriptor */
 };
 
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    v = htole32(v);
-    memcpy(p, &v, 4);
-}
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    v = htole64(v);
-    memcpy(p, &v, 8);
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return le32toh(v);
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return le64toh(v);
-}
-
-static void put_desc(uint8_t *p, const struct tt_op_desc *d)
-{
-    static const struct tt_op_desc none;
-    if (d == NULL) d = &none;
-    put_u64(p, d->ticket);
-    put_u64(p + 8, d->count);
-    put_u32(p + 16, (uint32_t)d->root);
-    p[20] = d->coll;
-    p[21] = d->dtype;
-    p[22] = (uint8_t)(d->op & 0xff);
-    p[23] = (uint8_t)(d->op >> 8);
-}
-
-static void get_desc(const uint8_t *p, struct tt_op_desc *d)
-{
-    *d = (struct tt_op_desc){.ticket = get_u64(p), .count = get_u64(p + 8),
-                             .root = (int32_t)get_u32(p + 16), .coll = p[20], .dtype = p[21],
-                             .op = (uint16_t)(p[22] | p[23] << 8)};
-}
 
 static void encode_hello(uint8_t *p, const struct tcp_hello *h)
 {
     memset(p, 0, TCP_HELLO_BYTES);
-    put_u64(p, h->magic);
-    put_u64(p + 8, h->nonce);
-    put_u64(p + 16, h->slot_bytes);
-    put_u32(p + 24, h->from);
-    put_u32(p + 28, h->to);
-    put_u32(p + 32, h->tag);
-    put_u32(p + 36, h->index);
+    tt_wire_put_u64(p, h->magic);
+    tt_wire_put_u64(p + 8, h->nonce);
+    tt_wire_put_u64(p + 16, h->slot_bytes);
+    tt_wire_put_u32(p + 24, h->from);
+    tt_wire_put_u32(p + 28, h->to);
+    tt_wire_put_u32(p + 32, h->tag);
+    tt_wire_put_u32(p + 36, h->index);
 }
 
 static void decode_hello(const uint8_t *p, struct tcp_hello *h)
 {
-    h->magic = get_u64(p);
-    h->nonce = get_u64(p + 8);
-    h->slot_bytes = get_u64(p + 16);
-    h->from = get_u32(p + 24);
-    h->to = get_u32(p + 28);
-    h->tag = get_u32(p + 32);
-    h->index = get_u32(p + 36);
+    h->magic = tt_wire_get_u64(p);
+    h->nonce = tt_wire_get_u64(p + 8);
+    h->slot_bytes = tt_wire_get_u64(p + 16);
+    h->from = tt_wire_get_u32(p + 24);
+    h->to = tt_wire_get_u32(p + 28);
+    h->tag = tt_wire_get_u32(p + 32);
+    h->index = tt_wire_get_u32(p + 36);
 }
 
 static void encode_info(uint8_t *p, uint64_t nonce, const struct sockaddr_storage *addr,
                         int nsocks)
 {
     memset(p, 0, TT_CONN_INFO_BYTES);
-    put_u64(p, TCP_INFO_MAGIC);
-    put_u64(p + 8, nonce);
-    put_u32(p + 40, (uint32_t)nsocks);
+    tt_wire_put_u64(p, TCP_INFO_MAGIC);
+    tt_wire_put_u64(p + 8, nonce);
+    tt_wire_put_u32(p + 40, (uint32_t)nsocks);
     if (addr->ss_family == AF_INET) {
         const struct sockaddr_in *in = (const struct sockaddr_in *)addr;
         p[16] = AF_INET;
@@ -207,7 +163,7 @@ static void encode_info(uint8_t *p, uint64_t nonce, const struct sockaddr_storag
         const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)addr;
         p[16] = AF_INET6;
         memcpy(p + 18, &in6->sin6_port, 2);
-        put_u32(p + 20, in6->sin6_scope_id);
+        tt_wire_put_u32(p + 20, in6->sin6_scope_id);
         memcpy(p + 24, &in6->sin6_addr, 16);
     }
 }
@@ -217,12 +173,12 @@ static ncclResult_t decode_info(const uint8_t *p, int peer, uint64_t *nonce,
 {
     memset(addr, 0, sizeof *addr);
     uint16_t family = (uint16_t)(p[16] | p[17] << 8);
-    uint32_t socks = get_u32(p + 40);
-    if (get_u64(p) != TCP_INFO_MAGIC || (family != AF_INET && family != AF_INET6) ||
+    uint32_t socks = tt_wire_get_u32(p + 40);
+    if (tt_wire_get_u64(p) != TCP_INFO_MAGIC || (family != AF_INET && family != AF_INET6) ||
         socks > TCP_MAX_SOCKS)
         return TT_ERROR(ncclInternalError, "tcp: malformed connection info from peer rank %d",
                         peer);
-    *nonce = get_u64(p + 8);
+    *nonce = tt_wire_get_u64(p + 8);
     *nsocks = socks == 0 ? 1 : (int)socks;
     if (family == AF_INET) {
         struct sockaddr_in *in = (struct sockaddr_in *)addr;
@@ -233,7 +189,7 @@ static ncclResult_t decode_info(const uint8_t *p, int peer, uint64_t *nonce,
         struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)addr;
         in6->sin6_family = AF_INET6;
         memcpy(&in6->sin6_port, p + 18, 2);
-        in6->sin6_scope_id = get_u32(p + 20);
+        in6->sin6_scope_id = tt_wire_get_u32(p + 20);
         memcpy(&in6->sin6_addr, p + 24, 16);
     }
     return ncclSuccess;
@@ -392,7 +348,7 @@ static bool read_hellos(struct tcp_listener *l)
                 any = true;
                 p->got += (size_t)n;
             }
-            if (p->got == TCP_HELLO_BYTES && get_u64(p->hello) != TCP_HELLO_MAGIC) {
+            if (p->got == TCP_HELLO_BYTES && tt_wire_get_u64(p->hello) != TCP_HELLO_MAGIC) {
                 char who[TT_SOCK_ADDR_STR_BYTES];
                 TT_INFO(TT_SUB_NET, "tcp: dropping a connection from %s that sent no Tutti hello",
                         tt_sock_peer_str(p->fd, who, sizeof who));
@@ -635,8 +591,8 @@ static ncclResult_t fill_sock(struct tt_conn *conn, struct tcp_conn *tc, struct 
     uint64_t step = (uint64_t)tc->nsocks;
     for (;;) {
         if (!sk->rx_have_len && sk->rx_hdr_got == TCP_FRAME_HEADER_BYTES) {
-            uint32_t len = get_u32(sk->rx_hdr);
-            uint32_t check = get_u32(sk->rx_hdr + 4);
+            uint32_t len = tt_wire_get_u32(sk->rx_hdr);
+            uint32_t check = tt_wire_get_u32(sk->rx_hdr + 4);
             uint32_t want = (uint32_t)sk->next ^ TCP_FRAME_MAGIC;
             if (len > conn->slot_bytes || check != want)
                 return fail(tc, TT_ERROR(ncclRemoteError,
@@ -646,7 +602,7 @@ static ncclResult_t fill_sock(struct tt_conn *conn, struct tcp_conn *tc, struct 
                                          conn->peer, sk->next, len, conn->slot_bytes, check,
                                          want));
             sk->rx_len = len;
-            get_desc(sk->rx_hdr + 8, &sk->rx_desc);
+            tt_wire_get_desc(sk->rx_hdr + 8, &sk->rx_desc);
             sk->rx_have_len = true;
             sk->rx_hdr_got = 0;
             sk->rx_got = 0;
@@ -751,9 +707,9 @@ static ncclResult_t tcp_send_commit(struct tt_conn *conn, size_t bytes,
                         bytes, conn->slot_bytes, tc->posted - tc->done);
     unsigned s = (unsigned)(tc->posted % TT_CONN_SLOTS);
     tc->len[s] = (uint32_t)bytes;
-    put_u32(tc->tx_hdr[s], (uint32_t)bytes);
-    put_u32(tc->tx_hdr[s] + 4, (uint32_t)tc->posted ^ TCP_FRAME_MAGIC);
-    put_desc(tc->tx_hdr[s] + 8, desc);
+    tt_wire_put_u32(tc->tx_hdr[s], (uint32_t)bytes);
+    tt_wire_put_u32(tc->tx_hdr[s] + 4, (uint32_t)tc->posted ^ TCP_FRAME_MAGIC);
+    tt_wire_put_desc(tc->tx_hdr[s] + 8, desc);
     tc->posted++;
     return flush(conn, tc);
 }

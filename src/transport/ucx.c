@@ -55,6 +55,7 @@
 #include <ucs/config/global_opts.h>
 
 #include "transport/transport.h"
+#include "transport/wire.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -233,51 +234,6 @@ struct ucx_conn {
     bool connected;
 };
 
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    v = htole32(v);
-    memcpy(p, &v, 4);
-}
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    v = htole64(v);
-    memcpy(p, &v, 8);
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return le32toh(v);
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return le64toh(v);
-}
-
-static void put_desc(uint8_t *p, const struct tt_op_desc *d)
-{
-    static const struct tt_op_desc none;
-    if (d == NULL) d = &none;
-    put_u64(p, d->ticket);
-    put_u64(p + 8, d->count);
-    put_u32(p + 16, (uint32_t)d->root);
-    p[20] = d->coll;
-    p[21] = d->dtype;
-    p[22] = (uint8_t)(d->op & 0xff);
-    p[23] = (uint8_t)(d->op >> 8);
-}
-
-static void get_desc(const uint8_t *p, struct tt_op_desc *d)
-{
-    *d = (struct tt_op_desc){.ticket = get_u64(p), .count = get_u64(p + 8),
-                             .root = (int32_t)get_u32(p + 16), .coll = p[20], .dtype = p[21],
-                             .op = (uint16_t)(p[22] | p[23] << 8)};
-}
 
 static ucp_tag_t make_tag(enum ucx_kind kind, int conn_tag, int from, uint64_t seq)
 {
@@ -541,9 +497,9 @@ static ncclResult_t ucx_setup(struct tt_transport_ctx *ctx, struct tt_conn *conn
                         uc->depth * uc->slot_stride);
 
     uint8_t *p = info->bytes;
-    put_u64(p, UCX_INFO_MAGIC);
-    put_u64(p + 8, conn->slot_bytes);
-    put_u32(p + 16, (uint32_t)ctx->rank);
+    tt_wire_put_u64(p, UCX_INFO_MAGIC);
+    tt_wire_put_u64(p + 8, conn->slot_bytes);
+    tt_wire_put_u32(p + 16, (uint32_t)ctx->rank);
     p[20] = (uint8_t)conn->tag;
     p[21] = n->addr_net_only ? 1 : 0;
     p[22] = (uint8_t)(n->addr_bytes & 0xff);
@@ -616,8 +572,8 @@ static ncclResult_t take_frame(struct tt_conn *conn, struct ucx_conn *uc, uint64
                                size_t length)
 {
     const uint8_t *hdr = slot_of(uc, frame) + UCX_SLOT_LEAD - UCX_FRAME_HEADER_BYTES;
-    uint32_t bytes = length >= UCX_FRAME_HEADER_BYTES ? get_u32(hdr) : 0;
-    uint32_t check = length >= UCX_FRAME_HEADER_BYTES ? get_u32(hdr + 4) : 0;
+    uint32_t bytes = length >= UCX_FRAME_HEADER_BYTES ? tt_wire_get_u32(hdr) : 0;
+    uint32_t check = length >= UCX_FRAME_HEADER_BYTES ? tt_wire_get_u32(hdr + 4) : 0;
     uint32_t want = (uint32_t)frame ^ UCX_FRAME_MAGIC;
     if (length < UCX_FRAME_HEADER_BYTES || bytes != length - UCX_FRAME_HEADER_BYTES ||
         bytes > conn->slot_bytes || check != want)
@@ -627,7 +583,7 @@ static ncclResult_t take_frame(struct tt_conn *conn, struct ucx_conn *uc, uint64
                         conn->peer, frame, length, bytes, conn->slot_bytes, check, want);
     unsigned s = (unsigned)(frame % uc->depth);
     uc->len[s] = bytes;
-    get_desc(hdr + 8, &uc->desc[s]);
+    tt_wire_get_desc(hdr + 8, &uc->desc[s]);
     uc->full[s] = true;
     return ncclSuccess;
 }
@@ -672,18 +628,18 @@ static ncclResult_t ucx_connect(struct tt_transport_ctx *ctx, struct tt_conn *co
     struct ucx_net *n = uc->net;
     const uint8_t *p = remote->bytes;
     size_t addr_bytes = (size_t)(p[22] | p[23] << 8);
-    if (get_u64(p) != UCX_INFO_MAGIC || addr_bytes == 0 || addr_bytes > UCX_ADDR_MAX_BYTES)
+    if (tt_wire_get_u64(p) != UCX_INFO_MAGIC || addr_bytes == 0 || addr_bytes > UCX_ADDR_MAX_BYTES)
         return TT_ERROR(ncclInvalidUsage,
                         "ucx: peer rank %d sent connection info that is not UCX's (is "
                         "NCCL_NET/TUTTI_NET the same on every rank?)",
                         conn->peer);
-    if (get_u32(p + 16) != (uint32_t)conn->peer || p[20] != (uint8_t)conn->tag ||
-        get_u64(p + 8) != conn->slot_bytes)
+    if (tt_wire_get_u32(p + 16) != (uint32_t)conn->peer || p[20] != (uint8_t)conn->tag ||
+        tt_wire_get_u64(p + 8) != conn->slot_bytes)
         return TT_ERROR(ncclInvalidUsage,
                         "ucx: peer rank %d described rank %u, tag %u, %" PRIu64 "-byte slots; "
                         "expected tag %d and %zu-byte slots (NCCL_BUFFSIZE must be equal on "
                         "every rank)",
-                        conn->peer, get_u32(p + 16), p[20], get_u64(p + 8), conn->tag,
+                        conn->peer, tt_wire_get_u32(p + 16), p[20], tt_wire_get_u64(p + 8), conn->tag,
                         conn->slot_bytes);
     pthread_mutex_lock(&n->lock);
     ncclResult_t res = peer_ep(n, conn->peer, p + UCX_INFO_HEADER_BYTES);
@@ -1066,9 +1022,9 @@ static ncclResult_t ucx_send_commit(struct tt_conn *conn, size_t bytes,
                        bytes, conn->slot_bytes, uc->posted - uc->credit);
     } else {
         uint8_t *hdr = slot_of(uc, uc->posted) + UCX_SLOT_LEAD - UCX_FRAME_HEADER_BYTES;
-        put_u32(hdr, (uint32_t)bytes);
-        put_u32(hdr + 4, (uint32_t)uc->posted ^ UCX_FRAME_MAGIC);
-        put_desc(hdr + 8, desc);
+        tt_wire_put_u32(hdr, (uint32_t)bytes);
+        tt_wire_put_u32(hdr + 4, (uint32_t)uc->posted ^ UCX_FRAME_MAGIC);
+        tt_wire_put_desc(hdr + 8, desc);
         ucp_request_param_t param = {.op_attr_mask = 0};
         void *r = ucp_tag_send_nbx(n->peers[conn->peer].ep, hdr, UCX_FRAME_HEADER_BYTES + bytes,
                                    make_tag(KIND_DATA, conn->tag, n->rank, uc->posted), &param);
