@@ -123,6 +123,10 @@ ncclResult_t tt_device_team_attach(struct tt_device_team *t, int rank, int nrank
             return TT_ERROR(ncclInternalError,
                             "device-direct path: member %d offers %llu scratch bytes, this one "
                             "%zu", p, (unsigned long long)infos[p].bytes, t->bytes);
+        if (infos[p].pid == (int32_t)getpid())
+            return TT_ERROR(ncclInvalidUsage,
+                            "device-direct path: member %d lives in this process (CUDA IPC "
+                            "handles open only in other processes)", p);
         void *ptr = NULL;
         TT_TRY(tt_device_ipc_open(&infos[p].handle, &ptr));
         t->base[p] = (CUdeviceptr)(uintptr_t)ptr;
