@@ -61,6 +61,31 @@ if(TUTTI_CUDA AND TARGET tutti-run)
   set_tests_properties(gpu_perf_check PROPERTIES LABELS cuda TIMEOUT 300 SKIP_RETURN_CODE 77
                        PROCESSORS 2)
 
+  # The device-direct path end to end without a GPU, over a stand-in driver (tests/gpu/
+  # fake_cuda.c: "device memory" in shared memory files, streams as threads, the kernels' host
+  # builds): the init exchange, the flag protocol across processes, chunking, one-shot (4 ranks
+  # forced), two-shot (3 ranks forced), both (2 ranks), every dtype x op, checked bit for bit.
+  add_library(tutti_fake_cuda SHARED ${CMAKE_SOURCE_DIR}/tests/gpu/fake_cuda.c)
+  target_include_directories(tutti_fake_cuda PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  foreach(inc ${CUDAToolkit_INCLUDE_DIRS})
+    target_compile_options(tutti_fake_cuda PRIVATE "-isystem${inc}")
+  endforeach()
+  target_compile_options(tutti_fake_cuda PRIVATE ${TUTTI_WARNINGS} -fvisibility=hidden)
+  target_link_libraries(tutti_fake_cuda PRIVATE Threads::Threads m)
+  add_executable(fake_direct ${CMAKE_SOURCE_DIR}/tests/gpu/fake_direct.c
+                             ${CMAKE_SOURCE_DIR}/tests/harness.c)
+  target_include_directories(fake_direct PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+  target_compile_options(fake_direct PRIVATE ${TUTTI_WARNINGS})
+  target_link_libraries(fake_direct PRIVATE tutti m ${CMAKE_DL_LIBS})
+  foreach(cfg "2;262144" "3;0" "4;1073741824")
+    list(GET cfg 0 n)
+    list(GET cfg 1 oneshot)
+    add_test(NAME cuda_direct_fake_${n}
+             COMMAND $<TARGET_FILE:tutti-run> -n ${n} --timeout 200 $<TARGET_FILE:fake_direct>)
+    set_tests_properties(cuda_direct_fake_${n} PROPERTIES LABELS cuda TIMEOUT 240 PROCESSORS 2
+      ENVIRONMENT "TUTTI_CUDA_LIBRARY=$<TARGET_FILE:tutti_fake_cuda>;TUTTI_CUDA_DIRECT=2;TUTTI_CUDA_DIRECT_BYTES=65536;TUTTI_CUDA_ONESHOT_BYTES=${oneshot};TUTTI_TIMEOUT_MS=60000")
+  endforeach()
+
   # TUTTI_CUDA_DIRECT=2 without GPU ranks: init fails with the reason; 1 falls back (no GPU).
   add_test(NAME cuda_direct_required_off
            COMMAND sh ${CMAKE_SOURCE_DIR}/tests/gpu/direct_required.sh $<TARGET_FILE:tutti-run>

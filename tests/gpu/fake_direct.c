@@ -1,0 +1,183 @@
+/* The device-direct AllReduce end to end on a machine without a GPU, over the stand-in driver
+ * of tests/gpu/fake_cuda.c (label cuda): real processes exchange "IPC handles" at init, queue
+ * the chunk protocol of src/device/cuda/direct.c on streams, wait on each other's flags and
+ * reduce with the host builds of the device kernels' element functions. It checks the
+ * protocol, the chunking, one-shot and two-shot, the reduction chains of every dtype x op and
+ * the core's dispatch, bit for bit against the harness's exact reference; it says nothing about
+ * CUDA itself (gpu_direct does that on a GPU).
+ *
+ * Run under tutti-run with TUTTI_CUDA_LIBRARY naming the stand-in and TUTTI_CUDA_DIRECT=2 (init
+ * fails unless every rank mapped every other's scratch). Each rank opens the stand-in first, as
+ * a CUDA program has its driver loaded, and makes its context current before the communicator. */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "nccl.h"
+#include "tutti.h"
+
+static int g_rank = -1;
+#define CHECK_NCCL(call)                                                                           \
+    do {                                                                                           \
+        ncclResult_t r_ = (call);                                                                  \
+        if (r_ != ncclSuccess) {                                                                   \
+            fprintf(stderr, "rank %d: %s failed: %s: %s (%s:%d)\n", g_rank, #call,               \
+                    ncclGetErrorString(r_), ncclGetLastError(NULL), __FILE__, __LINE__);          \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static void *(*dev_malloc)(size_t);
+static void (*dev_free)(void *);
+static void *(*stream_create)(void);
+static void (*stream_sync)(void *);
+
+struct ctx {
+    ncclComm_t comm;
+    int rank, nranks;
+    void *stream;
+    long long cases, failures;
+};
+
+static void check(struct ctx *x, const struct th_case *c, const char *how, const void *got,
+                  const void *want, size_t bytes)
+{
+    x->cases++;
+    if (memcmp(got, want, bytes) == 0) return;
+    size_t bad = 0;
+    for (size_t i = 0; i < bytes; i++) bad += ((const unsigned char *)got)[i] !=
+                                              ((const unsigned char *)want)[i];
+    x->failures++;
+    fprintf(stderr, "rank %d: FAIL allreduce %s %s count %zu %s: %zu bytes differ\n", x->rank,
+            c->type->name, th_op_name(c->op), c->count, how, bad);
+}
+
+static struct th_case make_case(const struct ctx *x, int t, int op, size_t count, uint64_t seed)
+{
+    struct th_case c;
+    memset(&c, 0, sizeof c);
+    c.coll = TH_ALLREDUCE;
+    c.type = &th_dtypes[t];
+    c.op = (ncclRedOp_t)op;
+    c.count = count;
+    c.rank = x->rank;
+    c.nranks = x->nranks;
+    c.seed = seed;
+    return c;
+}
+
+static void run_case(struct ctx *x, const struct th_case *c, int inplace)
+{
+    size_t bytes = c->count * c->type->bytes;
+    unsigned char *img = malloc(bytes), *want = malloc(bytes);
+    unsigned char *s = dev_malloc(bytes), *r = inplace ? s : dev_malloc(bytes);
+    if (img == NULL || want == NULL || s == NULL || r == NULL) exit(1);
+    th_fill_send(c, img);
+    th_fill_expect(c, want, 0, c->count);
+    memcpy(s, img, bytes); /* the stand-in's device memory is host memory */
+    if (!inplace) th_fill_pattern(r, bytes, (uint32_t)c->seed + 5);
+    CHECK_NCCL(ncclAllReduce(s, r, c->count, c->type->dtype, c->op, x->comm,
+                             (cudaStream_t)x->stream));
+    stream_sync(x->stream);
+    check(x, c, inplace ? "in place" : "out of place", r, want, bytes);
+    if (!inplace) check(x, c, "sendbuff unchanged", s, img, bytes);
+    dev_free(s);
+    if (!inplace) dev_free(r);
+    free(img);
+    free(want);
+}
+
+/* Four operations queued before one synchronisation. */
+static void run_burst(struct ctx *x, int t, size_t count)
+{
+    enum { K = 4 };
+    struct th_case c[K];
+    unsigned char *s[K], *r[K], *want[K];
+    size_t bytes = count * th_dtypes[t].bytes;
+    for (int i = 0; i < K; i++) {
+        c[i] = make_case(x, t, ncclSum, count, 7777u + 131u * (unsigned)t + (unsigned)i);
+        s[i] = dev_malloc(bytes);
+        r[i] = dev_malloc(bytes);
+        want[i] = malloc(bytes);
+        if (s[i] == NULL || r[i] == NULL || want[i] == NULL) exit(1);
+        th_fill_send(&c[i], s[i]);
+        th_fill_expect(&c[i], want[i], 0, count);
+    }
+    for (int i = 0; i < K; i++)
+        CHECK_NCCL(ncclAllReduce(s[i], r[i], count, th_dtypes[t].dtype, ncclSum, x->comm,
+                                 (cudaStream_t)x->stream));
+    stream_sync(x->stream);
+    for (int i = 0; i < K; i++) {
+        check(x, &c[i], "burst of 4", r[i], want[i], bytes);
+        dev_free(s[i]);
+        dev_free(r[i]);
+        free(want[i]);
+    }
+}
+
+int main(void)
+{
+    const char *lib = getenv("TUTTI_CUDA_LIBRARY");
+    void *h = lib != NULL ? dlopen(lib, RTLD_NOW | RTLD_GLOBAL) : NULL;
+    if (h == NULL) {
+        fprintf(stderr, "fake_direct: TUTTI_CUDA_LIBRARY must name the stand-in driver (%s)\n",
+                lib != NULL ? dlerror() : "unset");
+        return 1;
+    }
+    int (*make_current)(void) = NULL;
+    void *sym;
+#define LOOK(var, name) (sym = dlsym(h, name), memcpy(&(var), &sym, sizeof sym))
+    LOOK(make_current, "fake_cuda_make_current");
+    LOOK(dev_malloc, "fake_cuda_malloc");
+    LOOK(dev_free, "fake_cuda_free");
+    LOOK(stream_create, "fake_cuda_stream_create");
+    LOOK(stream_sync, "fake_cuda_stream_sync");
+    if (!make_current || !dev_malloc || !dev_free || !stream_create || !stream_sync) {
+        fprintf(stderr, "fake_direct: %s is not the stand-in driver\n", lib);
+        return 1;
+    }
+    make_current();
+    struct ctx x;
+    memset(&x, 0, sizeof x);
+    CHECK_NCCL(tuttiCommInitFromEnv(&x.comm));
+    CHECK_NCCL(ncclCommUserRank(x.comm, &x.rank));
+    CHECK_NCCL(ncclCommCount(x.comm, &x.nranks));
+    g_rank = x.rank;
+    int dev = -2;
+    CHECK_NCCL(ncclCommCuDevice(x.comm, &dev));
+    if (dev != 0) {
+        fprintf(stderr, "rank %d: ncclCommCuDevice says %d, not 0\n", x.rank, dev);
+        return 1;
+    }
+    x.stream = stream_create();
+
+    static const size_t counts[] = {1, 7, 1031, 70001};
+    for (int t = 0; t < TH_NUM_DTYPES; t++)
+        for (int op = 0; op < TH_NUM_OPS; op++)
+            for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+                struct th_case c = make_case(&x, t, op, counts[k], 1009u * (unsigned)t +
+                                                                31u * (unsigned)op + k);
+                run_case(&x, &c, 0);
+                run_case(&x, &c, 1);
+            }
+    for (int t = 0; t < TH_NUM_DTYPES; t++) {
+        run_burst(&x, t, 1031);
+        run_burst(&x, t, 70001);
+    }
+
+    long long totals[2] = {x.cases, x.failures};
+    CHECK_NCCL(ncclAllReduce(totals, totals, 2, ncclInt64, ncclSum, x.comm, NULL));
+    if (totals[0] != x.cases * x.nranks) {
+        fprintf(stderr, "rank %d: host AllReduce of the totals: %lld cases, expected %lld\n",
+                x.rank, totals[0], x.cases * x.nranks);
+        totals[1]++;
+    }
+    if (x.rank == 0)
+        printf("fake_direct: %d ranks: %lld checks, %lld failed\n", x.nranks, totals[0],
+               totals[1]);
+    CHECK_NCCL(ncclCommDestroy(x.comm));
+    return totals[1] == 0 ? 0 : 1;
+}
