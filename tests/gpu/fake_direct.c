@@ -3,13 +3,16 @@
  * the chunk protocol of src/device/cuda/direct.c on streams, wait on each other's flags and
  * reduce with the host builds of the device kernels' element functions. It checks the
  * protocol, the chunking, one-shot and two-shot, the reduction chains of every dtype x op and
- * the core's dispatch, bit for bit against the harness's exact reference; it says nothing about
- * CUDA itself (gpu_direct does that on a GPU).
+ * the core's dispatch, bit for bit against the harness's exact reference, and, interleaved with
+ * them on the same stream, staged collectives (AllGather, ReduceScatter, Broadcast, Reduce:
+ * pinned copies, the start/done words, the host engine). It says nothing about CUDA itself
+ * (gpu_direct and gpu_matrix do that on a GPU).
  *
  * Run under tutti-run with TUTTI_CUDA_LIBRARY naming the stand-in and TUTTI_CUDA_DIRECT=2 (init
  * fails unless every rank mapped every other's scratch). Each rank opens the stand-in first, as
  * a CUDA program has its driver loaded, and makes its context current before the communicator. */
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +121,59 @@ static void run_burst(struct ctx *x, int t, size_t count)
     }
 }
 
+/* Staged collectives (AllGather, ReduceScatter, Broadcast, Reduce: the host engine on pinned
+ * copies, ordered by the start/done words) interleaved with device-direct AllReduces on one
+ * stream, all queued before one synchronisation: the two paths must keep stream order. */
+static ncclResult_t issue(const struct ctx *x, const struct th_case *c, const void *s, void *r)
+{
+    cudaStream_t st = (cudaStream_t)x->stream;
+    ncclDataType_t dt = c->type->dtype;
+    switch (c->coll) {
+    case TH_ALLREDUCE: return ncclAllReduce(s, r, c->count, dt, c->op, x->comm, st);
+    case TH_ALLGATHER: return ncclAllGather(s, r, c->count, dt, x->comm, st);
+    case TH_REDUCESCATTER: return ncclReduceScatter(s, r, c->count, dt, c->op, x->comm, st);
+    case TH_BROADCAST: return ncclBroadcast(s, r, c->count, dt, c->root, x->comm, st);
+    case TH_REDUCE: return ncclReduce(s, r, c->count, dt, c->op, c->root, x->comm, st);
+    default: return ncclInvalidArgument;
+    }
+}
+
+static void run_interleaved(struct ctx *x, int t, size_t count)
+{
+    static const enum th_coll seq[] = {TH_ALLGATHER, TH_ALLREDUCE, TH_REDUCESCATTER, TH_ALLREDUCE,
+                                       TH_BROADCAST, TH_ALLREDUCE, TH_REDUCE, TH_ALLREDUCE};
+    enum { K = sizeof seq / sizeof seq[0] };
+    struct th_case c[K];
+    unsigned char *s[K], *r[K], *want[K], *before[K];
+    bool expect[K];
+    for (int i = 0; i < K; i++) {
+        c[i] = make_case(x, t, ncclSum, count, 4242u + 17u * (unsigned)t + (unsigned)i);
+        c[i].coll = seq[i];
+        c[i].root = i % x->nranks;
+        size_t sb = th_send_count(&c[i]) * th_dtypes[t].bytes;
+        size_t rb = th_recv_count(&c[i]) * th_dtypes[t].bytes;
+        s[i] = dev_malloc(sb);
+        r[i] = dev_malloc(rb);
+        want[i] = malloc(rb);
+        before[i] = malloc(rb);
+        if (s[i] == NULL || r[i] == NULL || want[i] == NULL || before[i] == NULL) exit(1);
+        th_fill_send(&c[i], s[i]);
+        th_fill_pattern(before[i], rb, (uint32_t)c[i].seed + 9);
+        memcpy(r[i], before[i], rb);
+        expect[i] = th_fill_expect(&c[i], want[i], 0, th_recv_count(&c[i]));
+    }
+    for (int i = 0; i < K; i++) CHECK_NCCL(issue(x, &c[i], s[i], r[i]));
+    stream_sync(x->stream);
+    for (int i = 0; i < K; i++) {
+        size_t rb = th_recv_count(&c[i]) * th_dtypes[t].bytes;
+        check(x, &c[i], th_coll_name(c[i].coll), r[i], expect[i] ? want[i] : before[i], rb);
+        dev_free(s[i]);
+        dev_free(r[i]);
+        free(want[i]);
+        free(before[i]);
+    }
+}
+
 int main(void)
 {
     const char *lib = getenv("TUTTI_CUDA_LIBRARY");
@@ -166,6 +222,11 @@ int main(void)
     for (int t = 0; t < TH_NUM_DTYPES; t++) {
         run_burst(&x, t, 1031);
         run_burst(&x, t, 70001);
+    }
+
+    for (int t = 0; t < TH_NUM_DTYPES; t++) {
+        run_interleaved(&x, t, 1031);
+        run_interleaved(&x, t, 70001);
     }
 
     long long totals[2] = {x.cases, x.failures};
