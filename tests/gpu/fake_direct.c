@@ -4,7 +4,8 @@
  * reduce with the host builds of the device kernels' element functions. It checks the
  * protocol, the chunking, one-shot and two-shot, the reduction chains of every dtype x op and
  * the core's dispatch, bit for bit against the harness's exact reference, and, interleaved with
- * them on the same stream, staged collectives (AllGather, ReduceScatter, Broadcast, Reduce:
+ * them on the same stream, the staged collectives (AllGather, ReduceScatter, Broadcast, Reduce,
+ * AlltoAll, Gather, Scatter, Send/Recv:
  * pinned copies, the start/done words, the host engine). It says nothing about CUDA itself
  * (gpu_direct and gpu_matrix do that on a GPU).
  *
@@ -121,7 +122,8 @@ static void run_burst(struct ctx *x, int t, size_t count)
     }
 }
 
-/* Staged collectives (AllGather, ReduceScatter, Broadcast, Reduce: the host engine on pinned
+/* Staged collectives (AllGather, ReduceScatter, Broadcast, Reduce, AlltoAll, Gather, Scatter,
+ * Send/Recv in a group: the host engine on pinned
  * copies, ordered by the start/done words) interleaved with device-direct AllReduces on one
  * stream, all queued before one synchronisation: the two paths must keep stream order. */
 static ncclResult_t issue(const struct ctx *x, const struct th_case *c, const void *s, void *r)
@@ -134,6 +136,17 @@ static ncclResult_t issue(const struct ctx *x, const struct th_case *c, const vo
     case TH_REDUCESCATTER: return ncclReduceScatter(s, r, c->count, dt, c->op, x->comm, st);
     case TH_BROADCAST: return ncclBroadcast(s, r, c->count, dt, c->root, x->comm, st);
     case TH_REDUCE: return ncclReduce(s, r, c->count, dt, c->op, c->root, x->comm, st);
+    case TH_ALLTOALL: return ncclAlltoAll(s, r, c->count, dt, x->comm, st);
+    case TH_GATHER: return ncclGather(s, r, c->count, dt, c->root, x->comm, st);
+    case TH_SCATTER: return ncclScatter(s, r, c->count, dt, c->root, x->comm, st);
+    case TH_SENDRECV: {
+        int n = x->nranks;
+        ncclGroupStart();
+        ncclResult_t a = ncclSend(s, c->count, dt, (x->rank + 1) % n, x->comm, st);
+        ncclResult_t b = ncclRecv(r, c->count, dt, (x->rank + n - 1) % n, x->comm, st);
+        ncclResult_t e = ncclGroupEnd();
+        return a != ncclSuccess ? a : b != ncclSuccess ? b : e;
+    }
     default: return ncclInvalidArgument;
     }
 }
@@ -141,7 +154,9 @@ static ncclResult_t issue(const struct ctx *x, const struct th_case *c, const vo
 static void run_interleaved(struct ctx *x, int t, size_t count)
 {
     static const enum th_coll seq[] = {TH_ALLGATHER, TH_ALLREDUCE, TH_REDUCESCATTER, TH_ALLREDUCE,
-                                       TH_BROADCAST, TH_ALLREDUCE, TH_REDUCE, TH_ALLREDUCE};
+                                       TH_BROADCAST, TH_ALLREDUCE, TH_REDUCE, TH_ALLREDUCE,
+                                       TH_ALLTOALL, TH_ALLREDUCE, TH_GATHER, TH_SCATTER,
+                                       TH_SENDRECV, TH_ALLREDUCE};
     enum { K = sizeof seq / sizeof seq[0] };
     struct th_case c[K];
     unsigned char *s[K], *r[K], *want[K], *before[K];
