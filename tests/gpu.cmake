@@ -85,6 +85,11 @@ if(TUTTI_CUDA AND TARGET tutti-run)
     set_tests_properties(cuda_direct_fake_${n} PROPERTIES LABELS cuda TIMEOUT 240 PROCESSORS 2
       ENVIRONMENT "TUTTI_CUDA_LIBRARY=$<TARGET_FILE:tutti_fake_cuda>;TUTTI_CUDA_DIRECT=2;TUTTI_CUDA_DIRECT_BYTES=65536;TUTTI_CUDA_ONESHOT_BYTES=${oneshot};TUTTI_TIMEOUT_MS=60000")
   endforeach()
+  # A mixed communicator (odd ranks on host buffers): the path is off, everything is staged.
+  add_test(NAME cuda_direct_fake_mixed_3
+           COMMAND $<TARGET_FILE:tutti-run> -n 3 --timeout 200 $<TARGET_FILE:fake_direct> --mixed)
+  set_tests_properties(cuda_direct_fake_mixed_3 PROPERTIES LABELS cuda TIMEOUT 240 PROCESSORS 2
+    ENVIRONMENT "TUTTI_CUDA_LIBRARY=$<TARGET_FILE:tutti_fake_cuda>;TUTTI_CUDA_DIRECT=1;TUTTI_TIMEOUT_MS=60000")
 
   # TUTTI_CUDA_DIRECT=2 without GPU ranks: init fails with the reason; 1 falls back (no GPU).
   add_test(NAME cuda_direct_required_off

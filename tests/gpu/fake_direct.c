@@ -10,7 +10,9 @@
  * (gpu_direct and gpu_matrix do that on a GPU).
  *
  * Run under tutti-run with TUTTI_CUDA_LIBRARY naming the stand-in and TUTTI_CUDA_DIRECT=2 (init
- * fails unless every rank mapped every other's scratch). Each rank opens the stand-in first, as
+ * fails unless every rank mapped every other's scratch). With --mixed the odd ranks are CPU
+ * ranks (host buffers, stream NULL): the path is off and everything is staged; run it with
+ * TUTTI_CUDA_DIRECT=1. Each rank opens the stand-in first, as
  * a CUDA program has its driver loaded, and makes its context current before the communicator. */
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -38,6 +40,16 @@ static void *(*dev_malloc)(size_t);
 static void (*dev_free)(void *);
 static void *(*stream_create)(void);
 static void (*stream_sync)(void *);
+
+/* --mixed: the odd ranks are CPU ranks (host buffers, stream NULL, no device current). */
+static void *host_malloc(size_t bytes)
+{
+    return malloc(bytes > 0 ? bytes : 1);
+}
+static void host_sync(void *s)
+{
+    (void)s;
+}
 
 struct ctx {
     ncclComm_t comm;
@@ -189,8 +201,9 @@ static void run_interleaved(struct ctx *x, int t, size_t count)
     }
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    bool mixed = argc > 1 && strcmp(argv[1], "--mixed") == 0;
     const char *lib = getenv("TUTTI_CUDA_LIBRARY");
     void *h = lib != NULL ? dlopen(lib, RTLD_NOW | RTLD_GLOBAL) : NULL;
     if (h == NULL) {
@@ -210,20 +223,34 @@ int main(void)
         fprintf(stderr, "fake_direct: %s is not the stand-in driver\n", lib);
         return 1;
     }
-    make_current();
+    /* The rank is known before the communicator from tutti-run's environment. */
+    const char *rank_env = getenv("RANK");
+    bool gpu = !mixed || (rank_env != NULL && atoi(rank_env) % 2 == 0);
+    if (gpu) make_current();
     struct ctx x;
     memset(&x, 0, sizeof x);
     CHECK_NCCL(tuttiCommInitFromEnv(&x.comm));
     CHECK_NCCL(ncclCommUserRank(x.comm, &x.rank));
     CHECK_NCCL(ncclCommCount(x.comm, &x.nranks));
     g_rank = x.rank;
-    int dev = -2;
-    CHECK_NCCL(ncclCommCuDevice(x.comm, &dev));
-    if (dev != 0) {
-        fprintf(stderr, "rank %d: ncclCommCuDevice says %d, not 0\n", x.rank, dev);
+    if (mixed && rank_env == NULL) {
+        fprintf(stderr, "fake_direct: --mixed needs RANK in the environment (tutti-run)\n");
         return 1;
     }
-    x.stream = stream_create();
+    int dev = -2;
+    CHECK_NCCL(ncclCommCuDevice(x.comm, &dev));
+    if (dev != (gpu ? 0 : -1)) {
+        fprintf(stderr, "rank %d: ncclCommCuDevice says %d, not %d\n", x.rank, dev, gpu ? 0 : -1);
+        return 1;
+    }
+    if (gpu) {
+        x.stream = stream_create();
+    } else {
+        dev_malloc = host_malloc;
+        dev_free = free;
+        stream_sync = host_sync;
+        x.stream = NULL;
+    }
 
     static const size_t counts[] = {1, 7, 1031, 70001};
     for (int t = 0; t < TH_NUM_DTYPES; t++)
@@ -252,8 +279,8 @@ int main(void)
         totals[1]++;
     }
     if (x.rank == 0)
-        printf("fake_direct: %d ranks: %lld checks, %lld failed\n", x.nranks, totals[0],
-               totals[1]);
+        printf("fake_direct: %d ranks%s: %lld checks, %lld failed\n", x.nranks,
+               mixed ? " (odd ranks on the CPU, all staged)" : "", totals[0], totals[1]);
     CHECK_NCCL(ncclCommDestroy(x.comm));
     return totals[1] == 0 ? 0 : 1;
 }
