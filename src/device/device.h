@@ -212,6 +212,19 @@ ncclResult_t tt_device_team_allreduce(struct tt_device_team *t, cudaStream_t str
                                       const void *send, void *recv, size_t count,
                                       const struct tt_device_redop *op, size_t oneshot_bytes);
 
+/* Queues a ReduceScatter (`count` elements received per member; recv == send + rank * count in
+ * place) or an AllGather (`count` elements sent per member; send == recv + rank * count in
+ * place) on `stream`, over the same scratch and flags: ReduceScatter copies the input in and
+ * each member reduces its own block from every member's scratch; AllGather copies the input in
+ * and each member copies every peer's block out of its scratch. `op` is ignored by AllGather
+ * except for its dtype. Same rules as the AllReduce. */
+ncclResult_t tt_device_team_reduce_scatter(struct tt_device_team *t, cudaStream_t stream,
+                                           const void *send, void *recv, size_t count,
+                                           const struct tt_device_redop *op);
+ncclResult_t tt_device_team_all_gather(struct tt_device_team *t, cudaStream_t stream,
+                                       const void *send, void *recv, size_t count,
+                                       ncclDataType_t dtype);
+
 /* Whether `word` reached `seq` (wrapping compare), read with acquire. */
 static inline bool tt_device_word_reached(const uint32_t *word, uint32_t seq)
 {

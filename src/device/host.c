@@ -96,6 +96,20 @@ ncclResult_t tt_device_team_allreduce(struct tt_device_team *t, cudaStream_t str
     return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
 }
 
+ncclResult_t tt_device_team_reduce_scatter(struct tt_device_team *t, cudaStream_t stream,
+                                           const void *send, void *recv, size_t count,
+                                           const struct tt_device_redop *op)
+{
+    return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
+}
+
+ncclResult_t tt_device_team_all_gather(struct tt_device_team *t, cudaStream_t stream,
+                                       const void *send, void *recv, size_t count,
+                                       ncclDataType_t dtype)
+{
+    return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
+}
+
 ncclResult_t tt_device_reduce(cudaStream_t stream, ncclDataType_t dtype, enum tt_device_red red,
                               double scalar_f, uint64_t scalar_u, uint64_t divisor, void *dst,
                               const void *a, const void *b, size_t count)

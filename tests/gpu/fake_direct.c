@@ -67,8 +67,8 @@ static void check(struct ctx *x, const struct th_case *c, const char *how, const
     for (size_t i = 0; i < bytes; i++) bad += ((const unsigned char *)got)[i] !=
                                               ((const unsigned char *)want)[i];
     x->failures++;
-    fprintf(stderr, "rank %d: FAIL allreduce %s %s count %zu %s: %zu bytes differ\n", x->rank,
-            c->type->name, th_op_name(c->op), c->count, how, bad);
+    fprintf(stderr, "rank %d: FAIL %s %s %s count %zu %s: %zu bytes differ\n", x->rank,
+            th_coll_name(c->coll), c->type->name, th_op_name(c->op), c->count, how, bad);
 }
 
 static struct th_case make_case(const struct ctx *x, int t, int op, size_t count, uint64_t seed)
@@ -161,6 +161,42 @@ static ncclResult_t issue(const struct ctx *x, const struct th_case *c, const vo
     }
     default: return ncclInvalidArgument;
     }
+}
+
+/* ReduceScatter or AllGather on their own, in place (NCCL's offsets) or not. */
+static void run_block_case(struct ctx *x, const struct th_case *c, int inplace)
+{
+    size_t elt = c->type->bytes, send_n = th_send_count(c), recv_n = th_recv_count(c);
+    size_t body = (send_n > recv_n ? send_n : recv_n) * elt;
+    unsigned char *img = malloc(send_n * elt), *want = malloc(recv_n * elt);
+    unsigned char *buf = dev_malloc(body), *s, *r, *other = NULL;
+    if (img == NULL || want == NULL || buf == NULL) exit(1);
+    th_fill_send(c, img);
+    th_fill_expect(c, want, 0, recv_n);
+    if (inplace) {
+        size_t off = th_inplace_offset(c) * elt;
+        bool send_inside = c->coll == TH_ALLGATHER;
+        th_fill_pattern(buf, body, (uint32_t)c->seed + 2);
+        s = send_inside ? buf + off : buf;
+        r = send_inside ? buf : buf + off;
+    } else {
+        other = dev_malloc(recv_n * elt);
+        if (other == NULL) exit(1);
+        th_fill_pattern(other, recv_n * elt, (uint32_t)c->seed + 5);
+        s = buf;
+        r = other;
+    }
+    memcpy(s, img, send_n * elt);
+    CHECK_NCCL(issue(x, c, s, r));
+    stream_sync(x->stream);
+    char how[64];
+    snprintf(how, sizeof how, "%s %s", th_coll_name(c->coll), inplace ? "in place" : "out of place");
+    check(x, c, how, r, want, recv_n * elt);
+    if (!inplace) check(x, c, "sendbuff unchanged", s, img, send_n * elt);
+    dev_free(buf);
+    if (other != NULL) dev_free(other);
+    free(img);
+    free(want);
 }
 
 static void run_interleaved(struct ctx *x, int t, size_t count)
@@ -261,6 +297,19 @@ int main(int argc, char **argv)
                 run_case(&x, &c, 0);
                 run_case(&x, &c, 1);
             }
+    /* Per-member blocks: 20001 elements still take several chunks of a 64 KiB scratch. */
+    static const size_t block_counts[] = {1, 7, 1031, 20001};
+    for (int t = 0; t < TH_NUM_DTYPES; t++)
+        for (int op = 0; op < TH_NUM_OPS; op++)
+            for (size_t k = 0; k < sizeof block_counts / sizeof block_counts[0]; k++)
+                for (int coll = 0; coll < 2; coll++) {
+                    if (coll == 1 && op > 0) continue; /* AllGather has no op */
+                    struct th_case c = make_case(&x, t, op, block_counts[k],
+                                                 3001u * (unsigned)t + 37u * (unsigned)op + k);
+                    c.coll = coll == 0 ? TH_REDUCESCATTER : TH_ALLGATHER;
+                    run_block_case(&x, &c, 0);
+                    run_block_case(&x, &c, 1);
+                }
     for (int t = 0; t < TH_NUM_DTYPES; t++) {
         run_burst(&x, t, 1031);
         run_burst(&x, t, 70001);

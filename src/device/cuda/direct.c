@@ -298,3 +298,81 @@ ncclResult_t tt_device_team_allreduce(struct tt_device_team *t, cudaStream_t str
     }
     return ncclSuccess;
 }
+
+/* The start and the end of every chunk: nobody still reads my scratch for the last chunk; then,
+ * once the chunk's input is in my scratch, READY and the wait for everyone's. */
+static ncclResult_t chunk_begin(struct tt_device_team *t, CUstream s, uint32_t *seq)
+{
+    *seq = (uint32_t)++t->chunks;
+    if (t->chunks > 1) TT_TRY(wait_peers(t, s, FLAG_DONE, *seq - 1));
+    return ncclSuccess;
+}
+
+static ncclResult_t chunk_ready(struct tt_device_team *t, CUstream s, uint32_t seq)
+{
+    TT_TRY(post(t, s, FLAG_READY, seq));
+    return wait_peers(t, s, FLAG_READY, seq);
+}
+
+static ncclResult_t team_check(const struct tt_device_team *t, size_t elt, ncclDataType_t dtype,
+                               CUstream s, void *recv)
+{
+    if (elt == 0)
+        return TT_ERROR(ncclInvalidArgument, "device-direct path: invalid datatype %d",
+                        (int)dtype);
+    if (t->nranks < 2)
+        return TT_ERROR(ncclInternalError, "device-direct path on a team not attached");
+    return tt_cuda_ensure_context(recv, s);
+}
+
+ncclResult_t tt_device_team_reduce_scatter(struct tt_device_team *t, cudaStream_t stream,
+                                           const void *send, void *recv, size_t count,
+                                           const struct tt_device_redop *op)
+{
+    size_t elt = dtype_bytes(op->dtype);
+    CUstream s = (CUstream)stream;
+    TT_TRY(team_check(t, elt, op->dtype, s, recv));
+    int n = t->nranks;
+    /* A chunk takes `c` elements of every member's block: n * c in the scratch. */
+    size_t per_chunk = t->bytes / elt / (size_t)n;
+    for (size_t off = 0; off < count; off += per_chunk) {
+        size_t c = count - off < per_chunk ? count - off : per_chunk;
+        uint32_t seq;
+        TT_TRY(chunk_begin(t, s, &seq));
+        for (int q = 0; q < n; q++)
+            TT_TRY(TT_CU(tt_cu.cuMemcpyAsync(
+                t->mine + (size_t)q * c * elt,
+                (CUdeviceptr)(uintptr_t)((const char *)send + ((size_t)q * count + off) * elt),
+                c * elt, s)));
+        TT_TRY(chunk_ready(t, s, seq));
+        TT_TRY(reduce_members(t, s, op, (char *)recv + off * elt, (size_t)t->rank * c, c, elt));
+        TT_TRY(post(t, s, FLAG_DONE, seq));
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t tt_device_team_all_gather(struct tt_device_team *t, cudaStream_t stream,
+                                       const void *send, void *recv, size_t count,
+                                       ncclDataType_t dtype)
+{
+    size_t elt = dtype_bytes(dtype);
+    CUstream s = (CUstream)stream;
+    TT_TRY(team_check(t, elt, dtype, s, recv));
+    size_t per_chunk = t->bytes / elt;
+    for (size_t off = 0; off < count; off += per_chunk) {
+        size_t c = count - off < per_chunk ? count - off : per_chunk;
+        const char *in = (const char *)send + off * elt;
+        uint32_t seq;
+        TT_TRY(chunk_begin(t, s, &seq));
+        TT_TRY(TT_CU(tt_cu.cuMemcpyAsync(t->mine, (CUdeviceptr)(uintptr_t)in, c * elt, s)));
+        TT_TRY(chunk_ready(t, s, seq));
+        for (int p = 0; p < t->nranks; p++) {
+            char *out = (char *)recv + ((size_t)p * count + off) * elt;
+            if (p == t->rank && out == in) continue; /* in place */
+            CUdeviceptr from = p == t->rank ? (CUdeviceptr)(uintptr_t)in : t->base[p];
+            TT_TRY(TT_CU(tt_cu.cuMemcpyAsync((CUdeviceptr)(uintptr_t)out, from, c * elt, s)));
+        }
+        TT_TRY(post(t, s, FLAG_DONE, seq));
+    }
+    return ncclSuccess;
+}
