@@ -1,4 +1,4 @@
-/* The device-direct AllReduce (docs/cuda.md, "The device-direct path"; label cuda). Every rank
+/* The device-direct AllReduce, ReduceScatter and AllGather (docs/cuda.md, "The device-direct path"; label cuda). Every rank
  * of a tutti-run job makes device 0 current before the communicator, so that all of them are GPU
  * ranks of one host and the communicator maps the ranks' device scratch through CUDA IPC. Run
  * with TUTTI_CUDA_DIRECT=2, so that init fails where the path cannot be set up: every AllReduce
@@ -7,6 +7,8 @@
  * exact reference, compared on the device:
  *   - every dtype x op (sum, prod, max, min, avg), counts 1, 7, 1031 and 262147, in place and
  *     out of place (the send buffer must stay unchanged);
+ *   - ReduceScatter (every op) and AllGather, device-direct as well, counts 1, 7, 1031 and
+ *     65537 per rank, in place (NCCL's offsets) and out of place;
  *   - bursts: four AllReduces queued back to back on one stream before one synchronisation,
  *     every dtype, so that the scratch is reused while peers may still be a chunk behind;
  *   - a host-buffer AllReduce on the same communicator (the host engine, untouched).
@@ -101,8 +103,8 @@ static void report(struct ctx *x, const th_case *c, const char *how, unsigned lo
     x->cases++;
     if (bad == 0) return;
     x->failures++;
-    fprintf(stderr, "rank %d: FAIL allreduce %s %s count %zu %s: %llu bytes differ\n", x->rank,
-            c->type->name, th_op_name(c->op), c->count, how, bad);
+    fprintf(stderr, "rank %d: FAIL %s %s %s count %zu %s: %llu bytes differ\n", x->rank,
+            th_coll_name(c->coll), c->type->name, th_op_name(c->op), c->count, how, bad);
 }
 
 static void run_case(struct ctx *x, const th_case *c, bool inplace)
@@ -129,6 +131,44 @@ static void run_case(struct ctx *x, const th_case *c, bool inplace)
     report(x, c, inplace ? "in place" : "out of place", bad);
     CHECK_CUDA(cudaFree(s));
     if (!inplace) CHECK_CUDA(cudaFree(r));
+}
+
+/* ReduceScatter or AllGather (device-direct too), in place at NCCL's offsets or not. */
+static void run_block_case(struct ctx *x, const th_case *c, bool inplace)
+{
+    size_t elt = c->type->bytes, send_n = th_send_count(c), recv_n = th_recv_count(c);
+    size_t body = (send_n > recv_n ? send_n : recv_n) * elt;
+    std::vector<unsigned char> img(send_n * elt), want(recv_n * elt), pattern(body);
+    th_fill_send(c, img.data());
+    th_fill_expect(c, want.data(), 0, recv_n);
+    unsigned char *buf, *other = NULL, *s, *r;
+    CHECK_CUDA(cudaMalloc(&buf, body));
+    if (inplace) {
+        size_t off = th_inplace_offset(c) * elt;
+        bool send_inside = c->coll == TH_ALLGATHER;
+        th_fill_pattern(pattern.data(), body, (uint32_t)c->seed + 2);
+        CHECK_CUDA(cudaMemcpy(buf, pattern.data(), body, cudaMemcpyHostToDevice));
+        s = send_inside ? buf + off : buf;
+        r = send_inside ? buf : buf + off;
+    } else {
+        th_fill_pattern(pattern.data(), recv_n * elt, (uint32_t)c->seed + 5);
+        CHECK_CUDA(cudaMalloc(&other, recv_n * elt));
+        CHECK_CUDA(cudaMemcpy(other, pattern.data(), recv_n * elt, cudaMemcpyHostToDevice));
+        s = buf;
+        r = other;
+    }
+    CHECK_CUDA(cudaMemcpy(s, img.data(), send_n * elt, cudaMemcpyHostToDevice));
+    ncclDataType_t dt = c->type->dtype;
+    if (c->coll == TH_REDUCESCATTER)
+        CHECK_NCCL(ncclReduceScatter(s, r, c->count, dt, c->op, x->comm, x->stream));
+    else
+        CHECK_NCCL(ncclAllGather(s, r, c->count, dt, x->comm, x->stream));
+    CHECK_CUDA(cudaStreamSynchronize(x->stream));
+    unsigned long long bad = mismatches(x, r, want.data(), recv_n * elt);
+    if (!inplace) bad += mismatches(x, s, img.data(), send_n * elt);
+    report(x, c, inplace ? "in place" : "out of place", bad);
+    CHECK_CUDA(cudaFree(buf));
+    if (other != NULL) CHECK_CUDA(cudaFree(other));
 }
 
 /* Four AllReduces queued back to back, then one synchronisation. */
@@ -194,6 +234,18 @@ int main(void)
                 run_case(&x, &c, false);
                 run_case(&x, &c, true);
             }
+    static const size_t block_counts[] = {1, 7, 1031, 65537};
+    for (int t = 0; t < TH_NUM_DTYPES; t++)
+        for (int op = 0; op < TH_NUM_OPS; op++)
+            for (size_t k = 0; k < sizeof block_counts / sizeof block_counts[0]; k++)
+                for (int coll = 0; coll < 2; coll++) {
+                    if (coll == 1 && op > 0) continue; /* AllGather has no op */
+                    th_case c = make_case(&x, t, op, block_counts[k],
+                                          3001u * t + 37u * op + k);
+                    c.coll = coll == 0 ? TH_REDUCESCATTER : TH_ALLGATHER;
+                    run_block_case(&x, &c, false);
+                    run_block_case(&x, &c, true);
+                }
     for (int t = 0; t < TH_NUM_DTYPES; t++) {
         run_burst(&x, t, 1031);
         run_burst(&x, t, 262147);
