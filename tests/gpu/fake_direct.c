@@ -106,6 +106,47 @@ static void run_case(struct ctx *x, const struct th_case *c, int inplace)
     free(want);
 }
 
+/* ncclRedOpCreatePreMulSum operators on the device-direct path: float32 with scalar 2 (exact)
+ * and int32 with scalar 3 (wrapping); the reference is the sum case's, scaled. */
+static void run_premulsum(struct ctx *x, size_t count)
+{
+    for (int k = 0; k < 2; k++) {
+        int t = k == 0 ? 7 /* float32 */ : 2 /* int32 */;
+        struct th_case c = make_case(x, t, ncclSum, count, 555u + (unsigned)k);
+        size_t bytes = count * 4;
+        unsigned char *want = malloc(bytes), *s = dev_malloc(bytes), *r = dev_malloc(bytes);
+        if (want == NULL || s == NULL || r == NULL) exit(1);
+        th_fill_send(&c, s);
+        th_fill_expect(&c, want, 0, count);
+        for (size_t i = 0; i < count; i++) {
+            if (k == 0) {
+                float f;
+                memcpy(&f, want + 4 * i, 4);
+                f *= 2.0f;
+                memcpy(want + 4 * i, &f, 4);
+            } else {
+                uint32_t v;
+                memcpy(&v, want + 4 * i, 4);
+                v *= 3u;
+                memcpy(want + 4 * i, &v, 4);
+            }
+        }
+        float sf = 2.0f;
+        int32_t si = 3;
+        ncclRedOp_t op;
+        CHECK_NCCL(ncclRedOpCreatePreMulSum(&op, k == 0 ? (void *)&sf : (void *)&si,
+                                            th_dtypes[t].dtype, ncclScalarHostImmediate, x->comm));
+        CHECK_NCCL(ncclAllReduce(s, r, count, th_dtypes[t].dtype, op, x->comm,
+                                 (cudaStream_t)x->stream));
+        stream_sync(x->stream);
+        CHECK_NCCL(ncclRedOpDestroy(op, x->comm));
+        check(x, &c, "premulsum operator", r, want, bytes);
+        dev_free(s);
+        dev_free(r);
+        free(want);
+    }
+}
+
 /* Four operations queued before one synchronisation. */
 static void run_burst(struct ctx *x, int t, size_t count)
 {
@@ -310,6 +351,8 @@ int main(int argc, char **argv)
                     run_block_case(&x, &c, 0);
                     run_block_case(&x, &c, 1);
                 }
+    run_premulsum(&x, 1031);
+    run_premulsum(&x, 70001);
     for (int t = 0; t < TH_NUM_DTYPES; t++) {
         run_burst(&x, t, 1031);
         run_burst(&x, t, 70001);
