@@ -24,11 +24,78 @@ if(TUTTI_CUDA AND TARGET tutti-run)
                          ENVIRONMENT "TUTTI_TIMEOUT_MS=60000")
   endforeach()
 
+  # The device-direct AllReduce (GPU kernels over CUDA IPC-mapped peer scratch, flags in device
+  # memory): 2, 3 and 4 ranks sharing GPU 0 with a 64 KiB scratch (both algorithms, chunking),
+  # and 3 ranks forced to one-shot, to two-shot. TUTTI_CUDA_DIRECT=2: init fails where the path
+  # cannot be set up, so every device AllReduce of the test runs on it.
+  add_executable(gpu_direct ${CMAKE_SOURCE_DIR}/tests/gpu/gpu_direct.cu
+                            ${CMAKE_SOURCE_DIR}/tests/harness.c)
+  set_target_properties(gpu_direct PROPERTIES CUDA_RUNTIME_LIBRARY Static)
+  target_include_directories(gpu_direct PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+  target_compile_options(gpu_direct PRIVATE
+                         $<$<COMPILE_LANGUAGE:CUDA>:${TUTTI_CUDA_WARNINGS}>
+                         $<$<COMPILE_LANGUAGE:C>:${TUTTI_WARNINGS}>)
+  target_link_libraries(gpu_direct PRIVATE tutti m)
+  foreach(n 2 3 4)
+    add_test(NAME gpu_direct_${n}
+             COMMAND $<TARGET_FILE:tutti-run> -n ${n} --timeout 280 $<TARGET_FILE:gpu_direct>)
+    set_tests_properties(gpu_direct_${n} PROPERTIES ENVIRONMENT
+                         "TUTTI_CUDA_DIRECT=2;TUTTI_CUDA_DIRECT_BYTES=65536;TUTTI_TIMEOUT_MS=60000")
+  endforeach()
+  add_test(NAME gpu_direct_oneshot_3
+           COMMAND $<TARGET_FILE:tutti-run> -n 3 --timeout 280 $<TARGET_FILE:gpu_direct>)
+  set_tests_properties(gpu_direct_oneshot_3 PROPERTIES ENVIRONMENT
+                       "TUTTI_CUDA_DIRECT=2;TUTTI_CUDA_ONESHOT_BYTES=1073741824")
+  add_test(NAME gpu_direct_twoshot_3
+           COMMAND $<TARGET_FILE:tutti-run> -n 3 --timeout 280 $<TARGET_FILE:gpu_direct>)
+  set_tests_properties(gpu_direct_twoshot_3 PROPERTIES ENVIRONMENT
+                       "TUTTI_CUDA_DIRECT=2;TUTTI_CUDA_ONESHOT_BYTES=0")
+  set_tests_properties(gpu_direct_2 gpu_direct_3 gpu_direct_4 gpu_direct_oneshot_3
+                       gpu_direct_twoshot_3 PROPERTIES LABELS cuda TIMEOUT 300
+                       SKIP_RETURN_CODE 77 PROCESSORS 2)
+
   # tutti-perf's device mode, checked (-c 1), a few sizes: skipped without a GPU.
   add_test(NAME gpu_perf_check
            COMMAND $<TARGET_FILE:tutti-run> -n 2 --timeout 280 $<TARGET_FILE:tutti-perf> -G
                    -b 8 -e 1M -f 32 -c 1 -n 2 -w 1 -d all -o all)
   set_tests_properties(gpu_perf_check PROPERTIES LABELS cuda TIMEOUT 300 SKIP_RETURN_CODE 77
+                       PROCESSORS 2)
+
+  # The device-direct path end to end without a GPU, over a stand-in driver (tests/gpu/
+  # fake_cuda.c: "device memory" in shared memory files, streams as threads, the kernels' host
+  # builds): the init exchange, the flag protocol across processes, chunking, one-shot (4 ranks
+  # forced), two-shot (3 ranks forced), both (2 ranks), every dtype x op, checked bit for bit.
+  add_library(tutti_fake_cuda SHARED ${CMAKE_SOURCE_DIR}/tests/gpu/fake_cuda.c)
+  target_include_directories(tutti_fake_cuda PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  foreach(inc ${CUDAToolkit_INCLUDE_DIRS})
+    target_compile_options(tutti_fake_cuda PRIVATE "-isystem${inc}")
+  endforeach()
+  target_compile_options(tutti_fake_cuda PRIVATE ${TUTTI_WARNINGS} -fvisibility=hidden)
+  target_link_libraries(tutti_fake_cuda PRIVATE Threads::Threads m)
+  add_executable(fake_direct ${CMAKE_SOURCE_DIR}/tests/gpu/fake_direct.c
+                             ${CMAKE_SOURCE_DIR}/tests/harness.c)
+  target_include_directories(fake_direct PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+  target_compile_options(fake_direct PRIVATE ${TUTTI_WARNINGS})
+  target_link_libraries(fake_direct PRIVATE tutti m ${CMAKE_DL_LIBS})
+  foreach(cfg "2;262144" "3;0" "4;1073741824")
+    list(GET cfg 0 n)
+    list(GET cfg 1 oneshot)
+    add_test(NAME cuda_direct_fake_${n}
+             COMMAND $<TARGET_FILE:tutti-run> -n ${n} --timeout 200 $<TARGET_FILE:fake_direct>)
+    set_tests_properties(cuda_direct_fake_${n} PROPERTIES LABELS cuda TIMEOUT 240 PROCESSORS 2
+      ENVIRONMENT "TUTTI_CUDA_LIBRARY=$<TARGET_FILE:tutti_fake_cuda>;TUTTI_CUDA_DIRECT=2;TUTTI_CUDA_DIRECT_BYTES=65536;TUTTI_CUDA_ONESHOT_BYTES=${oneshot};TUTTI_TIMEOUT_MS=60000")
+  endforeach()
+  # A mixed communicator (odd ranks on host buffers): the path is off, everything is staged.
+  add_test(NAME cuda_direct_fake_mixed_3
+           COMMAND $<TARGET_FILE:tutti-run> -n 3 --timeout 200 $<TARGET_FILE:fake_direct> --mixed)
+  set_tests_properties(cuda_direct_fake_mixed_3 PROPERTIES LABELS cuda TIMEOUT 240 PROCESSORS 2
+    ENVIRONMENT "TUTTI_CUDA_LIBRARY=$<TARGET_FILE:tutti_fake_cuda>;TUTTI_CUDA_DIRECT=1;TUTTI_TIMEOUT_MS=60000")
+
+  # TUTTI_CUDA_DIRECT=2 without GPU ranks: init fails with the reason; 1 falls back (no GPU).
+  add_test(NAME cuda_direct_required_off
+           COMMAND sh ${CMAKE_SOURCE_DIR}/tests/gpu/direct_required.sh $<TARGET_FILE:tutti-run>
+                   $<TARGET_FILE:tutti-perf>)
+  set_tests_properties(cuda_direct_required_off PROPERTIES LABELS "cuda;unit" TIMEOUT 120
                        PROCESSORS 2)
 
   # libtutti.so names no CUDA library: the same file runs on machines without CUDA.

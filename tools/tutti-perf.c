@@ -567,6 +567,16 @@ int main(int argc, char **argv)
     if (!tp_parse_options(argc, argv, &b.opt)) {
         return b.opt.help ? 0 : 2;
     }
+    /* -G: the device is made current before the communicator, as NCCL programs do, so that
+     * the communicator knows its ranks are GPU ranks (the device-direct path, docs/cuda.md).
+     * Every rank of the machine finds the same GPUs, so all skip alike. */
+    if (b.opt.device) {
+        char why[256];
+        if (!tp_dev_init(why, sizeof why)) {
+            fprintf(stderr, "tutti-perf: -G: %s\n", why);
+            return 77; /* skipped, for tests that run it without a GPU */
+        }
+    }
     ncclResult_t res = tuttiCommInitFromEnv(&b.comm);
     if (res != ncclSuccess) {
         fprintf(stderr, "tutti-perf: tuttiCommInitFromEnv failed: %s: %s (run under tutti-run)\n",
@@ -581,12 +591,6 @@ int main(int argc, char **argv)
         return 2;
     }
     if (b.opt.device) {
-        char why[256];
-        if (!tp_dev_init(why, sizeof why)) {
-            fprintf(stderr, "tutti-perf: -G: %s\n", why);
-            ncclCommDestroy(b.comm);
-            return 77; /* skipped, for tests that run it without a GPU */
-        }
         b.send_buf = tp_dev_alloc(b.opt.max_bytes);
         b.recv_buf = tp_dev_alloc(b.opt.max_bytes);
         b.host_send = alloc_or_die(b.opt.max_bytes);

@@ -16,10 +16,12 @@
 #include "core/comm.h"
 #include "core/dispatch.h"
 #include "core/group.h"
+#include "core/redop.h"
 #include "core/stream.h"
 #include "core/task.h"
 #include "util/err.h"
 #include "util/log.h"
+#include "util/param.h"
 
 static const char *at(const void *base, size_t elements, size_t elt_bytes)
 {
@@ -129,10 +131,75 @@ static ncclResult_t stage_device(const struct ncclComm *comm, const struct tt_co
     return ncclSuccess;
 }
 
+/* The device-direct path (device/device.h, core/setup.c): an AllReduce, ReduceScatter or
+ * AllGather outside a group, on device buffers and a CUDA stream (or NULL), on a communicator
+ * whose ranks are all GPU ranks of this host, is queued on the stream as GPU work that reads the
+ * peers' device scratch directly; the host engine never sees it. *taken says whether it was. Every rank must then pass device
+ * buffers (as NCCL requires); a rank that passes host buffers while the others pass device
+ * buffers takes the staged path alone and both sides wait for each other forever. A failure
+ * half-way through queueing fails the communicator (its peers' streams may wait on it). */
+static ncclResult_t try_device_direct(ncclComm_t comm, const struct tt_coll_args *args,
+                                      bool *taken)
+{
+    *taken = false;
+    if (args->count == 0 || tt_group_depth() > 0 || tt_stream_is_host(args->stream))
+        return ncclSuccess;
+    if (tt_device_mem_kind(args->sendbuff) != TT_MEM_DEVICE ||
+        tt_device_mem_kind(args->recvbuff) != TT_MEM_DEVICE)
+        return ncclSuccess;
+    ncclResult_t res;
+    if (args->coll == TT_COLL_ALLGATHER) {
+        res = tt_device_team_all_gather(comm->dev_team, args->stream, args->sendbuff,
+                                        args->recvbuff, args->count, args->dtype);
+        goto queued;
+    }
+    struct tt_redop r;
+    if ((unsigned)args->op < (unsigned)ncclNumOps)
+        TT_TRY(tt_redop_init(&r, args->op, args->dtype, comm->st.nranks));
+    else
+        TT_TRY(tt_redop_resolve(comm, args->op, args->dtype, &r));
+    static const enum tt_device_red reds[] = {
+        [TT_RED_SUM] = TT_DEVICE_RED_SUM,           [TT_RED_PROD] = TT_DEVICE_RED_PROD,
+        [TT_RED_MAX] = TT_DEVICE_RED_MAX,           [TT_RED_MIN] = TT_DEVICE_RED_MIN,
+        [TT_RED_PREMULSUM] = TT_DEVICE_RED_PREMULSUM, [TT_RED_SUMPOSTDIV] = TT_DEVICE_RED_SUMDIV,
+    };
+    struct tt_device_redop op = {.dtype = args->dtype, .red = reds[r.kind],
+                                 .scalar_f = r.scalar.f, .scalar_u = r.scalar.u,
+                                 .divisor = r.divisor};
+    if (!tt_dtype_is_float(args->dtype)) op.scalar_f = 0.0;
+    else op.scalar_u = 0;
+    if (args->coll == TT_COLL_REDUCESCATTER)
+        res = tt_device_team_reduce_scatter(comm->dev_team, args->stream, args->sendbuff,
+                                            args->recvbuff, args->count, &op);
+    else
+        res = tt_device_team_allreduce(comm->dev_team, args->stream, args->sendbuff,
+                                       args->recvbuff, args->count, &op,
+                                       (size_t)tt_param_cuda_oneshot_bytes());
+queued:
+    if (res != ncclSuccess) {
+        tt_state_fail(&comm->st, res);
+        return res;
+    }
+    if (!comm->dev_team_logged) {
+        comm->dev_team_logged = true;
+        TT_INFO(TT_SUB_COLL, "%s of %zu elements runs device-direct (the first on this "
+                             "communicator)", tt_coll_name(args->coll), args->count);
+    }
+    *taken = true;
+    return ncclSuccess;
+}
+
 ncclResult_t tt_coll_run(ncclComm_t comm, const struct tt_coll_args *args)
 {
     if (!tt_state_usable(&comm->st))
         return tt_state_check_usable(&comm->st, tt_coll_name(args->coll));
+    if (comm->dev_team != NULL &&
+        (args->coll == TT_COLL_ALLREDUCE || args->coll == TT_COLL_REDUCESCATTER ||
+         args->coll == TT_COLL_ALLGATHER)) {
+        bool taken;
+        TT_TRY(try_device_direct(comm, args, &taken));
+        if (taken) return ncclSuccess;
+    }
     struct tt_coll_args staged;
     struct tt_device_stage *stages = NULL;
     bool device = false;

@@ -119,6 +119,7 @@ static void comm_free(struct ncclComm *comm)
     free(comm->st.pidfds);
     if (comm->st.flight != NULL) pthread_mutex_destroy(&comm->st.flight->lock);
     free(comm->st.flight);
+    tt_device_team_destroy(comm->dev_team);
     tt_team_destroy(comm->team);
     free(comm->scratch.tmp);
     free(comm->scratch.send);
@@ -198,6 +199,7 @@ static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
     TT_TRY(tt_setup_shape(comm));
     TT_TRY(tt_setup_transports(comm));
     TT_TRY(tt_setup_team(comm));
+    TT_TRY(tt_setup_device_team(comm));
     TT_TRY(tt_setup_ring(comm));
     if (wants_tree(comm)) {
         TT_TRY(tt_connect_tree(comm));

@@ -88,6 +88,9 @@ struct ncclComm {
     ncclUniqueId init_id;
     cudaStream_t background;    /* nonblocking communicators: their operations' queue */
     int cuda_device;            /* the CUDA device current at init (-1: none; CUDA builds) */
+    struct tt_device_team *dev_team; /* the device-direct path, when every rank is a GPU rank of
+                                        this host (device/device.h; core/setup.c) */
+    bool dev_team_logged;       /* its first AllReduce was logged */
     pthread_mutex_t tables_lock;   /* guards redops and regs */
     struct tt_redop_table *redops; /* user ops; NULL until the first is created */
     struct tt_reg_table *regs;     /* registrations and windows; NULL until the first */

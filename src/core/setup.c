@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core/comm.h"
+#include "device/device.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -354,6 +355,75 @@ out:
         TT_INFO(TT_SUB_INIT | TT_SUB_SHM, "local team of %d ranks (of %d) on this host",
                 comm->local_nranks, n);
     free(local);
+    free(all);
+    return res;
+}
+
+/* The device-direct path (device/device.h): when the local team spans the communicator, each
+ * GPU rank (a CUDA device was current at init) makes a device scratch and exports it; one
+ * allgather tells everyone whether every rank offers one, then each maps the others', and a
+ * second allgather agrees that every mapping worked (CUDA IPC between two devices needs peer
+ * access). Anything short of that leaves the path off everywhere, and AllReduce on device buffers
+ * is staged as before; TUTTI_CUDA_DIRECT=2 makes it an init error instead. Host builds skip it
+ * all (no allgather). Every rank of a spanning team takes part in the allgathers. */
+ncclResult_t tt_setup_device_team(struct ncclComm *comm)
+{
+    int64_t mode = tt_param_cuda_direct();
+    if (!TT_DEVICE_DIRECT_BUILD || mode == 0 || !comm->team_spans) {
+        if (mode == 2 && comm->st.nranks > 1)
+            return TT_ERROR(ncclInvalidUsage,
+                            "TUTTI_CUDA_DIRECT=2: the device-direct path needs a CUDA build and "
+                            "every rank on one host with shared memory");
+        return ncclSuccess;
+    }
+    int n = comm->st.nranks, me = comm->st.rank;
+    if (n > TT_DEVICE_TEAM_MAX) {
+        if (mode == 2)
+            return TT_ERROR(ncclInvalidUsage, "TUTTI_CUDA_DIRECT=2: %d ranks, at most %d", n,
+                            TT_DEVICE_TEAM_MAX);
+        return ncclSuccess;
+    }
+    struct tt_device_team_info *all = NULL;
+    ncclResult_t res = ncclSuccess;
+    TT_TRY(TT_CALLOC(&all, (size_t)n));
+    char why[160] = "";
+    if (comm->cuda_device >= 0) {
+        ncclResult_t r = tt_device_team_create(comm->cuda_device,
+                                               (size_t)tt_param_cuda_direct_bytes(),
+                                               &comm->dev_team, &all[me]);
+        if (r != ncclSuccess) snprintf(why, sizeof why, "%s", tt_error_last());
+    }
+    TT_TRY_GOTO(tt_bootstrap_allgather(comm->bootstrap, all, sizeof *all), res, out);
+    int offered = 0;
+    for (int r = 0; r < n; r++) offered += all[r].ok != 0;
+    uint8_t *attached = (uint8_t *)all; /* reuse: one byte per rank */
+    if (offered == n) {
+        ncclResult_t r = tt_device_team_attach(comm->dev_team, me, n, all);
+        if (r != ncclSuccess) snprintf(why, sizeof why, "%s", tt_error_last());
+        memset(attached, 0, (size_t)n);
+        attached[me] = r == ncclSuccess;
+        TT_TRY_GOTO(tt_bootstrap_allgather(comm->bootstrap, attached, 1), res, out);
+        int ok = 0;
+        for (int r2 = 0; r2 < n; r2++) ok += attached[r2] != 0;
+        if (ok == n) {
+            TT_INFO(TT_SUB_INIT, "device-direct path on: %d GPU ranks on this host map each "
+                                 "other's %lld-byte device scratch (CUDA IPC)",
+                    n, (long long)tt_param_cuda_direct_bytes());
+            goto out;
+        }
+        if (why[0] == '\0') snprintf(why, sizeof why, "another rank could not map the scratch");
+    } else if (why[0] == '\0') {
+        snprintf(why, sizeof why, "%d of %d ranks are GPU ranks (a CUDA device current at init)",
+                 offered, n);
+    }
+    tt_device_team_destroy(comm->dev_team);
+    comm->dev_team = NULL;
+    if (mode == 2)
+        res = TT_ERROR(ncclInvalidUsage, "TUTTI_CUDA_DIRECT=2: the device-direct path is off: %s",
+                       why);
+    else
+        TT_INFO(TT_SUB_INIT, "device-direct path off (device buffers are staged): %s", why);
+out:
     free(all);
     return res;
 }

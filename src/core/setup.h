@@ -25,6 +25,9 @@ ncclResult_t tt_setup_shape(struct ncclComm *comm);
 ncclResult_t tt_setup_transports(struct ncclComm *comm);
 /* The local team and, where it spans the communicator, OneShot's and Direct's resources. */
 ncclResult_t tt_setup_team(struct ncclComm *comm);
+/* The device-direct path: where the team spans the communicator and every rank is a GPU rank,
+ * each maps every other's device scratch (CUDA builds; TUTTI_CUDA_DIRECT). */
+ncclResult_t tt_setup_device_team(struct ncclComm *comm);
 /* Connects the ring. */
 ncclResult_t tt_setup_ring(struct ncclComm *comm);
 

@@ -129,9 +129,10 @@ static void back_off(struct tt_backoff *backoff, const struct tt_wait_hint *hint
                      struct tt_batch *blocked)
 {
     /* Spinning cannot help a peer that waits for this CPU: yield at once, as blocking calls
-     * do (core/engine.c). The batch stays queued while the lock is held. */
-    if (backoff->polls < backoff->spin_limit && (backoff->polls & 63) == 15 &&
-        tt_engine_peer_on_my_cpu(blocked))
+     * do (core/engine.c). The batch stays queued while the lock is held. There is none when
+     * every queued batch waits for its device stream to reach it (gate closed). */
+    if (blocked != NULL && backoff->polls < backoff->spin_limit &&
+        (backoff->polls & 63) == 15 && tt_engine_peer_on_my_cpu(blocked))
         backoff->polls = backoff->spin_limit;
     /* Back off without the lock, so enqueues and stream changes go through. */
     pthread_mutex_unlock(&engine.lock);

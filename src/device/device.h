@@ -154,6 +154,77 @@ ncclResult_t tt_device_ipc_open(const struct tt_device_ipc_handle *h, void **ptr
 /* Unmaps what tt_device_ipc_open returned (the same pointer). */
 ncclResult_t tt_device_ipc_close(void *ptr, const struct tt_device_ipc_handle *h);
 
+/* The device-direct path (device/cuda/direct.c): AllReduce among the GPU ranks of one host,
+ * moved and reduced by the GPU itself, without the host engine. Each member allocates a device
+ * scratch buffer with three flag words behind it, exports it with a CUDA IPC handle, and maps
+ * every peer's (the core allgathers the infos at init). An AllReduce is then a sequence queued
+ * on the caller's CUDA stream: copy the input into the own scratch, write the own READY flag
+ * (cuStreamWriteValue32, a fenced write), wait until every peer's READY flag reached the
+ * operation (cuStreamWaitValue32 on the mapped flags: the stream waits in the GPU's front end,
+ * no kernel spins, so ranks sharing one GPU cannot starve each other), reduce with the
+ * reduction kernels reading the peers' scratch directly, and write DONE, which a peer waits for
+ * before it overwrites its scratch for the next operation. One-shot: every rank reduces the
+ * whole buffer. Two-shot: each rank reduces one segment, publishes it in its scratch (REDUCED
+ * flag), and copies the others' segments from their scratch. Larger operations go through the
+ * scratch in chunks. Flags count operations (uint32, wrapping compares), every rank queues the
+ * same sequence, so they agree without talking. */
+#ifdef TUTTI_CUDA
+#define TT_DEVICE_DIRECT_BUILD 1
+#else
+#define TT_DEVICE_DIRECT_BUILD 0
+#endif
+#define TT_DEVICE_TEAM_MAX 64
+struct tt_device_team;
+struct tt_device_team_info {
+    uint8_t ok;     /* this member offers a scratch (it is a GPU rank and the setup worked) */
+    uint8_t reserved[3];
+    int32_t device; /* its CUDA device ordinal */
+    int32_t pid;
+    uint32_t reserved2;
+    uint64_t bytes; /* its scratch's size (equal everywhere: the same variable) */
+    struct tt_device_ipc_handle handle;
+};
+/* Makes this member's scratch of `bytes` on CUDA device `device` and fills `info` (info->ok
+ * stays 0 when that fails; the error says why). */
+ncclResult_t tt_device_team_create(int device, size_t bytes, struct tt_device_team **out,
+                                   struct tt_device_team_info *info);
+/* Maps every peer's scratch; `infos` has `nranks` entries (members numbered by rank), all ok. */
+ncclResult_t tt_device_team_attach(struct tt_device_team *t, int rank, int nranks,
+                                   const struct tt_device_team_info *infos);
+/* Waits (bounded) until every peer finished reading this member's scratch, unmaps the peers',
+ * frees it. Accepts NULL. */
+void tt_device_team_destroy(struct tt_device_team *t);
+
+/* An AllReduce's reduction for the device-direct path, the resolved form of reduce.h's struct
+ * tt_redop in the device layer's terms: red is SUM, PROD, MAX, MIN, PREMULSUM (sum of scalar *
+ * x) or SUMDIV (sum, then divide by `divisor`). */
+struct tt_device_redop {
+    ncclDataType_t dtype;
+    enum tt_device_red red;
+    double scalar_f;   /* PREMULSUM, floating dtypes (already rounded to the dtype) */
+    uint64_t scalar_u; /* PREMULSUM, integer dtypes */
+    uint64_t divisor;  /* SUMDIV */
+};
+/* Queues an AllReduce of `count` elements on `stream` (device buffers of this process; send ==
+ * recv in place): one-shot while count * elt <= oneshot_bytes, else two-shot. Every member
+ * must queue the same operations in the same order. */
+ncclResult_t tt_device_team_allreduce(struct tt_device_team *t, cudaStream_t stream,
+                                      const void *send, void *recv, size_t count,
+                                      const struct tt_device_redop *op, size_t oneshot_bytes);
+
+/* Queues a ReduceScatter (`count` elements received per member; recv == send + rank * count in
+ * place) or an AllGather (`count` elements sent per member; send == recv + rank * count in
+ * place) on `stream`, over the same scratch and flags: ReduceScatter copies the input in and
+ * each member reduces its own block from every member's scratch; AllGather copies the input in
+ * and each member copies every peer's block out of its scratch. `op` is ignored by AllGather
+ * except for its dtype. Same rules as the AllReduce. */
+ncclResult_t tt_device_team_reduce_scatter(struct tt_device_team *t, cudaStream_t stream,
+                                           const void *send, void *recv, size_t count,
+                                           const struct tt_device_redop *op);
+ncclResult_t tt_device_team_all_gather(struct tt_device_team *t, cudaStream_t stream,
+                                       const void *send, void *recv, size_t count,
+                                       ncclDataType_t dtype);
+
 /* Whether `word` reached `seq` (wrapping compare), read with acquire. */
 static inline bool tt_device_word_reached(const uint32_t *word, uint32_t seq)
 {

@@ -72,6 +72,44 @@ void tt_device_stage_join(struct tt_device_stage **into, struct tt_device_stage 
 {
 }
 
+ncclResult_t tt_device_team_create(int device, size_t bytes, struct tt_device_team **out,
+                                   struct tt_device_team_info *info)
+{
+    *out = NULL;
+    return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
+}
+
+ncclResult_t tt_device_team_attach(struct tt_device_team *t, int rank, int nranks,
+                                   const struct tt_device_team_info *infos)
+{
+    return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
+}
+
+void tt_device_team_destroy(struct tt_device_team *t)
+{
+}
+
+ncclResult_t tt_device_team_allreduce(struct tt_device_team *t, cudaStream_t stream,
+                                      const void *send, void *recv, size_t count,
+                                      const struct tt_device_redop *op, size_t oneshot_bytes)
+{
+    return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
+}
+
+ncclResult_t tt_device_team_reduce_scatter(struct tt_device_team *t, cudaStream_t stream,
+                                           const void *send, void *recv, size_t count,
+                                           const struct tt_device_redop *op)
+{
+    return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
+}
+
+ncclResult_t tt_device_team_all_gather(struct tt_device_team *t, cudaStream_t stream,
+                                       const void *send, void *recv, size_t count,
+                                       ncclDataType_t dtype)
+{
+    return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
+}
+
 ncclResult_t tt_device_reduce(cudaStream_t stream, ncclDataType_t dtype, enum tt_device_red red,
                               double scalar_f, uint64_t scalar_u, uint64_t divisor, void *dst,
                               const void *a, const void *b, size_t count)

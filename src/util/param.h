@@ -106,7 +106,15 @@
       "CUDA builds: -1 use the CUDA driver once the process loaded it, 1 load it at init, 0 "      \
       "never (host-only)")                                                                         \
     X(cuda_library, "TUTTI_CUDA_LIBRARY", STR, "", 0, 0,                                           \
-      "CUDA builds: the driver library to open (default libcuda.so.1)")
+      "CUDA builds: the driver library to open (default libcuda.so.1)")                          \
+    X(cuda_direct, "TUTTI_CUDA_DIRECT", INT, 1, 0, 2,                                              \
+      "CUDA builds: AllReduce on device buffers among the GPU ranks of one host runs on the GPU "  \
+      "over CUDA IPC (1), never (0: staged), or must (2: init fails where it cannot; tests)")      \
+    X(cuda_direct_bytes, "TUTTI_CUDA_DIRECT_BYTES", INT, 33554432, 65536, 1073741824,              \
+      "CUDA builds: device scratch per rank for the device-direct path (larger operations go "     \
+      "through it in chunks)")                                                                     \
+    X(cuda_oneshot_bytes, "TUTTI_CUDA_ONESHOT_BYTES", INT, 262144, 0, 1073741824,                  \
+      "CUDA builds: device-direct AllReduce up to this many bytes is one-shot, larger two-shot")
 
 enum tt_param_type { TT_PARAM_INT, TT_PARAM_STR };
 

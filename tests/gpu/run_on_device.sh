@@ -1,24 +1,47 @@
 #!/bin/bash
 # The GPU acceptance of the CUDA build in one go, for a session that holds a machine with a GPU
 # (docs/cuda.md, "Testing on a GPU"). From the repository root:
-#     tests/gpu/run_on_device.sh            build the cuda preset there, then test
-#     tests/gpu/run_on_device.sh --no-build use a build carried from the development machine
-#                                           (run tool: carry ["build/cuda"], 64 MiB at most: a
-#                                           build/cuda is about 67 MiB with its CMakeFiles, so
-#                                           carry a copy without them and set TUTTI_CUDA_BUILD)
-# Building there needs cmake, ninja, gcc, pkg-config, libsodium-dev and /usr/local/cuda; the
-# binaries need libsodium at run time either way.
-# It prints, in order: the GPU and driver; the CUDA tests of `ctest -L cuda`, run directly
-# (gpu_reduce: the device reduction kernels; gpu_ipc: IPC handles between 3 ranks; gpu_matrix
-# at 2, 3 and 4 ranks sharing GPU 0, every collective x dtype x op, in place and out of place,
-# checked on the device; the same with the odd ranks on the CPU; tutti-perf -G checked);
-# then tutti-perf's device table for AllReduce at 2 ranks up to 256 MiB with the
-# device-to-device copy bandwidth measured in the same run, and 3 and 4 ranks up to 64 MiB.
-# A GPU test that exits 77 found no usable GPU and is reported SKIPPED. Every step runs even
-# when an earlier one failed; the exit status is the first failure's.
-# Budget: about 2-4 minutes of building and 3-6 of running on an H100 with 16 cores.
+#
+#     tests/gpu/run_on_device.sh [--pack|--build|--no-build] [--phase a|b|all]
+#
+#   --pack      (the default when build/gpu-pack exists) run the binaries of build/gpu-pack,
+#               made on the development machine by tools/gpu-pack.sh and carried by the device
+#               tool: run tool, carry ["build/gpu-pack"]. Needs only a driver and a GPU there.
+#   --build     build the cuda preset there first (needs cmake, ninja, gcc, pkg-config,
+#               libsodium-dev, /usr/local/cuda), then run build/cuda. The default without a pack.
+#   --no-build  run an existing build/cuda (or $TUTTI_CUDA_BUILD) as it is.
+#   --phase a   the device-direct path and the AllReduce figures (about 2-3 minutes)
+#   --phase b   the full correctness matrix on device buffers (staged path) and 3-4 rank figures
+#   --phase all both (the default; budget 6-9 minutes on an H100 with 16 cores)
+#
+# Phase a prints: the GPU and driver; tutti-info; unit_cuda_elementwise, gpu_reduce (the device
+# reduction kernels), gpu_ipc (IPC handles among 3 ranks); gpu_direct at 2, 3, 4 ranks with a
+# 64 KiB scratch and at 3 ranks forced one-shot and two-shot (every dtype x op, in place and out
+# of place, bursts, checked bit for bit on the device); then tutti-perf -G's AllReduce table at
+# 2 ranks from 8 B to 256 MiB on the device-direct path (TUTTI_CUDA_DIRECT=2: it fails rather
+# than fall back), with the device-to-device copy bandwidth measured in the same run and the
+# ratio of the 256 MiB busbw to it, then the same on the staged path (TUTTI_CUDA_DIRECT=0).
+# Phase b: gpu_matrix at 2, 3, 4 ranks sharing GPU 0 and with the odd ranks on the CPU, every
+# collective x dtype x op, in place and out of place, checked on the device; tutti-perf -G -c 1
+# over every dtype and op; AllReduce tables at 3 and 4 ranks up to 64 MiB.
+# A step that exits 77 found no usable GPU and is reported SKIPPED. Every step runs even when an
+# earlier one failed; the exit status is the first failure's. Each step's own timeout
+# (tutti-run --timeout) bounds a hang: a device-direct wait that never ends shows as a timeout.
 set -u
 cd "$(dirname "$0")/../.."
+mode=""
+phase=all
+while [ $# -gt 0 ]; do
+    case $1 in
+        --pack | --build | --no-build) mode=$1 ;;
+        --phase) phase=${2:-all}; shift ;;
+        *) echo "usage: $0 [--pack|--build|--no-build] [--phase a|b|all]" >&2; exit 2 ;;
+    esac
+    shift
+done
+if [ -z "$mode" ]; then
+    if [ -d build/gpu-pack ]; then mode=--pack; else mode=--build; fi
+fi
 status=0
 step() {
     echo
@@ -31,42 +54,69 @@ step() {
     elif [ $rc -ne 0 ]; then
         echo "=== FAILED ($rc): $*"
         [ $status -eq 0 ] && status=$rc
+    else
+        echo "=== passed: $*"
     fi
     return 0
 }
 
-echo "=== machine"
+echo "=== machine ($mode, phase $phase)"
 nvidia-smi -L 2>&1 || echo "nvidia-smi: not available"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 || true
-nproc
+echo "cpus: $(nproc)"
 
-if [ "${1:-}" != "--no-build" ]; then
-    for tool in cmake ninja pkg-config /usr/local/cuda/bin/nvcc; do
-        command -v "$tool" >/dev/null || echo "missing: $tool (use --no-build with a carried build/cuda)"
-    done
-    step cmake --preset cuda
-    step cmake --build --preset cuda -j "$(nproc)"
-fi
-B=${TUTTI_CUDA_BUILD:-build/cuda}
-# The binaries are run directly rather than through ctest, so that a build directory carried
-# from another machine (whose CTest files name that machine's paths) works too; the library is
-# found through LD_LIBRARY_PATH when the binaries' run paths do not exist here.
+case $mode in
+    --pack)
+        B=build/gpu-pack
+        [ -f $B/PACK_INFO ] && cat $B/PACK_INFO
+        ;;
+    --build)
+        for tool in cmake ninja pkg-config /usr/local/cuda/bin/nvcc; do
+            command -v "$tool" >/dev/null || echo "missing: $tool (make a pack with tools/gpu-pack.sh on the development machine and carry build/gpu-pack)"
+        done
+        step cmake --preset cuda
+        step cmake --build --preset cuda -j "$(nproc)"
+        B=build/cuda
+        ;;
+    *) B=${TUTTI_CUDA_BUILD:-build/cuda} ;;
+esac
+# The binaries are run directly rather than through ctest, so that a build carried from another
+# machine (whose CTest files name that machine's paths) works too; the libraries (libtutti,
+# the compat libnccl, the pack's libsodium) are found through LD_LIBRARY_PATH.
 export LD_LIBRARY_PATH="$PWD/$B:$PWD/$B/lib/nccl-compat${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TUTTI_TIMEOUT_MS=60000
-step "$B/tutti-info"
-step "$B/unit_cuda_elementwise"
-step sh tests/gpu/check_no_cuda_link.sh "$B/libtutti.so" "$B/lib/nccl-compat/libnccl.so.2"
-step "$B/gpu_reduce"
-step "$B/tutti-run" -n 3 --timeout 110 "$B/gpu_ipc"
-for n in 2 3 4; do
-    step "$B/tutti-run" -n $n --timeout 580 "$B/gpu_matrix"
-    step "$B/tutti-run" -n $n --timeout 580 "$B/gpu_matrix" --mixed
-done
-step "$B/tutti-run" -n 2 --timeout 280 "$B/tutti-perf" -G -b 8 -e 1M -f 32 -c 1 -n 2 -w 1 \
-    -d all -o all
-step "$B/tutti-run" -n 2 --timeout 300 "$B/tutti-perf" -G -b 8 -e 256M -f 4 -n 20 -w 5 -c 1
-step "$B/tutti-run" -n 3 --timeout 240 "$B/tutti-perf" -G -b 1M -e 64M -f 8 -n 10 -w 3 -c 1
-step "$B/tutti-run" -n 4 --timeout 240 "$B/tutti-perf" -G -b 1M -e 64M -f 8 -n 10 -w 3 -c 1
+
+if [ "$phase" = a ] || [ "$phase" = all ]; then
+    step "$B/tutti-info"
+    step "$B/unit_cuda_elementwise"
+    step sh tests/gpu/check_no_cuda_link.sh "$B/libtutti.so" "$B/lib/nccl-compat/libnccl.so.2"
+    step "$B/gpu_reduce"
+    step "$B/tutti-run" -n 3 --timeout 110 "$B/gpu_ipc"
+    for n in 2 3 4; do
+        step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_DIRECT_BYTES=65536 \
+            "$B/tutti-run" -n $n --timeout 150 "$B/gpu_direct"
+    done
+    step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_ONESHOT_BYTES=1073741824 \
+        "$B/tutti-run" -n 3 --timeout 150 "$B/gpu_direct"
+    step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_ONESHOT_BYTES=0 \
+        "$B/tutti-run" -n 3 --timeout 150 "$B/gpu_direct"
+    # The figure of the acceptance: AllReduce busbw at 256 MiB, 2 ranks on one GPU, against the
+    # device-to-device copy bandwidth of the same run (the last lines of the table say the ratio).
+    step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n 2 --timeout 200 "$B/tutti-perf" -G \
+        -b 8 -e 256M -f 4 -n 20 -w 5 -c 1
+    step env TUTTI_CUDA_DIRECT=0 "$B/tutti-run" -n 2 --timeout 200 "$B/tutti-perf" -G \
+        -b 1M -e 256M -f 16 -n 10 -w 3 -c 1
+fi
+if [ "$phase" = b ] || [ "$phase" = all ]; then
+    for n in 2 3 4; do
+        step "$B/tutti-run" -n $n --timeout 300 "$B/gpu_matrix"
+        step "$B/tutti-run" -n $n --timeout 300 "$B/gpu_matrix" --mixed
+    done
+    step "$B/tutti-run" -n 2 --timeout 200 "$B/tutti-perf" -G -b 8 -e 1M -f 32 -c 1 -n 2 -w 1 \
+        -d all -o all
+    step "$B/tutti-run" -n 3 --timeout 120 "$B/tutti-perf" -G -b 1M -e 64M -f 8 -n 10 -w 3 -c 1
+    step "$B/tutti-run" -n 4 --timeout 120 "$B/tutti-perf" -G -b 1M -e 64M -f 8 -n 10 -w 3 -c 1
+fi
 echo
 echo "=== done: status $status"
 exit $status

@@ -46,7 +46,14 @@
     X(cuIpcCloseMemHandle)                                                                         \
     X(cuModuleLoadData)                                                                            \
     X(cuModuleGetFunction)                                                                         \
-    X(cuLaunchKernel)
+    X(cuLaunchKernel)                                                                              \
+    X(cuMemAlloc)                                                                                  \
+    X(cuMemFree)                                                                                   \
+    X(cuMemsetD32)                                                                                 \
+    X(cuStreamCreate)                                                                              \
+    X(cuStreamDestroy)                                                                             \
+    X(cuStreamSynchronize)                                                                         \
+    X(cuDevicePrimaryCtxRelease)
 
 /* cuda.h maps each name to its versioned symbol (cuMemcpyDtoHAsync_v2, ...), so __typeof__
  * gives the prototype of the version looked up. */

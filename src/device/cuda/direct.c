@@ -1,0 +1,378 @@
+/* The device-direct path (device/device.h, "The device-direct path"): AllReduce among the GPU
+ * ranks of one host, queued on the caller's CUDA stream and run by the GPU alone.
+ *
+ * Each member owns one device allocation: a scratch of `bytes` and, behind it, three flag words
+ * (READY, REDUCED, DONE), each on its own 128-byte line. Peers map it through a CUDA IPC handle
+ * at init. A flag holds the sequence number of the last chunk its owner reached at that stage;
+ * the owner writes it with cuStreamWriteValue32 (a fenced write: what the stream wrote before is
+ * visible first) and peers wait for it with cuStreamWaitValue32 (GEQ, a wrapping compare). The
+ * waits are stream memory operations executed by the GPU's front end, not spinning kernels, so
+ * several processes time-sliced on one GPU cannot starve each other, and the calling thread
+ * never blocks.
+ *
+ * One chunk (at most `bytes` of the operation), as every member queues it:
+ *   wait DONE(p) >= seq - 1 for every peer   nobody still reads my scratch for the last chunk
+ *   copy send -> my scratch; post READY = seq; wait READY(p) >= seq for every peer
+ *   one-shot: recv = x_0 OP x_1 OP ... x_{n-1}, reading every member's scratch in place
+ *   two-shot: my segment only, into recv; copied to my scratch's segment; post REDUCED = seq;
+ *             wait REDUCED(p) >= seq; copy every peer's segment from its scratch into recv
+ *   post DONE = seq
+ * Every member reduces in rank order, so all get the same bits. The reductions are the kernels
+ * of reduce.cu (tt_device_reduce), binary, chained: n - 1 launches for n members. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "device/device.h"
+
+#include "device/cuda/driver.h"
+#include "util/err.h"
+#include "util/log.h"
+
+enum { FLAG_READY, FLAG_REDUCED, FLAG_DONE, FLAG_COUNT };
+#define FLAG_STRIDE 128
+#define FLAGS_BYTES (FLAG_COUNT * FLAG_STRIDE)
+/* Two-shot segments start on this many bytes (the kernels' loads stay aligned). */
+#define SEGMENT_ALIGN 256
+/* How long destroy waits for the peers to finish reading this member's scratch. */
+#define DESTROY_WAIT_NS 10000000000ull
+
+struct tt_device_team {
+    int rank, nranks;
+    CUdevice dev;
+    CUcontext ctx;      /* the context the scratch lives in (current at create) */
+    bool retained;      /* ctx is the device's primary context, retained by create */
+    CUstream poll;      /* a non-blocking stream of its own: destroy reads flags on it, never
+                           queued behind a user stream that may wait forever */
+    CUdeviceptr mine;   /* this member's allocation: scratch, then the flags */
+    size_t bytes;       /* scratch bytes */
+    CUdeviceptr base[TT_DEVICE_TEAM_MAX]; /* every member's allocation, in this process */
+    bool mapped[TT_DEVICE_TEAM_MAX];      /* base[p] was opened from an IPC handle */
+    struct tt_device_ipc_handle handles[TT_DEVICE_TEAM_MAX];
+    uint64_t chunks;    /* chunks queued so far; the flags carry its low 32 bits */
+};
+
+static size_t dtype_bytes(ncclDataType_t dtype)
+{
+    switch (dtype) {
+    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    default: return 0;
+    }
+}
+
+ncclResult_t tt_device_team_create(int device, size_t bytes, struct tt_device_team **out,
+                                   struct tt_device_team_info *info)
+{
+    *out = NULL;
+    memset(info, 0, sizeof *info);
+    if (!tt_device_active())
+        return TT_ERROR(ncclInvalidUsage, "the device-direct path without CUDA: %s",
+                        tt_cuda_why_not());
+    struct tt_device_team *t = calloc(1, sizeof *t);
+    if (t == NULL) return TT_ERROR(ncclSystemError, "out of memory for the device team");
+    t->bytes = (bytes + SEGMENT_ALIGN - 1) & ~(size_t)(SEGMENT_ALIGN - 1);
+    ncclResult_t res = TT_CU(tt_cu.cuDeviceGet(&t->dev, device));
+    CUcontext cur = NULL;
+    if (res == ncclSuccess) res = TT_CU(tt_cu.cuCtxGetCurrent(&cur));
+    if (res == ncclSuccess && cur == NULL) {
+        /* A background init thread: the device's primary context, as the runtime uses. */
+        res = TT_CU(tt_cu.cuDevicePrimaryCtxRetain(&cur, t->dev));
+        t->retained = res == ncclSuccess;
+        if (res == ncclSuccess) res = TT_CU(tt_cu.cuCtxSetCurrent(cur));
+    }
+    t->ctx = cur;
+    if (res == ncclSuccess) res = TT_CU(tt_cu.cuStreamCreate(&t->poll, CU_STREAM_NON_BLOCKING));
+    if (res == ncclSuccess) res = TT_CU(tt_cu.cuMemAlloc(&t->mine, t->bytes + FLAGS_BYTES));
+    if (res == ncclSuccess)
+        res = TT_CU(tt_cu.cuMemsetD32(t->mine + t->bytes, 0, FLAGS_BYTES / sizeof(uint32_t)));
+    if (res == ncclSuccess)
+        res = tt_device_ipc_export((const void *)(uintptr_t)t->mine, &info->handle);
+    if (res != ncclSuccess) {
+        tt_device_team_destroy(t);
+        memset(info, 0, sizeof *info);
+        return res;
+    }
+    t->base[0] = t->mine; /* until attach knows the rank */
+    info->ok = 1;
+    info->device = device;
+    info->pid = (int32_t)getpid();
+    info->bytes = t->bytes;
+    *out = t;
+    return ncclSuccess;
+}
+
+ncclResult_t tt_device_team_attach(struct tt_device_team *t, int rank, int nranks,
+                                   const struct tt_device_team_info *infos)
+{
+    if (nranks < 2 || nranks > TT_DEVICE_TEAM_MAX || rank < 0 || rank >= nranks)
+        return TT_ERROR(ncclInvalidUsage, "device-direct path: %d members (2 to %d supported)",
+                        nranks, TT_DEVICE_TEAM_MAX);
+    t->rank = rank;
+    t->nranks = nranks;
+    t->base[0] = 0;
+    for (int p = 0; p < nranks; p++) {
+        if (p == rank) {
+            t->base[p] = t->mine;
+            continue;
+        }
+        if (!infos[p].ok || infos[p].bytes != t->bytes)
+            return TT_ERROR(ncclInternalError,
+                            "device-direct path: member %d offers %llu scratch bytes, this one "
+                            "%zu", p, (unsigned long long)infos[p].bytes, t->bytes);
+        if (infos[p].pid == (int32_t)getpid())
+            return TT_ERROR(ncclInvalidUsage,
+                            "device-direct path: member %d lives in this process (CUDA IPC "
+                            "handles open only in other processes)", p);
+        void *ptr = NULL;
+        TT_TRY(tt_device_ipc_open(&infos[p].handle, &ptr));
+        t->base[p] = (CUdeviceptr)(uintptr_t)ptr;
+        t->handles[p] = infos[p].handle;
+        t->mapped[p] = true;
+    }
+    return ncclSuccess;
+}
+
+static CUdeviceptr flag_at(const struct tt_device_team *t, int member, int which)
+{
+    return t->base[member] + t->bytes + (size_t)which * FLAG_STRIDE;
+}
+
+/* Whether every member's DONE, this one's included, reached the last chunk queued: then no
+ * queued work touches this member's scratch any more. Read on the team's own stream. */
+static bool all_done(const struct tt_device_team *t)
+{
+    uint32_t want = (uint32_t)t->chunks;
+    for (int p = 0; p < t->nranks; p++) {
+        if (t->base[p] == 0) continue;
+        uint32_t v = 0;
+        if (tt_cu.cuMemcpyDtoHAsync(&v, flag_at(t, p, FLAG_DONE), sizeof v, t->poll) !=
+                CUDA_SUCCESS ||
+            tt_cu.cuStreamSynchronize(t->poll) != CUDA_SUCCESS)
+            return p != t->rank; /* a peer's memory gone: nobody reads ours through it */
+        if ((int32_t)(v - want) < 0) return false;
+    }
+    return true;
+}
+
+void tt_device_team_destroy(struct tt_device_team *t)
+{
+    if (t == NULL) return;
+    CUcontext cur = NULL;
+    (void)tt_cu.cuCtxGetCurrent(&cur);
+    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(t->ctx);
+    bool free_mine = t->mine != 0;
+    if (t->chunks > 0 && t->nranks > 0) {
+        /* Not cuCtxSynchronize: a stream whose wait never ends (a peer died, or was aborted)
+         * would hold destroy forever. Bounded; on time-out the scratch is left allocated. */
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t start = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec, now = start;
+        while (!all_done(t)) {
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+            if (now - start > DESTROY_WAIT_NS) {
+                TT_WARN("device-direct path: the AllReduces queued did not all end within %llu s "
+                        "(a peer failed?); this rank's device scratch is left allocated",
+                        (unsigned long long)(DESTROY_WAIT_NS / 1000000000ull));
+                free_mine = false;
+                break;
+            }
+            usleep(100);
+        }
+    }
+    for (int p = 0; free_mine && p < t->nranks; p++)
+        if (t->mapped[p])
+            (void)tt_device_ipc_close((void *)(uintptr_t)t->base[p], &t->handles[p]);
+    if (free_mine) (void)tt_cu.cuMemFree(t->mine);
+    if (t->poll != NULL) (void)tt_cu.cuStreamDestroy(t->poll);
+    if (t->retained && free_mine) (void)tt_cu.cuDevicePrimaryCtxRelease(t->dev);
+    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(cur);
+    free(t);
+}
+
+static ncclResult_t post(const struct tt_device_team *t, CUstream s, int which, uint32_t seq)
+{
+    return TT_CU(tt_cu.cuStreamWriteValue32(s, flag_at(t, t->rank, which), seq,
+                                            CU_STREAM_WRITE_VALUE_DEFAULT));
+}
+
+static ncclResult_t wait_peers(const struct tt_device_team *t, CUstream s, int which,
+                               uint32_t seq)
+{
+    for (int p = 0; p < t->nranks; p++)
+        if (p != t->rank)
+            TT_TRY(TT_CU(tt_cu.cuStreamWaitValue32(s, flag_at(t, p, which), seq,
+                                                   CU_STREAM_WAIT_VALUE_GEQ)));
+    return ncclSuccess;
+}
+
+/* dst[0, count) = the reduction over every member of its scratch at element `first`, in rank
+ * order, as the host kernels define it (reduce/reduce.h): PREMULSUM multiplies each input, then
+ * adds; SUMDIV adds, dividing at the last step. */
+static ncclResult_t reduce_members(const struct tt_device_team *t, CUstream s,
+                                   const struct tt_device_redop *op, void *dst, size_t first,
+                                   size_t count, size_t elt)
+{
+    cudaStream_t st = (cudaStream_t)s;
+    const void *acc = (const void *)(uintptr_t)(t->base[0] + first * elt);
+    if (op->red == TT_DEVICE_RED_PREMULSUM) {
+        TT_TRY(tt_device_reduce(st, op->dtype, TT_DEVICE_RED_PREMUL, op->scalar_f, op->scalar_u,
+                                op->divisor, dst, acc, NULL, count));
+        acc = dst;
+    }
+    for (int p = 1; p < t->nranks; p++) {
+        enum tt_device_red red = op->red;
+        if (red == TT_DEVICE_RED_SUMDIV && p < t->nranks - 1) red = TT_DEVICE_RED_SUM;
+        const void *x = (const void *)(uintptr_t)(t->base[p] + first * elt);
+        TT_TRY(tt_device_reduce(st, op->dtype, red, op->scalar_f, op->scalar_u, op->divisor, dst,
+                                x, acc, count));
+        acc = dst;
+    }
+    return ncclSuccess;
+}
+
+/* Member p's two-shot segment of a chunk of `count` elements: [*lo, *hi). */
+static void segment(size_t count, size_t elt, int n, int p, size_t *lo, size_t *hi)
+{
+    size_t align = SEGMENT_ALIGN / elt;
+    size_t per = ((count + (size_t)n - 1) / (size_t)n + align - 1) / align * align;
+    *lo = (size_t)p * per < count ? (size_t)p * per : count;
+    *hi = *lo + per < count ? *lo + per : count;
+}
+
+static ncclResult_t chunk(struct tt_device_team *t, CUstream s, const char *send, char *recv,
+                          size_t count, size_t elt, const struct tt_device_redop *op,
+                          bool oneshot)
+{
+    uint32_t seq = (uint32_t)++t->chunks;
+    if (t->chunks > 1) TT_TRY(wait_peers(t, s, FLAG_DONE, seq - 1));
+    TT_TRY(TT_CU(tt_cu.cuMemcpyAsync(t->mine, (CUdeviceptr)(uintptr_t)send, count * elt, s)));
+    TT_TRY(post(t, s, FLAG_READY, seq));
+    TT_TRY(wait_peers(t, s, FLAG_READY, seq));
+    if (oneshot) {
+        TT_TRY(reduce_members(t, s, op, recv, 0, count, elt));
+    } else {
+        size_t lo, hi;
+        segment(count, elt, t->nranks, t->rank, &lo, &hi);
+        if (hi > lo) {
+            TT_TRY(reduce_members(t, s, op, recv + lo * elt, lo, hi - lo, elt));
+            TT_TRY(TT_CU(tt_cu.cuMemcpyAsync(t->mine + lo * elt,
+                                             (CUdeviceptr)(uintptr_t)(recv + lo * elt),
+                                             (hi - lo) * elt, s)));
+        }
+        TT_TRY(post(t, s, FLAG_REDUCED, seq));
+        TT_TRY(wait_peers(t, s, FLAG_REDUCED, seq));
+        for (int p = 0; p < t->nranks; p++) {
+            if (p == t->rank) continue;
+            segment(count, elt, t->nranks, p, &lo, &hi);
+            if (hi > lo)
+                TT_TRY(TT_CU(tt_cu.cuMemcpyAsync((CUdeviceptr)(uintptr_t)(recv + lo * elt),
+                                                 t->base[p] + lo * elt, (hi - lo) * elt, s)));
+        }
+    }
+    return post(t, s, FLAG_DONE, seq);
+}
+
+ncclResult_t tt_device_team_allreduce(struct tt_device_team *t, cudaStream_t stream,
+                                      const void *send, void *recv, size_t count,
+                                      const struct tt_device_redop *op, size_t oneshot_bytes)
+{
+    size_t elt = dtype_bytes(op->dtype);
+    if (elt == 0)
+        return TT_ERROR(ncclInvalidArgument, "device-direct AllReduce: invalid datatype %d",
+                        (int)op->dtype);
+    if (t->nranks < 2)
+        return TT_ERROR(ncclInternalError, "device-direct AllReduce on a team not attached");
+    CUstream s = (CUstream)stream;
+    TT_TRY(tt_cuda_ensure_context(recv, s));
+    bool oneshot = count * elt <= oneshot_bytes;
+    size_t per_chunk = t->bytes / elt;
+    for (size_t off = 0; off < count; off += per_chunk) {
+        size_t c = count - off < per_chunk ? count - off : per_chunk;
+        TT_TRY(chunk(t, s, (const char *)send + off * elt, (char *)recv + off * elt, c, elt, op,
+                     oneshot));
+    }
+    return ncclSuccess;
+}
+
+/* The start and the end of every chunk: nobody still reads my scratch for the last chunk; then,
+ * once the chunk's input is in my scratch, READY and the wait for everyone's. */
+static ncclResult_t chunk_begin(struct tt_device_team *t, CUstream s, uint32_t *seq)
+{
+    *seq = (uint32_t)++t->chunks;
+    if (t->chunks > 1) TT_TRY(wait_peers(t, s, FLAG_DONE, *seq - 1));
+    return ncclSuccess;
+}
+
+static ncclResult_t chunk_ready(struct tt_device_team *t, CUstream s, uint32_t seq)
+{
+    TT_TRY(post(t, s, FLAG_READY, seq));
+    return wait_peers(t, s, FLAG_READY, seq);
+}
+
+static ncclResult_t team_check(const struct tt_device_team *t, size_t elt, ncclDataType_t dtype,
+                               CUstream s, void *recv)
+{
+    if (elt == 0)
+        return TT_ERROR(ncclInvalidArgument, "device-direct path: invalid datatype %d",
+                        (int)dtype);
+    if (t->nranks < 2)
+        return TT_ERROR(ncclInternalError, "device-direct path on a team not attached");
+    return tt_cuda_ensure_context(recv, s);
+}
+
+ncclResult_t tt_device_team_reduce_scatter(struct tt_device_team *t, cudaStream_t stream,
+                                           const void *send, void *recv, size_t count,
+                                           const struct tt_device_redop *op)
+{
+    size_t elt = dtype_bytes(op->dtype);
+    CUstream s = (CUstream)stream;
+    TT_TRY(team_check(t, elt, op->dtype, s, recv));
+    int n = t->nranks;
+    /* A chunk takes `c` elements of every member's block: n * c in the scratch. */
+    size_t per_chunk = t->bytes / elt / (size_t)n;
+    for (size_t off = 0; off < count; off += per_chunk) {
+        size_t c = count - off < per_chunk ? count - off : per_chunk;
+        uint32_t seq;
+        TT_TRY(chunk_begin(t, s, &seq));
+        for (int q = 0; q < n; q++)
+            TT_TRY(TT_CU(tt_cu.cuMemcpyAsync(
+                t->mine + (size_t)q * c * elt,
+                (CUdeviceptr)(uintptr_t)((const char *)send + ((size_t)q * count + off) * elt),
+                c * elt, s)));
+        TT_TRY(chunk_ready(t, s, seq));
+        TT_TRY(reduce_members(t, s, op, (char *)recv + off * elt, (size_t)t->rank * c, c, elt));
+        TT_TRY(post(t, s, FLAG_DONE, seq));
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t tt_device_team_all_gather(struct tt_device_team *t, cudaStream_t stream,
+                                       const void *send, void *recv, size_t count,
+                                       ncclDataType_t dtype)
+{
+    size_t elt = dtype_bytes(dtype);
+    CUstream s = (CUstream)stream;
+    TT_TRY(team_check(t, elt, dtype, s, recv));
+    size_t per_chunk = t->bytes / elt;
+    for (size_t off = 0; off < count; off += per_chunk) {
+        size_t c = count - off < per_chunk ? count - off : per_chunk;
+        const char *in = (const char *)send + off * elt;
+        uint32_t seq;
+        TT_TRY(chunk_begin(t, s, &seq));
+        TT_TRY(TT_CU(tt_cu.cuMemcpyAsync(t->mine, (CUdeviceptr)(uintptr_t)in, c * elt, s)));
+        TT_TRY(chunk_ready(t, s, seq));
+        for (int p = 0; p < t->nranks; p++) {
+            char *out = (char *)recv + ((size_t)p * count + off) * elt;
+            if (p == t->rank && out == in) continue; /* in place */
+            CUdeviceptr from = p == t->rank ? (CUdeviceptr)(uintptr_t)in : t->base[p];
+            TT_TRY(TT_CU(tt_cu.cuMemcpyAsync((CUdeviceptr)(uintptr_t)out, from, c * elt, s)));
+        }
+        TT_TRY(post(t, s, FLAG_DONE, seq));
+    }
+    return ncclSuccess;
+}

@@ -1,0 +1,378 @@
+/* The device-direct AllReduce end to end on a machine without a GPU, over the stand-in driver
+ * of tests/gpu/fake_cuda.c (label cuda): real processes exchange "IPC handles" at init, queue
+ * the chunk protocol of src/device/cuda/direct.c on streams, wait on each other's flags and
+ * reduce with the host builds of the device kernels' element functions. It checks the
+ * protocol, the chunking, one-shot and two-shot, the reduction chains of every dtype x op and
+ * the core's dispatch, bit for bit against the harness's exact reference, and, interleaved with
+ * them on the same stream, the staged collectives (AllGather, ReduceScatter, Broadcast, Reduce,
+ * AlltoAll, Gather, Scatter, Send/Recv:
+ * pinned copies, the start/done words, the host engine). It says nothing about CUDA itself
+ * (gpu_direct and gpu_matrix do that on a GPU).
+ *
+ * Run under tutti-run with TUTTI_CUDA_LIBRARY naming the stand-in and TUTTI_CUDA_DIRECT=2 (init
+ * fails unless every rank mapped every other's scratch). With --mixed the odd ranks are CPU
+ * ranks (host buffers, stream NULL): the path is off and everything is staged; run it with
+ * TUTTI_CUDA_DIRECT=1. Each rank opens the stand-in first, as
+ * a CUDA program has its driver loaded, and makes its context current before the communicator. */
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "nccl.h"
+#include "tutti.h"
+
+static int g_rank = -1;
+#define CHECK_NCCL(call)                                                                           \
+    do {                                                                                           \
+        ncclResult_t r_ = (call);                                                                  \
+        if (r_ != ncclSuccess) {                                                                   \
+            fprintf(stderr, "rank %d: %s failed: %s: %s (%s:%d)\n", g_rank, #call,               \
+                    ncclGetErrorString(r_), ncclGetLastError(NULL), __FILE__, __LINE__);          \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static void *(*dev_malloc)(size_t);
+static void (*dev_free)(void *);
+static void *(*stream_create)(void);
+static void (*stream_sync)(void *);
+
+/* --mixed: the odd ranks are CPU ranks (host buffers, stream NULL, no device current). */
+static void *host_malloc(size_t bytes)
+{
+    return malloc(bytes > 0 ? bytes : 1);
+}
+static void host_sync(void *s)
+{
+    (void)s;
+}
+
+struct ctx {
+    ncclComm_t comm;
+    int rank, nranks;
+    void *stream;
+    long long cases, failures;
+};
+
+static void check(struct ctx *x, const struct th_case *c, const char *how, const void *got,
+                  const void *want, size_t bytes)
+{
+    x->cases++;
+    if (memcmp(got, want, bytes) == 0) return;
+    size_t bad = 0;
+    for (size_t i = 0; i < bytes; i++) bad += ((const unsigned char *)got)[i] !=
+                                              ((const unsigned char *)want)[i];
+    x->failures++;
+    fprintf(stderr, "rank %d: FAIL %s %s %s count %zu %s: %zu bytes differ\n", x->rank,
+            th_coll_name(c->coll), c->type->name, th_op_name(c->op), c->count, how, bad);
+}
+
+static struct th_case make_case(const struct ctx *x, int t, int op, size_t count, uint64_t seed)
+{
+    struct th_case c;
+    memset(&c, 0, sizeof c);
+    c.coll = TH_ALLREDUCE;
+    c.type = &th_dtypes[t];
+    c.op = (ncclRedOp_t)op;
+    c.count = count;
+    c.rank = x->rank;
+    c.nranks = x->nranks;
+    c.seed = seed;
+    return c;
+}
+
+static void run_case(struct ctx *x, const struct th_case *c, int inplace)
+{
+    size_t bytes = c->count * c->type->bytes;
+    unsigned char *img = malloc(bytes), *want = malloc(bytes);
+    unsigned char *s = dev_malloc(bytes), *r = inplace ? s : dev_malloc(bytes);
+    if (img == NULL || want == NULL || s == NULL || r == NULL) exit(1);
+    th_fill_send(c, img);
+    th_fill_expect(c, want, 0, c->count);
+    memcpy(s, img, bytes); /* the stand-in's device memory is host memory */
+    if (!inplace) th_fill_pattern(r, bytes, (uint32_t)c->seed + 5);
+    CHECK_NCCL(ncclAllReduce(s, r, c->count, c->type->dtype, c->op, x->comm,
+                             (cudaStream_t)x->stream));
+    stream_sync(x->stream);
+    check(x, c, inplace ? "in place" : "out of place", r, want, bytes);
+    if (!inplace) check(x, c, "sendbuff unchanged", s, img, bytes);
+    dev_free(s);
+    if (!inplace) dev_free(r);
+    free(img);
+    free(want);
+}
+
+/* ncclRedOpCreatePreMulSum operators on the device-direct path: float32 with scalar 2 (exact)
+ * and int32 with scalar 3 (wrapping); the reference is the sum case's, scaled. */
+static void run_premulsum(struct ctx *x, size_t count)
+{
+    for (int k = 0; k < 2; k++) {
+        int t = k == 0 ? 7 /* float32 */ : 2 /* int32 */;
+        struct th_case c = make_case(x, t, ncclSum, count, 555u + (unsigned)k);
+        size_t bytes = count * 4;
+        unsigned char *want = malloc(bytes), *s = dev_malloc(bytes), *r = dev_malloc(bytes);
+        if (want == NULL || s == NULL || r == NULL) exit(1);
+        th_fill_send(&c, s);
+        th_fill_expect(&c, want, 0, count);
+        for (size_t i = 0; i < count; i++) {
+            if (k == 0) {
+                float f;
+                memcpy(&f, want + 4 * i, 4);
+                f *= 2.0f;
+                memcpy(want + 4 * i, &f, 4);
+            } else {
+                uint32_t v;
+                memcpy(&v, want + 4 * i, 4);
+                v *= 3u;
+                memcpy(want + 4 * i, &v, 4);
+            }
+        }
+        float sf = 2.0f;
+        int32_t si = 3;
+        ncclRedOp_t op;
+        CHECK_NCCL(ncclRedOpCreatePreMulSum(&op, k == 0 ? (void *)&sf : (void *)&si,
+                                            th_dtypes[t].dtype, ncclScalarHostImmediate, x->comm));
+        CHECK_NCCL(ncclAllReduce(s, r, count, th_dtypes[t].dtype, op, x->comm,
+                                 (cudaStream_t)x->stream));
+        stream_sync(x->stream);
+        CHECK_NCCL(ncclRedOpDestroy(op, x->comm));
+        check(x, &c, "premulsum operator", r, want, bytes);
+        dev_free(s);
+        dev_free(r);
+        free(want);
+    }
+}
+
+/* Four operations queued before one synchronisation. */
+static void run_burst(struct ctx *x, int t, size_t count)
+{
+    enum { K = 4 };
+    struct th_case c[K];
+    unsigned char *s[K], *r[K], *want[K];
+    size_t bytes = count * th_dtypes[t].bytes;
+    for (int i = 0; i < K; i++) {
+        c[i] = make_case(x, t, ncclSum, count, 7777u + 131u * (unsigned)t + (unsigned)i);
+        s[i] = dev_malloc(bytes);
+        r[i] = dev_malloc(bytes);
+        want[i] = malloc(bytes);
+        if (s[i] == NULL || r[i] == NULL || want[i] == NULL) exit(1);
+        th_fill_send(&c[i], s[i]);
+        th_fill_expect(&c[i], want[i], 0, count);
+    }
+    for (int i = 0; i < K; i++)
+        CHECK_NCCL(ncclAllReduce(s[i], r[i], count, th_dtypes[t].dtype, ncclSum, x->comm,
+                                 (cudaStream_t)x->stream));
+    stream_sync(x->stream);
+    for (int i = 0; i < K; i++) {
+        check(x, &c[i], "burst of 4", r[i], want[i], bytes);
+        dev_free(s[i]);
+        dev_free(r[i]);
+        free(want[i]);
+    }
+}
+
+/* Staged collectives (AllGather, ReduceScatter, Broadcast, Reduce, AlltoAll, Gather, Scatter,
+ * Send/Recv in a group: the host engine on pinned
+ * copies, ordered by the start/done words) interleaved with device-direct AllReduces on one
+ * stream, all queued before one synchronisation: the two paths must keep stream order. */
+static ncclResult_t issue(const struct ctx *x, const struct th_case *c, const void *s, void *r)
+{
+    cudaStream_t st = (cudaStream_t)x->stream;
+    ncclDataType_t dt = c->type->dtype;
+    switch (c->coll) {
+    case TH_ALLREDUCE: return ncclAllReduce(s, r, c->count, dt, c->op, x->comm, st);
+    case TH_ALLGATHER: return ncclAllGather(s, r, c->count, dt, x->comm, st);
+    case TH_REDUCESCATTER: return ncclReduceScatter(s, r, c->count, dt, c->op, x->comm, st);
+    case TH_BROADCAST: return ncclBroadcast(s, r, c->count, dt, c->root, x->comm, st);
+    case TH_REDUCE: return ncclReduce(s, r, c->count, dt, c->op, c->root, x->comm, st);
+    case TH_ALLTOALL: return ncclAlltoAll(s, r, c->count, dt, x->comm, st);
+    case TH_GATHER: return ncclGather(s, r, c->count, dt, c->root, x->comm, st);
+    case TH_SCATTER: return ncclScatter(s, r, c->count, dt, c->root, x->comm, st);
+    case TH_SENDRECV: {
+        int n = x->nranks;
+        ncclGroupStart();
+        ncclResult_t a = ncclSend(s, c->count, dt, (x->rank + 1) % n, x->comm, st);
+        ncclResult_t b = ncclRecv(r, c->count, dt, (x->rank + n - 1) % n, x->comm, st);
+        ncclResult_t e = ncclGroupEnd();
+        return a != ncclSuccess ? a : b != ncclSuccess ? b : e;
+    }
+    default: return ncclInvalidArgument;
+    }
+}
+
+/* ReduceScatter or AllGather on their own, in place (NCCL's offsets) or not. */
+static void run_block_case(struct ctx *x, const struct th_case *c, int inplace)
+{
+    size_t elt = c->type->bytes, send_n = th_send_count(c), recv_n = th_recv_count(c);
+    size_t body = (send_n > recv_n ? send_n : recv_n) * elt;
+    unsigned char *img = malloc(send_n * elt), *want = malloc(recv_n * elt);
+    unsigned char *buf = dev_malloc(body), *s, *r, *other = NULL;
+    if (img == NULL || want == NULL || buf == NULL) exit(1);
+    th_fill_send(c, img);
+    th_fill_expect(c, want, 0, recv_n);
+    if (inplace) {
+        size_t off = th_inplace_offset(c) * elt;
+        bool send_inside = c->coll == TH_ALLGATHER;
+        th_fill_pattern(buf, body, (uint32_t)c->seed + 2);
+        s = send_inside ? buf + off : buf;
+        r = send_inside ? buf : buf + off;
+    } else {
+        other = dev_malloc(recv_n * elt);
+        if (other == NULL) exit(1);
+        th_fill_pattern(other, recv_n * elt, (uint32_t)c->seed + 5);
+        s = buf;
+        r = other;
+    }
+    memcpy(s, img, send_n * elt);
+    CHECK_NCCL(issue(x, c, s, r));
+    stream_sync(x->stream);
+    char how[64];
+    snprintf(how, sizeof how, "%s %s", th_coll_name(c->coll), inplace ? "in place" : "out of place");
+    check(x, c, how, r, want, recv_n * elt);
+    if (!inplace) check(x, c, "sendbuff unchanged", s, img, send_n * elt);
+    dev_free(buf);
+    if (other != NULL) dev_free(other);
+    free(img);
+    free(want);
+}
+
+static void run_interleaved(struct ctx *x, int t, size_t count)
+{
+    static const enum th_coll seq[] = {TH_ALLGATHER, TH_ALLREDUCE, TH_REDUCESCATTER, TH_ALLREDUCE,
+                                       TH_BROADCAST, TH_ALLREDUCE, TH_REDUCE, TH_ALLREDUCE,
+                                       TH_ALLTOALL, TH_ALLREDUCE, TH_GATHER, TH_SCATTER,
+                                       TH_SENDRECV, TH_ALLREDUCE};
+    enum { K = sizeof seq / sizeof seq[0] };
+    struct th_case c[K];
+    unsigned char *s[K], *r[K], *want[K], *before[K];
+    bool expect[K];
+    for (int i = 0; i < K; i++) {
+        c[i] = make_case(x, t, ncclSum, count, 4242u + 17u * (unsigned)t + (unsigned)i);
+        c[i].coll = seq[i];
+        c[i].root = i % x->nranks;
+        size_t sb = th_send_count(&c[i]) * th_dtypes[t].bytes;
+        size_t rb = th_recv_count(&c[i]) * th_dtypes[t].bytes;
+        s[i] = dev_malloc(sb);
+        r[i] = dev_malloc(rb);
+        want[i] = malloc(rb);
+        before[i] = malloc(rb);
+        if (s[i] == NULL || r[i] == NULL || want[i] == NULL || before[i] == NULL) exit(1);
+        th_fill_send(&c[i], s[i]);
+        th_fill_pattern(before[i], rb, (uint32_t)c[i].seed + 9);
+        memcpy(r[i], before[i], rb);
+        expect[i] = th_fill_expect(&c[i], want[i], 0, th_recv_count(&c[i]));
+    }
+    for (int i = 0; i < K; i++) CHECK_NCCL(issue(x, &c[i], s[i], r[i]));
+    stream_sync(x->stream);
+    for (int i = 0; i < K; i++) {
+        size_t rb = th_recv_count(&c[i]) * th_dtypes[t].bytes;
+        check(x, &c[i], th_coll_name(c[i].coll), r[i], expect[i] ? want[i] : before[i], rb);
+        dev_free(s[i]);
+        dev_free(r[i]);
+        free(want[i]);
+        free(before[i]);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    bool mixed = argc > 1 && strcmp(argv[1], "--mixed") == 0;
+    const char *lib = getenv("TUTTI_CUDA_LIBRARY");
+    void *h = lib != NULL ? dlopen(lib, RTLD_NOW | RTLD_GLOBAL) : NULL;
+    if (h == NULL) {
+        fprintf(stderr, "fake_direct: TUTTI_CUDA_LIBRARY must name the stand-in driver (%s)\n",
+                lib != NULL ? dlerror() : "unset");
+        return 1;
+    }
+    int (*make_current)(void) = NULL;
+    void *sym;
+#define LOOK(var, name) (sym = dlsym(h, name), memcpy(&(var), &sym, sizeof sym))
+    LOOK(make_current, "fake_cuda_make_current");
+    LOOK(dev_malloc, "fake_cuda_malloc");
+    LOOK(dev_free, "fake_cuda_free");
+    LOOK(stream_create, "fake_cuda_stream_create");
+    LOOK(stream_sync, "fake_cuda_stream_sync");
+    if (!make_current || !dev_malloc || !dev_free || !stream_create || !stream_sync) {
+        fprintf(stderr, "fake_direct: %s is not the stand-in driver\n", lib);
+        return 1;
+    }
+    /* The rank is known before the communicator from tutti-run's environment. */
+    const char *rank_env = getenv("RANK");
+    bool gpu = !mixed || (rank_env != NULL && atoi(rank_env) % 2 == 0);
+    if (gpu) make_current();
+    struct ctx x;
+    memset(&x, 0, sizeof x);
+    CHECK_NCCL(tuttiCommInitFromEnv(&x.comm));
+    CHECK_NCCL(ncclCommUserRank(x.comm, &x.rank));
+    CHECK_NCCL(ncclCommCount(x.comm, &x.nranks));
+    g_rank = x.rank;
+    if (mixed && rank_env == NULL) {
+        fprintf(stderr, "fake_direct: --mixed needs RANK in the environment (tutti-run)\n");
+        return 1;
+    }
+    int dev = -2;
+    CHECK_NCCL(ncclCommCuDevice(x.comm, &dev));
+    if (dev != (gpu ? 0 : -1)) {
+        fprintf(stderr, "rank %d: ncclCommCuDevice says %d, not %d\n", x.rank, dev, gpu ? 0 : -1);
+        return 1;
+    }
+    if (gpu) {
+        x.stream = stream_create();
+    } else {
+        dev_malloc = host_malloc;
+        dev_free = free;
+        stream_sync = host_sync;
+        x.stream = NULL;
+    }
+
+    static const size_t counts[] = {1, 7, 1031, 70001};
+    for (int t = 0; t < TH_NUM_DTYPES; t++)
+        for (int op = 0; op < TH_NUM_OPS; op++)
+            for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+                struct th_case c = make_case(&x, t, op, counts[k], 1009u * (unsigned)t +
+                                                                31u * (unsigned)op + k);
+                run_case(&x, &c, 0);
+                run_case(&x, &c, 1);
+            }
+    /* Per-member blocks: 20001 elements still take several chunks of a 64 KiB scratch. */
+    static const size_t block_counts[] = {1, 7, 1031, 20001};
+    for (int t = 0; t < TH_NUM_DTYPES; t++)
+        for (int op = 0; op < TH_NUM_OPS; op++)
+            for (size_t k = 0; k < sizeof block_counts / sizeof block_counts[0]; k++)
+                for (int coll = 0; coll < 2; coll++) {
+                    if (coll == 1 && op > 0) continue; /* AllGather has no op */
+                    struct th_case c = make_case(&x, t, op, block_counts[k],
+                                                 3001u * (unsigned)t + 37u * (unsigned)op + k);
+                    c.coll = coll == 0 ? TH_REDUCESCATTER : TH_ALLGATHER;
+                    run_block_case(&x, &c, 0);
+                    run_block_case(&x, &c, 1);
+                }
+    run_premulsum(&x, 1031);
+    run_premulsum(&x, 70001);
+    for (int t = 0; t < TH_NUM_DTYPES; t++) {
+        run_burst(&x, t, 1031);
+        run_burst(&x, t, 70001);
+    }
+
+    for (int t = 0; t < TH_NUM_DTYPES; t++) {
+        run_interleaved(&x, t, 1031);
+        run_interleaved(&x, t, 70001);
+    }
+
+    long long totals[2] = {x.cases, x.failures};
+    CHECK_NCCL(ncclAllReduce(totals, totals, 2, ncclInt64, ncclSum, x.comm, NULL));
+    if (totals[0] != x.cases * x.nranks) {
+        fprintf(stderr, "rank %d: host AllReduce of the totals: %lld cases, expected %lld\n",
+                x.rank, totals[0], x.cases * x.nranks);
+        totals[1]++;
+    }
+    if (x.rank == 0)
+        printf("fake_direct: %d ranks%s: %lld checks, %lld failed\n", x.nranks,
+               mixed ? " (odd ranks on the CPU, all staged)" : "", totals[0], totals[1]);
+    CHECK_NCCL(ncclCommDestroy(x.comm));
+    return totals[1] == 0 ? 0 : 1;
+}

@@ -1,0 +1,269 @@
+/* The device-direct AllReduce, ReduceScatter and AllGather (docs/cuda.md, "The device-direct path"; label cuda). Every rank
+ * of a tutti-run job makes device 0 current before the communicator, so that all of them are GPU
+ * ranks of one host and the communicator maps the ranks' device scratch through CUDA IPC. Run
+ * with TUTTI_CUDA_DIRECT=2, so that init fails where the path cannot be set up: every AllReduce
+ * below (device buffers, a CUDA stream, outside a group) then runs on the GPU, reading the
+ * peers' scratch, with flags in device memory. It checks, bit for bit against the harness's
+ * exact reference, compared on the device:
+ *   - every dtype x op (sum, prod, max, min, avg), counts 1, 7, 1031 and 262147, in place and
+ *     out of place (the send buffer must stay unchanged);
+ *   - ReduceScatter (every op) and AllGather, device-direct as well, counts 1, 7, 1031 and
+ *     65537 per rank, in place (NCCL's offsets) and out of place;
+ *   - bursts: four AllReduces queued back to back on one stream before one synchronisation,
+ *     every dtype, so that the scratch is reused while peers may still be a chunk behind;
+ *   - a host-buffer AllReduce on the same communicator (the host engine, untouched).
+ * The ctest variants force one-shot (TUTTI_CUDA_ONESHOT_BYTES large), two-shot (0), and small
+ * scratch (TUTTI_CUDA_DIRECT_BYTES=65536: a 2 MiB operation goes through it in 32 chunks).
+ * Without a usable GPU every rank exits 77 (skipped). */
+#include <cuda_runtime.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+extern "C" {
+#include "harness.h"
+#include "nccl.h"
+#include "tutti.h"
+}
+
+static int g_rank = -1;
+
+#define CHECK_CUDA(call)                                                                           \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "rank %d: %s failed: %s (%s:%d)\n", g_rank, #call,                   \
+                    cudaGetErrorString(e_), __FILE__, __LINE__);                                   \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define CHECK_NCCL(call)                                                                           \
+    do {                                                                                           \
+        ncclResult_t r_ = (call);                                                                  \
+        if (r_ != ncclSuccess) {                                                                   \
+            fprintf(stderr, "rank %d: %s failed: %s: %s (%s:%d)\n", g_rank, #call,               \
+                    ncclGetErrorString(r_), ncclGetLastError(NULL), __FILE__, __LINE__);          \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+__global__ void count_mismatches(const unsigned char *a, const unsigned char *b, size_t bytes,
+                                 unsigned long long *out)
+{
+    unsigned long long mine = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < bytes;
+         i += (size_t)gridDim.x * blockDim.x)
+        mine += a[i] != b[i];
+    if (mine != 0) atomicAdd(out, mine);
+}
+
+struct ctx {
+    ncclComm_t comm;
+    int rank, nranks;
+    cudaStream_t stream;
+    unsigned long long *d_count;
+    long long cases, failures;
+};
+
+/* Bytes where device buffer `got` differs from host image `want`. */
+static unsigned long long mismatches(struct ctx *x, const void *got, const void *want,
+                                     size_t bytes)
+{
+    void *d_want;
+    CHECK_CUDA(cudaMalloc(&d_want, bytes));
+    CHECK_CUDA(cudaMemcpy(d_want, want, bytes, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemset(x->d_count, 0, sizeof *x->d_count));
+    count_mismatches<<<256, 256>>>((const unsigned char *)got, (const unsigned char *)d_want,
+                                   bytes, x->d_count);
+    CHECK_CUDA(cudaGetLastError());
+    unsigned long long n = 0;
+    CHECK_CUDA(cudaMemcpy(&n, x->d_count, sizeof n, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaFree(d_want));
+    return n;
+}
+
+static th_case make_case(const struct ctx *x, int t, int op, size_t count, uint64_t seed)
+{
+    th_case c = {};
+    c.coll = TH_ALLREDUCE;
+    c.type = &th_dtypes[t];
+    c.op = (ncclRedOp_t)op;
+    c.count = count;
+    c.rank = x->rank;
+    c.nranks = x->nranks;
+    c.seed = seed;
+    return c;
+}
+
+static void report(struct ctx *x, const th_case *c, const char *how, unsigned long long bad)
+{
+    x->cases++;
+    if (bad == 0) return;
+    x->failures++;
+    fprintf(stderr, "rank %d: FAIL %s %s %s count %zu %s: %llu bytes differ\n", x->rank,
+            th_coll_name(c->coll), c->type->name, th_op_name(c->op), c->count, how, bad);
+}
+
+static void run_case(struct ctx *x, const th_case *c, bool inplace)
+{
+    size_t bytes = c->count * c->type->bytes;
+    std::vector<unsigned char> send_img(bytes), want(bytes);
+    th_fill_send(c, send_img.data());
+    th_fill_expect(c, want.data(), 0, c->count);
+    void *s, *r;
+    CHECK_CUDA(cudaMalloc(&s, bytes));
+    CHECK_CUDA(cudaMemcpy(s, send_img.data(), bytes, cudaMemcpyHostToDevice));
+    if (inplace) {
+        r = s;
+    } else {
+        std::vector<unsigned char> junk(bytes);
+        th_fill_pattern(junk.data(), bytes, (uint32_t)c->seed + 5);
+        CHECK_CUDA(cudaMalloc(&r, bytes));
+        CHECK_CUDA(cudaMemcpy(r, junk.data(), bytes, cudaMemcpyHostToDevice));
+    }
+    CHECK_NCCL(ncclAllReduce(s, r, c->count, c->type->dtype, c->op, x->comm, x->stream));
+    CHECK_CUDA(cudaStreamSynchronize(x->stream));
+    unsigned long long bad = mismatches(x, r, want.data(), bytes);
+    if (!inplace) bad += mismatches(x, s, send_img.data(), bytes);
+    report(x, c, inplace ? "in place" : "out of place", bad);
+    CHECK_CUDA(cudaFree(s));
+    if (!inplace) CHECK_CUDA(cudaFree(r));
+}
+
+/* ReduceScatter or AllGather (device-direct too), in place at NCCL's offsets or not. */
+static void run_block_case(struct ctx *x, const th_case *c, bool inplace)
+{
+    size_t elt = c->type->bytes, send_n = th_send_count(c), recv_n = th_recv_count(c);
+    size_t body = (send_n > recv_n ? send_n : recv_n) * elt;
+    std::vector<unsigned char> img(send_n * elt), want(recv_n * elt), pattern(body);
+    th_fill_send(c, img.data());
+    th_fill_expect(c, want.data(), 0, recv_n);
+    unsigned char *buf, *other = NULL, *s, *r;
+    CHECK_CUDA(cudaMalloc(&buf, body));
+    if (inplace) {
+        size_t off = th_inplace_offset(c) * elt;
+        bool send_inside = c->coll == TH_ALLGATHER;
+        th_fill_pattern(pattern.data(), body, (uint32_t)c->seed + 2);
+        CHECK_CUDA(cudaMemcpy(buf, pattern.data(), body, cudaMemcpyHostToDevice));
+        s = send_inside ? buf + off : buf;
+        r = send_inside ? buf : buf + off;
+    } else {
+        th_fill_pattern(pattern.data(), recv_n * elt, (uint32_t)c->seed + 5);
+        CHECK_CUDA(cudaMalloc(&other, recv_n * elt));
+        CHECK_CUDA(cudaMemcpy(other, pattern.data(), recv_n * elt, cudaMemcpyHostToDevice));
+        s = buf;
+        r = other;
+    }
+    CHECK_CUDA(cudaMemcpy(s, img.data(), send_n * elt, cudaMemcpyHostToDevice));
+    ncclDataType_t dt = c->type->dtype;
+    if (c->coll == TH_REDUCESCATTER)
+        CHECK_NCCL(ncclReduceScatter(s, r, c->count, dt, c->op, x->comm, x->stream));
+    else
+        CHECK_NCCL(ncclAllGather(s, r, c->count, dt, x->comm, x->stream));
+    CHECK_CUDA(cudaStreamSynchronize(x->stream));
+    unsigned long long bad = mismatches(x, r, want.data(), recv_n * elt);
+    if (!inplace) bad += mismatches(x, s, img.data(), send_n * elt);
+    report(x, c, inplace ? "in place" : "out of place", bad);
+    CHECK_CUDA(cudaFree(buf));
+    if (other != NULL) CHECK_CUDA(cudaFree(other));
+}
+
+/* Four AllReduces queued back to back, then one synchronisation. */
+static void run_burst(struct ctx *x, int t, size_t count)
+{
+    const int k = 4;
+    th_case c[k];
+    void *s[k], *r[k];
+    std::vector<unsigned char> want[k];
+    size_t bytes = count * th_dtypes[t].bytes;
+    for (int i = 0; i < k; i++) {
+        c[i] = make_case(x, t, ncclSum, count, 7777u + 131u * t + i);
+        std::vector<unsigned char> img(bytes);
+        th_fill_send(&c[i], img.data());
+        want[i].resize(bytes);
+        th_fill_expect(&c[i], want[i].data(), 0, count);
+        CHECK_CUDA(cudaMalloc(&s[i], bytes));
+        CHECK_CUDA(cudaMalloc(&r[i], bytes));
+        CHECK_CUDA(cudaMemcpy(s[i], img.data(), bytes, cudaMemcpyHostToDevice));
+    }
+    for (int i = 0; i < k; i++)
+        CHECK_NCCL(ncclAllReduce(s[i], r[i], count, th_dtypes[t].dtype, ncclSum, x->comm,
+                                 x->stream));
+    CHECK_CUDA(cudaStreamSynchronize(x->stream));
+    for (int i = 0; i < k; i++) {
+        report(x, &c[i], "burst of 4", mismatches(x, r[i], want[i].data(), bytes));
+        CHECK_CUDA(cudaFree(s[i]));
+        CHECK_CUDA(cudaFree(r[i]));
+    }
+}
+
+int main(void)
+{
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess || ndev == 0) {
+        printf("SKIP: no usable CUDA device (%s)\n",
+               e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return 77;
+    }
+    /* Device 0 current before the communicator: every rank is a GPU rank of this host. */
+    CHECK_CUDA(cudaSetDevice(0));
+    CHECK_CUDA(cudaFree(0)); /* the primary context exists now */
+    struct ctx x = {};
+    CHECK_NCCL(tuttiCommInitFromEnv(&x.comm));
+    CHECK_NCCL(ncclCommUserRank(x.comm, &x.rank));
+    CHECK_NCCL(ncclCommCount(x.comm, &x.nranks));
+    g_rank = x.rank;
+    int dev = -2;
+    CHECK_NCCL(ncclCommCuDevice(x.comm, &dev));
+    if (dev != 0) {
+        fprintf(stderr, "rank %d: ncclCommCuDevice says %d, not 0\n", x.rank, dev);
+        return 1;
+    }
+    CHECK_CUDA(cudaStreamCreateWithFlags(&x.stream, cudaStreamNonBlocking));
+    CHECK_CUDA(cudaMalloc(&x.d_count, sizeof *x.d_count));
+
+    static const size_t counts[] = {1, 7, 1031, 262147};
+    for (int t = 0; t < TH_NUM_DTYPES; t++)
+        for (int op = 0; op < TH_NUM_OPS; op++)
+            for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+                th_case c = make_case(&x, t, op, counts[k], 1009u * t + 31u * op + k);
+                run_case(&x, &c, false);
+                run_case(&x, &c, true);
+            }
+    static const size_t block_counts[] = {1, 7, 1031, 65537};
+    for (int t = 0; t < TH_NUM_DTYPES; t++)
+        for (int op = 0; op < TH_NUM_OPS; op++)
+            for (size_t k = 0; k < sizeof block_counts / sizeof block_counts[0]; k++)
+                for (int coll = 0; coll < 2; coll++) {
+                    if (coll == 1 && op > 0) continue; /* AllGather has no op */
+                    th_case c = make_case(&x, t, op, block_counts[k],
+                                          3001u * t + 37u * op + k);
+                    c.coll = coll == 0 ? TH_REDUCESCATTER : TH_ALLGATHER;
+                    run_block_case(&x, &c, false);
+                    run_block_case(&x, &c, true);
+                }
+    for (int t = 0; t < TH_NUM_DTYPES; t++) {
+        run_burst(&x, t, 1031);
+        run_burst(&x, t, 262147);
+    }
+
+    /* Host buffers, stream NULL, on the same communicator: the host engine. Also gathers the
+     * totals, so every rank learns whether any failed. */
+    long long totals[2] = {x.cases, x.failures};
+    CHECK_NCCL(ncclAllReduce(totals, totals, 2, ncclInt64, ncclSum, x.comm, NULL));
+    long long expect_cases = (long long)x.cases * x.nranks;
+    if (totals[0] != expect_cases) {
+        fprintf(stderr, "rank %d: host AllReduce of the totals: %lld cases, expected %lld\n",
+                x.rank, totals[0], expect_cases);
+        totals[1]++;
+    }
+    if (x.rank == 0)
+        printf("gpu_direct: %d ranks: %lld cases, %lld failed\n", x.nranks, totals[0],
+               totals[1]);
+    CHECK_NCCL(ncclCommDestroy(x.comm));
+    return totals[1] == 0 ? 0 : 1;
+}
