@@ -41,8 +41,8 @@ add_test(NAME python_ddp_soak
 set_tests_properties(python_ddp_soak PROPERTIES LABELS "python;soak" TIMEOUT 1200
                      SKIP_RETURN_CODE 77 ENVIRONMENT "${TT_TORCH_ENV}")
 
-# Launch: what tutti-run sets for torch.distributed (MASTER_ADDR, MASTER_PORT = NCCL_COMM_ID's
-# port - 1, RANK, WORLD_SIZE, LOCAL_RANK) with Tutti's own init still at NCCL_COMM_ID, and
+# Launch: what tutti-run sets for torch.distributed (MASTER_ADDR, MASTER_PORT, RANK,
+# WORLD_SIZE, LOCAL_RANK) with Tutti's own init still at NCCL_COMM_ID, and
 # tutti.launch_env() deriving the same under Open MPI's mpirun (skipped, 77, without it); each
 # ends with dist.init_process_group("tutti") through env:// and an exact all_reduce (skipped,
 # 77, after the Tutti part when torch is missing).

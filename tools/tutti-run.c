@@ -113,7 +113,7 @@ static void usage(FILE *f)
             "usage: tutti-run -n N [options] [--] prog [args...]\n"
             "Starts N ranks of prog on this host with RANK, WORLD_SIZE, LOCAL_RANK,\n"
             "LOCAL_WORLD_SIZE, NODE_RANK and NCCL_COMM_ID set, and MASTER_ADDR and\n"
-            "MASTER_PORT for torch.distributed (NCCL_COMM_ID's port - 1).\n"
+            "MASTER_PORT for torch.distributed (with --rdzv: NCCL_COMM_ID's port - 1).\n"
             "\n"
             "  -n, --nproc N        ranks on this host (required)\n"
             "      --nnodes M       hosts in the job (default 1); run one tutti-run per host\n"
@@ -313,44 +313,41 @@ static int bind_local(unsigned port, unsigned *bound)
     return fd;
 }
 
-/* Two consecutive free TCP ports P and P+1 on 127.0.0.1, found by binding port 0 and then the
- * next one while holding the first: P for torch's store (MASTER_PORT), P+1 for Tutti's root
- * (NCCL_COMM_ID), the same pair that torchrun's variables name (MASTER_PORT+1, src/core/
- * env_detect.c). Another process could take them before the ranks bind them; the window is
- * short and init then fails with a clear error rather than joining a wrong job (the job's
+/* Two free TCP ports on 127.0.0.1, both bound to port 0 at once so that they differ: one for
+ * Tutti's root (NCCL_COMM_ID), one for torch's store (MASTER_PORT). Ports the kernel picks for
+ * bind() have the parity that it avoids for connect()'s ephemeral ports; a neighbour P+1 would
+ * have connect()'s parity and be taken by some outgoing connection far more often (seen on a
+ * busy machine). Another process could still take a port before the ranks bind it; the window
+ * is short and init then fails with a clear error rather than joining a wrong job (the job's
  * magic differs). */
-static int pick_local_ports(unsigned *port)
+static int pick_local_ports(unsigned *root_port, unsigned *store_port)
 {
-    for (int tries = 0; tries < 64; tries++) {
-        unsigned p = 0, q = 0;
-        int fd = bind_local(0, &p);
-        if (fd < 0) break;
-        int fd2 = p < 65535 ? bind_local(p + 1, &q) : -1;
-        close(fd);
-        if (fd2 >= 0) {
-            close(fd2);
-            *port = p;
-            return 0;
-        }
+    int fd = bind_local(0, root_port);
+    int fd2 = fd >= 0 ? bind_local(0, store_port) : -1;
+    int err = errno;
+    if (fd >= 0) close(fd);
+    if (fd2 >= 0) close(fd2);
+    if (fd2 < 0) {
+        fprintf(stderr, "tutti-run: cannot pick two free ports on 127.0.0.1: %s; use --rdzv\n",
+                strerror(err));
+        return -1;
     }
-    fprintf(stderr, "tutti-run: cannot pick two free ports on 127.0.0.1: %s; use --rdzv\n",
-            strerror(errno));
-    return -1;
+    return 0;
 }
 
 /* The job's addresses: NCCL_COMM_ID (where rank 0's bootstrap root listens) and, for a c10d
- * store, MASTER_ADDR and MASTER_PORT = NCCL_COMM_ID's port - 1, so that MASTER_ADDR:
- * MASTER_PORT+1 is NCCL_COMM_ID, as under torchrun. With --rdzv HOST:PORT every host derives
- * the same values from it; without, two free ports on 127.0.0.1. */
+ * store, MASTER_ADDR and MASTER_PORT. With --rdzv HOST:PORT every host derives the same values
+ * from it: MASTER_PORT = PORT - 1, so that MASTER_ADDR:MASTER_PORT+1 is NCCL_COMM_ID, as under
+ * torchrun. Without, two free ports on 127.0.0.1. Tutti reads NCCL_COMM_ID first either way. */
 static int make_addresses(struct launcher *l)
 {
     const char *rdzv = l->opt.rdzv;
-    unsigned port = 0;
+    unsigned port = 0, store_port = 0;
     if (rdzv == NULL) {
-        if (pick_local_ports(&port) != 0) return -1;
-        snprintf(l->comm_id, sizeof l->comm_id, "127.0.0.1:%u", port + 1);
+        if (pick_local_ports(&port, &store_port) != 0) return -1;
+        snprintf(l->comm_id, sizeof l->comm_id, "127.0.0.1:%u", port);
         snprintf(l->master_addr, sizeof l->master_addr, "127.0.0.1");
-        snprintf(l->master_port, sizeof l->master_port, "%u", port);
+        snprintf(l->master_port, sizeof l->master_port, "%u", store_port);
         return 0;
     }
     snprintf(l->comm_id, sizeof l->comm_id, "%s", rdzv);

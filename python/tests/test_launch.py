@@ -1,7 +1,7 @@
 """What a launcher gives torch.distributed and Tutti: run under `tutti-run -n N` (mode
 tutti-run) or `mpirun -np N` (mode mpirun, through launch_mpirun.sh).
 
-tutti-run: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT are set, MASTER_PORT + 1 is
+tutti-run: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT are set, MASTER_PORT is not
 NCCL_COMM_ID's port, and Tutti's own init still meets at NCCL_COMM_ID (checked with MASTER_*
 pointed at an unreachable address). mpirun: tutti.launch_env() derives the same variables from
 Open MPI's, with a MASTER_PORT every rank agrees on. Both: a Tutti communicator from the
@@ -35,8 +35,10 @@ def tutti_part(mode):
         check(job["LOCAL_RANK"] == rank, "one host: LOCAL_RANK %d != RANK %d" % (
             job["LOCAL_RANK"], rank))
         check(before["MASTER_ADDR"] == "127.0.0.1", "MASTER_ADDR=%s" % before["MASTER_ADDR"])
-        check(before["NCCL_COMM_ID"] == "127.0.0.1:%d" % (job["MASTER_PORT"] + 1),
-              "NCCL_COMM_ID=%s is not MASTER_ADDR:MASTER_PORT+1 (MASTER_PORT=%d)" % (
+        host, _, root_port = before["NCCL_COMM_ID"].rpartition(":")
+        check(host == "127.0.0.1" and root_port.isdigit() and
+              int(root_port) != job["MASTER_PORT"],
+              "NCCL_COMM_ID=%s is not 127.0.0.1 and a port other than MASTER_PORT=%d" % (
                   before["NCCL_COMM_ID"], job["MASTER_PORT"]))
         # Tutti's init reads NCCL_COMM_ID before MASTER_*: point these where nothing listens.
         os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "192.0.2.1", "9"

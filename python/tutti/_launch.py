@@ -37,8 +37,9 @@ def _int(name, lo, hi):
 
 
 def _free_port_pair():
-    """A free port P on 127.0.0.1 whose neighbour P+1 is free too (tutti-run's rule: P for the
-    c10d store, P+1 for Tutti's root where MASTER_ADDR:MASTER_PORT+1 is read)."""
+    """A free port P on 127.0.0.1 (for the c10d store) whose neighbour P+1 is free too: a
+    later Comm.from_env() in this job, finding MASTER_* but no NCCL_COMM_ID, starts Tutti's
+    root at MASTER_ADDR:MASTER_PORT+1 (src/core/env_detect.c)."""
     for _ in range(64):
         with socket.socket() as a:
             a.bind(("127.0.0.1", 0))
