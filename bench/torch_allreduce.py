@@ -7,9 +7,9 @@ One run, interleaved: each round launches (1) a torch job under tutti-run in whi
 has a gloo group and a tutti group and times dist.all_reduce of ordinary float32 CPU tensors
 (torch.empty, sum, in place) through each, alternating, then DDP training steps of
 examples/pytorch's CNN through each, alternating; and (2) `tutti-perf -R 2` at the same sizes
-(ncclMemAlloc buffers in symmetric windows: Tutti's best case). The table gives the median over
-rounds of each figure (time per call, the slower rank's) and the ratios gloo/tutti and
-tutti/tutti-perf. Set TUTTI_TORCH_ALLOCATOR=0 to see tutti on torch's own allocator.
+(ncclMemAlloc buffers in symmetric windows: Tutti's best case; its in-place time is compared,
+as dist.all_reduce is in place). The table gives the median over rounds of each figure (time
+per call, the slower rank's) and the ratios gloo/tutti and tutti/tutti-perf. Set TUTTI_TORCH_ALLOCATOR=0 to see tutti on torch's own allocator.
 """
 
 import argparse
@@ -118,12 +118,13 @@ def run(cmd, env=None):
 
 
 def perf_times(out):
-    """{bytes: out-of-place us} from tutti-perf's table."""
+    """{bytes: (in-place, out-of-place) seconds} from tutti-perf's table. dist.all_reduce is in
+    place, so the in-place time is the one to compare with."""
     times = {}
     for line in out.splitlines():
         f = re.sub(r"^\[\d+\]\s*", "", line).split()
-        if len(f) >= 6 and f[0].isdigit() and f[2] == "float":
-            times[int(f[0])] = float(f[5]) * 1e-6
+        if len(f) >= 10 and f[0].isdigit() and f[2] == "float":
+            times[int(f[0])] = (float(f[9]) * 1e-6, float(f[5]) * 1e-6)
     return times
 
 
@@ -136,7 +137,7 @@ def driver(args):
     env.setdefault("TUTTI_TORCH_BUILD_DIR", os.path.join(build, "tutti-torch"))
     env["PYTHONPATH"] = os.path.join(ROOT, "python")
     sizes_arg = ",".join(str(s) for s in args.sizes)
-    rows = {s: {"gloo": [], "tutti": [], "perf": []} for s in args.sizes}
+    rows = {s: {"gloo": [], "tutti": [], "perf": [], "perf_oop": []} for s in args.sizes}
     ddp = {"gloo": [], "tutti": []}
     allocator = ""
     for r in range(args.rounds):
@@ -160,17 +161,24 @@ def driver(args):
             out = run([tutti_run, "-n", str(args.nranks), perf, "-b", str(size), "-e", str(size),
                        "-d", "float", "-o", "sum", "-R", "2", "-w", str(max(2, iters // 10)),
                        "-n", str(iters)], env)
-            rows[size]["perf"].append(perf_times(out)[size])
+            ip, oop = perf_times(out)[size]
+            rows[size]["perf"].append(ip)
+            rows[size]["perf_oop"].append(oop)
 
     med = statistics.median
     print("dist.all_reduce, float32 sum in place, %d ranks, median of %d interleaved rounds "
           "(time per call, slower rank)\n" % (args.nranks, args.rounds))
-    print("| size | gloo | tutti | tutti-perf -R 2 | gloo / tutti | tutti / tutti-perf |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("| size | gloo | tutti | tutti-perf -R 2 in place | (out of place) | gloo / tutti "
+          "| tutti / tutti-perf in place |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     for size in args.sizes:
-        g, t, p = (med(rows[size][k]) for k in ("gloo", "tutti", "perf"))
-        print("| %s | %.1f us | %.1f us | %.1f us | %.2fx | %.2f |" %
-              (human(size), g * 1e6, t * 1e6, p * 1e6, g / t, t / p))
+        g, t, p, po = (med(rows[size][k]) for k in ("gloo", "tutti", "perf", "perf_oop"))
+        print("| %s | %.1f us | %.1f us | %.1f us | %.1f us | %.2fx | %.2f |" %
+              (human(size), g * 1e6, t * 1e6, p * 1e6, po * 1e6, g / t, t / p))
+    print("\nPer round (us): " + "; ".join(
+        "%s gloo %s tutti %s perf %s" % (human(size), *(
+            "/".join("%.0f" % (x * 1e6) for x in rows[size][k])
+            for k in ("gloo", "tutti", "perf"))) for size in args.sizes))
     if ddp["gloo"]:
         g, t = med(ddp["gloo"]), med(ddp["tutti"])
         print("\nDDP step (examples/pytorch CNN, width %d, batch 32 per rank): gloo %.2f ms, "

@@ -40,3 +40,14 @@ add_test(NAME python_ddp_soak
          COMMAND ${TT_PY_RUN} 0 ${TT_PY_DIR}/test_ddp.py $<TARGET_FILE:tutti-run> 100 16 1 2 4)
 set_tests_properties(python_ddp_soak PROPERTIES LABELS "python;soak" TIMEOUT 1200
                      SKIP_RETURN_CODE 77 ENVIRONMENT "${TT_TORCH_ENV}")
+
+# Launch: what tutti-run sets for torch.distributed (MASTER_ADDR, MASTER_PORT, RANK,
+# WORLD_SIZE, LOCAL_RANK) with Tutti's own init still at NCCL_COMM_ID, and
+# tutti.launch_env() deriving the same under Open MPI's mpirun (skipped, 77, without it); each
+# ends with dist.init_process_group("tutti") through env:// and an exact all_reduce (skipped,
+# 77, after the Tutti part when torch is missing).
+add_test(NAME python_launch_tutti_run
+         COMMAND ${TT_PY_RUN} 2 ${TT_PY_DIR}/test_launch.py tutti-run)
+add_test(NAME python_launch_mpirun COMMAND sh ${TT_PY_DIR}/launch_mpirun.sh 2)
+set_tests_properties(python_launch_tutti_run python_launch_mpirun PROPERTIES LABELS python
+                     TIMEOUT 600 SKIP_RETURN_CODE 77 ENVIRONMENT "${TT_TORCH_ENV}")

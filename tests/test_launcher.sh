@@ -73,6 +73,22 @@ case_env() {
     # --rdzv on one node is passed through as is.
     got=$("$run" -n 1 --rdzv 127.0.0.1:29911 sh -c 'echo $NCCL_COMM_ID')
     check_eq "NCCL_COMM_ID with --rdzv" "$got" 127.0.0.1:29911
+    # torch.distributed's env://: MASTER_ADDR and MASTER_PORT, the same on every rank; on one
+    # host a free port other than NCCL_COMM_ID's, with --rdzv its port - 1 (IPv6 unbracketed);
+    # an inherited value is replaced and -x overrides.
+    MASTER_ADDR=10.9.9.9 MASTER_PORT=1234 "$run" -n 2 --no-tag \
+        sh -c 'echo "$MASTER_ADDR $MASTER_PORT $NCCL_COMM_ID"' >"$dir/out"
+    check_eq "distinct MASTER lines" "$(sort -u "$dir/out" | wc -l | tr -d ' ')" 1
+    read -r maddr mport id <"$dir/out"
+    check_eq "MASTER_ADDR" "$maddr" 127.0.0.1
+    case $mport in
+        [1-9]*) [ "127.0.0.1:$mport" != "$id" ] || fail "MASTER_PORT is NCCL_COMM_ID's port" ;;
+        *) fail "MASTER_PORT '$mport' is not a port" ;;
+    esac
+    got=$("$run" -n 1 --rdzv '[::1]:29911' sh -c 'echo "$MASTER_ADDR $MASTER_PORT"')
+    check_eq "MASTER_* with --rdzv" "$got" "::1 29910"
+    got=$("$run" -n 1 -x MASTER_PORT=29500 sh -c 'echo "$MASTER_PORT"')
+    check_eq "MASTER_PORT with -x" "$got" 29500
 }
 
 case_tag() {

@@ -1,8 +1,9 @@
 /* tutti-run: starts the ranks of a job on this host and watches over them.
  *
  * `tutti-run -n N prog args...` forks N processes, each the leader of a process group of its
- * own, with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK and NCCL_COMM_ID set; with
- * --nnodes/--node-rank/--rdzv one tutti-run per host starts that host's slice of a larger job.
+ * own, with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, NCCL_COMM_ID, MASTER_ADDR
+ * and MASTER_PORT set; with --nnodes/--node-rank/--rdzv one tutti-run per host starts that
+ * host's slice of a larger job.
  * One loop, woken by poll() on the ranks' output pipes and on a self-pipe fed by the signal
  * handlers, forwards signals, tags output lines with the rank, enforces --timeout and reaps.
  * Invariant: tutti-run exits only once every rank it started has been reaped, and never leaves a
@@ -73,6 +74,8 @@ struct launcher {
     struct options opt;
     bool tagging;
     char comm_id[300];
+    char master_addr[300]; /* MASTER_ADDR and MASTER_PORT for torch.distributed's env:// */
+    char master_port[16];
     char secret[4 + 64 + 1]; /* "key:" + hex of a fresh 256-bit secret, or "" */
     cpu_set_t *bind_sets;    /* --bind: each local rank's CPUs, else NULL */
     struct rank_proc *ranks;
@@ -109,7 +112,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: tutti-run -n N [options] [--] prog [args...]\n"
             "Starts N ranks of prog on this host with RANK, WORLD_SIZE, LOCAL_RANK,\n"
-            "LOCAL_WORLD_SIZE, NODE_RANK and NCCL_COMM_ID set.\n"
+            "LOCAL_WORLD_SIZE, NODE_RANK and NCCL_COMM_ID set, and MASTER_ADDR and\n"
+            "MASTER_PORT for torch.distributed (with --rdzv: NCCL_COMM_ID's port - 1).\n"
             "\n"
             "  -n, --nproc N        ranks on this host (required)\n"
             "      --nnodes M       hosts in the job (default 1); run one tutti-run per host\n"
@@ -290,28 +294,78 @@ static int make_secret(char out[4 + 64 + 1])
     return 0;
 }
 
-/* A free TCP port on 127.0.0.1: bind port 0, read what the kernel chose, close. Another
- * process could take it before rank 0 binds it; the window is short and init then fails with
- * a clear error rather than joining a wrong job (the job's magic differs). */
-static int pick_local_port(char *out, size_t bytes)
+/* Binds a TCP socket to 127.0.0.1:port (0: any free port); returns it, or -1. */
+static int bind_local(unsigned port, unsigned *bound)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        fprintf(stderr, "tutti-run: socket: %s\n", strerror(errno));
-        return -1;
-    }
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+    if (fd < 0) return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof a;
     if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
         getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        fprintf(stderr, "tutti-run: cannot pick a free port on 127.0.0.1: %s; use --rdzv\n",
-                strerror(errno));
+        int err = errno;
         close(fd);
+        errno = err;
         return -1;
     }
-    close(fd);
-    snprintf(out, bytes, "127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
+    *bound = ntohs(a.sin_port);
+    return fd;
+}
+
+/* Two free TCP ports on 127.0.0.1, both bound to port 0 at once so that they differ: one for
+ * Tutti's root (NCCL_COMM_ID), one for torch's store (MASTER_PORT). Ports the kernel picks for
+ * bind() have the parity that it avoids for connect()'s ephemeral ports; a neighbour P+1 would
+ * have connect()'s parity and be taken by some outgoing connection far more often (seen on a
+ * busy machine). Another process could still take a port before the ranks bind it; the window
+ * is short and init then fails with a clear error rather than joining a wrong job (the job's
+ * magic differs). */
+static int pick_local_ports(unsigned *root_port, unsigned *store_port)
+{
+    int fd = bind_local(0, root_port);
+    int fd2 = fd >= 0 ? bind_local(0, store_port) : -1;
+    int err = errno;
+    if (fd >= 0) close(fd);
+    if (fd2 >= 0) close(fd2);
+    if (fd2 < 0) {
+        fprintf(stderr, "tutti-run: cannot pick two free ports on 127.0.0.1: %s; use --rdzv\n",
+                strerror(err));
+        return -1;
+    }
+    return 0;
+}
+
+/* The job's addresses: NCCL_COMM_ID (where rank 0's bootstrap root listens) and, for a c10d
+ * store, MASTER_ADDR and MASTER_PORT. With --rdzv HOST:PORT every host derives the same values
+ * from it: MASTER_PORT = PORT - 1, so that MASTER_ADDR:MASTER_PORT+1 is NCCL_COMM_ID, as under
+ * torchrun. Without, two free ports on 127.0.0.1. Tutti reads NCCL_COMM_ID first either way. */
+static int make_addresses(struct launcher *l)
+{
+    const char *rdzv = l->opt.rdzv;
+    unsigned port = 0, store_port = 0;
+    if (rdzv == NULL) {
+        if (pick_local_ports(&port, &store_port) != 0) return -1;
+        snprintf(l->comm_id, sizeof l->comm_id, "127.0.0.1:%u", port);
+        snprintf(l->master_addr, sizeof l->master_addr, "127.0.0.1");
+        snprintf(l->master_port, sizeof l->master_port, "%u", store_port);
+        return 0;
+    }
+    snprintf(l->comm_id, sizeof l->comm_id, "%s", rdzv);
+    const char *colon = strrchr(rdzv, ':'); /* check_host_port accepted it */
+    port = (unsigned)strtoul(colon + 1, NULL, 10);
+    if (port < 2) {
+        fprintf(stderr, "tutti-run: --rdzv port %u leaves no MASTER_PORT (port - 1); use a "
+                        "port above 1\n", port);
+        return -1;
+    }
+    const char *host = rdzv;
+    size_t len = (size_t)(colon - rdzv);
+    if (host[0] == '[') { /* [IPv6]:PORT: MASTER_ADDR is the bare address */
+        host++;
+        len -= 2;
+    }
+    snprintf(l->master_addr, sizeof l->master_addr, "%.*s", (int)len, host);
+    snprintf(l->master_port, sizeof l->master_port, "%u", port - 1);
     return 0;
 }
 
@@ -396,6 +450,10 @@ static void exec_rank(struct launcher *l, const struct rank_proc *r, int pipes[2
     set_int_env("LOCAL_WORLD_SIZE", o->nproc);
     set_int_env("NODE_RANK", o->node_rank);
     setenv("NCCL_COMM_ID", l->comm_id, 1);
+    /* For torch.distributed's env:// (its store listens on MASTER_PORT at rank 0). Tutti's
+     * own init reads NCCL_COMM_ID first, so they change nothing for C programs. */
+    setenv("MASTER_ADDR", l->master_addr, 1);
+    setenv("MASTER_PORT", l->master_port, 1);
     if (l->secret[0] != '\0') setenv("TUTTI_SECRET", l->secret, 1);
     /* All ranks on this host: nothing needs to reach them from outside it. */
     if (o->nnodes == 1 && getenv("NCCL_SOCKET_IFNAME") == NULL)
@@ -750,9 +808,7 @@ int main(int argc, char **argv)
         goto out;
     }
     l.tagging = o->tag == 1 || (o->tag == -1 && o->nproc > 1);
-    if (o->rdzv != NULL) {
-        snprintf(l.comm_id, sizeof l.comm_id, "%s", o->rdzv);
-    } else if (pick_local_port(l.comm_id, sizeof l.comm_id) != 0) {
+    if (make_addresses(&l) != 0) {
         l.exit_code = EXIT_LAUNCH;
         goto out;
     }

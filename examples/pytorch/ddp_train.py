@@ -5,13 +5,14 @@
 Every rank trains on its own generated batches (deterministic: seeded by rank and step), so two
 runs with the same arguments compute the same thing; the loss is printed every 10 steps by
 rank 0, and --save writes the final parameters and buffers (torch.save of a state dict) for
-comparison between backends and runs. The ranks meet through env:// when MASTER_ADDR is set
-(torchrun), else through a file named after the launcher's pid (tutti-run, mpirun), or --rdzv.
+comparison between backends and runs. The ranks meet through env://: tutti-run and torchrun set
+its variables, and under mpirun (or srun) tutti.launch_env() fills them in from the launcher's
+own; --rdzv names another init_method.
+
+    mpirun -np 2 -x PYTHONPATH /usr/bin/python3 examples/pytorch/ddp_train.py --steps 100
 """
 
 import argparse
-import os
-import tempfile
 import time
 
 import torch
@@ -60,12 +61,15 @@ def main():
     parser.add_argument("--rdzv", help="init_method (default: env:// or a file)")
     args = parser.parse_args()
 
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    import tutti
+    # RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT: tutti-run's or torchrun's as they are, else
+    # from mpirun's or srun's variables (docs/python.md, "Launch").
+    job = tutti.launch_env()
+    rank, world = job["RANK"], job["WORLD_SIZE"]
     torch.set_num_threads(1)  # deterministic kernels, and no oversubscription of the host
     if args.backend == "tutti":
         import tutti.torch  # noqa: F401  (registers the backend)
-    init = args.rdzv or ("env://" if "MASTER_ADDR" in os.environ else "file://" + os.path.join(
-        tempfile.gettempdir(), "tutti_ddp_%s_%d" % (args.backend, os.getppid())))
+    init = args.rdzv or "env://"
     dist.init_process_group(args.backend, init_method=init, rank=rank, world_size=world)
 
     torch.manual_seed(0)

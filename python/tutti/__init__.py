@@ -21,6 +21,7 @@ from ._comm import (NCCL_SPLIT_NOCOLOR, REVOKE_DEFAULT, SHRINK_ABORT, SHRINK_DEF
                     init_from_env)
 from ._memory import empty, zeros
 from ._lib import library_path
+from ._launch import launch_env
 
 SUM, PROD, MAX, MIN, AVG = RedOp.SUM, RedOp.PROD, RedOp.MAX, RedOp.MIN, RedOp.AVG
 (INT8, UINT8, INT32, UINT32, INT64, UINT64, FLOAT16, FLOAT32, FLOAT64, BFLOAT16, FLOAT8_E4M3,
@@ -32,7 +33,7 @@ __all__ = [
     "DataType", "RedOp", "Comm", "Config", "PreMulSum", "Registration", "Window", "Stream",
     "Event",
     "UniqueId", "get_unique_id", "group", "group_start", "group_end", "group_simulate_end",
-    "init_from_env",
+    "init_from_env", "launch_env",
     "empty", "zeros", "library_path", "nccl_version", "version",
     "SUM", "PROD", "MAX", "MIN", "AVG",
     "NCCL_SPLIT_NOCOLOR", "WIN_DEFAULT", "WIN_COLL_SYMMETRIC", "SHRINK_DEFAULT", "SHRINK_ABORT",
