@@ -36,9 +36,9 @@ if(TARGET tutti-run)
                    --roots 1,3,5)
 
   # The same four over the UCX transport (TUTTI_NET=ucx, through UCX's TCP between the hosts):
-  # one bed of 4 hosts runs the four jobs in turn, which saves three beds' setup (about 6 s in
-  # all on 2 busy cores). One dtype: the transports never look at it, and the TCP tests above
-  # cover more. Skipped (77) in a build without UCX.
+  # one bed of 4 hosts runs the four jobs in turn, which saves three beds' setup (7-22 s in all
+  # on 2 busy cores, load 5-15). One dtype: the transports never look at it, and the TCP tests
+  # above cover more. Skipped (77) in a build without UCX.
   tutti_hosts_test(matrix_ucx TIMEOUT 200 ENV TUTTI_CHUNK_BYTES=4096
                    ARGS matrices ucx 2x1,4x1,2x2,3x2 ${matrix_args}
                    --dtypes float32 --ops sum,min,avg --roots 1,3,5)
