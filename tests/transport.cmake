@@ -16,7 +16,8 @@ set(test_transport_sources ${CMAKE_SOURCE_DIR}/src/transport/shm.c
     ${CMAKE_SOURCE_DIR}/src/transport/tcp.c ${CMAKE_SOURCE_DIR}/src/transport/self.c
     ${CMAKE_SOURCE_DIR}/src/transport/transport.c)
 if(TUTTI_HAVE_UCX)
-  list(APPEND test_transport_sources ${CMAKE_SOURCE_DIR}/src/transport/ucx.c)
+  list(APPEND test_transport_sources ${CMAKE_SOURCE_DIR}/src/transport/ucx.c
+       ${CMAKE_SOURCE_DIR}/src/transport/ucx_setup.c)
 endif()
 tutti_transport_test(test_transport 120 ${test_transport_sources})
 if(TUTTI_HAVE_UCX)

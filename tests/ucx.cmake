@@ -1,4 +1,4 @@
-# The UCX transport (src/transport/ucx.c; docs/ucx.md) under the public API: the correctness
+# The UCX transport (src/transport/ucx.c, ucx_setup.c; docs/ucx.md) under the public API: the correctness
 # matrix, AlltoAll and Send/Recv, and a killed rank, with NCCL_NET=UCX between ranks that sit on
 # different "hosts" (NCCL_HOSTID per rank, so Tutti's shared memory serves only ranks of one
 # host), through UCX's TCP (UCX_TLS=tcp) and shared-memory (UCX_TLS=sm) transports; and two

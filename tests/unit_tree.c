@@ -168,9 +168,35 @@ static bool step(int me, int n)
     return true;
 }
 
+/* Every check runs twice: with an op that has a pre-operation (PREMULSUM, where each input
+ * must appear as pre(x<r>)) and with one that has none (SUM, where a schedule may skip the
+ * pre-operation and use an input as it is: Tree's AllReduce then sends straight from it). */
+static bool pre_op;
+
+/* `e` with every bare input x<r> written pre(x<r>): for an op without a pre-operation the two
+ * are the same value. */
+static const char *as_pre(const char *e)
+{
+    static char out[2 * EXPR];
+    size_t o = 0;
+    for (size_t i = 0; e[i] != '\0' && o + 8 < sizeof out; i++) {
+        bool bare = e[i] == 'x' && (i < 4 || strncmp(e + i - 4, "pre(", 4) != 0);
+        if (!bare) {
+            out[o++] = e[i];
+            continue;
+        }
+        o += (size_t)snprintf(out + o, sizeof out - o, "pre(x");
+        while (e[i + 1] >= '0' && e[i + 1] <= '9' && o + 2 < sizeof out) out[o++] = e[++i];
+        out[o++] = ')';
+    }
+    out[o] = '\0';
+    return out;
+}
+
 /* Whether `e` holds pre(x<r>) exactly once for every rank and nothing else but folds. */
 static bool all_inputs_once(const char *e, int n)
 {
+    if (!pre_op) e = as_pre(e);
     for (int q = 0; q < n; q++) {
         char term[32];
         snprintf(term, sizeof term, "pre(x%d)", q);
@@ -200,6 +226,7 @@ static void check(enum tt_coll coll, int n, int root, bool in_place)
         r->op.nranks = n;
         r->op.root = root;
         r->op.count = 5;
+        r->op.redop.kind = pre_op ? TT_RED_PREMULSUM : TT_RED_SUM;
         r->op.sendbuff = r->send;
         r->op.recvbuff = in_place ? r->send : r->recv;
         r->env = (struct tt_algo_env){.tree = links[me], .tree_tmp = r->tmp};
@@ -282,13 +309,16 @@ int main(void)
 {
     int cases = 0;
     const enum tt_coll colls[] = {TT_COLL_ALLREDUCE, TT_COLL_BROADCAST, TT_COLL_REDUCE};
-    for (int n = 2; n <= MAXN; n++)
-        for (int c = 0; c < 3; c++)
-            for (int root = 0; root < (colls[c] == TT_COLL_ALLREDUCE ? 1 : n); root++)
-                for (int in_place = 0; in_place < 2; in_place++) {
-                    check(colls[c], n, root, in_place);
-                    cases++;
-                }
+    for (int with_pre = 1; with_pre >= 0; with_pre--) {
+        pre_op = with_pre;
+        for (int n = 2; n <= MAXN; n++)
+            for (int c = 0; c < 3; c++)
+                for (int root = 0; root < (colls[c] == TT_COLL_ALLREDUCE ? 1 : n); root++)
+                    for (int in_place = 0; in_place < 2; in_place++) {
+                        check(colls[c], n, root, in_place);
+                        cases++;
+                    }
+    }
     if (check_failures) {
         fprintf(stderr, "unit_tree: %d failures in %d cases\n", check_failures, cases);
         return 1;

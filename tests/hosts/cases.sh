@@ -5,6 +5,9 @@
 #   cases.sh BUILD_DIR matrix K N [coll_matrix args...]   the correctness matrix on K hosts x N
 #            ranks (tutti-run on every host); every ring link must be shm within a host and tcp
 #            across hosts
+#   cases.sh BUILD_DIR matrices NET KxN[,KxN...] [coll_matrix args...]   the same for several
+#            sizes in turn on one bed (as many hosts as the largest K), over NET between hosts:
+#            tcp (Tutti's own) or ucx (TUTTI_NET=ucx through UCX's TCP, UCX_TLS=tcp unless set)
 #   cases.sh BUILD_DIR hostid        NCCL_HOSTID overrides the bed's host identity both ways; one
 #            hostname over two /dev/shm mounts is two hosts
 #   cases.sh BUILD_DIR examples      examples/ under tutti-run --nnodes on 2 hosts x 2 ranks
@@ -47,8 +50,9 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/tthosts.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 # Every "A -> B via T" that the ranks logged at INIT (NCCL_DEBUG=INFO) must use shm when A and B
-# share a host (rank / N, tutti-run's block placement) and tcp otherwise; `want_local` forces
-# "shm" or "tcp" for every link instead.
+# share a host (rank / N, tutti-run's block placement) and $cross (tcp, or ucx) otherwise;
+# `want_all` forces "shm" or "tcp" for every link instead.
+cross=tcp
 check_links() {
     local log=$1 nper=$2 want_all=${3:-} links=0 a b t want
     while read -r a b t; do
@@ -57,7 +61,7 @@ check_links() {
         elif [ $((a / nper)) -eq $((b / nper)) ]; then
             want=shm
         else
-            want=tcp
+            want=$cross
         fi
         [ "$t" = "$want" ] || fail "ring link $a -> $b went via $t, not $want"
         links=$((links + 1))
@@ -65,7 +69,7 @@ check_links() {
              sed 's/ -> / /; s/ via / /')
     [ $links -gt 0 ] || fail "no ring links in the log (NCCL_DEBUG=INFO)"
     echo "links: $links ring ends checked ($([ -n "$want_all" ] && echo "all $want_all" ||
-        echo "shm within a host, tcp across"))"
+        echo "shm within a host, $cross across"))"
 }
 
 # Lines of the job's output without Tutti's log lines.
@@ -83,6 +87,55 @@ matrix)
     [ $status -eq 0 ] || fail "the matrix failed on $k hosts x $n ranks (status $status)"
     [ "$(grep -c ': ok: ' "$tmp/log")" -eq $((k * n)) ] || fail "not every rank reported ok"
     check_links "$tmp/log" "$n"
+    ;;
+matrices)
+    net=$1
+    topos=$2
+    shift 2
+    case $net in
+    tcp) unset TUTTI_NET NCCL_NET ;;
+    ucx)
+        "$build/tutti-info" | grep -q '^build:.*transports.* ucx' ||
+            { echo "skipped: this build has no UCX transport"; exit 77; }
+        # UCX's TCP between the hosts: its shared memory would reach across the bed's namespaces,
+        # which share /dev/shm, and so test no network at all.
+        export TUTTI_NET=ucx UCX_TLS=${UCX_TLS:-tcp}
+        unset NCCL_NET
+        cross=ucx
+        ;;
+    *) fail "matrices: the network is tcp or ucx, not '$net'" ;;
+    esac
+    maxk=0
+    for t in ${topos//,/ }; do
+        k=${t%x*}
+        [ "$k" -gt $maxk ] && maxk=$k
+    done
+    # One bed of the largest size; each job runs on its first K hosts, on a port of its own so
+    # that no job meets the previous one's root.
+    # shellcheck disable=SC2016
+    jobs='
+        job=$1 tmp=$2 run=$3 topos=$4
+        shift 4
+        port=29500
+        for t in ${topos//,/ }; do
+            port=$((port + 1))
+            "$job" --log "$tmp/log.$t" --port $port --hosts "${t%x*}" "${t#*x}" "$run" "$@"                 >/dev/null 2>&1 || { echo "$t: the job failed (status $?)"; exit 1; }
+            echo "$t: done"
+        done'
+    NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT "$bed" run -k "$maxk" --         bash -c "$jobs" jobs "$job" "$tmp" "$run" "$topos" "$matrix" "$@" >"$tmp/bed" 2>&1
+    status=$?
+    for t in ${topos//,/ }; do
+        k=${t%x*}
+        n=${t#*x}
+        echo "== $k hosts x $n ranks over $net"
+        [ -e "$tmp/log.$t" ] || { cat "$tmp/bed"; fail "$t: no log (the bed failed)"; }
+        quiet "$tmp/log.$t" | grep -v 'UCX  WARN' | tail -$((k * n + 1))
+        [ "$(grep -c ': ok: ' "$tmp/log.$t")" -eq $((k * n)) ] ||
+            { cat "$tmp/bed"; fail "$t over $net: not every rank reported ok"; }
+        check_links "$tmp/log.$t" "$n"
+    done
+    [ $status -eq 0 ] || { cat "$tmp/bed"; fail "the jobs over $net failed (status $status)"; }
+    echo "ok: the matrix at $topos over $net, every rank bit-exact"
     ;;
 hostid)
     # One id for every rank: the four ranks of two namespaces are one host to Tutti and meet over

@@ -4,8 +4,10 @@
 # together; host 0 holds global rank 0 and the bootstrap root. Exits 0 when every host's
 # tutti-run did; otherwise with the first failing host's status.
 #
-#   job.sh [--log FILE] [--port P] [--rdzv-net 0|1] NPROC TUTTI_RUN PROGRAM [ARGS...]
+#   job.sh [--log FILE] [--port P] [--rdzv-net 0|1] [--hosts H] NPROC TUTTI_RUN PROGRAM [ARGS...]
 #
+# --hosts runs the job on the bed's first H hosts only (default: all of them), so that one bed
+# serves jobs of several sizes in turn.
 # --log keeps every host's output (tagged "[host I]") in FILE as well as printing it; --port is
 # the root's port on host 0 (default 29500: the bed's namespaces are private, so no other job
 # can hold it); --rdzv-net 1 names host 0's address on the bed's second network. Every variable
@@ -15,20 +17,24 @@ set -u
 log=""
 port=29500
 net=0
+hosts=""
 while [ $# -gt 0 ]; do
     case $1 in
     --log) log=$2; shift 2 ;;
     --port) port=$2; shift 2 ;;
     --rdzv-net) net=$2; shift 2 ;;
+    --hosts) hosts=$2; shift 2 ;;
     *) break ;;
     esac
 done
-[ $# -ge 3 ] || { echo "usage: job.sh [--log FILE] [--port P] NPROC TUTTI_RUN PROGRAM [ARGS...]" >&2; exit 2; }
+[ $# -ge 3 ] || { echo "usage: job.sh [--log FILE] [--port P] [--rdzv-net N] [--hosts H] NPROC TUTTI_RUN PROGRAM [ARGS...]" >&2; exit 2; }
 [ -n "${TT_BED:-}" ] || { echo "job.sh: run me under bed.sh run" >&2; exit 2; }
 nproc=$1
 tutti_run=$2
 shift 2
-hosts=$TT_BED_HOSTS
+[ -n "$hosts" ] || hosts=$TT_BED_HOSTS
+[ "$hosts" -ge 1 ] && [ "$hosts" -le "$TT_BED_HOSTS" ] ||
+    { echo "job.sh: --hosts $hosts: the bed has $TT_BED_HOSTS hosts" >&2; exit 2; }
 if [ "$net" = 1 ]; then rdzv_var="TT_BED_ADDR0_1"; else rdzv_var="TT_BED_ADDR0"; fi
 rdzv="${!rdzv_var}:$port"
 # One secret for the whole job, as docs/launch.md asks across hosts: it keys the bootstrap's
