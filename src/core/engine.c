@@ -196,6 +196,56 @@ __attribute__((cold, noinline)) static ncclResult_t task_failed(struct tt_task *
     return res;
 }
 
+/* ---- Mismatches the connections cannot see (docs/semantics.md, "Mismatched arguments") ----
+ *
+ * Where the local team spans the communicator, every rank publishes the descriptor of the
+ * collective it starts in its mailbox (one line of its own: a few stores). Two kinds of
+ * mismatch pass every receiver's check: one that leaves some rank receiving nothing from the
+ * rank that differs (a Broadcast whose ranks disagree on the root, a Reduce against an
+ * AllReduce), and one that makes the ranks choose different algorithms, so each waits for
+ * something the other never sends. The first is caught by the rooted collectives, whose ranks
+ * compare every peer's descriptor before they report success (verify_peers); the second by any
+ * stalled collective, which compares them once it has stalled for a millisecond
+ * (tt_engine_check_stall). Neither costs the fast path of an AllReduce anything but the
+ * publication. */
+
+/* The first peer that published a different descriptor for this very operation: its error
+ * (ncclInvalidUsage naming the field, the values and the rank), else ncclSuccess. *behind
+ * counts the peers that have not published this operation (or a later one) yet. */
+__attribute__((cold, noinline)) static ncclResult_t peers_disagree(const struct tt_task *t,
+                                                                   int *behind)
+{
+    *behind = 0;
+    for (int p = 0; p < t->st->nranks; p++) {
+        if (p == t->st->rank) continue;
+        struct tt_op_desc d;
+        if (!tt_team_peer_desc(t->st->team, p, &d) || d.ticket < t->op.desc.ticket) {
+            (*behind)++;
+            continue;
+        }
+        if (d.ticket > t->op.desc.ticket) continue; /* it finished this one: it agreed */
+        ncclResult_t res = tt_algo_check_desc(&t->op, &d, p);
+        if (res != ncclSuccess) return res;
+    }
+    return ncclSuccess;
+}
+
+/* A rooted collective whose own part is done: it succeeds once every peer has published the
+ * same descriptor (waiting, like any wait, for peers that have not started it yet), fails
+ * with ncclInvalidUsage if one published another. */
+__attribute__((cold, noinline)) static ncclResult_t verify_peers(struct tt_task *t,
+                                                                 struct tt_batch *b,
+                                                                 bool *progressed)
+{
+    int behind;
+    ncclResult_t res = peers_disagree(t, &behind);
+    if (res != ncclSuccess) return task_failed(t, b, res);
+    if (behind > 0) return ncclSuccess;
+    task_finish(t, b, ncclSuccess);
+    *progressed = true;
+    return ncclSuccess;
+}
+
 static inline ncclResult_t task_progress(struct tt_task *t, struct tt_batch *b,
                                          bool *progressed, struct tt_wait_hint *hint)
 {
@@ -207,13 +257,21 @@ static inline ncclResult_t task_progress(struct tt_task *t, struct tt_batch *b,
         if (failed != ncclSuccess) return task_not_run(t, b, failed);
         t->started = true;
         tt_algo_op_start(&t->op);
+        if (t->st->team != NULL && t->op.coll < TT_COLL_SEND)
+            tt_team_publish_desc(t->st->team, &t->op.desc);
         if (__builtin_expect(t->op.trace != NULL, 0)) trace_op_start(t);
     }
+    if (__builtin_expect(t->verifying, 0)) return verify_peers(t, b, progressed);
     bool done = false, moved = false;
     ncclResult_t res = tt_algo_op_progress(&t->op, &done, &moved, hint);
     if (res != ncclSuccess) return task_failed(t, b, res);
     if (moved) *progressed = true;
     if (done) {
+        if ((t->op.coll == TT_COLL_BROADCAST || t->op.coll == TT_COLL_REDUCE) &&
+            t->st->team != NULL) {
+            t->verifying = true;
+            return verify_peers(t, b, progressed);
+        }
         task_finish(t, b, ncclSuccess);
         *progressed = true;
     }
@@ -314,6 +372,13 @@ ncclResult_t tt_engine_check_stall(struct tt_batch *b)
                 .peer = t->started ? t->op.waiting_peer : p2p_task ? t->peer : -1,
                 .since_ns = b->last_progress_ns};
             tt_state_flight_record(t->st, &t->flight_slot, &entry);
+            /* A stalled collective may wait for what a peer that chose another algorithm (it
+             * passed another count, say) never sends: compare the peers' descriptors. */
+            if (t->started && t->st->team != NULL && t->op.coll < TT_COLL_SEND) {
+                int behind;
+                ncclResult_t res = peers_disagree(t, &behind);
+                if (res != ncclSuccess) return batch_fail(b, task_failed(t, b, res));
+            }
             if (entry.peer >= 0) {
                 tt_team_set_waiting(t->st->team, entry.peer);
                 b->published_wait = true;
