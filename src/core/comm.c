@@ -182,6 +182,21 @@ static void shutdown_conns(void *arg)
     pthread_mutex_unlock(&comm->bootstrap_lock);
 }
 
+/* A collective failed on this rank (its thread calls, before shutdown_conns): the peers at the
+ * other end of the collectives' connections read why, and fail with the same code. */
+static void tell_coll_peers(void *arg, ncclResult_t res, const char *reason)
+{
+    struct ncclComm *comm = arg;
+    struct tt_conn *ring = &comm->ring.send;
+    if (ring->transport && ring->transport->fail_notify)
+        ring->transport->fail_notify(ring, (int)res, reason);
+    for (int r = 0; comm->tree_ready && r < comm->st.nranks; r++) {
+        struct tt_tree_link *l = &comm->tree[r];
+        if (l->send_ready && l->send.transport->fail_notify)
+            l->send.transport->fail_notify(&l->send, (int)res, reason);
+    }
+}
+
 /* Everything init does after the communicator exists: bootstrap, peers, ring, barrier. */
 static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
 {
@@ -210,6 +225,7 @@ static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
         comm->tree_ready = true;
     }
     comm->st.on_fail = shutdown_conns;
+    comm->st.on_coll_error = tell_coll_peers;
     comm->st.on_fail_arg = comm;
     /* What the algorithms bind to; the engine's view of the team only where it spans. */
     if (comm->team_spans) comm->st.team = comm->team;

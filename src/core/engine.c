@@ -192,6 +192,10 @@ __attribute__((cold, noinline)) static ncclResult_t task_failed(struct tt_task *
                    tt_coll_name(t->op.coll), (unsigned long long)t->seq, t->op.count,
                    tt_dtype_name(t->op.redop.dtype), st->rank,
                    cause[0] ? cause : "(no cause recorded)");
+    /* Only this thread drives the collectives' connections now (their lane is its own). */
+    if (t->op.coll < TT_COLL_SEND && st->on_coll_error != NULL &&
+        tt_state_error(st) == ncclSuccess)
+        st->on_coll_error(st->on_fail_arg, res, tt_error_last());
     task_finish(t, b, res);
     return res;
 }

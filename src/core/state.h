@@ -62,6 +62,10 @@ struct tt_comm_state {
      * its connections that it is gone (core/comm.c shuts its sockets down). */
     void (*on_fail)(void *arg);
     void *on_fail_arg;
+    /* Called by the thread that ran a failed collective, before tt_state_fail, with its
+     * error: the communicator tells the peers across sockets the code and why (core/comm.c:
+     * an error frame on the collectives' connections), so that they report the same. */
+    void (*on_coll_error)(void *arg, ncclResult_t res, const char *reason);
 };
 
 /* Records or updates a stalled operation; *slot is 0 before its first record and the slot + 1
