@@ -250,6 +250,39 @@ __attribute__((cold, noinline)) static ncclResult_t verify_peers(struct tt_task 
     return ncclSuccess;
 }
 
+/* Over the network (no team spans the communicator), the descriptors go around the ring
+ * instead (algo.h, tt_algo_agree_step). */
+__attribute__((cold, noinline)) static ncclResult_t verify(struct tt_task *t, struct tt_batch *b,
+                                                           bool *progressed,
+                                                           struct tt_wait_hint *hint)
+{
+    if (t->st->team != NULL) return verify_peers(t, b, progressed);
+    bool done = false;
+    ncclResult_t res = tt_algo_agree_step(&t->op, &done, progressed, hint);
+    if (res != ncclSuccess) return task_failed(t, b, res);
+    if (done) {
+        task_finish(t, b, ncclSuccess);
+        *progressed = true;
+    }
+    return ncclSuccess;
+}
+
+__attribute__((cold, noinline)) static ncclResult_t verify_start(struct tt_task *t,
+                                                                 struct tt_batch *b,
+                                                                 bool *progressed,
+                                                                 struct tt_wait_hint *hint)
+{
+    if (t->st->team == NULL && (t->op.env == NULL || t->op.env->ring_send == NULL ||
+                                t->op.env->ring_recv == NULL)) {
+        task_finish(t, b, ncclSuccess);
+        *progressed = true;
+        return ncclSuccess;
+    }
+    t->verifying = true;
+    if (t->st->team == NULL) tt_algo_agree_start(&t->op);
+    return verify(t, b, progressed, hint);
+}
+
 static inline ncclResult_t task_progress(struct tt_task *t, struct tt_batch *b,
                                          bool *progressed, struct tt_wait_hint *hint)
 {
@@ -265,17 +298,15 @@ static inline ncclResult_t task_progress(struct tt_task *t, struct tt_batch *b,
             tt_team_publish_desc(t->st->team, &t->op.desc);
         if (__builtin_expect(t->op.trace != NULL, 0)) trace_op_start(t);
     }
-    if (__builtin_expect(t->verifying, 0)) return verify_peers(t, b, progressed);
+    if (__builtin_expect(t->verifying, 0)) return verify(t, b, progressed, hint);
     bool done = false, moved = false;
     ncclResult_t res = tt_algo_op_progress(&t->op, &done, &moved, hint);
     if (res != ncclSuccess) return task_failed(t, b, res);
     if (moved) *progressed = true;
     if (done) {
         if ((t->op.coll == TT_COLL_BROADCAST || t->op.coll == TT_COLL_REDUCE) &&
-            t->st->team != NULL) {
-            t->verifying = true;
-            return verify_peers(t, b, progressed);
-        }
+            t->st->nranks > 1)
+            return verify_start(t, b, progressed, hint);
         task_finish(t, b, ncclSuccess);
         *progressed = true;
     }
@@ -378,9 +409,10 @@ ncclResult_t tt_engine_check_stall(struct tt_batch *b)
             tt_state_flight_record(t->st, &t->flight_slot, &entry);
             /* A stalled collective may wait for what a peer that chose another algorithm (it
              * passed another count, say) never sends: compare the peers' descriptors. */
-            if (t->started && t->st->team != NULL && t->op.coll < TT_COLL_SEND) {
+            if (t->started && t->op.coll < TT_COLL_SEND) {
                 int behind;
-                ncclResult_t res = peers_disagree(t, &behind);
+                ncclResult_t res = t->st->team != NULL ? peers_disagree(t, &behind)
+                                                       : tt_algo_peek_mismatch(&t->op);
                 if (res != ncclSuccess) return batch_fail(b, task_failed(t, b, res));
             }
             if (entry.peer >= 0) {
