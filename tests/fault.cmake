@@ -40,26 +40,24 @@ add_test(NAME fault_abort_cycles_soak COMMAND fault_abort --cycles 200)
 set_tests_properties(fault_abort_cycles_soak PROPERTIES LABELS soak TIMEOUT 1200)
 
 # Arguments that differ across ranks (count, datatype, operator, root, collective) at 8 B, 1 MiB
-# and 64 MiB: ncclInvalidUsage on every rank, over shared memory at 2 and 3 ranks (all kinds) and
-# over TCP (NCCL_SHM_DISABLE=1) at 2 and 3 (count, datatype, operator: root and collective are
-# not caught on every rank over the network yet, see docs/semantics.md). A second or so each;
-# 4 ranks under soak.
+# and 64 MiB: ncclInvalidUsage on every rank, over shared memory and over TCP (NCCL_SHM_DISABLE=1)
+# at 2 and 3 ranks; over TCP with 3 ranks or more a 64 MiB root mismatch is left out (not caught
+# on every rank yet, see docs/semantics.md). A few seconds each; 4 ranks under soak.
 if(TARGET tutti-run)
   tutti_fault_program(fault_mismatch)
-  set(all_kinds "count,dtype,op,root,coll")
-  set(net_kinds "count,dtype,op")
-  foreach(cfg "n2_shm;2;fault;${all_kinds};" "n3_shm;3;fault;${all_kinds};"
-              "n2_tcp;2;fault;${net_kinds};NCCL_SHM_DISABLE=1"
-              "n3_tcp;3;fault;${net_kinds};NCCL_SHM_DISABLE=1"
-              "n4_shm;4;soak;${all_kinds};" "n4_tcp;4;soak;${net_kinds};NCCL_SHM_DISABLE=1")
+  foreach(cfg "n2_shm;2;fault;" "n3_shm;3;fault;" "n2_tcp;2;fault;NCCL_SHM_DISABLE=1"
+              "n3_tcp;3;fault;NCCL_SHM_DISABLE=1" "n4_shm;4;soak;" "n4_tcp;4;soak;NCCL_SHM_DISABLE=1")
     list(GET cfg 0 name)
     list(GET cfg 1 n)
     list(GET cfg 2 label)
-    list(GET cfg 3 kinds)
-    list(GET cfg 4 extra)
+    list(GET cfg 3 extra)
+    set(skip "none")
+    if(extra AND n GREATER 2)
+      set(skip "root@67108864")
+    endif()
     add_test(NAME fault_mismatch_${name}
              COMMAND $<TARGET_FILE:tutti-run> -n ${n} --timeout 170 $<TARGET_FILE:fault_mismatch>
-                     --kinds ${kinds})
+                     --skip ${skip})
     set_tests_properties(fault_mismatch_${name} PROPERTIES LABELS ${label} TIMEOUT 180
                          ENVIRONMENT "TUTTI_TIMEOUT_MS=20000;${extra}")
   endforeach()

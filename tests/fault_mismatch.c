@@ -10,11 +10,11 @@
  *   op        AllReduce sum, the last rank max;
  *   root      Broadcast from rank 0, the last rank believes rank 1 is the root;
  *   coll      AllReduce, the last rank Reduce to rank 0;
- * at 8 B, 1 MiB and 64 MiB. `fault_mismatch [--max-bytes N] [--kinds count,dtype,...]`; the
- * default kinds are all five. Over TCP without a local team, root and coll are not caught on
- * every rank yet (a rank that receives nothing from the odd one out completes): fault.cmake
- * runs only count, dtype and op there (docs/semantics.md, "Mismatched arguments"). Every rank
- * prints the error it got. Exit 1 on any failure. */
+ * at 8 B, 1 MiB and 64 MiB. `fault_mismatch [--max-bytes N] [--kinds count,dtype,...]
+ * [--skip root@67108864,...]`; the default kinds are all five. Over TCP with 3 or more ranks a
+ * 64 MiB root mismatch is not caught on every rank yet (a rank blocked sending to the rank that
+ * failed never hears why): fault.cmake skips that case there (docs/semantics.md, "Mismatched
+ * arguments"). Every rank prints the error it got. Exit 1 on any failure. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -54,9 +54,11 @@ int main(int argc, char **argv)
 {
     size_t max_bytes = 64u << 20;
     const char *kinds = "count,dtype,op,root,coll";
+    const char *skip = ""; /* "root@67108864,...": cases left out */
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--max-bytes") == 0) max_bytes = strtoull(argv[i + 1], NULL, 0);
         if (strcmp(argv[i], "--kinds") == 0) kinds = argv[i + 1];
+        if (strcmp(argv[i], "--skip") == 0) skip = argv[i + 1];
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     ncclComm_t world = world_open("fault_mismatch", &rank, &nranks);
@@ -67,6 +69,9 @@ int main(int argc, char **argv)
         if (sizes[s] > max_bytes) continue;
         for (int k = 0; k < NKINDS; k++) {
             if (strstr(kinds, kind_names[k]) == NULL || (k == ROOT && nranks < 2)) continue;
+            char case_name[48];
+            snprintf(case_name, sizeof case_name, "%s@%zu", kind_names[k], sizes[s]);
+            if (strstr(skip, case_name) != NULL) continue;
             ncclComm_t c = NULL;
             if (ncclCommSplit(world, 0, rank, &c, NULL) != ncclSuccess) {
                 fprintf(stderr, "rank %d: split: %s\n", rank, ncclGetLastError(NULL));
