@@ -11,10 +11,8 @@
  *   root      Broadcast from rank 0, the last rank believes rank 1 is the root;
  *   coll      AllReduce, the last rank Reduce to rank 0;
  * at 8 B, 1 MiB and 64 MiB. `fault_mismatch [--max-bytes N] [--kinds count,dtype,...]
- * [--skip root@67108864,...]`; the default kinds are all five. Over TCP with 3 or more ranks a
- * 64 MiB root mismatch is not caught on every rank yet (a rank blocked sending to the rank that
- * failed never hears why): fault.cmake skips that case there (docs/semantics.md, "Mismatched
- * arguments"). Every rank prints the error it got. Exit 1 on any failure. */
+ * [--skip root@67108864,...]`; the default kinds are all five, --skip leaves cases out. Every
+ * rank prints the error it got. Exit 1 on any failure. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>

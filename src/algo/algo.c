@@ -239,8 +239,16 @@ ncclResult_t tt_algo_peek_mismatch(struct tt_op *op)
     if (env == NULL) return ncclSuccess;
     if (env->ring_recv != NULL && env->ring_recv->transport != NULL)
         TT_TRY(peek_one(op, env->ring_recv));
-    for (int r = 0; env->tree != NULL && r < op->nranks; r++)
-        if (env->tree[r].recv_ready) TT_TRY(peek_one(op, &env->tree[r].recv));
+    /* A receiver that failed may have said why up the stream (a sender waits for it). */
+    struct tt_conn *send = env->ring_send;
+    if (send != NULL && send->transport != NULL && send->transport->peer_error)
+        TT_TRY(send->transport->peer_error(send));
+    for (int r = 0; env->tree != NULL && r < op->nranks; r++) {
+        struct tt_tree_link *l = &env->tree[r];
+        if (l->recv_ready) TT_TRY(peek_one(op, &l->recv));
+        if (l->send_ready && l->send.transport->peer_error)
+            TT_TRY(l->send.transport->peer_error(&l->send));
+    }
     return ncclSuccess;
 }
 

@@ -183,17 +183,21 @@ static void shutdown_conns(void *arg)
 }
 
 /* A collective failed on this rank (its thread calls, before shutdown_conns): the peers at the
- * other end of the collectives' connections read why, and fail with the same code. */
+ * other end of the collectives' connections, both ways, read why, and fail with the same
+ * code. */
 static void tell_coll_peers(void *arg, ncclResult_t res, const char *reason)
 {
     struct ncclComm *comm = arg;
-    struct tt_conn *ring = &comm->ring.send;
-    if (ring->transport && ring->transport->fail_notify)
-        ring->transport->fail_notify(ring, (int)res, reason);
+    struct tt_conn *ring[2] = {&comm->ring.send, &comm->ring.recv};
+    for (int i = 0; i < 2; i++)
+        if (ring[i]->transport && ring[i]->transport->fail_notify)
+            ring[i]->transport->fail_notify(ring[i], (int)res, reason);
     for (int r = 0; comm->tree_ready && r < comm->st.nranks; r++) {
         struct tt_tree_link *l = &comm->tree[r];
         if (l->send_ready && l->send.transport->fail_notify)
             l->send.transport->fail_notify(&l->send, (int)res, reason);
+        if (l->recv_ready && l->recv.transport->fail_notify)
+            l->recv.transport->fail_notify(&l->recv, (int)res, reason);
     }
 }
 

@@ -28,7 +28,9 @@
  * its payload is never handed out. A sender whose communicator fails ends its stream with an
  * error frame: check word (k mod 2^32) XOR TCP_ERROR_MAGIC, the descriptor's count holding the
  * ncclResult_t it failed with (2..7), and its reason (at most TCP_ERROR_BYTES, not
- * terminated) as the payload; the receiver fails with that code and reason. */
+ * terminated) as the payload; the receiver fails with that code and reason. A receiver whose
+ * communicator fails writes one such frame (frame number 0) back up socket 0, which otherwise
+ * carries nothing that way: a sender stalled on a receiver that stopped reading learns why. */
 #include <endian.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -129,6 +131,9 @@ struct tcp_conn {
     uint64_t posted;
     uint64_t done;
     uint8_t tx_hdr[TT_CONN_SLOTS][TCP_FRAME_HEADER_BYTES];
+    /* Sender: the receiver's error frame read back up socket 0 so far (see peer_error). */
+    uint8_t back[TCP_FRAME_HEADER_BYTES + TCP_ERROR_BYTES + 1];
+    size_t back_got;
     struct tt_op_desc desc[TT_CONN_SLOTS]; /* receiver: each complete frame's descriptor */
 };
 
@@ -832,10 +837,29 @@ static void tcp_shutdown(struct tt_conn *conn)
 /* An error frame after everything committed, pushed for at most TCP_ERROR_FLUSH_NS (the
  * caller shuts the sockets down next). Nothing when the ring is full and stays so: the peer
  * then sees the connection closed. */
+static void encode_error(uint8_t *hdr, uint64_t frame, int code, size_t len)
+{
+    struct tt_op_desc d = {.count = (uint64_t)code};
+    tt_wire_put_u32(hdr, (uint32_t)len);
+    tt_wire_put_u32(hdr + 4, (uint32_t)frame ^ TCP_ERROR_MAGIC);
+    tt_wire_put_desc(hdr + 8, &d);
+}
+
 static void tcp_fail_notify(struct tt_conn *conn, int code, const char *reason)
 {
     struct tcp_conn *tc = conn->priv;
-    if (tc == NULL || tc->failed != ncclSuccess || conn->dir != TT_CONN_SEND) return;
+    if (tc == NULL || tc->failed != ncclSuccess) return;
+    if (conn->dir != TT_CONN_SEND) {
+        /* Back up the stream: one small write into an empty direction, never blocking. */
+        uint8_t frame[TCP_FRAME_HEADER_BYTES + TCP_ERROR_BYTES];
+        size_t len = strnlen(reason != NULL ? reason : "", TCP_ERROR_BYTES);
+        encode_error(frame, 0, code, len);
+        memcpy(frame + TCP_FRAME_HEADER_BYTES, reason != NULL ? reason : "", len);
+        if (tc->socks[0].fd >= 0)
+            (void)!send(tc->socks[0].fd, frame, TCP_FRAME_HEADER_BYTES + len,
+                        MSG_NOSIGNAL | MSG_DONTWAIT);
+        return;
+    }
     uint64_t deadline = tt_time_ns() + TCP_ERROR_FLUSH_NS;
     for (;;) {
         if (flush(conn, tc) != ncclSuccess) return;
@@ -849,15 +873,55 @@ static void tcp_fail_notify(struct tt_conn *conn, int code, const char *reason)
     unsigned s = (unsigned)(tc->posted % TT_CONN_SLOTS);
     memcpy(slot_of(conn, tc, tc->posted), reason != NULL ? reason : "", len);
     tc->len[s] = (uint32_t)len;
-    struct tt_op_desc d = {.count = (uint64_t)code};
-    tt_wire_put_u32(tc->tx_hdr[s], (uint32_t)len);
-    tt_wire_put_u32(tc->tx_hdr[s] + 4, (uint32_t)tc->posted ^ TCP_ERROR_MAGIC);
-    tt_wire_put_desc(tc->tx_hdr[s] + 8, &d);
+    encode_error(tc->tx_hdr[s], tc->posted, code, len);
     tc->posted++;
     while (flush(conn, tc) == ncclSuccess && tc->done < tc->posted && tt_time_ns() < deadline) {
         struct pollfd pfd = {.fd = sock_of(tc, tc->done)->fd, .events = POLLOUT, .revents = 0};
         poll(&pfd, 1, 1);
     }
+}
+
+/* Sender: the receiver's error frame, read back from socket 0 (whatever else arrives there is
+ * a broken stream). */
+static ncclResult_t tcp_peer_error(struct tt_conn *conn)
+{
+    struct tcp_conn *tc = conn->priv;
+    if (tc == NULL) return ncclSuccess;
+    if (tc->failed != ncclSuccess) return tc->failed;
+    if (conn->dir != TT_CONN_SEND || tc->socks[0].fd < 0) return ncclSuccess;
+    for (;;) {
+        size_t want = TCP_FRAME_HEADER_BYTES;
+        if (tc->back_got >= TCP_FRAME_HEADER_BYTES) {
+            uint32_t len = tt_wire_get_u32(tc->back);
+            if (len > TCP_ERROR_BYTES ||
+                tt_wire_get_u32(tc->back + 4) != (0u ^ TCP_ERROR_MAGIC))
+                return fail(tc, TT_ERROR(ncclRemoteError,
+                                         "tcp: peer rank %d sent bytes up a send connection "
+                                         "that are no error frame; closing the connection",
+                                         conn->peer));
+            want += len;
+            if (tc->back_got == want) break;
+        }
+        ssize_t n = recv(tc->socks[0].fd, tc->back + tc->back_got, want - tc->back_got,
+                         MSG_DONTWAIT);
+        if (n > 0) {
+            tc->back_got += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        return ncclSuccess; /* nothing (more) yet, or closed: the data path reports that */
+    }
+    struct tt_op_desc d;
+    tt_wire_get_desc(tc->back + 8, &d);
+    int code = (int)d.count;
+    if (code < ncclUnhandledCudaError || code > ncclRemoteError || code == ncclInProgress)
+        code = ncclRemoteError;
+    char *text = (char *)tc->back + TCP_FRAME_HEADER_BYTES;
+    size_t len = tc->back_got - TCP_FRAME_HEADER_BYTES;
+    for (size_t i = 0; i < len; i++)
+        if (text[i] < 0x20 || text[i] > 0x7e) text[i] = '?';
+    text[len] = '\0';
+    return fail(tc, TT_ERROR((ncclResult_t)code, "peer rank %d failed: %s", conn->peer, text));
 }
 
 /* Any peer. */
@@ -881,5 +945,6 @@ const struct tt_transport tt_transport_tcp = {
     .progress = tcp_progress,
     .shutdown = tcp_shutdown,
     .fail_notify = tcp_fail_notify,
+    .peer_error = tcp_peer_error,
     .ctx_fini = tcp_ctx_fini,
 };

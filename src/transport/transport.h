@@ -140,6 +140,10 @@ struct tt_transport {
      * only from the thread that drives the connection. May be NULL (shared memory: the local
      * team's mailboxes carry the reason). */
     void (*fail_notify)(struct tt_conn *conn, int code, const char *reason);
+    /* Sender: whether the receiver sent back why it failed (fail_notify on a receive
+     * connection answers up the stream): that error, else ncclSuccess. Slow path only (a
+     * stalled sender); may be NULL. */
+    ncclResult_t (*peer_error)(struct tt_conn *conn);
     /* Free per-communicator state kept in the ctx (may be NULL). */
     void (*ctx_fini)(struct tt_transport_ctx *ctx);
 };
