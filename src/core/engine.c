@@ -202,16 +202,18 @@ __attribute__((cold, noinline)) static ncclResult_t task_failed(struct tt_task *
 
 /* ---- Mismatches the connections cannot see (docs/semantics.md, "Mismatched arguments") ----
  *
- * Where the local team spans the communicator, every rank publishes the descriptor of the
- * collective it starts in its mailbox (one line of its own: a few stores). Two kinds of
- * mismatch pass every receiver's check: one that leaves some rank receiving nothing from the
- * rank that differs (a Broadcast whose ranks disagree on the root, a Reduce against an
- * AllReduce), and one that makes the ranks choose different algorithms, so each waits for
- * something the other never sends. The first is caught by the rooted collectives, whose ranks
- * compare every peer's descriptor before they report success (verify_peers); the second by any
- * stalled collective, which compares them once it has stalled for a millisecond
- * (tt_engine_check_stall). Neither costs the fast path of an AllReduce anything but the
- * publication. */
+ * Two kinds of mismatch pass every receiver's check: one that leaves some rank receiving
+ * nothing from the rank that differs (a Broadcast whose ranks disagree on the root, a Reduce
+ * against an AllReduce), and one that makes the ranks choose different algorithms, so each
+ * waits for something the other never sends. Where the local team spans the communicator, a
+ * rank publishes the descriptor of its collective in its mailbox (one line of its own) only
+ * where one of them can show: when a collective has stalled for a millisecond (it then
+ * compares its peers' published descriptors: ranks that chose different algorithms both
+ * stall), and when a rooted collective's own part is done (it then waits for every peer to
+ * publish the same descriptor before it reports success: verify_peers). A peer whose
+ * AllReduce, AllGather or ReduceScatter completes never needs to publish: it received from
+ * every rank, each slice checked. So the fast path pays nothing but the rooted test at the
+ * end. */
 
 /* The first peer that published a different descriptor for this very operation: its error
  * (ncclInvalidUsage naming the field, the values and the rank), else ncclSuccess. *behind
@@ -280,6 +282,7 @@ __attribute__((cold, noinline)) static ncclResult_t verify_start(struct tt_task 
     }
     t->verifying = true;
     if (t->st->team == NULL) tt_algo_agree_start(&t->op);
+    else tt_team_publish_desc(t->st->team, &t->op.desc);
     return verify(t, b, progressed, hint);
 }
 
@@ -294,8 +297,6 @@ static inline ncclResult_t task_progress(struct tt_task *t, struct tt_batch *b,
         if (failed != ncclSuccess) return task_not_run(t, b, failed);
         t->started = true;
         tt_algo_op_start(&t->op);
-        if (t->st->team != NULL && t->op.coll < TT_COLL_SEND)
-            tt_team_publish_desc(t->st->team, &t->op.desc);
         if (__builtin_expect(t->op.trace != NULL, 0)) trace_op_start(t);
     }
     if (__builtin_expect(t->verifying, 0)) return verify(t, b, progressed, hint);
@@ -410,6 +411,7 @@ ncclResult_t tt_engine_check_stall(struct tt_batch *b)
             /* A stalled collective may wait for what a peer that chose another algorithm (it
              * passed another count, say) never sends: compare the peers' descriptors. */
             if (t->started && t->op.coll < TT_COLL_SEND) {
+                if (t->st->team != NULL) tt_team_publish_desc(t->st->team, &t->op.desc);
                 int behind;
                 ncclResult_t res = t->st->team != NULL ? peers_disagree(t, &behind)
                                                        : tt_algo_peek_mismatch(&t->op);

@@ -37,9 +37,9 @@ struct tt_team_info {
 
 struct tt_team_region;
 
-/* The descriptor of the collective a member runs now, published in a cache line of its mailbox
- * of its own (peers read it only when they stall or verify, so it costs the owner a few stores
- * to a line nobody else touches on the fast path). A sequence lock: `seq` is the ticket + 1
+/* The descriptor of a collective a member runs, published in a cache line of its mailbox of
+ * its own when the collective stalls or verifies its peers (core/engine.c): never on the fast
+ * path. A sequence lock: `seq` is the ticket + 1
  * once the words hold that ticket's descriptor, 0 while they change. */
 struct tt_team_desc_line {
     _Atomic uint64_t seq;
@@ -70,7 +70,7 @@ static inline const struct tt_team_hot *tt_team_hot_c(const struct tt_team *h)
     return (const struct tt_team_hot *)(const void *)h;
 }
 
-/* Publishes the descriptor of the collective this member starts (its ticket on the ring lane:
+/* Publishes the descriptor of the collective this member runs (its ticket on the ring lane:
  * equal on every rank for the same operation). */
 static inline void tt_team_publish_desc(struct tt_team *h, const struct tt_op_desc *d)
 {
