@@ -288,6 +288,7 @@ ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *
     comm->st.nranks = nranks;
     comm->id = atomic_fetch_add(&next_comm_id, 1);
     comm->st.timeout_ms = tt_param_timeout_ms();
+    comm->st.check_rooted = tt_param_check_rooted() != 0;
     comm->st.init_result = ncclSuccess;
     atomic_init(&comm->st.async_error, ncclSuccess);
     atomic_init(&comm->st.abort, 0);

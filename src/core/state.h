@@ -44,6 +44,7 @@ struct tt_comm_state {
     int rank;
     int nranks;
     int64_t timeout_ms;         /* TUTTI_TIMEOUT_MS: a stall longer than this fails */
+    bool check_rooted;          /* TUTTI_CHECK_ROOTED: rooted collectives verify their peers */
     _Atomic uint32_t spin_limit; /* polls before a blocked wait yields, adapted (core/engine.c) */
     uint32_t spin_max;           /* its ceiling */
     /* When this rank last moved a thread off a peer's CPU (core/engine.c). */
