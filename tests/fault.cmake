@@ -40,17 +40,19 @@ add_test(NAME fault_abort_cycles_soak COMMAND fault_abort --cycles 200)
 set_tests_properties(fault_abort_cycles_soak PROPERTIES LABELS soak TIMEOUT 1200)
 
 # Arguments that differ across ranks (count, datatype, operator, root, collective) at 8 B, 1 MiB
-# and 64 MiB: ncclInvalidUsage on every rank, over shared memory at 2 and 3 ranks and over TCP at
-# 2 (see docs/semantics.md for TCP with more ranks).
+# and 64 MiB: ncclInvalidUsage on every rank, over shared memory and over TCP (NCCL_SHM_DISABLE=1)
+# at 2 and 3 ranks. A few seconds each; 4 ranks under soak.
 if(TARGET tutti-run)
   tutti_fault_program(fault_mismatch)
-  foreach(cfg "n2_shm;2;" "n3_shm;3;" "n2_tcp;2;NCCL_SHM_DISABLE=1")
+  foreach(cfg "n2_shm;2;fault;" "n3_shm;3;fault;" "n2_tcp;2;fault;NCCL_SHM_DISABLE=1"
+              "n3_tcp;3;fault;NCCL_SHM_DISABLE=1" "n4_shm;4;soak;" "n4_tcp;4;soak;NCCL_SHM_DISABLE=1")
     list(GET cfg 0 name)
     list(GET cfg 1 n)
-    list(GET cfg 2 extra)
+    list(GET cfg 2 label)
+    list(GET cfg 3 extra)
     add_test(NAME fault_mismatch_${name}
              COMMAND $<TARGET_FILE:tutti-run> -n ${n} --timeout 170 $<TARGET_FILE:fault_mismatch>)
-    set_tests_properties(fault_mismatch_${name} PROPERTIES LABELS fault TIMEOUT 180
+    set_tests_properties(fault_mismatch_${name} PROPERTIES LABELS ${label} TIMEOUT 180
                          ENVIRONMENT "TUTTI_TIMEOUT_MS=20000;${extra}")
   endforeach()
 endif()

@@ -7,6 +7,7 @@
 #include "algo/algo.h"
 #include "algo/coll.h"
 #include "reduce/reduce.h"
+#include "transport/wire.h"
 #include "util/err.h"
 #include "util/trace.h"
 
@@ -142,6 +143,113 @@ ncclResult_t tt_algo_desc_mismatch(const struct tt_op *op, const struct tt_op_de
 {
     /* A receive matches a send of another collective code: only the fields it compares. */
     return desc_mismatch(op, got, peer);
+}
+
+/* ---- The rooted collectives' agreement, and the stalled op's look at unread frames ---- */
+
+#define AGREE_BYTES (TT_WIRE_DESC_BYTES + 4)
+
+struct agree_state {
+    int step;              /* steps done, of nranks - 1 */
+    bool sent;             /* this step's frame is committed */
+    int32_t origin;        /* whose descriptor goes out next */
+    struct tt_op_desc fwd; /* ... and the descriptor */
+};
+
+void tt_algo_agree_start(struct tt_op *op)
+{
+    struct agree_state *a = TT_ALGO_STATE(op, struct agree_state);
+    *a = (struct agree_state){.origin = op->rank, .fwd = op->desc};
+}
+
+ncclResult_t tt_algo_agree_step(struct tt_op *op, bool *done, bool *progressed,
+                                struct tt_wait_hint *hint)
+{
+    struct agree_state *a = TT_ALGO_STATE(op, struct agree_state);
+    struct tt_conn *send = op->env->ring_send, *recv = op->env->ring_recv;
+    *done = false;
+    op->waiting = TT_OP_WAIT_NONE;
+    while (a->step < op->nranks - 1) {
+        if (!a->sent) {
+            void *out = NULL;
+            TT_TRY(send->transport->send_acquire(send, &out, hint));
+            if (out == NULL) {
+                op->waiting = TT_OP_WAIT_CREDIT;
+                op->waiting_peer = send->peer;
+                return ncclSuccess;
+            }
+            tt_wire_put_desc(out, &a->fwd);
+            tt_wire_put_u32((uint8_t *)out + TT_WIRE_DESC_BYTES, (uint32_t)a->origin);
+            TT_TRY(send->transport->send_commit(send, AGREE_BYTES, &op->desc));
+            a->sent = true;
+            *progressed = true;
+        }
+        const void *in = NULL;
+        size_t bytes = 0;
+        struct tt_op_desc got;
+        TT_TRY(recv->transport->recv_peek(recv, &in, &bytes, &got, hint));
+        if (in == NULL) {
+            op->waiting = TT_OP_WAIT_DATA;
+            op->waiting_peer = recv->peer;
+            return ncclSuccess;
+        }
+        TT_TRY(tt_algo_check_desc(op, &got, recv->peer));
+        if (bytes != AGREE_BYTES)
+            return TT_ERROR(ncclInvalidUsage,
+                            "%s: rank %d sent a slice of %zu bytes where this rank, done with "
+                            "its part, expected the ranks' descriptors: the ranks disagree on "
+                            "the operation", tt_coll_name((enum tt_coll)op->coll), recv->peer,
+                            bytes);
+        tt_wire_get_desc(in, &a->fwd);
+        a->origin = (int32_t)tt_wire_get_u32((const uint8_t *)in + TT_WIRE_DESC_BYTES);
+        TT_TRY(recv->transport->recv_release(recv));
+        if (a->origin < 0 || a->origin >= op->nranks) a->origin = recv->peer;
+        TT_TRY(tt_algo_check_desc(op, &a->fwd, a->origin));
+        a->sent = false;
+        a->step++;
+        *progressed = true;
+    }
+    if (!send->transport->send_idle(send)) {
+        if (send->transport->progress) TT_TRY(send->transport->progress(send));
+        if (!send->transport->send_idle(send)) {
+            op->waiting = TT_OP_WAIT_FLUSH;
+            op->waiting_peer = send->peer;
+            return ncclSuccess;
+        }
+    }
+    *done = true;
+    return ncclSuccess;
+}
+
+static ncclResult_t peek_one(struct tt_op *op, struct tt_conn *c)
+{
+    const void *in = NULL;
+    size_t bytes = 0;
+    struct tt_op_desc got;
+    struct tt_wait_hint hint;
+    tt_wait_hint_clear(&hint);
+    TT_TRY(c->transport->recv_peek(c, &in, &bytes, &got, &hint));
+    if (in == NULL || got.ticket != op->desc.ticket) return ncclSuccess;
+    return tt_algo_check_desc(op, &got, c->peer);
+}
+
+ncclResult_t tt_algo_peek_mismatch(struct tt_op *op)
+{
+    const struct tt_algo_env *env = op->env;
+    if (env == NULL) return ncclSuccess;
+    if (env->ring_recv != NULL && env->ring_recv->transport != NULL)
+        TT_TRY(peek_one(op, env->ring_recv));
+    /* A receiver that failed may have said why up the stream (a sender waits for it). */
+    struct tt_conn *send = env->ring_send;
+    if (send != NULL && send->transport != NULL && send->transport->peer_error)
+        TT_TRY(send->transport->peer_error(send));
+    for (int r = 0; env->tree != NULL && r < op->nranks; r++) {
+        struct tt_tree_link *l = &env->tree[r];
+        if (l->recv_ready) TT_TRY(peek_one(op, &l->recv));
+        if (l->send_ready && l->send.transport->peer_error)
+            TT_TRY(l->send.transport->peer_error(&l->send));
+    }
+    return ncclSuccess;
 }
 
 void tt_algo_trace_record(struct tt_op *op, const char *name, int send_to, int recv_from,

@@ -278,6 +278,29 @@ static inline ncclResult_t tt_algo_check_desc(const struct tt_op *op,
     return tt_algo_desc_mismatch(op, got, peer);
 }
 
+/* Mismatches the data does not show (docs/semantics.md, "Mismatched arguments"), over the
+ * connections, for communicators without a local team spanning them (the engine compares the
+ * team's published descriptors otherwise):
+ *
+ * A rooted collective (Broadcast, Reduce) leaves some ranks receiving nothing from a rank that
+ * differs, so once its own part is done every rank passes the descriptors around the ring
+ * (tt_algo_agree_start, then tt_algo_agree_step until *done): n-1 steps, each sends one
+ * 28-byte frame (the descriptor of the rank it came from, and that rank) to the ring successor
+ * and takes one from the predecessor, so each rank compares every rank's descriptor before it
+ * reports success. The frames carry the op's descriptor like any slice, so a peer that runs
+ * another collective fails on the first of them. It costs a rooted collective n-1 hops of
+ * small frames over the network.
+ *
+ * A stalled collective may wait for what a peer that chose another algorithm or another root
+ * never sends, while that peer's frames for the same operation sit unread on another of its
+ * connections: tt_algo_peek_mismatch looks at the oldest unread frame of every collective
+ * connection the op's environment holds (without consuming it), and returns the mismatch it
+ * shows, if any. Slow path only, on the thread that drives the collectives. */
+void tt_algo_agree_start(struct tt_op *op);
+ncclResult_t tt_algo_agree_step(struct tt_op *op, bool *done, bool *progressed,
+                                struct tt_wait_hint *hint);
+ncclResult_t tt_algo_peek_mismatch(struct tt_op *op);
+
 /* The primitive executor (algo/prims.c): the `step` of every algorithm that is a schedule of
  * primitives (op->next). */
 ncclResult_t tt_prims_step(struct tt_op *op, bool *done, bool *progressed,

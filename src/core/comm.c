@@ -183,6 +183,25 @@ static void shutdown_conns(void *arg)
     pthread_mutex_unlock(&comm->bootstrap_lock);
 }
 
+/* A collective failed on this rank (its thread calls, before shutdown_conns): the peers at the
+ * other end of the collectives' connections, both ways, read why, and fail with the same
+ * code. */
+static void tell_coll_peers(void *arg, ncclResult_t res, const char *reason)
+{
+    struct ncclComm *comm = arg;
+    struct tt_conn *ring[2] = {&comm->ring.send, &comm->ring.recv};
+    for (int i = 0; i < 2; i++)
+        if (ring[i]->transport && ring[i]->transport->fail_notify)
+            ring[i]->transport->fail_notify(ring[i], (int)res, reason);
+    for (int r = 0; comm->tree_ready && r < comm->st.nranks; r++) {
+        struct tt_tree_link *l = &comm->tree[r];
+        if (l->send_ready && l->send.transport->fail_notify)
+            l->send.transport->fail_notify(&l->send, (int)res, reason);
+        if (l->recv_ready && l->recv.transport->fail_notify)
+            l->recv.transport->fail_notify(&l->recv, (int)res, reason);
+    }
+}
+
 /* Everything init does after the communicator exists: bootstrap, peers, ring, barrier. */
 static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
 {
@@ -212,6 +231,7 @@ static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
         comm->tree_ready = true;
     }
     comm->st.on_fail = shutdown_conns;
+    comm->st.on_coll_error = tell_coll_peers;
     comm->st.on_fail_arg = comm;
     /* What the algorithms bind to; the engine's view of the team only where it spans. */
     if (comm->team_spans) comm->st.team = comm->team;
@@ -270,6 +290,7 @@ ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *
     comm->st.nranks = nranks;
     comm->id = atomic_fetch_add(&next_comm_id, 1);
     comm->st.timeout_ms = tt_param_timeout_ms();
+    comm->st.check_rooted = tt_param_check_rooted() != 0;
     comm->st.init_result = ncclSuccess;
     atomic_init(&comm->st.async_error, ncclSuccess);
     atomic_init(&comm->st.abort, 0);

@@ -192,8 +192,98 @@ __attribute__((cold, noinline)) static ncclResult_t task_failed(struct tt_task *
                    tt_coll_name(t->op.coll), (unsigned long long)t->seq, t->op.count,
                    tt_dtype_name(t->op.redop.dtype), st->rank,
                    cause[0] ? cause : "(no cause recorded)");
+    /* Only this thread drives the collectives' connections now (their lane is its own). */
+    if (t->op.coll < TT_COLL_SEND && st->on_coll_error != NULL &&
+        tt_state_error(st) == ncclSuccess)
+        st->on_coll_error(st->on_fail_arg, res, tt_error_last());
     task_finish(t, b, res);
     return res;
+}
+
+/* ---- Mismatches the connections cannot see (docs/semantics.md, "Mismatched arguments") ----
+ *
+ * Two kinds of mismatch pass every receiver's check: one that leaves some rank receiving
+ * nothing from the rank that differs (a Broadcast whose ranks disagree on the root, a Reduce
+ * against an AllReduce), and one that makes the ranks choose different algorithms, so each
+ * waits for something the other never sends. Where the local team spans the communicator, a
+ * rank publishes the descriptor of its collective in its mailbox (one line of its own) only
+ * where one of them can show: when a collective has stalled for a millisecond (it then
+ * compares its peers' published descriptors: ranks that chose different algorithms both
+ * stall), and when a rooted collective's own part is done (it then waits for every peer to
+ * publish the same descriptor before it reports success: verify_peers). A peer whose
+ * AllReduce, AllGather or ReduceScatter completes never needs to publish: it received from
+ * every rank, each slice checked. So the fast path pays nothing but the rooted test at the
+ * end. */
+
+/* The first peer that published a different descriptor for this very operation: its error
+ * (ncclInvalidUsage naming the field, the values and the rank), else ncclSuccess. *behind
+ * counts the peers that have not published this operation (or a later one) yet. */
+__attribute__((cold, noinline)) static ncclResult_t peers_disagree(const struct tt_task *t,
+                                                                   int *behind)
+{
+    *behind = 0;
+    for (int p = 0; p < t->st->nranks; p++) {
+        if (p == t->st->rank) continue;
+        struct tt_op_desc d;
+        if (!tt_team_peer_desc(t->st->team, p, &d) || d.ticket < t->op.desc.ticket) {
+            (*behind)++;
+            continue;
+        }
+        if (d.ticket > t->op.desc.ticket) continue; /* it finished this one: it agreed */
+        ncclResult_t res = tt_algo_check_desc(&t->op, &d, p);
+        if (res != ncclSuccess) return res;
+    }
+    return ncclSuccess;
+}
+
+/* A rooted collective whose own part is done: it succeeds once every peer has published the
+ * same descriptor (waiting, like any wait, for peers that have not started it yet), fails
+ * with ncclInvalidUsage if one published another. */
+__attribute__((cold, noinline)) static ncclResult_t verify_peers(struct tt_task *t,
+                                                                 struct tt_batch *b,
+                                                                 bool *progressed)
+{
+    int behind;
+    ncclResult_t res = peers_disagree(t, &behind);
+    if (res != ncclSuccess) return task_failed(t, b, res);
+    if (behind > 0) return ncclSuccess;
+    task_finish(t, b, ncclSuccess);
+    *progressed = true;
+    return ncclSuccess;
+}
+
+/* Over the network (no team spans the communicator), the descriptors go around the ring
+ * instead (algo.h, tt_algo_agree_step). */
+__attribute__((cold, noinline)) static ncclResult_t verify(struct tt_task *t, struct tt_batch *b,
+                                                           bool *progressed,
+                                                           struct tt_wait_hint *hint)
+{
+    if (t->st->team != NULL) return verify_peers(t, b, progressed);
+    bool done = false;
+    ncclResult_t res = tt_algo_agree_step(&t->op, &done, progressed, hint);
+    if (res != ncclSuccess) return task_failed(t, b, res);
+    if (done) {
+        task_finish(t, b, ncclSuccess);
+        *progressed = true;
+    }
+    return ncclSuccess;
+}
+
+__attribute__((cold, noinline)) static ncclResult_t verify_start(struct tt_task *t,
+                                                                 struct tt_batch *b,
+                                                                 bool *progressed,
+                                                                 struct tt_wait_hint *hint)
+{
+    if (t->st->team == NULL && (t->op.env == NULL || t->op.env->ring_send == NULL ||
+                                t->op.env->ring_recv == NULL)) {
+        task_finish(t, b, ncclSuccess);
+        *progressed = true;
+        return ncclSuccess;
+    }
+    t->verifying = true;
+    if (t->st->team == NULL) tt_algo_agree_start(&t->op);
+    else tt_team_publish_desc(t->st->team, &t->op.desc);
+    return verify(t, b, progressed, hint);
 }
 
 static inline ncclResult_t task_progress(struct tt_task *t, struct tt_batch *b,
@@ -209,11 +299,15 @@ static inline ncclResult_t task_progress(struct tt_task *t, struct tt_batch *b,
         tt_algo_op_start(&t->op);
         if (__builtin_expect(t->op.trace != NULL, 0)) trace_op_start(t);
     }
+    if (__builtin_expect(t->verifying, 0)) return verify(t, b, progressed, hint);
     bool done = false, moved = false;
     ncclResult_t res = tt_algo_op_progress(&t->op, &done, &moved, hint);
     if (res != ncclSuccess) return task_failed(t, b, res);
     if (moved) *progressed = true;
     if (done) {
+        if ((t->op.coll == TT_COLL_BROADCAST || t->op.coll == TT_COLL_REDUCE) &&
+            t->st->check_rooted && t->st->nranks > 1)
+            return verify_start(t, b, progressed, hint);
         task_finish(t, b, ncclSuccess);
         *progressed = true;
     }
@@ -314,6 +408,15 @@ ncclResult_t tt_engine_check_stall(struct tt_batch *b)
                 .peer = t->started ? t->op.waiting_peer : p2p_task ? t->peer : -1,
                 .since_ns = b->last_progress_ns};
             tt_state_flight_record(t->st, &t->flight_slot, &entry);
+            /* A stalled collective may wait for what a peer that chose another algorithm (it
+             * passed another count, say) never sends: compare the peers' descriptors. */
+            if (t->started && t->op.coll < TT_COLL_SEND) {
+                if (t->st->team != NULL) tt_team_publish_desc(t->st->team, &t->op.desc);
+                int behind;
+                ncclResult_t res = t->st->team != NULL ? peers_disagree(t, &behind)
+                                                       : tt_algo_peek_mismatch(&t->op);
+                if (res != ncclSuccess) return batch_fail(b, task_failed(t, b, res));
+            }
             if (entry.peer >= 0) {
                 tt_team_set_waiting(t->st->team, entry.peer);
                 b->published_wait = true;

@@ -53,6 +53,7 @@ struct tt_task {
     uint64_t seq;
     bool started;
     bool done;
+    bool verifying;       /* its part is done; it checks that every peer ran the same op */
     bool heap;            /* allocated on the heap (freed with its batch) */
     int flight_slot;      /* its flight recorder slot + 1 while recorded stalled, else 0 */
     ncclResult_t result;

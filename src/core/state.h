@@ -44,6 +44,7 @@ struct tt_comm_state {
     int rank;
     int nranks;
     int64_t timeout_ms;         /* TUTTI_TIMEOUT_MS: a stall longer than this fails */
+    bool check_rooted;          /* TUTTI_CHECK_ROOTED: rooted collectives verify their peers */
     _Atomic uint32_t spin_limit; /* polls before a blocked wait yields, adapted (core/engine.c) */
     uint32_t spin_max;           /* its ceiling */
     /* When this rank last moved a thread off a peer's CPU (core/engine.c). */
@@ -62,6 +63,10 @@ struct tt_comm_state {
      * its connections that it is gone (core/comm.c shuts its sockets down). */
     void (*on_fail)(void *arg);
     void *on_fail_arg;
+    /* Called by the thread that ran a failed collective, before tt_state_fail, with its
+     * error: the communicator tells the peers across sockets the code and why (core/comm.c:
+     * an error frame on the collectives' connections), so that they report the same. */
+    void (*on_coll_error)(void *arg, ncclResult_t res, const char *reason);
 };
 
 /* Records or updates a stalled operation; *slot is 0 before its first record and the slot + 1

@@ -25,7 +25,12 @@
  *     8 the operation's descriptor (struct tt_op_desc): u64 ticket | u64 count | u32 root |
  *     u8 coll | u8 dtype | u16 op | payload
  * A frame whose length or check word is wrong is a ncclRemoteError and closes the connection;
- * its payload is never handed out. */
+ * its payload is never handed out. A sender whose communicator fails ends its stream with an
+ * error frame: check word (k mod 2^32) XOR TCP_ERROR_MAGIC, the descriptor's count holding the
+ * ncclResult_t it failed with (2..7), and its reason (at most TCP_ERROR_BYTES, not
+ * terminated) as the payload; the receiver fails with that code and reason. A receiver whose
+ * communicator fails writes one such frame (frame number 0) back up socket 0, which otherwise
+ * carries nothing that way: a sender stalled on a receiver that stopped reading learns why. */
 #include <endian.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -51,6 +56,10 @@
 #define TCP_INFO_MAGIC 0x6f666e6970637474ull  /* "ttcpinfo" */
 #define TCP_HELLO_MAGIC 0x6f6c6c6568706374ull /* "tcphello" */
 #define TCP_FRAME_MAGIC 0x54544652u           /* "RFTT" */
+#define TCP_ERROR_MAGIC 0x54544552u           /* "RETT": the stream's last frame, an error */
+#define TCP_ERROR_BYTES 255
+/* How long a failing sender pushes its error frame at a peer that reads slowly. */
+#define TCP_ERROR_FLUSH_NS 50000000ull
 #define TCP_HELLO_BYTES 40
 #define TCP_FRAME_HEADER_BYTES 32
 /* Accepted sockets whose connection has not asked for them yet; one more evicts the oldest
@@ -98,6 +107,8 @@ struct tcp_sock {
     uint64_t next;
     size_t tx_off;
     bool eof; /* receiver: the peer closed between two frames */
+    bool rx_err; /* receiver: the frame being read is the peer's error frame */
+    char rx_err_text[TCP_ERROR_BYTES + 1];
     uint8_t rx_hdr[TCP_FRAME_HEADER_BYTES];
     size_t rx_hdr_got;
     bool rx_have_len;
@@ -120,6 +131,9 @@ struct tcp_conn {
     uint64_t posted;
     uint64_t done;
     uint8_t tx_hdr[TT_CONN_SLOTS][TCP_FRAME_HEADER_BYTES];
+    /* Sender: the receiver's error frame read back up socket 0 so far (see peer_error). */
+    uint8_t back[TCP_FRAME_HEADER_BYTES + TCP_ERROR_BYTES + 1];
+    size_t back_got;
     struct tt_op_desc desc[TT_CONN_SLOTS]; /* receiver: each complete frame's descriptor */
 };
 
@@ -580,6 +594,41 @@ static ncclResult_t flush(struct tt_conn *conn, struct tcp_conn *tc)
     return ncclSuccess;
 }
 
+/* Receiver: the rest of the peer's error frame (sk->rx_len bytes of reason), then the stream
+ * fails with the code it carries. Bounded: the peer wrote the frame whole before it shut its
+ * side down, so the bytes are here or on their way; a peer that never sends them is a closed
+ * connection like any other. */
+static ncclResult_t read_error_frame(struct tt_conn *conn, struct tcp_conn *tc,
+                                     struct tcp_sock *sk)
+{
+    uint64_t deadline = tt_time_ns() + TCP_ERROR_FLUSH_NS;
+    while (sk->rx_got < sk->rx_len) {
+        ssize_t n = recv(sk->fd, sk->rx_err_text + sk->rx_got, sk->rx_len - sk->rx_got,
+                         MSG_DONTWAIT);
+        if (n > 0) {
+            sk->rx_got += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (tt_time_ns() >= deadline) return ncclSuccess; /* later */
+            struct pollfd pfd = {.fd = sk->fd, .events = POLLIN, .revents = 0};
+            poll(&pfd, 1, 1);
+            continue;
+        }
+        break; /* closed or broken: report what arrived */
+    }
+    sk->rx_err_text[sk->rx_got] = '\0';
+    /* The peer's words: only a code NCCL defines for a failure, printable text. */
+    int code = (int)sk->rx_desc.count;
+    if (code < ncclUnhandledCudaError || code > ncclRemoteError || code == ncclInProgress)
+        code = ncclRemoteError;
+    for (size_t i = 0; i < sk->rx_got; i++)
+        if (sk->rx_err_text[i] < 0x20 || sk->rx_err_text[i] > 0x7e) sk->rx_err_text[i] = '?';
+    return fail(tc, TT_ERROR((ncclResult_t)code, "peer rank %d failed: %s", conn->peer,
+                             sk->rx_err_text));
+}
+
 /* Receiver: read socket sk's frames into their staging slots until the socket is empty or the
  * slot of its next frame is still held (frames sk->next, sk->next + nsocks, ...). Each read asks
  * for the rest of the current frame's payload together with the next frame's header, so a
@@ -594,6 +643,8 @@ static ncclResult_t fill_sock(struct tt_conn *conn, struct tcp_conn *tc, struct 
             uint32_t len = tt_wire_get_u32(sk->rx_hdr);
             uint32_t check = tt_wire_get_u32(sk->rx_hdr + 4);
             uint32_t want = (uint32_t)sk->next ^ TCP_FRAME_MAGIC;
+            sk->rx_err = check == ((uint32_t)sk->next ^ TCP_ERROR_MAGIC) && len <= TCP_ERROR_BYTES;
+            if (sk->rx_err) check = want;
             if (len > conn->slot_bytes || check != want)
                 return fail(tc, TT_ERROR(ncclRemoteError,
                                          "tcp: peer rank %d sent a bad frame header (frame "
@@ -607,6 +658,9 @@ static ncclResult_t fill_sock(struct tt_conn *conn, struct tcp_conn *tc, struct 
             sk->rx_hdr_got = 0;
             sk->rx_got = 0;
         }
+        /* The peer's error frame is read beside the slots (they may all be held): it ends the
+         * stream with the peer's code and reason. */
+        if (sk->rx_have_len && sk->rx_err) return read_error_frame(conn, tc, sk);
         if (sk->next >= tc->done + TT_CONN_SLOTS) return ncclSuccess; /* its slot is held */
         if (sk->rx_have_len && sk->rx_got == sk->rx_len) {
             unsigned s = (unsigned)(sk->next % TT_CONN_SLOTS);
@@ -729,6 +783,9 @@ static ncclResult_t tcp_recv_peek(struct tt_conn *conn, const void **data, size_
     if (tc->failed != ncclSuccess) return tc->failed;
     /* Read only when nothing is waiting: a full ring costs no system call per message. */
     if (tc->posted == tc->done) TT_TRY(fill(conn, tc, true));
+    /* The peer may have said why it left on another of its sockets (an error frame). */
+    if (tc->posted == tc->done && sock_of(tc, tc->done)->eof && tc->nsocks > 1)
+        TT_TRY(fill(conn, tc, false));
     if (tc->posted == tc->done && sock_of(tc, tc->done)->eof)
         return fail(tc, TT_ERROR(ncclRemoteError,
                                  "tcp: peer rank %d closed the connection (after frame %" PRIu64
@@ -777,6 +834,96 @@ static void tcp_shutdown(struct tt_conn *conn)
         if (tc->socks[k].fd >= 0) shutdown(tc->socks[k].fd, SHUT_WR);
 }
 
+/* An error frame after everything committed, pushed for at most TCP_ERROR_FLUSH_NS (the
+ * caller shuts the sockets down next). Nothing when the ring is full and stays so: the peer
+ * then sees the connection closed. */
+static void encode_error(uint8_t *hdr, uint64_t frame, int code, size_t len)
+{
+    struct tt_op_desc d = {.count = (uint64_t)code};
+    tt_wire_put_u32(hdr, (uint32_t)len);
+    tt_wire_put_u32(hdr + 4, (uint32_t)frame ^ TCP_ERROR_MAGIC);
+    tt_wire_put_desc(hdr + 8, &d);
+}
+
+static void tcp_fail_notify(struct tt_conn *conn, int code, const char *reason)
+{
+    struct tcp_conn *tc = conn->priv;
+    if (tc == NULL || tc->failed != ncclSuccess) return;
+    if (conn->dir != TT_CONN_SEND) {
+        /* Back up the stream: one small write into an empty direction, never blocking. */
+        uint8_t frame[TCP_FRAME_HEADER_BYTES + TCP_ERROR_BYTES];
+        size_t len = strnlen(reason != NULL ? reason : "", TCP_ERROR_BYTES);
+        encode_error(frame, 0, code, len);
+        memcpy(frame + TCP_FRAME_HEADER_BYTES, reason != NULL ? reason : "", len);
+        if (tc->socks[0].fd >= 0)
+            (void)!send(tc->socks[0].fd, frame, TCP_FRAME_HEADER_BYTES + len,
+                        MSG_NOSIGNAL | MSG_DONTWAIT);
+        return;
+    }
+    uint64_t deadline = tt_time_ns() + TCP_ERROR_FLUSH_NS;
+    for (;;) {
+        if (flush(conn, tc) != ncclSuccess) return;
+        if (tc->posted - tc->done < TT_CONN_SLOTS || tt_time_ns() >= deadline) break;
+        struct pollfd pfd = {.fd = sock_of(tc, tc->done)->fd, .events = POLLOUT, .revents = 0};
+        poll(&pfd, 1, 1);
+    }
+    if (tc->posted - tc->done == TT_CONN_SLOTS) return;
+    size_t len = strnlen(reason != NULL ? reason : "", TCP_ERROR_BYTES);
+    if (len > conn->slot_bytes) len = conn->slot_bytes;
+    unsigned s = (unsigned)(tc->posted % TT_CONN_SLOTS);
+    memcpy(slot_of(conn, tc, tc->posted), reason != NULL ? reason : "", len);
+    tc->len[s] = (uint32_t)len;
+    encode_error(tc->tx_hdr[s], tc->posted, code, len);
+    tc->posted++;
+    while (flush(conn, tc) == ncclSuccess && tc->done < tc->posted && tt_time_ns() < deadline) {
+        struct pollfd pfd = {.fd = sock_of(tc, tc->done)->fd, .events = POLLOUT, .revents = 0};
+        poll(&pfd, 1, 1);
+    }
+}
+
+/* Sender: the receiver's error frame, read back from socket 0 (whatever else arrives there is
+ * a broken stream). */
+static ncclResult_t tcp_peer_error(struct tt_conn *conn)
+{
+    struct tcp_conn *tc = conn->priv;
+    if (tc == NULL) return ncclSuccess;
+    if (tc->failed != ncclSuccess) return tc->failed;
+    if (conn->dir != TT_CONN_SEND || tc->socks[0].fd < 0) return ncclSuccess;
+    for (;;) {
+        size_t want = TCP_FRAME_HEADER_BYTES;
+        if (tc->back_got >= TCP_FRAME_HEADER_BYTES) {
+            uint32_t len = tt_wire_get_u32(tc->back);
+            if (len > TCP_ERROR_BYTES ||
+                tt_wire_get_u32(tc->back + 4) != (0u ^ TCP_ERROR_MAGIC))
+                return fail(tc, TT_ERROR(ncclRemoteError,
+                                         "tcp: peer rank %d sent bytes up a send connection "
+                                         "that are no error frame; closing the connection",
+                                         conn->peer));
+            want += len;
+            if (tc->back_got == want) break;
+        }
+        ssize_t n = recv(tc->socks[0].fd, tc->back + tc->back_got, want - tc->back_got,
+                         MSG_DONTWAIT);
+        if (n > 0) {
+            tc->back_got += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        return ncclSuccess; /* nothing (more) yet, or closed: the data path reports that */
+    }
+    struct tt_op_desc d;
+    tt_wire_get_desc(tc->back + 8, &d);
+    int code = (int)d.count;
+    if (code < ncclUnhandledCudaError || code > ncclRemoteError || code == ncclInProgress)
+        code = ncclRemoteError;
+    char *text = (char *)tc->back + TCP_FRAME_HEADER_BYTES;
+    size_t len = tc->back_got - TCP_FRAME_HEADER_BYTES;
+    for (size_t i = 0; i < len; i++)
+        if (text[i] < 0x20 || text[i] > 0x7e) text[i] = '?';
+    text[len] = '\0';
+    return fail(tc, TT_ERROR((ncclResult_t)code, "peer rank %d failed: %s", conn->peer, text));
+}
+
 /* Any peer. */
 static bool tcp_can_reach(const struct tt_reach *r)
 {
@@ -797,5 +944,7 @@ const struct tt_transport tt_transport_tcp = {
     .recv_release = tcp_recv_release,
     .progress = tcp_progress,
     .shutdown = tcp_shutdown,
+    .fail_notify = tcp_fail_notify,
+    .peer_error = tcp_peer_error,
     .ctx_fini = tcp_ctx_fini,
 };

@@ -42,6 +42,8 @@ struct mailbox {
     /* The owner's communicator failed: its first error (ncclResult_t) once set, and why. */
     _Alignas(LINE) _Atomic int32_t failed;
     char reason[TT_TEAM_REASON_BYTES];
+    /* The collective the owner runs now (tt_team_publish_desc), on a line of its own. */
+    _Alignas(LINE) struct tt_team_desc_line desc;
     _Alignas(LINE) unsigned char slots[];
 };
 
@@ -128,6 +130,7 @@ ncclResult_t tt_team_create(int rank, int nranks, uint64_t comm_hash, size_t slo
     if (getrandom(&h->mine->nonce, sizeof h->mine->nonce, 0) != (ssize_t)sizeof(uint64_t))
         h->mine->nonce = comm_hash ^ (uint64_t)getpid();
     h->boxes[rank] = h->mine;
+    h->hot.desc = &h->mine->desc;
     h->hot.mine = h->hot.payload[rank] = h->mine->slots + SLOT_HEADER_BYTES;
     memset(info, 0, sizeof *info);
     snprintf(info->name, sizeof info->name, "%s", h->name);
@@ -459,6 +462,20 @@ int tt_team_peer_failed(const struct tt_team *h, int peer, char *reason, size_t 
     return code;
 }
 
+
+bool tt_team_peer_desc(const struct tt_team *h, int peer, struct tt_op_desc *d)
+{
+    if (h == NULL || peer < 0 || peer >= h->nranks) return false;
+    struct tt_team_desc_line *l = &h->boxes[peer]->desc;
+    uint64_t seq = atomic_load_explicit(&l->seq, memory_order_acquire), w[3];
+    if (seq == 0) return false;
+    for (int i = 0; i < 3; i++) w[i] = atomic_load_explicit(&l->words[i], memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&l->seq, memory_order_relaxed) != seq) return false;
+    memcpy(d, w, sizeof w);
+    /* The peer's memory: believe the ticket only if it agrees with the sequence word. */
+    return d->ticket + 1 == seq;
+}
 
 void tt_team_set_waiting(struct tt_team *h, int peer)
 {

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "nccl.h"
 #include "transport/transport.h"
@@ -36,6 +37,16 @@ struct tt_team_info {
 
 struct tt_team_region;
 
+/* The descriptor of a collective a member runs, published in a cache line of its mailbox of
+ * its own when the collective stalls or verifies its peers (core/engine.c): never on the fast
+ * path. A sequence lock: `seq` is the ticket + 1
+ * once the words hold that ticket's descriptor, 0 while they change. */
+struct tt_team_desc_line {
+    _Atomic uint64_t seq;
+    _Atomic uint64_t words[3]; /* struct tt_op_desc */
+};
+_Static_assert(sizeof(struct tt_op_desc) == 3 * sizeof(uint64_t), "tt_op_desc is 3 words");
+
 /* The part of a team that every small operation reads, first in struct tt_team (team.c owns
  * the rest) so that the slot and sequence bookkeeping below is inline on OneShot's path rather
  * than a call each (about a dozen calls on an 8-byte AllReduce). Read it through the functions
@@ -47,6 +58,7 @@ struct tt_team_hot {
     uint64_t op_index;       /* operations begun so far */
     uint64_t seen_all;       /* every peer published this flagged operation */
     uint64_t slot_seq[2];    /* the flagged sequence number of each slot's last user, else 0 */
+    struct tt_team_desc_line *desc; /* this member's published descriptor (in its mailbox) */
 };
 struct tt_team;
 static inline struct tt_team_hot *tt_team_hot(struct tt_team *h)
@@ -57,6 +69,22 @@ static inline const struct tt_team_hot *tt_team_hot_c(const struct tt_team *h)
 {
     return (const struct tt_team_hot *)(const void *)h;
 }
+
+/* Publishes the descriptor of the collective this member runs (its ticket on the ring lane:
+ * equal on every rank for the same operation). */
+static inline void tt_team_publish_desc(struct tt_team *h, const struct tt_op_desc *d)
+{
+    struct tt_team_desc_line *l = tt_team_hot(h)->desc;
+    uint64_t w[3];
+    memcpy(w, d, sizeof w);
+    atomic_store_explicit(&l->seq, 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    for (int i = 0; i < 3; i++) atomic_store_explicit(&l->words[i], w[i], memory_order_relaxed);
+    atomic_store_explicit(&l->seq, d->ticket + 1, memory_order_release);
+}
+/* The descriptor `peer` published last, into *d: false when it has published none or is
+ * changing it (ask again). Slow path only. */
+bool tt_team_peer_desc(const struct tt_team *h, int peer, struct tt_op_desc *d);
 
 /* Bytes of the reason a failed member leaves in its mailbox. */
 #define TT_TEAM_REASON_BYTES 184

@@ -134,6 +134,16 @@ struct tt_transport {
      * the peer sees the connection closed and fails at once); safe while another thread uses
      * the connection. May be NULL (shared memory: the local team tells the peer instead). */
     void (*shutdown)(struct tt_conn *conn);
+    /* Sender: tell the peer why this side fails (ncclResult_t `code`, a short reason) before
+     * shutdown does: the peer's receives then fail with that code and reason instead of "the
+     * peer closed the connection". Best effort (a peer that reads nothing never sees it), and
+     * only from the thread that drives the connection. May be NULL (shared memory: the local
+     * team's mailboxes carry the reason). */
+    void (*fail_notify)(struct tt_conn *conn, int code, const char *reason);
+    /* Sender: whether the receiver sent back why it failed (fail_notify on a receive
+     * connection answers up the stream): that error, else ncclSuccess. Slow path only (a
+     * stalled sender); may be NULL. */
+    ncclResult_t (*peer_error)(struct tt_conn *conn);
     /* Free per-communicator state kept in the ctx (may be NULL). */
     void (*ctx_fini)(struct tt_transport_ctx *ctx);
 };
