@@ -24,7 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size >= TT_CONN_INFO_BYTES) {
         uint64_t nonce;
         struct sockaddr_storage addr;
-        (void)decode_info(data, 1, &nonce, &addr);
+        int nsocks;
+        (void)decode_info(data, 1, &nonce, &addr, &nsocks);
     }
     if (size >= TCP_HELLO_BYTES) {
         struct tcp_hello h;
@@ -48,7 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         close(sv[1]);
         return 0;
     }
-    tc->fd = sv[0];
+    tc->nsocks = 1; /* one stripe: every frame arrives on the socketpair */
+    tc->socks[0].fd = sv[0];
     conn.priv = tc;
     (void)!write(sv[1], data + 1, size - 1);
     close(sv[1]);
@@ -61,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct tt_wait_hint hint;
         if (tcp_recv_peek(&conn, &msg, &bytes, &desc, &hint) != ncclSuccess) break;
         if (msg == NULL) {
-            if (tc->eof) break;
+            if (tc->socks[0].eof || tc->failed != ncclSuccess) break;
             continue;
         }
         if (bytes > conn.slot_bytes) abort(); /* a frame longer than its slot got through */
