@@ -219,14 +219,17 @@ __attribute__((cold, noinline)) static ncclResult_t task_failed(struct tt_task *
  * (ncclInvalidUsage naming the field, the values and the rank), else ncclSuccess. *behind
  * counts the peers that have not published this operation (or a later one) yet. */
 __attribute__((cold, noinline)) static ncclResult_t peers_disagree(const struct tt_task *t,
-                                                                   int *behind)
+                                                                   int *behind,
+                                                                   struct tt_wait_hint *hint)
 {
     *behind = 0;
     for (int p = 0; p < t->st->nranks; p++) {
         if (p == t->st->rank) continue;
         struct tt_op_desc d;
+        struct tt_wait_hint h;
+        if (hint != NULL) tt_team_peer_desc_hint(t->st->team, p, &h);
         if (!tt_team_peer_desc(t->st->team, p, &d) || d.ticket < t->op.desc.ticket) {
-            (*behind)++;
+            if ((*behind)++ == 0 && hint != NULL) *hint = h; /* sleep on the first behind */
             continue;
         }
         if (d.ticket > t->op.desc.ticket) continue; /* it finished this one: it agreed */
@@ -241,10 +244,11 @@ __attribute__((cold, noinline)) static ncclResult_t peers_disagree(const struct 
  * with ncclInvalidUsage if one published another. */
 __attribute__((cold, noinline)) static ncclResult_t verify_peers(struct tt_task *t,
                                                                  struct tt_batch *b,
-                                                                 bool *progressed)
+                                                                 bool *progressed,
+                                                                 struct tt_wait_hint *hint)
 {
     int behind;
-    ncclResult_t res = peers_disagree(t, &behind);
+    ncclResult_t res = peers_disagree(t, &behind, hint);
     if (res != ncclSuccess) return task_failed(t, b, res);
     if (behind > 0) return ncclSuccess;
     task_finish(t, b, ncclSuccess);
@@ -258,7 +262,7 @@ __attribute__((cold, noinline)) static ncclResult_t verify(struct tt_task *t, st
                                                            bool *progressed,
                                                            struct tt_wait_hint *hint)
 {
-    if (t->st->team != NULL) return verify_peers(t, b, progressed);
+    if (t->st->team != NULL) return verify_peers(t, b, progressed, hint);
     bool done = false;
     ncclResult_t res = tt_algo_agree_step(&t->op, &done, progressed, hint);
     if (res != ncclSuccess) return task_failed(t, b, res);
@@ -281,8 +285,7 @@ __attribute__((cold, noinline)) static ncclResult_t verify_start(struct tt_task 
         return ncclSuccess;
     }
     t->verifying = true;
-    if (t->st->team == NULL) tt_algo_agree_start(&t->op);
-    else tt_team_publish_desc(t->st->team, &t->op.desc);
+    if (t->st->team == NULL) tt_algo_agree_start(&t->op); /* the team's was published at start */
     return verify(t, b, progressed, hint);
 }
 
@@ -297,6 +300,11 @@ static inline ncclResult_t task_progress(struct tt_task *t, struct tt_batch *b,
         if (failed != ncclSuccess) return task_not_run(t, b, failed);
         t->started = true;
         tt_algo_op_start(&t->op);
+        /* A rooted collective publishes its descriptor as it starts, so that its peers' checks
+         * when their own parts are done (verify_peers) find it at once, not a wait later. */
+        if (__builtin_expect(t->op.coll == TT_COLL_BROADCAST || t->op.coll == TT_COLL_REDUCE, 0) &&
+            t->st->team != NULL && t->st->check_rooted && t->st->nranks > 1)
+            tt_team_publish_desc(t->st->team, &t->op.desc);
         if (__builtin_expect(t->op.trace != NULL, 0)) trace_op_start(t);
     }
     if (__builtin_expect(t->verifying, 0)) return verify(t, b, progressed, hint);
@@ -413,7 +421,7 @@ ncclResult_t tt_engine_check_stall(struct tt_batch *b)
             if (t->started && t->op.coll < TT_COLL_SEND) {
                 if (t->st->team != NULL) tt_team_publish_desc(t->st->team, &t->op.desc);
                 int behind;
-                ncclResult_t res = t->st->team != NULL ? peers_disagree(t, &behind)
+                ncclResult_t res = t->st->team != NULL ? peers_disagree(t, &behind, NULL)
                                                        : tt_algo_peek_mismatch(&t->op);
                 if (res != ncclSuccess) return batch_fail(b, task_failed(t, b, res));
             }

@@ -477,6 +477,16 @@ bool tt_team_peer_desc(const struct tt_team *h, int peer, struct tt_op_desc *d)
     return d->ticket + 1 == seq;
 }
 
+void tt_team_peer_desc_hint(const struct tt_team *h, int peer, struct tt_wait_hint *hint)
+{
+    tt_wait_hint_clear(hint);
+    if (h == NULL || peer < 0 || peer >= h->nranks) return;
+    struct tt_team_desc_line *l = &h->boxes[peer]->desc;
+    hint->word = &l->seq;
+    hint->seen = atomic_load_explicit(&l->seq, memory_order_acquire);
+    hint->sleepers = &l->sleepers;
+}
+
 void tt_team_set_waiting(struct tt_team *h, int peer)
 {
     if (h != NULL) atomic_store_explicit(&h->mine->waiting_for, peer, memory_order_relaxed);

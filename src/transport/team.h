@@ -43,6 +43,7 @@ struct tt_team_region;
  * once the words hold that ticket's descriptor, 0 while they change. */
 struct tt_team_desc_line {
     _Atomic uint64_t seq;
+    _Atomic uint32_t sleepers; /* members asleep on seq, waiting for this one to publish */
     _Atomic uint64_t words[3]; /* struct tt_op_desc */
 };
 _Static_assert(sizeof(struct tt_op_desc) == 3 * sizeof(uint64_t), "tt_op_desc is 3 words");
@@ -81,10 +82,15 @@ static inline void tt_team_publish_desc(struct tt_team *h, const struct tt_op_de
     atomic_thread_fence(memory_order_release);
     for (int i = 0; i < 3; i++) atomic_store_explicit(&l->words[i], w[i], memory_order_relaxed);
     atomic_store_explicit(&l->seq, d->ticket + 1, memory_order_release);
+    atomic_thread_fence(memory_order_seq_cst); /* the store before the sleepers' count */
+    tt_wait_wake(&l->seq, &l->sleepers);
 }
 /* The descriptor `peer` published last, into *d: false when it has published none or is
  * changing it (ask again). Slow path only. */
 bool tt_team_peer_desc(const struct tt_team *h, int peer, struct tt_op_desc *d);
+/* Fills `hint` to sleep until `peer` publishes another descriptor (take it before reading the
+ * descriptor with tt_team_peer_desc, so a publication between the two is not slept through). */
+void tt_team_peer_desc_hint(const struct tt_team *h, int peer, struct tt_wait_hint *hint);
 
 /* Bytes of the reason a failed member leaves in its mailbox. */
 #define TT_TEAM_REASON_BYTES 184
