@@ -16,6 +16,11 @@
 /* Few yields: with a CPU-bound stranger on the core, each sched_yield can hand it a whole time
  * slice (milliseconds), while a futex sleep is woken by the publisher within microseconds. */
 #define YIELDS 4
+/* A socket wait polls with a system call (recvmsg), a microsecond or more each: after this
+ * many it sleeps in poll(), which the kernel ends the moment data arrives. Spinning the full
+ * TUTTI_SPIN there took milliseconds and, with ranks sharing cores, kept the peer that was to
+ * send off the CPU (an 8-byte exchange over TCP at load 8: 4 ms). */
+#define SOCKET_SPIN 64
 
 void tt_backoff_init_spin(struct tt_backoff *b, uint32_t spin_limit)
 {
@@ -46,16 +51,19 @@ static void futex_sleep(_Atomic uint64_t *word, uint64_t seen, _Atomic uint32_t 
 void tt_backoff_pause(struct tt_backoff *b, const struct tt_wait_hint *hint)
 {
     uint32_t n = b->polls++;
-    if (n < b->spin_limit) {
+    uint32_t spin = b->spin_limit;
+    if (hint != NULL && hint->word == NULL && hint->fd >= 0 && spin > SOCKET_SPIN)
+        spin = SOCKET_SPIN;
+    if (n < spin) {
         tt_cpu_relax();
         return;
     }
-    if (n < b->spin_limit + YIELDS) {
+    if (n < spin + YIELDS) {
         sched_yield();
         return;
     }
     /* Sleep longer the longer we have been waiting, up to the cap. */
-    uint32_t over = n - b->spin_limit - YIELDS;
+    uint32_t over = n - spin - YIELDS;
     long us = over < 10 ? 20 : over < 100 ? 200 : TT_WAIT_SLEEP_MAX_US;
     if (hint != NULL && hint->word != NULL && hint->sleepers != NULL) {
         futex_sleep(hint->word, hint->seen, hint->sleepers, us);
