@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "nccl.h"
+#include "tutti.h" /* ncclCommGetUniqueId, ncclCommGrow: NCCL 2.29, after nccl.h's 2.28 */
 
 #define NRANKS 3
 #define VICTIM 2

@@ -287,21 +287,6 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
 ncclResult_t pncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
                              ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags);
 
-/* NCCL 2.29: makes the id of the next ncclCommGrow of `comm`. Exactly one existing rank (the
- * coordinator) calls it, with nothing in flight on `comm`, and hands the id to the new ranks out
- * of band. */
-ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId);
-ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId);
-
-/* NCCL 2.29: a communicator of `nRanks` ranks made of every rank of `comm`, which keep their
- * ranks, and new ones. Existing ranks pass their `comm` and rank -1, with the id on the
- * coordinator and NULL elsewhere (a NULL `config` inherits the parent's); new ranks pass comm
- * NULL, their rank in [size of comm, nRanks) and the id. */
-ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
-                          ncclComm_t *newcomm, ncclConfig_t *config);
-ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
-                           ncclComm_t *newcomm, ncclConfig_t *config);
-
 /* ---- Communicator queries ------------------------------------------------------------------ */
 
 /* The first asynchronous error latched on `comm`, or ncclInProgress/ncclSuccess. */
