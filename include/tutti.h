@@ -146,6 +146,25 @@ ncclResult_t ncclParamGetAllParameterKeys(const char ***table, int *tableLen);
 void ncclParamDumpAll(void);
 #endif
 
+/* NCCL 2.29's growing of a communicator, declared here because nccl.h stays NCCL 2.28's (a
+ * program compiled against NCCL 2.29's nccl.h links with libtutti as is). After a death the
+ * survivors shrink (ncclCommShrink), then take in new ranks: exactly one existing rank (the
+ * coordinator) makes the grow's id with ncclCommGetUniqueId, with nothing in flight on `comm`,
+ * and hands it to the new ranks out of band; then every existing rank and every new rank calls
+ * ncclCommGrow (docs/semantics.md, "Carrying on after a failure"). */
+#if !defined(NCCL_VERSION_CODE) || NCCL_VERSION_CODE < 22900
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId);
+ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId);
+/* A communicator of `nRanks` ranks: every rank of `comm`, which keep their ranks, and new ones.
+ * Existing ranks pass their `comm` and rank -1, the id on the coordinator and NULL elsewhere (a
+ * NULL `config` inherits the parent's); new ranks pass comm NULL, their rank in
+ * [size of comm, nRanks) and the id. */
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
+                          ncclComm_t *newcomm, ncclConfig_t *config);
+ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
+                           ncclComm_t *newcomm, ncclConfig_t *config);
+#endif
+
 #ifdef __cplusplus
 }
 #endif

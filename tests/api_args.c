@@ -200,6 +200,8 @@ static void test_nothing_silently_succeeds(void)
     CHECK_FAILS_WITH_MESSAGE(ncclCommRevoke(NULL, NCCL_REVOKE_DEFAULT));
     CHECK_FAILS_WITH_MESSAGE(ncclCommSplit(NULL, 0, 0, NULL, NULL));
     CHECK_FAILS_WITH_MESSAGE(ncclCommShrink(NULL, ranks, 1, NULL, NULL, NCCL_SHRINK_DEFAULT));
+    CHECK_FAILS_WITH_MESSAGE(ncclCommGetUniqueId(NULL, &id));
+    CHECK_FAILS_WITH_MESSAGE(ncclCommGrow(NULL, 2, &id, 1, NULL, NULL));
     CHECK_FAILS_WITH_MESSAGE(ncclCommRegister(NULL, NULL, 0, NULL));
     CHECK_FAILS_WITH_MESSAGE(ncclCommDeregister(NULL, NULL));
     CHECK_FAILS_WITH_MESSAGE(ncclCommWindowRegister(NULL, NULL, 0, NULL, NCCL_WIN_DEFAULT));

@@ -183,6 +183,21 @@ static void lifecycle_and_misc(ncclComm_t comm)
     CASE(ncclCommCount(NULL, &v), ncclInvalidArgument, "comm");
     CASE(ncclCommSplit(comm, 0, 0, NULL, NULL), ncclInvalidArgument, "newcomm");
     CASE(ncclCommSplit(NULL, 0, 0, NULL, NULL), ncclInvalidArgument, "comm");
+    ncclUniqueId gid;
+    ncclComm_t grown = NULL;
+    memset(&gid, 0, sizeof gid);
+    CASE(ncclCommGetUniqueId(NULL, &gid), ncclInvalidArgument, "comm");
+    CASE(ncclCommGetUniqueId(comm, NULL), ncclInvalidArgument, "uniqueId");
+    CASE(ncclCommGrow(comm, 2, &gid, -1, NULL, NULL), ncclInvalidArgument, "newcomm");
+    CASE(ncclCommGrow(comm, 1, &gid, -1, &grown, NULL), ncclInvalidArgument, "nRanks 1");
+    CASE(ncclCommGrow(comm, 2, &gid, 0, &grown, NULL), ncclInvalidArgument, "passes -1");
+    CASE(ncclCommGrow(NULL, 3, NULL, 2, &grown, NULL), ncclInvalidArgument, "uniqueId");
+    CASE(ncclCommGrow(NULL, 3, &gid, 0, &grown, NULL), ncclInvalidArgument, "[1, 3)");
+    CASE(ncclCommGrow(NULL, 3, &gid, 3, &grown, NULL), ncclInvalidArgument, "[1, 3)");
+    CASE(ncclCommGrow(NULL, 1, &gid, 0, &grown, NULL), ncclInvalidArgument, "nRanks 1");
+    /* No existing rank passed the id (this communicator's only rank passed NULL). */
+    CASE(ncclCommGrow(comm, 2, NULL, -1, &grown, NULL), ncclInvalidUsage, "exactly one");
+    if (grown != NULL) FAIL("a failed ncclCommGrow left *newcomm set");
     CASE(ncclRedOpCreatePreMulSum(NULL, &v, ncclInt32, ncclScalarHostImmediate, comm),
          ncclInvalidArgument, "op");
     CASE(ncclRedOpDestroy((ncclRedOp_t)1000, comm), ncclInvalidArgument, "op 1000");

@@ -8,6 +8,10 @@
  *   - ncclCommInitAll: 4 ranks inside rank 0's process, driven by one thread each;
  *   - ncclRedOpCreatePreMulSum on float32 and int32 (scalar 2), the scalar copied at creation,
  *     destroyed operators, datatype mismatch, device scalars;
+ *   - ncclCommGrow from 4 to 5 ranks: first with two ranks passing an id and with ranks
+ *     disagreeing on the size (ncclInvalidUsage on every rank, the parent still works), then
+ *     for real with rank 3 as the coordinator (ncclCommGetUniqueId) and new rank 4 a thread
+ *     of rank 3's process;
  *   - ncclCommShrink excluding rank 3 (which only destroys its parent), then a shrink with
  *     NCCL_SHRINK_ABORT excluding one more.
  *
@@ -321,6 +325,77 @@ static void test_premulsum(ncclComm_t world)
               ncclInvalidArgument, "comm");
 }
 
+/* ---- grow -------------------------------------------------------------------------------- */
+
+#define GROWN 5
+
+struct new_rank {
+    ncclUniqueId id;
+    ncclResult_t grow_res;
+    ncclResult_t allreduce_res;
+    int32_t recv[COUNT];
+};
+
+/* New rank 4: joins with the id rank 3 made and takes part in one AllReduce. */
+static void *new_rank_main(void *arg)
+{
+    struct new_rank *t = arg;
+    ncclComm_t grown = NULL;
+    t->grow_res = ncclCommGrow(NULL, GROWN, &t->id, GROWN - 1, &grown, NULL);
+    if (t->grow_res != ncclSuccess) return NULL;
+    int32_t send[COUNT];
+    for (int i = 0; i < COUNT; i++) send[i] = input_of(GROWN - 1, i);
+    t->allreduce_res = ncclAllReduce(send, t->recv, COUNT, ncclInt32, ncclSum, grown, NULL);
+    ncclCommDestroy(grown);
+    return NULL;
+}
+
+static void test_grow(ncclComm_t world)
+{
+    ncclComm_t grown = NULL;
+    ncclUniqueId id;
+    int all[NRANKS] = {0, 1, 2, 3};
+
+    /* Two coordinators: every rank fails alike, and the parent still works. */
+    if (world_rank < 2) CHECK_RES(ncclCommGetUniqueId(world, &id), ncclSuccess);
+    CHECK_ERR(ncclCommGrow(world, GROWN, world_rank < 2 ? &id : NULL, -1, &grown, NULL),
+              ncclInvalidUsage, "2 existing ranks passed a uniqueId");
+    /* Sizes that differ: likewise. */
+    if (world_rank == 0) CHECK_RES(ncclCommGetUniqueId(world, &id), ncclSuccess);
+    CHECK_ERR(ncclCommGrow(world, world_rank == 0 ? GROWN + 1 : GROWN,
+                           world_rank == 0 ? &id : NULL, -1, &grown, NULL),
+              ncclInvalidUsage, "same size");
+    CHECK(grown == NULL, "a failed ncclCommGrow left *newcomm set");
+    check_comm("parent after failed grows", world, NRANKS, world_rank, all);
+
+    /* The real grow: rank 3 coordinates, its thread is new rank 4. */
+    struct new_rank t;
+    memset(&t, 0, sizeof t);
+    pthread_t thread;
+    if (world_rank == 3) {
+        CHECK_RES(ncclCommGetUniqueId(world, &t.id), ncclSuccess);
+        if (pthread_create(&thread, NULL, new_rank_main, &t) != 0) FAIL("pthread_create");
+    }
+    CHECK_RES(ncclCommGrow(world, GROWN, world_rank == 3 ? &t.id : NULL, -1, &grown, NULL),
+              ncclSuccess);
+    int members[GROWN] = {0, 1, 2, 3, 4};
+    check_comm("grown to 5", grown, GROWN, world_rank, members);
+    if (world_rank == 3) {
+        pthread_join(thread, NULL);
+        CHECK_EQ_MSG((int)t.grow_res, (int)ncclSuccess, "new rank's ncclCommGrow");
+        CHECK_EQ_MSG((int)t.allreduce_res, (int)ncclSuccess, "new rank's AllReduce");
+        for (int i = 0; i < COUNT; i++) {
+            int32_t want = 0;
+            for (int m = 0; m < GROWN; m++) want += input_of(m, i);
+            if (t.recv[i] != want) {
+                FAIL("new rank 4: AllReduce element %d = %d, want %d", i, t.recv[i], want);
+                break;
+            }
+        }
+    }
+    if (grown != NULL) CHECK_RES(ncclCommDestroy(grown), ncclSuccess);
+}
+
 /* ---- shrink ------------------------------------------------------------------------------- */
 
 /* World rank 3 leaves: it destroys its world communicator and takes no part in the shrink.
@@ -378,6 +453,7 @@ int main(void)
     test_scalable(world);
     if (world_rank == 0) test_init_all();
     test_premulsum(world);
+    test_grow(world);
     test_shrink(world);
     printf("api_lifecycle rank %d: %s (%d failed checks)\n", world_rank,
            check_failures ? "FAILED" : "passed", check_failures);

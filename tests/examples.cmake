@@ -2,9 +2,11 @@
 #   example_first          the README's first program, 4 ranks under tutti-run
 #   example_host_stream    AllReduces on a host stream overlapping computation, 4 ranks
 #   example_multihost      examples/multihost.sh: two tutti-run "hosts" of 2 ranks on loopback
+#   example_elastic        3 ranks train; one dies, the survivors shrink, go on, and grow back to 3
+#                          with a replacement (its own launcher; rerun over TCP as fault_grow_tcp)
 #   example_unique_id_mpi  ncclGetUniqueId + MPI_Bcast + ncclCommInitRank under mpirun (skipped,
 #                          exit 77, without Open MPI; tools/install-deps.sh installs it)
-foreach(ex first host_stream)
+foreach(ex first host_stream elastic)
   add_executable(example_${ex} examples/${ex}.c)
   target_link_libraries(example_${ex} PRIVATE tutti)
   target_compile_options(example_${ex} PRIVATE ${TUTTI_WARNINGS})
@@ -43,5 +45,7 @@ else()
   add_test(NAME example_unique_id_mpi
            COMMAND sh -c "echo 'skipped: no MPI C compiler (mpicc) when CMake configured'; exit 77")
 endif()
+add_test(NAME example_elastic COMMAND $<TARGET_FILE:example_elastic>)
 set_tests_properties(example_first example_host_stream example_multihost example_unique_id_mpi
+                     example_elastic
                      PROPERTIES LABELS examples TIMEOUT 90 SKIP_RETURN_CODE 77 PROCESSORS 2)

@@ -102,3 +102,11 @@ foreach(cfg "shm;" "tcp;NCCL_SHM_DISABLE=1")
   set_tests_properties(fault_hostile_${name}_soak PROPERTIES LABELS soak TIMEOUT 600
                        SKIP_RETURN_CODE 77 ENVIRONMENT "${extra}")
 endforeach()
+
+# Carrying on after a death: examples/elastic.c (test example_elastic, over shared memory) again
+# over TCP. 3 ranks train, rank 2 is killed, the survivors shrink, train on and grow back to 3
+# with a replacement (ncclCommGetUniqueId + ncclCommGrow); every sum and the model are checked
+# bit for bit. A few seconds.
+add_test(NAME fault_grow_tcp COMMAND $<TARGET_FILE:example_elastic>)
+set_tests_properties(fault_grow_tcp PROPERTIES LABELS fault TIMEOUT 150 PROCESSORS 2
+                     ENVIRONMENT "NCCL_SHM_DISABLE=1")

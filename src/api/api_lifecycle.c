@@ -1,4 +1,4 @@
-/* Public entry points for communicators made from communicators (split, shrink, init all,
+/* Public entry points for communicators made from communicators (split, shrink, grow, init all,
  * scalable init), user-defined reduction operators, and memory (ncclMemAlloc, registrations,
  * windows). Each checks its arguments once, in NCCL's order (the communicator first where there
  * is one, then the other arguments in the order NCCL checks them), reports the first bad one,
@@ -106,6 +106,64 @@ out:
     return res;
 }
 TT_API_ALIAS(ncclCommShrink);
+
+TT_API ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId)
+{
+    TT_CALL_SCOPE;
+    static const char caller[] = "ncclCommGetUniqueId";
+    tt_error_clear();
+    TT_TRY(enter_comm(comm, caller));
+    TT_TRY(tt_api_check_ptr(uniqueId, caller, "uniqueId"));
+    TT_INFO(TT_SUB_CALL, "ncclCommGetUniqueId: comm %p", (void *)comm);
+    return tt_comm_get_unique_id(comm, uniqueId);
+}
+TT_API_ALIAS(ncclCommGetUniqueId);
+
+/* Existing ranks (comm set) and new ranks (comm NULL) take different arguments. A new rank
+ * cannot know the parent's size, so its rank is only checked to lie in [1, nRanks) (rank 0
+ * always exists); a rank that collides with an existing one fails at the rendezvous. Whether
+ * exactly one existing rank passed the id is the core's check, made on every existing rank. */
+TT_API ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId,
+                                  int rank, ncclComm_t *newcomm, ncclConfig_t *config)
+{
+    TT_CALL_SCOPE;
+    static const char caller[] = "ncclCommGrow";
+    tt_error_clear();
+    if (comm != NULL) TT_TRY(enter_comm(comm, caller));
+    TT_TRY(tt_api_check_ptr(newcomm, caller, "newcomm"));
+    *newcomm = NULL;
+    if (comm != NULL) {
+        int size = tt_comm_nranks(comm);
+        if (nRanks <= size)
+            return TT_ERROR(ncclInvalidArgument,
+                            "%s: nRanks %d must exceed the parent's %d ranks", caller, nRanks,
+                            size);
+        if (rank != -1)
+            return TT_ERROR(ncclInvalidArgument,
+                            "%s: rank %d: an existing rank keeps its rank and passes -1", caller,
+                            rank);
+    } else {
+        if (nRanks < 2)
+            return TT_ERROR(ncclInvalidArgument,
+                            "%s: nRanks %d must be at least 2 (the parent's ranks and a new one)",
+                            caller, nRanks);
+        if (rank < 1 || rank >= nRanks)
+            return TT_ERROR(ncclInvalidArgument,
+                            "%s: a new rank (comm NULL) must pass its rank in [1, %d) beyond the "
+                            "parent's ranks, not %d",
+                            caller, nRanks, rank);
+        TT_TRY(tt_api_check_ptr(uniqueId, caller, "uniqueId"));
+        tt_log_set_rank(rank);
+    }
+    ncclConfig_t cfg;
+    TT_TRY(tt_api_read_config(config, caller, &cfg));
+    TT_INFO(TT_SUB_CALL, "ncclCommGrow: comm %p nRanks %d rank %d%s", (void *)comm, nRanks, rank,
+            uniqueId != NULL ? " with id" : "");
+    /* A new rank has no parent to inherit from: NULL config means the defaults. */
+    return tt_comm_grow(comm, nRanks, uniqueId, rank, newcomm,
+                        config != NULL || comm == NULL ? &cfg : NULL);
+}
+TT_API_ALIAS(ncclCommGrow);
 
 /* Host ranks have no device, so devlist is ignored (it may be NULL, as in NCCL). */
 TT_API ncclResult_t pncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist)

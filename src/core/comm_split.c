@@ -1,4 +1,4 @@
-/* Communicators made from communicators (split, shrink) and several made at once (init all,
+/* Communicators made from communicators (split, shrink, grow) and several made at once (init all,
  * scalable init). Each new communicator is an ordinary one: its members agree on a fresh unique
  * id and call tt_comm_init_rank, so it owns its own bootstrap and transports and outlives its
  * parent. The parent only carries the agreement: its lowest member of the new group (new rank
@@ -7,7 +7,12 @@
  * Those messages use one tag per kind (split, shrink). The bootstrap matches messages by
  * (peer, tag) in sending order, and every rank runs the splits and shrinks of one parent in the
  * same order (as NCCL requires), so the k-th id a rank receives from a peer is always the one
- * that peer sent for the k-th operation they share. */
+ * that peer sent for the k-th operation they share.
+ *
+ * A grow is the one whose id does not come from new rank 0: the existing rank that called
+ * ncclCommGetUniqueId (the coordinator) made it and handed it to the new ranks out of band, so
+ * the existing ranks first find the coordinator (an allgather over the parent's bootstrap of
+ * who holds an id) and then receive the id from it. Existing ranks keep their ranks. */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -22,6 +27,7 @@
 
 #define SPLIT_ID_TAG 0x73706c74  /* "splt" */
 #define SHRINK_ID_TAG 0x7368726b /* "shrk" */
+#define GROW_ID_TAG 0x67726f77   /* "grow" */
 
 /* What each rank of the parent tells the others in a split. */
 struct split_entry {
@@ -191,6 +197,90 @@ ncclResult_t tt_comm_shrink(ncclComm_t comm, const int *exclude_ranks, int exclu
 out:
     free(members);
     free(excluded);
+    return res;
+}
+
+ncclResult_t tt_comm_get_unique_id(ncclComm_t comm, ncclUniqueId *id)
+{
+    /* A grow's id is an ordinary fresh one (its own root and secret), made by the rank that
+     * will hand it to the new ranks; the parent must be idle, as for the grow itself. */
+    TT_TRY(check_parent(comm, "ncclCommGetUniqueId", false));
+    TT_TRY(tt_bootstrap_get_unique_id(id));
+    TT_INFO(TT_SUB_INIT, "grow: rank %d of %d made the id of the next grow", comm->st.rank,
+            comm->st.nranks);
+    return ncclSuccess;
+}
+
+/* What each existing rank tells the others in a grow. */
+struct grow_entry {
+    int32_t has_id; /* 1 on the coordinator (the rank that passed the id) */
+    int32_t nranks;
+};
+
+/* Every existing rank sees every entry, so a grow with no coordinator, several, or ranks that
+ * disagree on the new size fails on all of them alike, before anyone waits for the new ranks. */
+static ncclResult_t check_grow_entries(const struct ncclComm *comm,
+                                       const struct grow_entry *all, int *coordinator)
+{
+    int me = comm->st.rank, n = comm->st.nranks, found = -1, count = 0;
+    for (int r = 0; r < n; r++) {
+        if (all[r].nranks != all[me].nranks)
+            return TT_ERROR(ncclInvalidUsage,
+                            "ncclCommGrow: rank %d passed nRanks %d but rank %d passed %d; every "
+                            "rank must pass the same size",
+                            me, (int)all[me].nranks, r, (int)all[r].nranks);
+        if (all[r].has_id) {
+            if (found < 0) found = r;
+            count++;
+        }
+    }
+    if (count != 1)
+        return TT_ERROR(ncclInvalidUsage,
+                        "ncclCommGrow: %d existing ranks passed a uniqueId; exactly one (the "
+                        "rank that called ncclCommGetUniqueId) must, the others pass NULL",
+                        count);
+    *coordinator = found;
+    return ncclSuccess;
+}
+
+ncclResult_t tt_comm_grow(ncclComm_t comm, int nranks, const ncclUniqueId *id, int rank,
+                          ncclComm_t *newcomm, const ncclConfig_t *config)
+{
+    ncclResult_t res = ncclSuccess;
+    *newcomm = NULL;
+    if (comm == NULL) {
+        /* A new rank: an ordinary init at the id the coordinator handed over. */
+        TT_INFO(TT_SUB_INIT, "grow: new rank %d of %d joins", rank, nranks);
+        return init_child(newcomm, nranks, id, rank, config);
+    }
+    struct grow_entry *all = NULL;
+    TT_TRY(check_parent(comm, "ncclCommGrow", false));
+    TT_TRY(TT_CALLOC(&all, (size_t)comm->st.nranks));
+    all[comm->st.rank] = (struct grow_entry){.has_id = id != NULL, .nranks = nranks};
+    pthread_mutex_lock(&comm->bootstrap_lock);
+    res = tt_bootstrap_allgather(comm->bootstrap, all, sizeof *all);
+    pthread_mutex_unlock(&comm->bootstrap_lock);
+    if (res != ncclSuccess) goto out;
+    int coordinator = -1;
+    TT_TRY_GOTO(check_grow_entries(comm, all, &coordinator), res, out);
+    ncclUniqueId shared;
+    if (id != NULL) shared = *id;
+    pthread_mutex_lock(&comm->bootstrap_lock);
+    if (comm->st.rank == coordinator) {
+        for (int r = 0; r < comm->st.nranks && res == ncclSuccess; r++)
+            if (r != coordinator)
+                res = tt_bootstrap_send(comm->bootstrap, r, GROW_ID_TAG, &shared, sizeof shared);
+    } else {
+        res = tt_bootstrap_recv(comm->bootstrap, coordinator, GROW_ID_TAG, &shared,
+                                sizeof shared);
+    }
+    pthread_mutex_unlock(&comm->bootstrap_lock);
+    if (res != ncclSuccess) goto out;
+    TT_INFO(TT_SUB_INIT, "grow: rank %d of %d stays rank %d of %d (coordinator %d)",
+            comm->st.rank, comm->st.nranks, comm->st.rank, nranks, coordinator);
+    res = init_child(newcomm, nranks, &shared, comm->st.rank, config);
+out:
+    free(all);
     return res;
 }
 

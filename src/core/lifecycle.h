@@ -46,6 +46,10 @@ ncclResult_t tt_comm_split(ncclComm_t comm, int color, int key, ncclComm_t *newc
                            const ncclConfig_t *config);
 ncclResult_t tt_comm_shrink(ncclComm_t comm, const int *exclude_ranks, int exclude_count,
                             ncclComm_t *newcomm, const ncclConfig_t *config, int flags);
+/* ncclCommGetUniqueId and ncclCommGrow; a new rank of a grow passes comm NULL. */
+ncclResult_t tt_comm_get_unique_id(ncclComm_t comm, ncclUniqueId *id);
+ncclResult_t tt_comm_grow(ncclComm_t comm, int nranks, const ncclUniqueId *id, int rank,
+                          ncclComm_t *newcomm, const ncclConfig_t *config);
 ncclResult_t tt_comm_init_all(ncclComm_t *comms, int ndev);
 ncclResult_t tt_comm_init_rank_scalable(ncclComm_t *out, int nranks, int rank, int id_count,
                                         const ncclUniqueId *ids, const ncclConfig_t *config);
