@@ -23,6 +23,8 @@
 
 #include "nccl.h"
 
+#include "fork_rank.h"
+
 #define TIMEOUT_MS 2000
 
 static double now_s(void)
@@ -161,14 +163,18 @@ static int run_case(const char *name, int nchildren,
                     int (*child)(const ncclUniqueId *, int), double limit_s)
 {
     ncclUniqueId id;
-    if (ncclGetUniqueId(&id) != ncclSuccess) {
-        fprintf(stderr, "%s: ncclGetUniqueId failed: %s\n", name, ncclGetLastError(NULL));
-        return 1;
-    }
     pid_t pids[4];
-    fflush(stdout); /* or every child would print the parent's pending lines again */
     for (int r = 0; r < nchildren; r++) {
-        pids[r] = fork();
+        /* Rank 0 makes the id, so that this process runs no thread when it forks. */
+        pids[r] = fork_rank(r, &id, 1);
+        if (pids[r] < 0) {
+            fprintf(stderr, "%s: rank %d did not start\n", name, r);
+            for (int k = 0; k < r; k++) {
+                kill(pids[k], SIGKILL);
+                waitpid(pids[k], NULL, 0);
+            }
+            return 1;
+        }
         if (pids[r] == 0) {
             int rc = child(&id, r);
             fflush(stdout); /* _exit skips stdio's buffers, and the log wants these lines */

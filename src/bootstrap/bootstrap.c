@@ -50,7 +50,7 @@ struct tt_bootstrap {
     const _Atomic int *abort;
     int64_t timeout_ms;
     int listen_fd;
-    struct tt_bs_listener *listener; /* serves listen_fd once the session is known */
+    struct tt_bs_listener *listener; /* serves listen_fd from the start */
     struct sockaddr_storage listen_addr; /* with its port */
     struct sockaddr_storage local_addr;  /* the same, port 0 */
     int ring_next_fd;
@@ -235,13 +235,17 @@ ncclResult_t tt_bootstrap_create(const ncclUniqueId *id_bytes, int rank, int nra
             rank, nranks, ifname, tt_sock_addr_str(&bs->listen_addr, text, sizeof text),
             tt_sock_addr_str(&root_addr, root_text, sizeof root_text));
 
+    /* From now on a thread serves every connection to this rank, so none waits on this rank's
+     * calls, and connections that find the port before the peers do (a flood) are disposed of
+     * while this rank waits for the root, not in front of its peers afterwards. */
+    TT_TRY_GOTO(tt_bs_listener_start(bs->listen_fd, rank, nranks, bs->magic, bs->secret,
+                                     &bs->listener), res, fail);
     uint64_t root_deadline_ns =
         bs->timeout_ms > 0 ? tt_deadline_after_ms(bs->timeout_ms + ROOT_GRACE_MS) : TT_NO_DEADLINE;
     TT_TRY_GOTO(join_root(bs, &root_addr, root_deadline_ns, &next), res, fail);
-    /* Peers learn this rank's address from the root at the moment this rank does; from now on
-     * a thread serves every connection to it, so none waits on this rank's calls. */
-    TT_TRY_GOTO(tt_bs_listener_start(bs->listen_fd, rank, nranks, bs->magic, bs->secret,
-                                     bs->session, &bs->listener), res, fail);
+    /* Peers learn this rank's address and the session from the root at the moment this rank
+     * does: hellos that came first were held for it. */
+    tt_bs_listener_set_session(bs->listener, bs->session);
 
     /* The ring, then every rank's listen address over it (for point-to-point). */
     uint64_t deadline_ns = tt_deadline_after_ms(bs->timeout_ms);

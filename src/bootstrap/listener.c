@@ -7,10 +7,18 @@
  * and a 16-byte nonce, nothing derived from the secret) and must answer with a peer hello MAC'd
  * over the job's session value and that challenge within TUTTI_HANDSHAKE_MS, else it is closed.
  * At most TT_BS_MAX_PENDING connections wait for their hello; a new one beyond that (or one
- * that finds the process out of fds) evicts the oldest. A connection that proves itself is
- * filed under (kind, sending rank) for the bootstrap to take; each such slot is filled at most
- * once, so a second hello for it, genuine or replayed, is refused. The thread touches only
- * the listener's own state; the slots are shared with the bootstrap under `lock`. */
+ * that finds the process out of fds) evicts the oldest, sparing hellos held for the session.
+ * A connection that proves itself is filed under (kind, sending rank) for the bootstrap to take;
+ * each such slot is filled at most once, so a second hello for it, genuine or replayed, is
+ * refused. The thread touches only the listener's own state; the slots are shared with the
+ * bootstrap under `lock`.
+ *
+ * The thread starts as soon as the rank listens, before the root has told it the session value,
+ * so that connections queued while the rank waits for the root (a flood that found the port)
+ * are accepted and disposed of meanwhile, not in front of its peers' connections afterwards. A
+ * hello that is complete before the session is known, with the job's magic, is held (no longer
+ * polled, exempt from its deadline) and checked once tt_bs_listener_set_session gives the
+ * session: a peer may learn the session from the root a moment before this rank does. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -37,6 +45,7 @@ struct pending {
     size_t got;
     uint8_t challenge[TT_BS_NONCE_BYTES];
     struct tt_bs_peer_hello hello;
+    bool held; /* complete, with the job's magic; waits for the session */
 };
 
 struct tt_bs_listener {
@@ -48,6 +57,8 @@ struct tt_bs_listener {
     uint8_t secret[32];
     uint8_t session[TT_BS_NONCE_BYTES];
     int64_t handshake_ms;
+    atomic_bool have_session; /* `session` is set (release/acquire) */
+    atomic_bool stopping;     /* with a wake-up: the thread returns */
     pthread_t thread;
     bool started;
     atomic_bool ended; /* the thread stopped serving on its own (poll failed): takes fail */
@@ -79,11 +90,15 @@ static void drop_pending(struct tt_bs_listener *l, int i)
     l->pending[i] = l->pending[--l->npending];
 }
 
+/* Closes the oldest pending connection, sparing held hellos unless every one is held. */
 static void drop_oldest_pending(struct tt_bs_listener *l)
 {
     int oldest = 0;
-    for (int i = 1; i < l->npending; i++)
-        if (l->pending[i].deadline_ns < l->pending[oldest].deadline_ns) oldest = i;
+    for (int i = 1; i < l->npending; i++) {
+        const struct pending *p = &l->pending[i], *o = &l->pending[oldest];
+        if ((o->held && !p->held) || (o->held == p->held && p->deadline_ns < o->deadline_ns))
+            oldest = i;
+    }
     char who[TT_SOCK_ADDR_STR_BYTES];
     REFUSE_LOG(l, "%d connections wait for their hello; closing the oldest, from %s",
                TT_BS_MAX_PENDING, tt_sock_peer_str(l->pending[oldest].fd, who, sizeof who));
@@ -167,7 +182,8 @@ static bool file_hello(struct tt_bs_listener *l, struct pending *p)
     return true;
 }
 
-/* Reads what has arrived of pending hello i; files or drops it when complete. */
+/* Reads what has arrived of pending hello i; files or drops it when complete, or holds it
+ * while the session is not known (a hello without the job's magic is dropped at once). */
 static void read_peer_hello(struct tt_bs_listener *l, int i)
 {
     struct pending *p = &l->pending[i];
@@ -176,8 +192,24 @@ static void read_peer_hello(struct tt_bs_listener *l, int i)
         return;
     }
     if (p->got < sizeof p->hello) return;
+    if (p->hello.magic == l->magic &&
+        !atomic_load_explicit(&l->have_session, memory_order_acquire)) {
+        p->held = true;
+        return;
+    }
     if (file_hello(l, p)) p->fd = -1; /* now the slot's */
     drop_pending(l, i);
+}
+
+/* The session is known: files or drops every held hello. */
+static void check_held(struct tt_bs_listener *l)
+{
+    for (int i = l->npending - 1; i >= 0; i--) {
+        struct pending *p = &l->pending[i];
+        if (!p->held) continue;
+        if (file_hello(l, p)) p->fd = -1;
+        drop_pending(l, i);
+    }
 }
 
 static void *listener_main(void *arg)
@@ -187,7 +219,7 @@ static void *listener_main(void *arg)
     int which[2 + TT_BS_MAX_PENDING];
     for (;;) {
         for (int i = l->npending - 1; i >= 0; i--) {
-            if (!tt_deadline_passed(l->pending[i].deadline_ns)) continue;
+            if (l->pending[i].held || !tt_deadline_passed(l->pending[i].deadline_ns)) continue;
             char who[TT_SOCK_ADDR_STR_BYTES];
             REFUSE_LOG(l, "closing the connection from %s: no hello within %lld ms "
                        "(TUTTI_HANDSHAKE_MS)", tt_sock_peer_str(l->pending[i].fd, who, sizeof who),
@@ -199,6 +231,7 @@ static void *listener_main(void *arg)
         pfds[n++] = (struct pollfd){.fd = l->listen_fd, .events = POLLIN};
         uint64_t next_ns = TT_NO_DEADLINE;
         for (int i = 0; i < l->npending; i++) {
+            if (l->pending[i].held) continue;
             which[n] = i;
             pfds[n++] = (struct pollfd){.fd = l->pending[i].fd, .events = POLLIN};
             if (l->pending[i].deadline_ns < next_ns) next_ns = l->pending[i].deadline_ns;
@@ -209,7 +242,14 @@ static void *listener_main(void *arg)
                     strerror(errno));
             break;
         }
-        if (pfds[0].revents & POLLIN) return NULL; /* stop */
+        if (pfds[0].revents & POLLIN) {
+            uint64_t count;
+            ssize_t got = read(l->wake_fd, &count, sizeof count);
+            (void)got; /* nonblocking: a concurrent read cannot exist, an empty one is harmless */
+            if (atomic_load(&l->stopping)) return NULL;
+            if (atomic_load_explicit(&l->have_session, memory_order_acquire)) check_held(l);
+            continue;
+        }
         if (pfds[0].revents != 0 || (pfds[1].revents & POLLNVAL)) {
             TT_WARN("bootstrap rank %d: the listener stops: its %s is no longer valid", l->rank,
                     pfds[0].revents != 0 ? "wake-up fd" : "listening socket");
@@ -228,9 +268,7 @@ static void *listener_main(void *arg)
 }
 
 ncclResult_t tt_bs_listener_start(int listen_fd, int rank, int nranks, uint64_t magic,
-                                  const uint8_t secret[32],
-                                  const uint8_t session[TT_BS_NONCE_BYTES],
-                                  struct tt_bs_listener **out)
+                                  const uint8_t secret[32], struct tt_bs_listener **out)
 {
     ncclResult_t res = ncclSuccess;
     struct tt_bs_listener *l = NULL;
@@ -241,7 +279,6 @@ ncclResult_t tt_bs_listener_start(int listen_fd, int rank, int nranks, uint64_t 
     l->nranks = nranks;
     l->magic = magic;
     memcpy(l->secret, secret, sizeof l->secret);
-    memcpy(l->session, session, sizeof l->session);
     l->handshake_ms = tt_param_handshake_ms();
     l->ring_fd = -1;
     pthread_mutex_init(&l->lock, NULL);
@@ -278,10 +315,20 @@ fail:
     return res;
 }
 
+void tt_bs_listener_set_session(struct tt_bs_listener *l, const uint8_t session[TT_BS_NONCE_BYTES])
+{
+    memcpy(l->session, session, sizeof l->session);
+    atomic_store_explicit(&l->have_session, true, memory_order_release);
+    uint64_t one = 1;
+    ssize_t n = write(l->wake_fd, &one, sizeof one);
+    (void)n; /* an eventfd write of 1 cannot fail short of overflow */
+}
+
 void tt_bs_listener_stop(struct tt_bs_listener *l)
 {
     if (l == NULL) return;
     if (l->started) {
+        atomic_store(&l->stopping, true);
         uint64_t one = 1;
         ssize_t n = write(l->wake_fd, &one, sizeof one);
         (void)n; /* an eventfd write of 1 cannot fail short of overflow */

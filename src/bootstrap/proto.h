@@ -147,13 +147,13 @@ ncclResult_t tt_bs_root_spawn(const struct tt_unique_id *id, int listen_fd);
 
 /* A rank's listener thread (listener.c): accepts connections on listen_fd (which stays the
  * caller's), challenges each, and files those whose hello proves the secret under (kind, sending
- * rank). Started once the session value is known; stop joins the thread and closes every
- * connection not taken. */
+ * rank). Started as soon as the rank listens; hellos complete before set_session gives the
+ * session value are held until then. Stop joins the thread and closes every connection not
+ * taken. */
 struct tt_bs_listener;
 ncclResult_t tt_bs_listener_start(int listen_fd, int rank, int nranks, uint64_t magic,
-                                  const uint8_t secret[32],
-                                  const uint8_t session[TT_BS_NONCE_BYTES],
-                                  struct tt_bs_listener **out);
+                                  const uint8_t secret[32], struct tt_bs_listener **out);
+void tt_bs_listener_set_session(struct tt_bs_listener *l, const uint8_t session[TT_BS_NONCE_BYTES]);
 void tt_bs_listener_stop(struct tt_bs_listener *l);
 /* Takes the authenticated connection of `kind` from rank `from` (the ring's is from the
  * predecessor, `from` ignored), waiting for it until wait_until_ns at most; *fd_out is -1 when
