@@ -151,9 +151,12 @@ ncclResult_t tt_algo_desc_mismatch(const struct tt_op *op, const struct tt_op_de
 
 struct agree_state {
     int step;              /* steps done, of nranks - 1 */
-    bool sent;             /* this step's frame is committed */
+    int sent;              /* parts of this step's message committed */
+    int got;               /* parts of this step's incoming message read */
     int32_t origin;        /* whose descriptor goes out next */
     struct tt_op_desc fwd; /* ... and the descriptor */
+    uint8_t out[AGREE_BYTES];
+    uint8_t in[AGREE_BYTES];
 };
 
 void tt_algo_agree_start(struct tt_op *op)
@@ -162,15 +165,29 @@ void tt_algo_agree_start(struct tt_op *op)
     *a = (struct agree_state){.origin = op->rank, .fwd = op->desc};
 }
 
+/* A message of AGREE_BYTES goes in as many frames as a connection's slots need (a chunk size
+ * can make them smaller than the message): part k holds bytes [k * slot, ...). */
+static size_t agree_part(const struct tt_conn *c)
+{
+    return c->slot_bytes < AGREE_BYTES ? c->slot_bytes : AGREE_BYTES;
+}
+
 ncclResult_t tt_algo_agree_step(struct tt_op *op, bool *done, bool *progressed,
                                 struct tt_wait_hint *hint)
 {
     struct agree_state *a = TT_ALGO_STATE(op, struct agree_state);
     struct tt_conn *send = op->env->ring_send, *recv = op->env->ring_recv;
+    const size_t out_part = agree_part(send), in_part = agree_part(recv);
+    const int out_parts = (int)((AGREE_BYTES + out_part - 1) / out_part);
+    const int in_parts = (int)((AGREE_BYTES + in_part - 1) / in_part);
     *done = false;
     op->waiting = TT_OP_WAIT_NONE;
     while (a->step < op->nranks - 1) {
-        if (!a->sent) {
+        if (a->sent == 0) {
+            tt_wire_put_desc(a->out, &a->fwd);
+            tt_wire_put_u32(a->out + TT_WIRE_DESC_BYTES, (uint32_t)a->origin);
+        }
+        while (a->sent < out_parts) {
             void *out = NULL;
             TT_TRY(send->transport->send_acquire(send, &out, hint));
             if (out == NULL) {
@@ -178,36 +195,44 @@ ncclResult_t tt_algo_agree_step(struct tt_op *op, bool *done, bool *progressed,
                 op->waiting_peer = send->peer;
                 return ncclSuccess;
             }
-            tt_wire_put_desc(out, &a->fwd);
-            tt_wire_put_u32((uint8_t *)out + TT_WIRE_DESC_BYTES, (uint32_t)a->origin);
-            TT_TRY(send->transport->send_commit(send, AGREE_BYTES, &op->desc));
-            a->sent = true;
+            size_t off = (size_t)a->sent * out_part;
+            size_t len = AGREE_BYTES - off < out_part ? AGREE_BYTES - off : out_part;
+            memcpy(out, a->out + off, len);
+            TT_TRY(send->transport->send_commit(send, len, &op->desc));
+            a->sent++;
             *progressed = true;
         }
-        const void *in = NULL;
-        size_t bytes = 0;
-        struct tt_op_desc got;
-        TT_TRY(recv->transport->recv_peek(recv, &in, &bytes, &got, hint));
-        if (in == NULL) {
-            op->waiting = TT_OP_WAIT_DATA;
-            op->waiting_peer = recv->peer;
-            return ncclSuccess;
+        while (a->got < in_parts) {
+            const void *in = NULL;
+            size_t bytes = 0;
+            struct tt_op_desc got;
+            TT_TRY(recv->transport->recv_peek(recv, &in, &bytes, &got, hint));
+            if (in == NULL) {
+                op->waiting = TT_OP_WAIT_DATA;
+                op->waiting_peer = recv->peer;
+                return ncclSuccess;
+            }
+            TT_TRY(tt_algo_check_desc(op, &got, recv->peer));
+            size_t off = (size_t)a->got * in_part;
+            size_t len = AGREE_BYTES - off < in_part ? AGREE_BYTES - off : in_part;
+            if (bytes != len)
+                return TT_ERROR(ncclInvalidUsage,
+                                "%s: rank %d sent a slice of %zu bytes where this rank, done "
+                                "with its part, expected the ranks' descriptors: the ranks "
+                                "disagree on the operation",
+                                tt_coll_name((enum tt_coll)op->coll), recv->peer, bytes);
+            memcpy(a->in + off, in, len);
+            TT_TRY(recv->transport->recv_release(recv));
+            a->got++;
+            *progressed = true;
         }
-        TT_TRY(tt_algo_check_desc(op, &got, recv->peer));
-        if (bytes != AGREE_BYTES)
-            return TT_ERROR(ncclInvalidUsage,
-                            "%s: rank %d sent a slice of %zu bytes where this rank, done with "
-                            "its part, expected the ranks' descriptors: the ranks disagree on "
-                            "the operation", tt_coll_name((enum tt_coll)op->coll), recv->peer,
-                            bytes);
-        tt_wire_get_desc(in, &a->fwd);
-        a->origin = (int32_t)tt_wire_get_u32((const uint8_t *)in + TT_WIRE_DESC_BYTES);
-        TT_TRY(recv->transport->recv_release(recv));
+        tt_wire_get_desc(a->in, &a->fwd);
+        a->origin = (int32_t)tt_wire_get_u32(a->in + TT_WIRE_DESC_BYTES);
         if (a->origin < 0 || a->origin >= op->nranks) a->origin = recv->peer;
         TT_TRY(tt_algo_check_desc(op, &a->fwd, a->origin));
-        a->sent = false;
+        a->sent = 0;
+        a->got = 0;
         a->step++;
-        *progressed = true;
     }
     if (!send->transport->send_idle(send)) {
         if (send->transport->progress) TT_TRY(send->transport->progress(send));
