@@ -23,6 +23,7 @@ if(TARGET tutti-run)
     if(T_CHUNK)
       list(APPEND env "TUTTI_CHUNK_BYTES=${T_CHUNK}")
     endif()
+    math(EXPR T_TIMEOUT "${T_TIMEOUT} * ${TUTTI_TEST_TIME_SCALE}")
     math(EXPR run_timeout "${T_TIMEOUT} - 10")
     add_test(NAME ${name}
              COMMAND $<TARGET_FILE:tutti-run> -n ${nranks} --timeout ${run_timeout}
