@@ -253,7 +253,12 @@ static ncclResult_t peek_one(struct tt_op *op, struct tt_conn *c)
     struct tt_op_desc got;
     struct tt_wait_hint hint;
     tt_wait_hint_clear(&hint);
-    TT_TRY(c->transport->recv_peek(c, &in, &bytes, &got, &hint));
+    ncclResult_t res = c->transport->recv_peek(c, &in, &bytes, &got, &hint);
+    /* A peer that closed the connection may simply be done: this operation need not use the
+     * connection at all (a Hier or Tree schedule at a small count), and one it waits on
+     * reports the closing itself. Only a peer's error frame (its own code) is news here. */
+    if (res == ncclRemoteError) return ncclSuccess;
+    TT_TRY(res);
     if (in == NULL || got.ticket != op->desc.ticket) return ncclSuccess;
     return tt_algo_check_desc(op, &got, c->peer);
 }
