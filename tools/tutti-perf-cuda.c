@@ -58,14 +58,22 @@ void tp_dev_free(void *p)
     die(cudaFree(p), "cudaFree");
 }
 
+/* Copies to and from the device go on tp_stream, in order with the collectives. A plain
+ * cudaMemcpy runs on the legacy default stream, which the non-blocking tp_stream does not wait
+ * for, and from pageable memory it may return before its DMA ends: on an H100 shared by two
+ * ranks, in-place checks then read stale bytes now and then. */
 void tp_dev_put(void *dst, const void *src, size_t bytes)
 {
-    die(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the device");
+    die(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, tp_stream),
+        "cudaMemcpyAsync to the device");
+    die(cudaStreamSynchronize(tp_stream), "cudaStreamSynchronize");
 }
 
 void tp_dev_get(void *dst, const void *src, size_t bytes)
 {
-    die(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy from the device");
+    die(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, tp_stream),
+        "cudaMemcpyAsync from the device");
+    die(cudaStreamSynchronize(tp_stream), "cudaStreamSynchronize");
 }
 
 void tp_dev_sync(void)

@@ -124,6 +124,7 @@ static void run_case(struct ctx *x, const th_case *c, bool inplace)
         CHECK_CUDA(cudaMalloc(&r, bytes));
         CHECK_CUDA(cudaMemcpy(r, junk.data(), bytes, cudaMemcpyHostToDevice));
     }
+    CHECK_CUDA(cudaDeviceSynchronize()); /* the fills ran on the legacy stream */
     CHECK_NCCL(ncclAllReduce(s, r, c->count, c->type->dtype, c->op, x->comm, x->stream));
     CHECK_CUDA(cudaStreamSynchronize(x->stream));
     unsigned long long bad = mismatches(x, r, want.data(), bytes);
@@ -159,6 +160,7 @@ static void run_block_case(struct ctx *x, const th_case *c, bool inplace)
     }
     CHECK_CUDA(cudaMemcpy(s, img.data(), send_n * elt, cudaMemcpyHostToDevice));
     ncclDataType_t dt = c->type->dtype;
+    CHECK_CUDA(cudaDeviceSynchronize()); /* the fills ran on the legacy stream */
     if (c->coll == TH_REDUCESCATTER)
         CHECK_NCCL(ncclReduceScatter(s, r, c->count, dt, c->op, x->comm, x->stream));
     else
@@ -189,6 +191,7 @@ static void run_burst(struct ctx *x, int t, size_t count)
         CHECK_CUDA(cudaMalloc(&r[i], bytes));
         CHECK_CUDA(cudaMemcpy(s[i], img.data(), bytes, cudaMemcpyHostToDevice));
     }
+    CHECK_CUDA(cudaDeviceSynchronize()); /* the fills ran on the legacy stream */
     for (int i = 0; i < k; i++)
         CHECK_NCCL(ncclAllReduce(s[i], r[i], count, th_dtypes[t].dtype, ncclSum, x->comm,
                                  x->stream));

@@ -75,11 +75,20 @@ static void buf_free(const struct ctx *x, void *p)
     else free(p);
 }
 
+/* A device buffer is filled on the rank's own stream, so the collective queued behind it sees
+ * the bytes. A plain cudaMemcpy would not do: from pageable memory it may return before its DMA
+ * ends, and that copy runs on the legacy default stream, which a non-blocking stream does not
+ * wait for (on an H100 with two processes sharing the GPU, a third of the cases read stale
+ * bytes that way). */
 static void buf_put(const struct ctx *x, void *dst, const void *src, size_t bytes)
 {
     if (bytes == 0) return;
-    if (x->gpu) CHECK_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
-    else memcpy(dst, src, bytes);
+    if (x->gpu) {
+        CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, x->stream));
+        CHECK_CUDA(cudaStreamSynchronize(x->stream)); /* `src` is pageable and goes away */
+    } else {
+        memcpy(dst, src, bytes);
+    }
 }
 
 /* Bytes where `got` (a buffer of this rank's kind) differs from the host image `want`. */

@@ -106,6 +106,13 @@ int main(void)
         return 77;
     }
     die_cuda(cudaSetDevice(0), "cudaSetDevice");
+    /* No communicator here: the library takes the driver this process just loaded, as a
+     * communicator's init would. */
+    tt_device_probe(false);
+    if (!tt_device_active()) {
+        fprintf(stderr, "gpu_reduce: the library did not take the CUDA driver\n");
+        return 1;
+    }
     unsigned char *a = malloc(N * 8), *b = malloc(N * 8), *got = malloc(N * 8),
                   *want = malloc(N * 8);
     void *da, *db, *dd;
