@@ -98,6 +98,23 @@ if(TUTTI_CUDA AND TARGET tutti-run)
   set_tests_properties(cuda_direct_required_off PROPERTIES LABELS "cuda;unit" TIMEOUT 120
                        PROCESSORS 2)
 
+  # Drop-in on the GPU: compiled against NVIDIA's nccl.h from the toolkit and linked with
+  # -lnccl against lib/nccl-compat (never against libtutti), device buffers on a CUDA stream,
+  # 3 ranks on GPU 0.
+  if(TARGET nccl_compat AND EXISTS ${CUDAToolkit_INCLUDE_DIRS}/nccl.h)
+    add_executable(abi_gpu ${CMAKE_SOURCE_DIR}/tests/gpu/abi_gpu.cu)
+    set_target_properties(abi_gpu PROPERTIES CUDA_RUNTIME_LIBRARY Static
+                          BUILD_RPATH ${TUTTI_NCCL_COMPAT_DIR})
+    target_compile_options(abi_gpu PRIVATE ${TUTTI_CUDA_WARNINGS})
+    target_link_libraries(abi_gpu PRIVATE "-L${TUTTI_NCCL_COMPAT_DIR}" "-lnccl")
+    add_dependencies(abi_gpu nccl_compat)
+    add_test(NAME gpu_abi_3
+             COMMAND $<TARGET_FILE:tutti-run> -n 3 --timeout 100 $<TARGET_FILE:abi_gpu>)
+    set_tests_properties(gpu_abi_3 PROPERTIES LABELS cuda TIMEOUT 120 SKIP_RETURN_CODE 77
+                         PROCESSORS 2 ENVIRONMENT
+                         "TUTTI_TIMEOUT_MS=60000;LD_LIBRARY_PATH=${TUTTI_NCCL_COMPAT_DIR}")
+  endif()
+
   # libtutti.so names no CUDA library: the same file runs on machines without CUDA.
   add_test(NAME cuda_no_link
            COMMAND sh ${CMAKE_SOURCE_DIR}/tests/gpu/check_no_cuda_link.sh

@@ -13,12 +13,14 @@
 #   --phase a   the device-direct path and the AllReduce figures (about 2-3 minutes)
 #   --phase b   the full correctness matrix on device buffers (staged path) and 3-4 rank figures
 #   --phase all both (the default; budget 6-9 minutes on an H100 with 16 cores)
+#   --phase mps the device-direct AllReduce table and the 4-rank matrix under CUDA MPS (1 minute)
 #
 # Phase a prints: the GPU and driver; tutti-info; unit_cuda_elementwise, gpu_reduce (the device
 # reduction kernels), gpu_ipc (IPC handles among 3 ranks); gpu_direct at 2, 3, 4 ranks with a
 # 64 KiB scratch and at 3 ranks forced one-shot and two-shot (every dtype x op, in place and out
-# of place, bursts, checked bit for bit on the device); then tutti-perf -G's AllReduce table at
-# 2 ranks from 8 B to 256 MiB on the device-direct path (TUTTI_CUDA_DIRECT=2: it fails rather
+# of place, bursts, checked bit for bit on the device); abi_gpu (built against NVIDIA's nccl.h,
+# linked with -lnccl, 3 ranks); then tutti-perf -G's AllReduce table at
+# 2 ranks from 16 B to 256 MiB on the device-direct path (TUTTI_CUDA_DIRECT=2: it fails rather
 # than fall back), with the device-to-device copy bandwidth measured in the same run and the
 # ratio of the 256 MiB busbw to it, then the same on the staged path (TUTTI_CUDA_DIRECT=0).
 # Phase b: gpu_matrix at 2, 3, 4 ranks sharing GPU 0 and with the odd ranks on the CPU, every
@@ -35,7 +37,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         --pack | --build | --no-build) mode=$1 ;;
         --phase) phase=${2:-all}; shift ;;
-        *) echo "usage: $0 [--pack|--build|--no-build] [--phase a|b|all]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--pack|--build|--no-build] [--phase a|b|all|mps]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -100,10 +102,12 @@ if [ "$phase" = a ] || [ "$phase" = all ]; then
         "$B/tutti-run" -n 3 --timeout 150 "$B/gpu_direct"
     step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_ONESHOT_BYTES=0 \
         "$B/tutti-run" -n 3 --timeout 150 "$B/gpu_direct"
+    # Drop-in: built against NVIDIA's nccl.h, linked with -lnccl (lib/nccl-compat).
+    step "$B/tutti-run" -n 3 --timeout 100 "$B/abi_gpu"
     # The figure of the acceptance: AllReduce busbw at 256 MiB, 2 ranks on one GPU, against the
     # device-to-device copy bandwidth of the same run (the last lines of the table say the ratio).
     step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n 2 --timeout 200 "$B/tutti-perf" -G \
-        -b 8 -e 256M -f 4 -n 20 -w 5 -c 1
+        -b 16 -e 256M -f 4 -n 20 -w 5 -c 1
     step env TUTTI_CUDA_DIRECT=0 "$B/tutti-run" -n 2 --timeout 200 "$B/tutti-perf" -G \
         -b 1M -e 256M -f 16 -n 10 -w 3 -c 1
 fi
@@ -116,6 +120,22 @@ if [ "$phase" = b ] || [ "$phase" = all ]; then
         -d all -o all
     step "$B/tutti-run" -n 3 --timeout 120 "$B/tutti-perf" -G -b 1M -e 64M -f 8 -n 10 -w 3 -c 1
     step "$B/tutti-run" -n 4 --timeout 120 "$B/tutti-perf" -G -b 1M -e 64M -f 8 -n 10 -w 3 -c 1
+fi
+if [ "$phase" = mps ]; then
+    # The device-direct AllReduce again with CUDA MPS running, so the ranks' kernels and stream
+    # waits share the GPU at once instead of in time slices (docs/cuda.md, "Sharing one GPU").
+    export CUDA_MPS_PIPE_DIRECTORY=/tmp/tutti-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/tutti-mps-log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d; then
+        step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n 2 --timeout 200 "$B/tutti-perf" -G \
+            -b 16 -e 256M -f 4 -n 20 -w 5 -c 1
+        step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_DIRECT_BYTES=268435456 "$B/tutti-run" -n 2 \
+            --timeout 200 "$B/tutti-perf" -G -b 64M -e 256M -f 2 -n 20 -w 5 -c 1
+        step "$B/tutti-run" -n 4 --timeout 300 "$B/gpu_matrix"
+        echo quit | nvidia-cuda-mps-control
+    else
+        echo "=== SKIPPED: no CUDA MPS control daemon (nvidia-cuda-mps-control)"
+    fi
 fi
 echo
 echo "=== done: status $status"
