@@ -252,6 +252,38 @@ def shrink(world):
 
 
 @case
+def grow(world):
+    """ncclCommGrow: rank 0 makes the grow's id and starts a new process that joins as rank n;
+    every rank (the new one too) then sums rank + 1 and checks it exactly."""
+    import subprocess
+    import sys
+    n, r = world.size, world.rank
+    uid = world.grow_id() if r == 0 else None
+    child = None
+    if r == 0:
+        code = ("import sys, numpy as np, tutti\n"
+                "n = int(sys.argv[1])\n"
+                "c = tutti.Comm.join_grow(n + 1, bytes.fromhex(sys.argv[2]), n)\n"
+                "x = np.full(5, n + 1, dtype=np.int64)\n"
+                "c.all_reduce(x)\n"
+                "want = (n + 1) * (n + 2) // 2\n"
+                "c.destroy()\n"
+                "sys.exit(0 if (x == want).all() and c is not None else 1)\n")
+        child = subprocess.Popen([sys.executable, "-c", code, str(n), bytes(uid).hex()])
+    big = world.grow(n + 1, uid)
+    eq(big.size, n + 1, "grown size")
+    eq(big.rank, r, "an existing rank keeps its rank")
+    x = np.full(5, r + 1, dtype=np.int64)
+    big.all_reduce(x)
+    eq(x, np.full(5, (n + 1) * (n + 2) // 2, dtype=np.int64), "grown all_reduce")
+    big.destroy()
+    if child is not None:
+        eq(child.wait(timeout=60), 0, "the new rank's exit status")
+    raises(TypeError, world.grow, n + 1, "not an id")
+    raises(TypeError, tutti.Comm.join_grow, n + 1, None, n)
+
+
+@case
 def revoke_abort(world):
     c = world.split(0)
     c.revoke()

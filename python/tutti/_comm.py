@@ -15,7 +15,7 @@ import time
 from . import _buffer, _errors, _lib, _types
 from ._errors import Result
 from ._group import _group, _stream_handle
-from ._ids import _as_uid, _config_ptr
+from ._ids import UniqueId, _as_uid, _config_ptr
 
 NCCL_SPLIT_NOCOLOR = -1
 WIN_DEFAULT = 0x00
@@ -300,6 +300,43 @@ class Comm:
         _errors.check(rc, "ncclCommShrink", h, allow_in_progress=True)
         del keep
         return Comm._wrap(out.value) if out.value else None
+
+    def grow_id(self):
+        """ncclCommGetUniqueId: the id of a grow of this communicator. Exactly one existing rank
+        (the coordinator) makes it, with nothing in flight, and gives its bytes to the new ranks
+        out of band."""
+        h = self._h("ncclCommGetUniqueId")
+        s = _lib.UniqueIdStruct()
+        _errors.check(_lib.lib().ncclCommGetUniqueId(h, ctypes.byref(s)),
+                      "ncclCommGetUniqueId", h)
+        return UniqueId(ctypes.string_at(ctypes.addressof(s), _lib.NCCL_UNIQUE_ID_BYTES))
+
+    def grow(self, nranks, uid=None, config=None):
+        """ncclCommGrow on an existing rank: a communicator of `nranks` ranks, this one's keeping
+        their ranks and new ones (Comm.join_grow) taking the rest. `uid` is grow_id()'s id on
+        the coordinator and None on every other existing rank."""
+        nranks = _check_int(nranks, "nranks")
+        h = self._h("ncclCommGrow")
+        return Comm._grow(h, nranks, None if uid is None else _as_uid(uid), -1, config)
+
+    @classmethod
+    def join_grow(cls, nranks, uid, rank, config=None):
+        """ncclCommGrow on a new rank: joins the grow whose id the coordinator handed over, as
+        `rank` (from the old size up to nranks - 1)."""
+        nranks = _check_int(nranks, "nranks")
+        rank = _check_int(rank, "rank")
+        return cls._grow(None, nranks, _as_uid(uid), rank, config)
+
+    @classmethod
+    def _grow(cls, handle, nranks, uid, rank, config):
+        out = ctypes.c_void_p()
+        cfg, keep = _config_ptr(config)
+        sid = uid._struct() if uid is not None else None
+        rc = _lib.lib().ncclCommGrow(handle, nranks, ctypes.byref(sid) if sid is not None else None,
+                                     rank, ctypes.byref(out), cfg)
+        _errors.check(rc, "ncclCommGrow", handle, allow_in_progress=True)
+        del keep
+        return cls._wrap(out.value)
 
     def __enter__(self):
         return self
