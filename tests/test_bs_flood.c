@@ -276,8 +276,9 @@ static void scenario_retry(void)
           "retry: the error '%s' does not say why", tt_error_last());
     CHECK(ms >= 250 && ms < 2000, "retry: gave up after %lld ms, want ~300", (long long)ms);
     CHECK_EQ_MSG(fd, -1, "retry: the fd after failing");
-    tt_sock_close(&f.lfd); /* the fake's accept fails and it ends */
+    shutdown(f.lfd, SHUT_RDWR); /* the fake's accept fails and it ends */
     pthread_join(t, NULL);
+    tt_sock_close(&f.lfd);
     printf("retry: a listener that closes everything: failed after %lld ms (deadline 300)\n",
            (long long)ms);
 }
