@@ -90,16 +90,21 @@ endforeach()
 # Hostile connections (idle, HTTP, random bytes, huge lengths, 1 byte/s) to every listening port
 # of a 2-rank job during init and its AllReduces: every operation succeeds with exact results;
 # init times with and without the attack are printed. 100 connections per port by default,
-# 1,000 with 1,000 AllReduces under soak; over shared memory and over TCP.
+# 1,000 with 1,000 AllReduces under soak, and that 50 times in a row (_repeat: the minimum,
+# median and maximum init times are printed); over shared memory and over TCP.
 tutti_fault_program(fault_hostile)
 foreach(cfg "shm;" "tcp;NCCL_SHM_DISABLE=1")
   list(GET cfg 0 name)
   list(GET cfg 1 extra)
   add_test(NAME fault_hostile_${name} COMMAND fault_hostile --conns 100 --ops 200)
   add_test(NAME fault_hostile_${name}_soak COMMAND fault_hostile --conns 1000 --ops 1000)
+  add_test(NAME fault_hostile_${name}_repeat
+           COMMAND fault_hostile --conns 1000 --ops 1000 --runs 50)
   set_tests_properties(fault_hostile_${name} PROPERTIES LABELS fault TIMEOUT 120
                        SKIP_RETURN_CODE 77 ENVIRONMENT "${extra}")
   set_tests_properties(fault_hostile_${name}_soak PROPERTIES LABELS soak TIMEOUT 600
+                       SKIP_RETURN_CODE 77 ENVIRONMENT "${extra}")
+  set_tests_properties(fault_hostile_${name}_repeat PROPERTIES LABELS soak TIMEOUT 1200
                        SKIP_RETURN_CODE 77 ENVIRONMENT "${extra}")
 endforeach()
 

@@ -12,8 +12,11 @@
  * int32 sums compared exactly) and reports its init time and its count of correct operations.
  * The test runs the job once without and once with the attack and prints both init times.
  *
- * `fault_hostile [--conns N] [--ops M]`; NCCL_SHM_DISABLE=1 runs the job over TCP (so the TCP
- * transport's listener is attacked too). Exit 1 when any operation fails or is wrong. */
+ * `fault_hostile [--conns N] [--ops M] [--runs R]`; NCCL_SHM_DISABLE=1 runs the job over TCP
+ * (so the TCP transport's listener is attacked too). With R > 1 the pair of jobs runs R times
+ * and the minimum, median and maximum of rank 1's init times are printed, with the count of
+ * failed runs. TUTTI_TIMEOUT_MS is 30 s unless set, so that a failed init ends a run soon.
+ * Exit 1 when any operation fails or is wrong. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -344,6 +347,12 @@ static void attack_end(void)
     atomic_store(&att.nports, 0);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 /* ---- one run of the job ------------------------------------------------------------------- */
 
 static pid_t spawn_rank(const char *self, int rank, int ops, int report_fd)
@@ -386,6 +395,7 @@ static int run_job(const char *self, bool attack, int ops, double *init_ms)
     memset(att.pids, 0, sizeof att.pids);
     atomic_store(&att.stop, 0);
     att.pids[0] = spawn_rank(self, 0, ops, fds[1]);
+    att.opened = 0;
     if (attack) {
         pthread_create(&thread, NULL, attacker, NULL);
         /* Wait until rank 0's root and listener are flooded (or 2 s). */
@@ -434,11 +444,13 @@ int main(int argc, char **argv)
 {
     if (argc == 5 && strcmp(argv[1], "rank") == 0)
         return rank_main(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
-    int conns = 100, ops = 200;
+    int conns = 100, ops = 200, runs = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--conns") == 0) conns = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--ops") == 0) ops = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--runs") == 0) runs = atoi(argv[i + 1]);
     }
+    if (runs < 1) runs = 1;
     att.conns = conns;
     srand((unsigned)getpid());
     /* The attacker holds conns connections to each of up to MAX_PORTS ports. */
@@ -459,13 +471,43 @@ int main(int argc, char **argv)
     ssize_t n = readlink(self, exe, sizeof exe - 1);
     if (n <= 0) return 1;
     exe[n] = '\0';
-    double quiet_ms = 0, hostile_ms = 0;
-    printf("without attack (%s):\n", getenv("NCCL_SHM_DISABLE") ? "TCP" : "shared memory");
-    int failed = run_job(exe, false, ops, &quiet_ms);
-    printf("with %d connections per listening port:\n", conns);
-    failed |= run_job(exe, true, ops, &hostile_ms);
-    printf("rank 1 init: %.1f ms quiet, %.1f ms under attack (%+.1f ms; noisy machine)\n",
-           quiet_ms, hostile_ms, hostile_ms - quiet_ms);
-    printf("%s\n", failed ? "FAIL" : "PASS");
-    return failed;
+    if (getenv("TUTTI_TIMEOUT_MS") == NULL) setenv("TUTTI_TIMEOUT_MS", "30000", 1);
+    double *quiet = calloc((size_t)runs, sizeof *quiet);
+    double *hostile = calloc((size_t)runs, sizeof *hostile);
+    if (quiet == NULL || hostile == NULL) return 1;
+    int nquiet = 0, nhostile = 0, failed_runs = 0;
+    for (int run = 0; run < runs; run++) {
+        double quiet_ms = 0, hostile_ms = 0;
+        if (runs > 1) printf("run %d of %d\n", run + 1, runs);
+        printf("without attack (%s):\n", getenv("NCCL_SHM_DISABLE") ? "TCP" : "shared memory");
+        int failed = run_job(exe, false, ops, &quiet_ms);
+        if (failed == 0) quiet[nquiet++] = quiet_ms;
+        printf("with %d connections per listening port:\n", conns);
+        int failed_attack = run_job(exe, true, ops, &hostile_ms);
+        if (failed_attack == 0) hostile[nhostile++] = hostile_ms;
+        printf("rank 1 init: %.1f ms quiet, %.1f ms under attack (%+.1f ms; noisy machine)\n",
+               quiet_ms, hostile_ms, hostile_ms - quiet_ms);
+        failed_runs += (failed | failed_attack) != 0;
+    }
+    if (runs > 1) {
+        double load[3] = {0, 0, 0};
+        FILE *f = fopen("/proc/loadavg", "r");
+        if (f != NULL) {
+            if (fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
+            fclose(f);
+        }
+        qsort(quiet, (size_t)nquiet, sizeof *quiet, cmp_double);
+        qsort(hostile, (size_t)nhostile, sizeof *hostile, cmp_double);
+        printf("%d runs of %d connections per port, %d AllReduces (%s): %d failed\n", runs,
+               conns, ops, getenv("NCCL_SHM_DISABLE") ? "TCP" : "shared memory", failed_runs);
+        if (nquiet > 0 && nhostile > 0)
+            printf("rank 1 init, min/median/max: quiet %.1f/%.1f/%.1f ms, under attack "
+                   "%.1f/%.1f/%.1f ms (load average %.1f %.1f %.1f)\n", quiet[0],
+                   quiet[nquiet / 2], quiet[nquiet - 1], hostile[0], hostile[nhostile / 2],
+                   hostile[nhostile - 1], load[0], load[1], load[2]);
+    }
+    free(quiet);
+    free(hostile);
+    printf("%s\n", failed_runs ? "FAIL" : "PASS");
+    return failed_runs != 0;
 }

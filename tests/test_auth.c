@@ -2,16 +2,19 @@
  * live 2-rank job, which must go on unaffected (its allgathers, barriers and all-pairs messages
  * checked byte for byte afterwards).
  *
- *   observe   what any listener (the root, a rank) sends before the stranger proves anything:
- *             exactly 8 zero bytes and a 16-byte nonce, fresh on every connection, for jobs with
- *             different secrets alike, then nothing more: nothing to test a guess against.
+ *   observe   what a root sends before the stranger proves anything, for jobs with different
+ *             secrets alike: nothing to a connection that sends nothing; to one that sends a
+ *             guessed tag, the same fixed 24-byte refusal; to one that sends the job's tag (an
+ *             eavesdropper's), 8 zero bytes and a 16-byte nonce, fresh on every connection;
+ *             then nothing more: nothing to test a guess against.
  *   join      N hellos to the root for a free rank, MAC'd under a guessed secret;
  *   replay    N replays of rank 0's genuine hello to the root, as recorded on the wire, as is
  *             and edited to claim rank 1;
  *   peer      N peer hellos to rank 0's listener under a guessed secret, claiming rank 1, and
  *             N replays of rank 1's genuine ring hello to rank 0, as is and edited (p2p kind).
  *
- * Every attempt must be closed without a reply. The wire is recorded with an AF_PACKET socket
+ * The attempts below pass the gate with the job's tag (the magic, which an eavesdropper sees on
+ * the wire); every one must then be closed without a reply. The wire is recorded with an AF_PACKET socket
  * on the loopback interface (needs CAP_NET_RAW); without it the replays are skipped and said so.
  * `test_auth N` (N attempts of each kind). */
 #include <arpa/inet.h>
@@ -133,10 +136,16 @@ static int connect_to(const struct sockaddr_storage *addr)
     return fd;
 }
 
-/* Reads what the listener sends before anything is proved (the 24-byte challenge). */
-static bool read_challenge(int fd, struct tt_bs_challenge *ch)
+/* The job's tag, which the attacks send to pass the gate. */
+static uint64_t job_tag;
+
+/* Sends a tag and reads what the listener answers before anything is proved (24 bytes: a
+ * challenge or a refusal). */
+static bool read_challenge(int fd, uint64_t tag, struct tt_bs_challenge *ch)
 {
-    return tt_sock_recv_all(fd, ch, sizeof *ch, tt_deadline_after_ms(5000), NULL) == ncclSuccess;
+    struct tt_bs_tag t = {.magic = tag};
+    return tt_sock_send_all(fd, &t, sizeof t, tt_deadline_after_ms(5000), NULL) == ncclSuccess &&
+           tt_sock_recv_all(fd, ch, sizeof *ch, tt_deadline_after_ms(5000), NULL) == ncclSuccess;
 }
 
 /* True when the listener closes `fd` without sending a byte more (within 5 s). */
@@ -155,7 +164,7 @@ static void attempt(const struct sockaddr_storage *addr, const void *msg, size_t
 {
     struct tt_bs_challenge ch;
     int fd = connect_to(addr);
-    if (fd < 0 || !read_challenge(fd, &ch)) {
+    if (fd < 0 || !read_challenge(fd, job_tag, &ch) || ch.status != TT_BS_CHALLENGE) {
         FAIL("%s attempt %d: no challenge from the listener", what, k);
         if (fd >= 0) close(fd);
         return;
@@ -244,31 +253,45 @@ static unsigned read_port(FILE *f)
 
 static int observe(void)
 {
-    /* Two jobs with different secrets (two ids); from each root 20 connections. */
-    uint8_t nonces[40][TT_BS_NONCE_BYTES];
-    int n = 0;
+    /* Two jobs with different secrets (two ids); to each root 30 connections: 10 silent, 10
+     * with a guessed tag, 10 with the job's tag. */
+    enum { PER = 10 };
+    uint8_t nonces[2 * PER][TT_BS_NONCE_BYTES];
+    static const uint8_t zero_nonce[TT_BS_NONCE_BYTES];
+    int n = 0, refusals = 0;
     for (int job = 0; job < 2; job++) {
         ncclUniqueId id;
         struct sockaddr_storage root;
         CHECK_OK_AUTH(tt_bootstrap_get_unique_id(&id));
         CHECK_OK_AUTH(tt_bs_id_addr((const struct tt_unique_id *)&id, &root));
-        /* All 20 at once, so that waiting out TUTTI_HANDSHAKE_MS costs once. */
-        int fds[20];
-        for (int k = 0; k < 20; k++) fds[k] = connect_to(&root);
-        for (int k = 0; k < 20; k++) {
+        uint64_t magic = ((const struct tt_unique_id *)&id)->magic;
+        /* All at once, so that waiting out TUTTI_HANDSHAKE_MS costs once. */
+        int fds[3 * PER];
+        for (int k = 0; k < 3 * PER; k++) fds[k] = connect_to(&root);
+        for (int k = PER; k < 3 * PER; k++) {
             struct tt_bs_challenge ch;
-            if (fds[k] < 0 || !read_challenge(fds[k], &ch)) {
+            bool ours = k >= 2 * PER;
+            uint64_t guess = ((uint64_t)rand() << 32) ^ (uint64_t)rand();
+            if (fds[k] < 0 || !read_challenge(fds[k], ours ? magic : guess, &ch)) {
                 FAIL("observe: no 24 bytes from the root of job %d", job);
                 continue;
             }
-            CHECK_EQ_MSG(ch.zero, 0u, "the 8 bytes before the root's nonce");
-            memcpy(nonces[n++], ch.nonce, sizeof ch.nonce);
+            if (ours) {
+                CHECK_EQ_MSG(ch.status, TT_BS_CHALLENGE, "the 8 bytes before the root's nonce");
+                memcpy(nonces[n++], ch.nonce, sizeof ch.nonce);
+            } else {
+                CHECK_EQ_MSG(ch.status, TT_BS_REFUSED, "the root's answer to a guessed tag");
+                CHECK_EQ_MSG(memcmp(ch.nonce, zero_nonce, sizeof zero_nonce), 0,
+                             "the nonce of a refusal");
+                refusals++;
+            }
         }
-        /* Nothing more comes until the stranger proves itself: at TUTTI_HANDSHAKE_MS the root
-         * closes the connection. */
-        for (int k = 0; k < 20; k++) {
+        /* Nothing (more) comes until the stranger proves itself: a refused connection is
+         * closed at once, the others at TUTTI_HANDSHAKE_MS. */
+        for (int k = 0; k < 3 * PER; k++) {
             if (fds[k] < 0) continue;
-            if (!closed_without_reply(fds[k])) FAIL("observe: the root sent more than 24 bytes");
+            if (!closed_without_reply(fds[k]))
+                FAIL("observe: the root sent more than %s", k < PER ? "nothing" : "24 bytes");
             close(fds[k]);
         }
     }
@@ -276,8 +299,9 @@ static int observe(void)
         for (int j = i + 1; j < n; j++)
             if (memcmp(nonces[i], nonces[j], TT_BS_NONCE_BYTES) == 0)
                 FAIL("observe: connections %d and %d got the same nonce", i, j);
-    printf("observe: %d connections to the roots of 2 jobs with different secrets: each got 8 "
-           "zero bytes and a distinct 16-byte nonce, then nothing\n", n);
+    printf("observe: to the roots of 2 jobs with different secrets, %d silent connections got "
+           "nothing, %d with a guessed tag the same 24-byte refusal, %d with the job's tag 8 "
+           "zero bytes and a distinct 16-byte nonce; then nothing\n", 2 * PER, refusals, n);
     return 0;
 }
 
@@ -314,6 +338,7 @@ int main(int argc, char **argv)
     CHECK_OK_AUTH(tt_bootstrap_get_unique_id(&id));
     CHECK_OK_AUTH(tt_bs_id_addr((const struct tt_unique_id *)&id, &root));
     const struct tt_unique_id *tid = (const struct tt_unique_id *)&id;
+    job_tag = tid->magic;
     pid_t pid0 = spawn_rank(&id, 0, port_pipe[1], go_pipe[0]);
 
     /* Rank 0 has joined (its hello is on the wire) once its listener exists; rank 1 has not,

@@ -371,8 +371,9 @@ static int scenario_commid(void)
 }
 
 /* Before the ranks come, the root gets a connection that sends garbage, one that closes at
- * once, and one with the right magic but a forged MAC claiming rank 0. The root must drop all
- * three and still serve the real ranks (a counted forgery would make rank 0 a duplicate). */
+ * once, one with another job's tag (refused at once: a fixed refusal, no nonce), and one with
+ * the job's tag but a forged MAC claiming rank 0. The root must drop all four and still serve
+ * the real ranks (a counted forgery would make rank 0 a duplicate). */
 static int scenario_garbage(void)
 {
     ncclUniqueId id;
@@ -395,11 +396,24 @@ static int scenario_garbage(void)
     tt_sock_close(&fd);
 
     struct tt_bs_challenge ch;
-    struct tt_bs_root_hello forged;
+    struct tt_bs_tag other = {.magic = tid.magic ^ 1};
     CHECK_OK(tt_sock_connect(&root, deadline_ns, NULL, &fd));
+    CHECK_OK(tt_sock_send_all(fd, &other, sizeof other, deadline_ns, NULL));
     CHECK_OK(tt_sock_recv_all(fd, &ch, sizeof ch, deadline_ns, NULL));
-    /* Before the peer's proof the root sends nothing but a zero word and a random nonce. */
-    CHECK_EQ_MSG(ch.zero == 0, 1, "the root's challenge holds nothing derived from the secret");
+    static const uint8_t zero_nonce[TT_BS_NONCE_BYTES];
+    CHECK_EQ_MSG(ch.status == TT_BS_REFUSED, 1, "the root's answer to another job's tag");
+    CHECK_EQ_MSG(memcmp(ch.nonce, zero_nonce, sizeof zero_nonce), 0, "a refusal's nonce");
+    CHECK_EQ_MSG(tt_sock_recv_all(fd, &ch, 1, deadline_ns, NULL), ncclRemoteError,
+                 "reading past a refusal");
+    tt_sock_close(&fd);
+    /* The gate refuses the same way when the tag is another job's. */
+    uint8_t challenge[TT_BS_NONCE_BYTES];
+    CHECK_EQ_MSG(tt_bs_gate_enter(&root, tid.magic ^ 1, deadline_ns, NULL, "the root", &fd,
+                                  challenge), ncclInvalidUsage, "passing the gate with another tag");
+    CHECK_EQ_MSG(fd, -1, "the fd after a refusal");
+
+    struct tt_bs_root_hello forged;
+    CHECK_OK(tt_bs_gate_enter(&root, tid.magic, deadline_ns, NULL, "the root", &fd, challenge));
     memset(&forged, 0, sizeof forged);
     forged.magic = tid.magic;
     forged.version = TT_UNIQUE_ID_VERSION;

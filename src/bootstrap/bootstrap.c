@@ -2,10 +2,10 @@
  * point-to-point messages over plain TCP.
  *
  * A rank listens before it contacts the root, so that its address is valid as soon as anyone
- * learns it. One listening socket serves both the ring and point-to-point traffic; once the
- * root has replied, a listener thread (listener.c) serves it: every connection gets a fresh
- * challenge and must answer with an authenticated hello saying what it is (ring or p2p) and
- * from whom, and is filed under that name, so a connection that arrives "early" (a peer
+ * learns it. One listening socket serves both the ring and point-to-point traffic; from then
+ * on a listener thread (listener.c) serves it: every connection that sends the job's tag gets a
+ * fresh challenge (gate.c) and must answer with an authenticated hello saying what it is (ring
+ * or p2p) and from whom, and is filed under that name, so a connection that arrives "early" (a peer
  * sending before this rank asks) is kept, never lost, and a hostile one costs this rank's
  * calls nothing. Connecting waits only for that thread's challenge, never for the peer's
  * calls, so sends never deadlock against sends. Messages that arrive on a p2p connection
@@ -62,32 +62,27 @@ struct tt_bootstrap {
     struct stashed *stash;
 };
 
-/* Opens a connection to rank `to` at `addr`: waits for the peer's challenge (its listener
- * thread sends one on accept, whatever the peer is doing) and answers with a hello that proves
- * the secret for this job, this pair of ranks and this connection. */
+/* Opens a connection to rank `to` at `addr`: passes the peer's gate (its listener thread
+ * answers the job's tag with a challenge at once, whatever the peer is doing) and answers the
+ * challenge with a hello that proves the secret for this job, this pair of ranks and this
+ * connection. */
 static ncclResult_t open_peer(struct tt_bootstrap *bs, const struct sockaddr_storage *addr,
                               enum tt_bs_conn_kind kind, int to, uint64_t deadline_ns,
                               int *fd_out)
 {
     ncclResult_t res = ncclSuccess;
-    struct tt_bs_challenge ch;
+    uint8_t challenge[TT_BS_NONCE_BYTES];
     struct tt_bs_peer_hello h;
+    char who[48];
     int fd = -1;
-    TT_TRY(tt_sock_connect(addr, deadline_ns, bs->abort, &fd));
-    TT_TRY_GOTO(tt_sock_recv_all(fd, &ch, sizeof ch, deadline_ns, bs->abort), res, fail);
-    if (ch.zero != 0) {
-        char text[TT_SOCK_ADDR_STR_BYTES];
-        res = TT_ERROR(ncclRemoteError, "bootstrap rank %d: %s, where rank %d listens, did not "
-                       "open with a bootstrap challenge", bs->rank,
-                       tt_sock_addr_str(addr, text, sizeof text), to);
-        goto fail;
-    }
+    snprintf(who, sizeof who, "the bootstrap listener of rank %d", to);
+    TT_TRY(tt_bs_gate_enter(addr, bs->magic, deadline_ns, bs->abort, who, &fd, challenge));
     memset(&h, 0, sizeof h);
     h.magic = bs->magic;
     h.kind = kind;
     h.from_rank = bs->rank;
     h.to_rank = to;
-    tt_bs_peer_hello_mac(bs->secret, bs->session, ch.nonce, &h, h.mac);
+    tt_bs_peer_hello_mac(bs->secret, bs->session, challenge, &h, h.mac);
     TT_TRY_GOTO(tt_sock_send_all(fd, &h, sizeof h, deadline_ns, bs->abort), res, fail);
     *fd_out = fd;
     return ncclSuccess;
@@ -124,26 +119,16 @@ static ncclResult_t join_root(struct tt_bootstrap *bs, const struct sockaddr_sto
 {
     ncclResult_t res = ncclSuccess;
     char root_text[TT_SOCK_ADDR_STR_BYTES];
-    struct tt_bs_challenge ch;
+    uint8_t challenge[TT_BS_NONCE_BYTES];
     struct tt_bs_root_hello hello;
     struct tt_bs_root_reply reply;
     uint8_t mac[TT_BS_MAC_BYTES];
     int fd = -1;
     tt_sock_addr_str(root_addr, root_text, sizeof root_text);
-    /* A root flooded with connections closes the oldest unproven ones: a connection closed
-     * before its challenge arrived is tried again (a root of another job, by contrast,
-     * challenges everyone and stays silent only after the hello). */
-    for (;;) {
-        TT_TRY_GOTO(tt_sock_connect(root_addr, deadline_ns, bs->abort, &fd), res, out);
-        res = tt_sock_recv_all(fd, &ch, sizeof ch, deadline_ns, bs->abort);
-        if (res == ncclSuccess) break;
-        tt_sock_close(&fd);
-        if (res != ncclRemoteError || tt_deadline_passed(deadline_ns)) goto out;
-        TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap rank %d: the root at %s closed the connection "
-                "before its challenge; connecting again", bs->rank, root_text);
-        struct timespec pause = {0, 10 * 1000 * 1000}; /* not a busy loop against a closer */
-        nanosleep(&pause, NULL);
-    }
+    /* The gate connects again when a flooded root evicted the connection before it read the
+     * tag; once past it, the root keeps this connection in preference to any stranger's. */
+    TT_TRY_GOTO(tt_bs_gate_enter(root_addr, bs->magic, deadline_ns, bs->abort,
+                                 "the bootstrap root", &fd, challenge), res, out);
     memset(&hello, 0, sizeof hello);
     hello.magic = bs->magic;
     hello.version = TT_UNIQUE_ID_VERSION;
@@ -151,16 +136,17 @@ static ncclResult_t join_root(struct tt_bootstrap *bs, const struct sockaddr_sto
     hello.nranks = bs->nranks;
     tt_bs_addr_to_wire(&bs->listen_addr, &hello.listen_addr);
     TT_TRY_GOTO(tt_bs_random(hello.nonce, sizeof hello.nonce), res, out);
-    tt_bs_mac(bs->secret, ch.nonce, sizeof ch.nonce, &hello,
+    tt_bs_mac(bs->secret, challenge, sizeof challenge, &hello,
               offsetof(struct tt_bs_root_hello, mac), hello.mac);
-    TT_TRY_GOTO(tt_sock_send_all(fd, &hello, sizeof hello, deadline_ns, bs->abort), res, out);
-    /* A root of another job (or with another secret) drops the connection without a word,
-     * so as to tell an impostor nothing; the failed receive is reported as such. */
-    if (tt_sock_recv_all(fd, &reply, sizeof reply, deadline_ns, bs->abort) != ncclSuccess) {
+    /* A root that challenged this rank but does not accept its proof (this job's tag with
+     * another secret: a bug or a forgery) closes without a word, so as to tell an impostor
+     * nothing; so does a root that ends (its process's own rank failed); a failed send or
+     * receive is reported as such. */
+    if (tt_sock_send_all(fd, &hello, sizeof hello, deadline_ns, bs->abort) != ncclSuccess ||
+        tt_sock_recv_all(fd, &reply, sizeof reply, deadline_ns, bs->abort) != ncclSuccess) {
         res = TT_ERROR(ncclInvalidUsage, "the bootstrap root at %s gave no reply to rank %d's "
-                       "proof: it serves another job, or this rank has another secret (a stale "
-                       "unique id, or ranks with different NCCL_COMM_ID or TUTTI_SECRET?)",
-                       root_text, bs->rank);
+                       "proof: the root ended (did the init of the rank in its process fail?), "
+                       "or it holds another secret under this job's tag", root_text, bs->rank);
         goto out;
     }
     tt_bs_mac(bs->secret, hello.nonce, sizeof hello.nonce, &reply,

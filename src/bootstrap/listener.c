@@ -3,11 +3,14 @@
  * rank's own calls anything, and a peer opening a connection never waits for this rank to be
  * inside a bootstrap call.
  *
- * Every accepted connection at once receives a fresh random challenge (24 bytes: 8 zero bytes
- * and a 16-byte nonce, nothing derived from the secret) and must answer with a peer hello MAC'd
- * over the job's session value and that challenge within TUTTI_HANDSHAKE_MS, else it is closed.
- * At most TT_BS_MAX_PENDING connections wait for their hello; a new one beyond that (or one
- * that finds the process out of fds) evicts the oldest, sparing hellos held for the session.
+ * Every accepted connection passes the gate (gate.c): once it has sent the job's tag it
+ * receives a fresh random challenge (nothing derived from the secret; any other tag gets a
+ * refusal and is closed) and must answer with a peer hello MAC'd over the job's session value
+ * and that challenge; all of this within TUTTI_HANDSHAKE_MS of the accept, else it is closed.
+ * At most TT_BS_MAX_PENDING connections wait; a new one beyond that (or one that finds the
+ * process out of fds) evicts the oldest of those without the job's tag, and only when there is
+ * none the oldest of the rest (sparing hellos held for the session): a blind flood can never
+ * evict a connection of the job that has sent its tag.
  * A connection that proves itself is filed under (kind, sending rank) for the bootstrap to take;
  * each such slot is filled at most once, so a second hello for it, genuine or replayed, is
  * refused. The thread touches only the listener's own state; the slots are shared with the
@@ -42,8 +45,9 @@
 struct pending {
     int fd;
     uint64_t deadline_ns;
-    size_t got;
-    uint8_t challenge[TT_BS_NONCE_BYTES];
+    struct tt_bs_gate gate; /* the tag, and the challenge sent for it */
+    bool open;              /* the job's tag came and the challenge went out */
+    size_t got;             /* of the hello */
     struct tt_bs_peer_hello hello;
     bool held; /* complete, with the job's magic; waits for the session */
 };
@@ -90,23 +94,53 @@ static void drop_pending(struct tt_bs_listener *l, int i)
     l->pending[i] = l->pending[--l->npending];
 }
 
-/* Closes the oldest pending connection, sparing held hellos unless every one is held. */
+/* How readily a pending connection is evicted: one still without the job's tag first (blind
+ * junk, or a rank's connection in the instant before its tag arrives, which then connects
+ * again), then one past the gate, and a held hello last. */
+static int keep_rank(const struct pending *p)
+{
+    return p->held ? 2 : p->open ? 1 : 0;
+}
+
+/* Closes the oldest pending connection of the lowest keep_rank. */
 static void drop_oldest_pending(struct tt_bs_listener *l)
 {
     int oldest = 0;
     for (int i = 1; i < l->npending; i++) {
         const struct pending *p = &l->pending[i], *o = &l->pending[oldest];
-        if ((o->held && !p->held) || (o->held == p->held && p->deadline_ns < o->deadline_ns))
+        if (keep_rank(p) < keep_rank(o) ||
+            (keep_rank(p) == keep_rank(o) && p->deadline_ns < o->deadline_ns))
             oldest = i;
     }
     char who[TT_SOCK_ADDR_STR_BYTES];
-    REFUSE_LOG(l, "%d connections wait for their hello; closing the oldest, from %s",
-               TT_BS_MAX_PENDING, tt_sock_peer_str(l->pending[oldest].fd, who, sizeof who));
+    REFUSE_LOG(l, "%d connections wait for their tag or hello; closing the oldest %s, from %s",
+               TT_BS_MAX_PENDING, l->pending[oldest].open ? "past the gate" : "without a tag",
+               tt_sock_peer_str(l->pending[oldest].fd, who, sizeof who));
     drop_pending(l, oldest);
 }
 
-/* Accepts every queued connection and sends each its challenge. */
-static void accept_and_challenge(struct tt_bs_listener *l)
+/* Passes pending connection i through the gate as far as its bytes allow: challenged when its
+ * tag is the job's, dropped when it is another (refused) or the connection failed. */
+static void read_gate(struct tt_bs_listener *l, int i)
+{
+    struct pending *p = &l->pending[i];
+    enum tt_bs_gate_step step = tt_bs_gate_read(p->fd, l->magic, &p->gate);
+    if (step == TT_BS_GATE_WAIT) return;
+    if (step == TT_BS_GATE_OPEN) {
+        p->open = true;
+        return;
+    }
+    if (p->gate.got == sizeof p->gate.tag) {
+        char who[TT_SOCK_ADDR_STR_BYTES];
+        REFUSE_LOG(l, "refusing the connection from %s: not this job's tag (another job, or "
+                   "not a Tutti rank)", tt_sock_peer_str(p->fd, who, sizeof who));
+    }
+    drop_pending(l, i);
+}
+
+/* Accepts up to TT_BS_ACCEPT_BATCH queued connections and reads the tag of each that has
+ * already sent it (a rank's comes right after its connect). */
+static void accept_batch(struct tt_bs_listener *l)
 {
     for (int batch = 0; batch < TT_BS_ACCEPT_BATCH; batch++) {
         int fd = accept4(l->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -125,18 +159,8 @@ static void accept_and_challenge(struct tt_bs_listener *l)
         memset(p, 0, sizeof *p);
         p->fd = fd;
         p->deadline_ns = tt_deadline_after_ms(l->handshake_ms);
-        struct tt_bs_challenge ch = {.zero = 0};
-        if (tt_bs_random(p->challenge, sizeof p->challenge) != ncclSuccess) {
-            close(fd);
-            continue;
-        }
-        memcpy(ch.nonce, p->challenge, sizeof ch.nonce);
-        /* 24 bytes into a fresh socket's empty buffer: all or nothing. */
-        if (send(fd, &ch, sizeof ch, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof ch) {
-            close(fd);
-            continue;
-        }
         l->npending++;
+        read_gate(l, l->npending - 1);
     }
 }
 
@@ -146,7 +170,7 @@ static bool file_hello(struct tt_bs_listener *l, struct pending *p)
     const struct tt_bs_peer_hello *h = &p->hello;
     char who[TT_SOCK_ADDR_STR_BYTES];
     uint8_t mac[TT_BS_MAC_BYTES];
-    tt_bs_peer_hello_mac(l->secret, l->session, p->challenge, h, mac);
+    tt_bs_peer_hello_mac(l->secret, l->session, p->gate.challenge, h, mac);
     if (h->magic != l->magic || !tt_bs_mac_equal(mac, h->mac)) {
         REFUSE_LOG(l, "closing the connection from %s: wrong magic or failed authentication "
                    "(another job, or a replayed hello?)", tt_sock_peer_str(p->fd, who, sizeof who));
@@ -182,11 +206,16 @@ static bool file_hello(struct tt_bs_listener *l, struct pending *p)
     return true;
 }
 
-/* Reads what has arrived of pending hello i; files or drops it when complete, or holds it
- * while the session is not known (a hello without the job's magic is dropped at once). */
+/* Reads what has arrived of pending connection i: its tag, then its hello; files or drops the
+ * hello when complete, or holds it while the session is not known (a hello without the job's
+ * magic is dropped at once). */
 static void read_peer_hello(struct tt_bs_listener *l, int i)
 {
     struct pending *p = &l->pending[i];
+    if (!p->open) {
+        read_gate(l, i);
+        return;
+    }
     if (tt_sock_recv_some(p->fd, &p->hello, sizeof p->hello, &p->got) != ncclSuccess) {
         drop_pending(l, i);
         return;
@@ -258,7 +287,7 @@ static void *listener_main(void *arg)
         /* Highest index first: drop() moves the last entry into the hole, already visited. */
         for (int k = n - 1; k >= 2; k--)
             if (pfds[k].revents != 0) read_peer_hello(l, which[k]);
-        if (pfds[1].revents != 0) accept_and_challenge(l);
+        if (pfds[1].revents != 0) accept_batch(l);
     }
     atomic_store(&l->ended, true);
     pthread_mutex_lock(&l->lock);

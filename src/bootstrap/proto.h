@@ -3,11 +3,15 @@
  *
  * Every message is a fixed-layout struct of fixed-width fields (both ends run this same code on
  * little-endian hosts) that starts with the job's magic; every field read from the network is
- * range-checked before use. Authentication: the 256-bit job secret never crosses the network. A
- * rank proves it to the root by a MAC over the root's fresh challenge, and the root proves it
- * back by a MAC over the rank's own nonce; the root's reply carries a fresh session value, and
- * every rank-to-rank hello is MAC'd over it, so a hello captured in one job is refused in any
- * other. The MAC is libsodium's HMAC-SHA-512-256 truncated to 128 bits (auth.c). */
+ * range-checked before use. Every connection opens at the gate (gate.c): the connecting side
+ * sends the job's tag (its magic) at once, and the listener answers the job's tag with a fresh
+ * challenge and anything else with a refusal, so that a listener can tell its job's
+ * connections from blind junk before anyone has proved anything, and evicts only junk under a
+ * flood. Authentication: the 256-bit job secret never crosses the network. A rank proves it to
+ * the root by a MAC over the root's fresh challenge, and the root proves it back by a MAC over
+ * the rank's own nonce; the root's reply carries a fresh session value, and every rank-to-rank
+ * hello is MAC'd over it, so a hello captured in one job is refused in any other. The MAC is
+ * libsodium's HMAC-SHA-512-256 truncated to 128 bits (auth.c). */
 #ifndef TT_BOOTSTRAP_PROTO_H
 #define TT_BOOTSTRAP_PROTO_H
 
@@ -29,15 +33,13 @@
 /* The most ranks a root accepts in one job: a bound on what a hello (even an authenticated
  * one, from a buggy or hostile rank) can make the root allocate. */
 #define TT_BS_MAX_RANKS (1 << 20)
-/* Connections a listener (root or rank) keeps waiting for their hello; one more evicts the
- * oldest, so a flood of idle connections costs at most this many fds and a few KiB. */
+/* Connections a listener (root or rank) keeps waiting for their tag or hello; one more evicts
+ * the oldest of those still without the job's tag (only when there is none, the oldest of the
+ * rest), so a flood of idle connections costs at most this many fds and a few KiB, and never
+ * costs a connection of the job that sent its tag. */
 #define TT_BS_MAX_PENDING 128
-/* The most ranks a root accepts in one job: a bound on what a hello (even an authenticated
- * one, from a buggy or hostile rank) can make the root allocate. */
-#define TT_BS_MAX_RANKS (1 << 20)
-/* Connections a listener accepts per turn before it reads the hellos that have arrived: a
- * genuine hello, which follows its challenge within microseconds, is read long before
- * TT_BS_MAX_PENDING newer connections could evict it. */
+/* Connections a listener accepts per turn before it reads the tags and hellos that have
+ * arrived. */
 #define TT_BS_ACCEPT_BATCH 16
 
 /* A socket address on the wire. */
@@ -48,12 +50,26 @@ struct tt_bs_wire_addr {
     uint8_t addr[16];
 };
 
-/* Root -> rank, as soon as the root accepts. */
+/* Connector -> listener (root or rank), the first bytes on every bootstrap connection, sent
+ * without waiting for anything: the job's magic, which tells a listener that the connection
+ * belongs to its job (a stranger who has not seen the job's traffic cannot produce it) and
+ * which the connector's hello carries anyway. A blind keyed hash of the secret, or random with
+ * an id from ncclGetUniqueId: nothing an observer can test a guessed secret against without
+ * first paying the key derivation. */
+struct tt_bs_tag {
+    uint64_t magic;
+};
+
+/* challenge.status */
+#define TT_BS_CHALLENGE 0ull
+#define TT_BS_REFUSED 0x6465737566657221ull /* "!refused": the tag is not this job's */
+
+/* Listener -> connector, once the connector's tag has arrived. A challenge (status
+ * TT_BS_CHALLENGE, a fresh random nonce) answers the job's tag; a refusal (TT_BS_REFUSED, a zero
+ * nonce, then the connection is closed) any other. Neither holds anything derived from the
+ * secret; the connector proves itself first, then the root (docs/security.md). */
 struct tt_bs_challenge {
-    /* Always 0: the root speaks first, to anyone who connects, so the challenge holds nothing
-     * derived from the secret (not even the magic) that an observer could test a guess
-     * against; the rank proves itself first, then the root (docs/security.md). */
-    uint64_t zero;
+    uint64_t status;
     uint8_t nonce[TT_BS_NONCE_BYTES];
 };
 
@@ -83,7 +99,7 @@ struct tt_bs_root_reply {
 
 enum tt_bs_conn_kind { TT_BS_CONN_RING = 1, TT_BS_CONN_P2P = 2 };
 
-/* Rank -> rank. The accepting rank opens every connection with a challenge (struct
+/* Rank -> rank. The accepting rank answers the connecting rank's tag with a challenge (struct
  * tt_bs_challenge, fresh nonce); the connecting rank answers with this hello,
  * mac = MAC(session || challenge nonce || this struct up to mac) (tt_bs_peer_hello_mac): bound
  * to the job, to both ranks and to this one connection, so a recorded hello is worthless. */
@@ -113,6 +129,8 @@ struct tt_bs_p2p_header {
 
 _Static_assert(sizeof(struct tt_unique_id) <= sizeof(ncclUniqueId),
                "struct tt_unique_id must fit in ncclUniqueId");
+_Static_assert(sizeof(struct tt_bs_tag) == 8, "tag layout");
+_Static_assert(sizeof(struct tt_bs_challenge) == 24, "challenge layout");
 _Static_assert(sizeof(struct tt_bs_root_hello) == 80, "root hello layout");
 _Static_assert(sizeof(struct tt_bs_root_reply) == 472, "root reply layout");
 _Static_assert(sizeof(struct tt_bs_peer_hello) == 40, "peer hello layout");
@@ -140,6 +158,29 @@ ncclResult_t tt_bs_addr_from_wire(const struct tt_bs_wire_addr *wire, const char
                                   struct sockaddr_storage *addr);
 /* The root's address held in an id. */
 ncclResult_t tt_bs_id_addr(const struct tt_unique_id *id, struct sockaddr_storage *addr);
+
+/* The listener's side of the gate (gate.c): a connection's tag, read as it arrives. */
+struct tt_bs_gate {
+    struct tt_bs_tag tag;
+    size_t got;
+    uint8_t challenge[TT_BS_NONCE_BYTES]; /* sent once the job's tag came */
+};
+enum tt_bs_gate_step {
+    TT_BS_GATE_WAIT, /* the tag is not complete yet */
+    TT_BS_GATE_OPEN, /* the job's tag came and the challenge went out: the hello may follow */
+    TT_BS_GATE_SHUT, /* another tag (refused), or the connection failed: close it */
+};
+/* Reads what has arrived of the tag on `fd` (nonblocking) and, once it is complete, answers it:
+ * a fresh challenge (kept in g->challenge) for `magic`, a refusal for anything else. */
+enum tt_bs_gate_step tt_bs_gate_read(int fd, uint64_t magic, struct tt_bs_gate *g);
+
+/* The connector's side: connects to the listener of `who` at `addr`, sends the tag `magic` and
+ * waits for the challenge, whose nonce goes to `challenge`. A connection closed before its
+ * answer (a flooded listener evicted it before it read the tag) is opened again until
+ * deadline_ns; a refusal is ncclInvalidUsage (the listener serves another job). */
+ncclResult_t tt_bs_gate_enter(const struct sockaddr_storage *addr, uint64_t magic,
+                              uint64_t deadline_ns, const _Atomic int *abort, const char *who,
+                              int *fd_out, uint8_t challenge[TT_BS_NONCE_BYTES]);
 
 /* Runs the root for `id` on the listening socket `listen_fd` (which it takes over) in a
  * detached thread that ends once every rank has its reply, or at TUTTI_TIMEOUT_MS. */

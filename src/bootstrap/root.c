@@ -2,10 +2,11 @@
  *
  * The root is one detached thread per id, serving one listening socket with a single poll()
  * loop, so that no connection, however slow or hostile, can stall the others. Each accepted
- * connection gets a challenge and must answer with an authenticated hello within
- * TUTTI_HANDSHAKE_MS, else it is dropped and logged; at most TT_BS_MAX_PENDING connections
- * wait for their hello, and one more evicts the oldest (so a flood costs a bounded number of
- * fds, and a genuine rank, whose hello follows the challenge at once, is not starved). Once all nranks have said hello, each
+ * connection passes the gate (gate.c: the job's tag earns a challenge, any other a refusal) and
+ * must answer the challenge with an authenticated hello, all within TUTTI_HANDSHAKE_MS, else it
+ * is dropped and logged; at most TT_BS_MAX_PENDING connections wait, and one more evicts the
+ * oldest without the job's tag (so a flood costs a bounded number of fds, and never a rank's
+ * connection that has sent its tag). Once all nranks have said hello, each
  * rank learns its ring successor's address and the thread exits; if TUTTI_TIMEOUT_MS passes
  * first, every rank that did arrive is told which ranks are missing. The thread owns
  * everything it uses and frees it on exit. */
@@ -29,14 +30,16 @@
  * unless the rank's host is gone. */
 #define REPLY_TIMEOUT_MS 2000
 
-enum conn_state { CONN_HELLO, CONN_ARRIVED };
+/* A connection's way: its tag (CONN_TAG), then, challenged, its hello (CONN_HELLO), then a
+ * rank of the job waiting for its reply (CONN_ARRIVED). */
+enum conn_state { CONN_TAG, CONN_HELLO, CONN_ARRIVED };
 
 struct root_conn {
     int fd;
     enum conn_state state;
-    uint64_t hello_deadline_ns;
-    size_t got;
-    uint8_t challenge[TT_BS_NONCE_BYTES];
+    uint64_t hello_deadline_ns; /* for the tag and the hello */
+    struct tt_bs_gate gate;     /* the tag, and the challenge sent for it */
+    size_t got;                 /* of the hello */
     struct tt_bs_root_hello hello;
     char peer[TT_SOCK_ADDR_STR_BYTES];
 };
@@ -192,7 +195,7 @@ static bool check_hello(struct root *root, struct root_conn *c, ncclResult_t *re
                  "not a Tutti rank)", c->peer);
         return false;
     }
-    tt_bs_mac(root->id.secret, c->challenge, sizeof c->challenge, h,
+    tt_bs_mac(root->id.secret, c->gate.challenge, sizeof c->gate.challenge, h,
               offsetof(struct tt_bs_root_hello, mac), mac);
     if (!tt_bs_mac_equal(mac, h->mac)) {
         DROP_LOG(root, "dropping connection from %s: authentication failed (its unique id has "
@@ -246,22 +249,46 @@ static ncclResult_t admit(struct root *root, int i)
     return ncclSuccess;
 }
 
-/* Closes the connection that has waited longest for its hello. False when there is none. */
+/* Closes the connection that has waited longest for its tag, or when there is none (only a
+ * stranger who knows the job's tag can fill the root with challenged connections) the one
+ * that has waited longest for its hello. False when there is neither. */
 static bool drop_oldest(struct root *root)
 {
     int oldest = -1;
-    for (int i = 0; i < root->nconns; i++)
-        if (root->conns[i].state == CONN_HELLO &&
-            (oldest < 0 || root->conns[i].hello_deadline_ns < root->conns[oldest].hello_deadline_ns))
+    for (int i = 0; i < root->nconns; i++) {
+        const struct root_conn *c = &root->conns[i], *o = oldest < 0 ? NULL : &root->conns[oldest];
+        if (c->state == CONN_ARRIVED) continue;
+        if (o == NULL || (c->state == CONN_TAG && o->state == CONN_HELLO) ||
+            (c->state == o->state && c->hello_deadline_ns < o->hello_deadline_ns))
             oldest = i;
+    }
     if (oldest < 0) return false;
-    DROP_LOG(root, "%d connections wait for their hello; closing the oldest, from %s",
-             TT_BS_MAX_PENDING, root->conns[oldest].peer);
+    DROP_LOG(root, "%d connections wait for their tag or hello; closing the oldest %s, from %s",
+             TT_BS_MAX_PENDING, root->conns[oldest].state == CONN_TAG ? "without a tag" :
+             "past the gate", root->conns[oldest].peer);
     drop_conn(root, oldest);
     return true;
 }
 
-/* Accepts every queued connection and sends each its challenge. */
+/* Passes connection i through the gate as far as its bytes allow: challenged when its tag is
+ * the job's, dropped when it is another (refused) or the connection failed. */
+static void pass_gate(struct root *root, int i)
+{
+    struct root_conn *c = &root->conns[i];
+    enum tt_bs_gate_step step = tt_bs_gate_read(c->fd, root->id.magic, &c->gate);
+    if (step == TT_BS_GATE_WAIT) return;
+    if (step == TT_BS_GATE_OPEN) {
+        c->state = CONN_HELLO;
+        return;
+    }
+    if (c->gate.got == sizeof c->gate.tag)
+        DROP_LOG(root, "refusing %s: not this job's tag (another job, or not a Tutti rank)",
+                 c->peer);
+    drop_conn(root, i);
+}
+
+/* Accepts up to TT_BS_ACCEPT_BATCH queued connections and reads the tag of each that has
+ * already sent it (a rank's comes right after its connect). */
 static ncclResult_t accept_all(struct root *root)
 {
     for (int batch = 0; batch < TT_BS_ACCEPT_BATCH; batch++) {
@@ -290,27 +317,24 @@ static ncclResult_t accept_all(struct root *root)
         struct root_conn *c = &root->conns[root->nconns];
         memset(c, 0, sizeof *c);
         c->fd = fd;
-        c->state = CONN_HELLO;
+        c->state = CONN_TAG;
         c->hello_deadline_ns = tt_deadline_after_ms(root->handshake_ms);
         tt_sock_addr_str(&peer, c->peer, sizeof c->peer);
-        struct tt_bs_challenge ch = {.zero = 0};
-        if (tt_bs_random(c->challenge, sizeof c->challenge) != ncclSuccess) {
-            close(fd);
-            return ncclSystemError;
-        }
-        memcpy(ch.nonce, c->challenge, sizeof ch.nonce);
         root->nconns++;
-        if (tt_sock_send_all(fd, &ch, sizeof ch, tt_deadline_after_ms(REPLY_TIMEOUT_MS), NULL) !=
-            ncclSuccess)
-            drop_conn(root, root->nconns - 1);
+        pass_gate(root, root->nconns - 1);
     }
     return ncclSuccess;
 }
 
-/* Reads whatever hello bytes have arrived on connection i; admits the rank when complete. */
+/* Reads whatever bytes have arrived on connection i: its tag, then its hello; admits the rank
+ * when the hello is complete. */
 static ncclResult_t read_hello(struct root *root, int i)
 {
     struct root_conn *c = &root->conns[i];
+    if (c->state == CONN_TAG) {
+        pass_gate(root, i);
+        return ncclSuccess;
+    }
     if (tt_sock_recv_some(c->fd, &c->hello, sizeof c->hello, &c->got) != ncclSuccess) {
         DROP_LOG(root, "dropping %s, which closed before its hello", c->peer);
         drop_conn(root, i);
@@ -422,10 +446,11 @@ static ncclResult_t serve(struct root *root)
         }
         /* Drop connections that never finished their hello, newest first so indices hold. */
         for (int i = root->nconns - 1; i >= 0; i--) {
-            if (root->conns[i].state == CONN_HELLO &&
+            if (root->conns[i].state != CONN_ARRIVED &&
                 tt_deadline_passed(root->conns[i].hello_deadline_ns)) {
-                DROP_LOG(root, "dropping %s: no hello within %lld ms (TUTTI_HANDSHAKE_MS)",
-                         root->conns[i].peer, (long long)root->handshake_ms);
+                DROP_LOG(root, "dropping %s: no %s within %lld ms (TUTTI_HANDSHAKE_MS)",
+                         root->conns[i].peer, root->conns[i].state == CONN_TAG ? "tag" : "hello",
+                         (long long)root->handshake_ms);
                 drop_conn(root, i);
             }
         }
@@ -462,7 +487,7 @@ static ncclResult_t serve(struct root *root)
         /* Read hellos from the highest index down: drop_conn moves the last entry into the
          * dropped slot, which then has already been visited. */
         for (int k = n - 1; k >= 1; k--) {
-            if (pfds[k].revents == 0 || root->conns[which[k]].state != CONN_HELLO) continue;
+            if (pfds[k].revents == 0 || root->conns[which[k]].state == CONN_ARRIVED) continue;
             TT_TRY_GOTO(read_hello(root, which[k]), res, out);
         }
         if (pfds[0].revents != 0) TT_TRY_GOTO(accept_all(root), res, out);

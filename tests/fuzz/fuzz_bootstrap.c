@@ -1,7 +1,8 @@
 /* libFuzzer harness for the bootstrap's message checks: the root's check of a rank's hello
  * (root.c: admit and check_hello, two hellos in a row so that the checks between ranks run), a
- * rank listener's check of a peer hello (listener.c: file_hello), and the decoding of wire
- * addresses and unique ids (auth.c). A flag byte makes the harness give a hello the job's magic
+ * rank listener's check of a peer hello (listener.c: file_hello), the decoding of wire
+ * addresses and unique ids (auth.c), and the gate's reading of a connection's first bytes
+ * (gate.c, over a socket pair, in pieces as they may arrive). A flag byte makes the harness give a hello the job's magic
  * and a valid MAC, which a stranger cannot, so that the checks behind authentication are
  * reached too: what an authenticated but buggy or malicious rank may send must not crash or
  * exhaust the root either. It includes root.c and listener.c for their static functions
@@ -54,13 +55,13 @@ static void fuzz_root(uint8_t flags, const uint8_t **data, size_t *size)
         memset(c, 0, sizeof *c);
         c->fd = sink();
         c->state = CONN_HELLO;
-        take(data, size, c->challenge, sizeof c->challenge);
+        take(data, size, c->gate.challenge, sizeof c->gate.challenge);
         take(data, size, &c->hello, sizeof c->hello);
         snprintf(c->peer, sizeof c->peer, "fuzz peer %d", k);
         if (flags & (1u << k)) {
             c->hello.magic = MAGIC;
             c->hello.version = TT_UNIQUE_ID_VERSION;
-            tt_bs_mac(secret, c->challenge, sizeof c->challenge, &c->hello,
+            tt_bs_mac(secret, c->gate.challenge, sizeof c->gate.challenge, &c->hello,
                       offsetof(struct tt_bs_root_hello, mac), c->hello.mac);
         }
         c->got = sizeof c->hello;
@@ -100,11 +101,11 @@ static void fuzz_listener(uint8_t flags, const uint8_t **data, size_t *size)
         struct pending p;
         memset(&p, 0, sizeof p);
         p.fd = sink();
-        take(data, size, p.challenge, sizeof p.challenge);
+        take(data, size, p.gate.challenge, sizeof p.gate.challenge);
         take(data, size, &p.hello, sizeof p.hello);
         if (flags & (8u << k)) {
             p.hello.magic = MAGIC;
-            tt_bs_peer_hello_mac(secret, l.session, p.challenge, &p.hello, p.hello.mac);
+            tt_bs_peer_hello_mac(secret, l.session, p.gate.challenge, &p.hello, p.hello.mac);
         }
         p.got = sizeof p.hello;
         if (!file_hello(&l, &p)) tt_sock_close(&p.fd);
@@ -114,6 +115,41 @@ static void fuzz_listener(uint8_t flags, const uint8_t **data, size_t *size)
         if (l.p2p_fd[r] >= 0) tt_sock_close(&l.p2p_fd[r]);
     free(l.p2p_fd);
     l.p2p_fd = NULL;
+}
+
+/* The gate reads a tag that arrives in pieces (the input's first byte cuts it), or the job's
+ * tag when flag 0x40 is set, and must challenge exactly the job's tag and refuse any other. */
+static void fuzz_gate(uint8_t flags, const uint8_t **data, size_t *size)
+{
+    uint8_t cut = 0;
+    struct tt_bs_tag tag;
+    take(data, size, &cut, 1);
+    take(data, size, &tag, sizeof tag);
+    if (flags & 0x40) tag.magic = MAGIC;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return;
+    struct tt_bs_gate g;
+    memset(&g, 0, sizeof g);
+    size_t first = cut % (sizeof tag + 1);
+    enum tt_bs_gate_step step = TT_BS_GATE_WAIT;
+    if (send(sv[0], &tag, first, MSG_NOSIGNAL) == (ssize_t)first) {
+        step = tt_bs_gate_read(sv[1], MAGIC, &g);
+        if (first < sizeof tag && step != TT_BS_GATE_WAIT) abort();
+        if (first < sizeof tag &&
+            send(sv[0], (uint8_t *)&tag + first, sizeof tag - first, MSG_NOSIGNAL) ==
+                (ssize_t)(sizeof tag - first))
+            step = tt_bs_gate_read(sv[1], MAGIC, &g);
+    }
+    struct tt_bs_challenge ch;
+    if (step != TT_BS_GATE_WAIT) {
+        if (recv(sv[0], &ch, sizeof ch, MSG_DONTWAIT) != (ssize_t)sizeof ch) abort();
+        bool ours = tag.magic == MAGIC;
+        if ((step == TT_BS_GATE_OPEN) != ours) abort();
+        if (ch.status != (ours ? TT_BS_CHALLENGE : TT_BS_REFUSED)) abort();
+        if (ours && memcmp(ch.nonce, g.challenge, sizeof ch.nonce) != 0) abort();
+    }
+    close(sv[0]);
+    close(sv[1]);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -129,5 +165,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct tt_unique_id id;
     take(&data, &size, &id, sizeof id);
     (void)tt_bs_id_addr(&id, &addr);
+    fuzz_gate(flags, &data, &size);
     return 0;
 }
