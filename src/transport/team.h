@@ -78,11 +78,18 @@ static inline void tt_team_publish_desc(struct tt_team *h, const struct tt_op_de
     struct tt_team_desc_line *l = tt_team_hot(h)->desc;
     uint64_t w[3];
     memcpy(w, d, sizeof w);
+#if defined(__SANITIZE_THREAD__)
+    /* ThreadSanitizer models no fences: sequentially consistent stores give the same order. */
+    atomic_store_explicit(&l->seq, 0, memory_order_seq_cst);
+    for (int i = 0; i < 3; i++) atomic_store_explicit(&l->words[i], w[i], memory_order_seq_cst);
+    atomic_store_explicit(&l->seq, d->ticket + 1, memory_order_seq_cst);
+#else
     atomic_store_explicit(&l->seq, 0, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
     for (int i = 0; i < 3; i++) atomic_store_explicit(&l->words[i], w[i], memory_order_relaxed);
     atomic_store_explicit(&l->seq, d->ticket + 1, memory_order_release);
     atomic_thread_fence(memory_order_seq_cst); /* the store before the sleepers' count */
+#endif
     tt_wait_wake(&l->seq, &l->sleepers);
 }
 /* The descriptor `peer` published last, into *d: false when it has published none or is
