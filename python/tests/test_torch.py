@@ -13,7 +13,9 @@ timeout.
 """
 
 import datetime
+import faulthandler
 import os
+import signal
 import tempfile
 import time
 
@@ -21,6 +23,10 @@ import torch
 import torch.distributed as dist
 
 import tutti.torch as tutti_torch  # registers the backend "tutti"
+
+
+# tutti-run stops a rank with SIGTERM (its --timeout, or a failed peer): say where it was.
+faulthandler.register(signal.SIGTERM, all_threads=True)
 
 
 def expect_error(fn, *needles):
