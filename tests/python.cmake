@@ -2,6 +2,8 @@
 # collective, datatype and operator bit for bit on 2 and 3 ranks, the rest of the API on 2 and
 # 3 ranks, one process without a launcher, and a pip install into a temporary directory. The
 # scripts skip (77) with a line saying why when that interpreter or numpy is missing.
+# run.sh gives tutti-run a --timeout well inside each test's TIMEOUT (100 s; 240 s for
+# tutti.torch's), so a hang fails early with every rank's Python stacks (faulthandler on SIGTERM).
 # Not in sanitizer builds: an ASan-instrumented libtutti.so cannot be loaded into an
 # uninstrumented interpreter (the ASan runtime must come first), and the Python layer adds
 # nothing for the sanitizers to check that the C tests do not.

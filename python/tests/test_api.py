@@ -6,7 +6,9 @@ read-only buffers, destroyed communicators, ncclGetLastError's text in the excep
 """
 
 import array
+import faulthandler
 import gc
+import signal
 import sys
 import traceback
 
@@ -15,6 +17,10 @@ import numpy as np
 import tutti
 
 results = []
+
+
+# tutti-run stops a rank with SIGTERM (its --timeout, or a failed peer): say where it was.
+faulthandler.register(signal.SIGTERM, all_threads=True)
 
 
 def case(fn):

@@ -3,6 +3,9 @@ PreMulSum user operator) x in place and out of place, compared bit for bit with 
 computed in numpy (reference.py). Run under tutti-run -n N; every rank checks its own results.
 """
 
+import faulthandler
+import signal
+
 import numpy as np
 
 import reference as ref
@@ -10,6 +13,10 @@ import tutti
 
 OPS = ["sum", "prod", "max", "min", "avg", "premul"]
 COUNTS = [0, 1, 7, 1000, 40001]
+
+
+# tutti-run stops a rank with SIGTERM (its --timeout, or a failed peer): say where it was.
+faulthandler.register(signal.SIGTERM, all_threads=True)
 
 
 def main():

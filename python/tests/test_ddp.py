@@ -24,7 +24,10 @@ EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "pyto
 def train(tutti_run, nranks, backend, steps, width, out_dir, tag):
     state = os.path.join(out_dir, "%s.pt" % tag)
     losses = os.path.join(out_dir, "%s.loss" % tag)
-    cmd = [tutti_run, "-n", str(nranks), "--timeout", "600", sys.executable, EXAMPLE,
+    # A run of 5 steps takes seconds: a hang fails long before CTest's limit (600 s for all
+    # three runs of python_ddp), with tutti-run's word for it in the output below.
+    limit = 120 + 3 * steps
+    cmd = [tutti_run, "-n", str(nranks), "--timeout", str(limit), sys.executable, EXAMPLE,
            "--backend", backend, "--steps", str(steps), "--width", str(width),
            "--save", state, "--losses", losses]
     run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -8,13 +8,19 @@ Open MPI's, with a MASTER_PORT every rank agrees on. Both: a Tutti communicator 
 environment and dist.init_process_group("tutti") through env:// each run an exact AllReduce.
 Exits 77 after the Tutti part when torch (and what tutti.torch compiles with) is missing.
 """
+import faulthandler
 import os
 import shutil
+import signal
 import sys
 
 import numpy as np
 
 import tutti
+
+
+# tutti-run stops a rank with SIGTERM (its --timeout, or a failed peer): say where it was.
+faulthandler.register(signal.SIGTERM, all_threads=True)
 
 
 def check(cond, what):

@@ -13,6 +13,7 @@ and per-operation events); large CPU tensors come from memory the host's ranks m
 (install_allocator). docs/python.md says what maps to what.
 """
 
+import atexit
 import hashlib
 import os
 
@@ -94,9 +95,23 @@ def allocator_stats():
     return extension().allocator_stats()
 
 
+_atexit_registered = False
+
+
+def _stop_completion_threads():
+    # Before the interpreter finalizes: a completion thread that then needed the GIL (to
+    # release a tensor whose Python object is gone) would be ended by Python mid-destructor.
+    if _ext is not None:
+        _ext.stop_completion_threads()
+
+
 def _create(store, rank, size, timeout):
+    global _atexit_registered
     if os.environ.get("TUTTI_TORCH_ALLOCATOR", "1") != "0":
         install_allocator()
+    if not _atexit_registered:
+        atexit.register(_stop_completion_threads)
+        _atexit_registered = True
     return extension().create_process_group(store, rank, size, timeout)
 
 

@@ -12,6 +12,16 @@
 // outputs) run when the operation completes, before its future does. The group's timeout is
 // enforced by the completion thread: an operation pending longer revokes the communicator
 // (ncclCommRevoke), which fails everything in flight, and its Work raises a timeout error.
+//
+// The GIL: a tensor made in Python whose Python object was dropped while a Work still held it
+// is owned by the tensor, and releasing it takes the GIL. Any thread may hold the last
+// reference to a Work (the completion thread often does) and so need the GIL, and futures'
+// callbacks may be Python. Hence no thread needs the GIL while holding one of the shim's
+// locks, and no thread waits for another while holding the GIL: the group's destructor,
+// which Python calls with the GIL held, lets it go (GilRelease). Nor may a completion thread
+// take the GIL once the interpreter is finalizing (Python ends such a thread where it stands,
+// which inside a destructor is std::terminate): an atexit handler stops them all first
+// (stop_completion_threads), and later completions run on the thread that asks for them.
 #include <torch/python.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -28,6 +38,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -164,6 +175,23 @@ const char* op_name(c10d::OpType type) {
   }
 }
 
+// Lets the GIL go for its lifetime if the calling thread holds it. Once the interpreter is
+// finalizing (Py_IsInitialized() false) nothing is released: torch then leaks the Python
+// objects of tensors released late instead of taking the GIL.
+class GilRelease {
+ public:
+  GilRelease()
+      : state_(Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr) {}
+  ~GilRelease() {
+    if (state_ != nullptr) PyEval_RestoreThread(state_);
+  }
+  GilRelease(const GilRelease&) = delete;
+  GilRelease& operator=(const GilRelease&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
+
 }  // namespace
 
 class ProcessGroupTutti;
@@ -264,31 +292,36 @@ class WorkTutti : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
   // Ends the operation once: waits for its event, runs its copies, completes the Work and its
-  // future with the outputs or the error. Safe from any thread; the first caller does it.
+  // future with the outputs or the error. Safe from any thread; the first caller does it. The
+  // future's callbacks and the release of the tensors the operation held (either may take the
+  // GIL) come after the lock, so a thread holding the GIL may wait for the lock.
   void complete() {
-    std::lock_guard<std::mutex> lock(complete_mutex_);
-    if (done_.load(std::memory_order_relaxed)) return;
-    ncclResult_t res = tuttiEventSynchronize(event_);
+    Pending held;
     std::exception_ptr error;
-    if (res == ncclSuccess) {
-      try {
-        for (auto& copy : pending_.after) copy();
-      } catch (...) {
-        error = std::current_exception();
+    {
+      std::lock_guard<std::mutex> lock(complete_mutex_);
+      if (done_.load(std::memory_order_relaxed)) return;
+      ncclResult_t res = tuttiEventSynchronize(event_);
+      if (res == ncclSuccess) {
+        try {
+          for (auto& copy : pending_.after) copy();
+        } catch (...) {
+          error = std::current_exception();
+        }
+      } else {
+        std::string why = note_->get();
+        if (why.empty())
+          why = std::string(ncclGetErrorString(res)) +
+                " (Tutti's WARN line on stderr names the rank and the reason)";
+        error = std::make_exception_ptr(std::runtime_error(
+            std::string("tutti: ") + op_name(type_) + " (operation " + std::to_string(seq_) +
+            " of this process group) failed: " + why));
       }
-    } else {
-      std::string why = note_->get();
-      if (why.empty())
-        why = std::string(ncclGetErrorString(res)) +
-              " (Tutti's WARN line on stderr names the rank and the reason)";
-      error = std::make_exception_ptr(std::runtime_error(
-          std::string("tutti: ") + op_name(type_) + " (operation " + std::to_string(seq_) +
-          " of this process group) failed: " + why));
+      std::swap(held.after, pending_.after);
+      std::swap(held.keep, pending_.keep);
+      done_.store(true, std::memory_order_release);
+      finish(error);
     }
-    pending_.after.clear();
-    pending_.keep.clear();
-    done_.store(true, std::memory_order_release);
-    finish(error);
     if (error) {
       future_->setError(error);
     } else {
@@ -334,15 +367,19 @@ class ProcessGroupTutti : public BackendBase {
       fail(res, "tuttiStreamCreate");
     }
     completer_ = std::thread([this] { complete_loop(); });
+    std::lock_guard<std::mutex> lock(live_mutex());
+    live().insert(this);
   }
 
   ~ProcessGroupTutti() override {
+    // The completion thread may need the GIL to finish (a Work's last tensor), and Python
+    // destroys the group holding it.
+    GilRelease unlocked;
     {
-      std::lock_guard<std::mutex> lock(queue_mutex_);
-      stop_ = true;
+      std::lock_guard<std::mutex> lock(live_mutex());
+      live().erase(this);
     }
-    queue_cv_.notify_one();
-    completer_.join();
+    stop_completer();
     // What is still queued completes (or fails, if the communicator failed) before its streams
     // go; a failed communicator is aborted, a healthy one destroyed.
     for (auto& work : queue_) work->complete();
@@ -359,6 +396,13 @@ class ProcessGroupTutti : public BackendBase {
   }
 
   const std::string getBackendName() const override { return "tutti"; }
+
+  // Stops every group's completion thread (an atexit handler calls it, before the interpreter
+  // finalizes). The groups stay usable: Work::wait() and the destructor complete what is left.
+  static void stop_completion_threads() {
+    std::lock_guard<std::mutex> lock(live_mutex());
+    for (ProcessGroupTutti* group : live()) group->stop_completer();
+  }
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override {
@@ -703,6 +747,27 @@ class ProcessGroupTutti : public BackendBase {
     return work;
   }
 
+  // Ends the completion thread, once; safe to call again.
+  void stop_completer() {
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      stop_ = true;
+    }
+    queue_cv_.notify_one();
+    std::lock_guard<std::mutex> lock(join_mutex_);
+    if (completer_.joinable()) completer_.join();
+  }
+
+  // The live groups, for stop_completion_threads.
+  static std::mutex& live_mutex() {
+    static std::mutex mutex;
+    return mutex;
+  }
+  static std::set<ProcessGroupTutti*>& live() {
+    static std::set<ProcessGroupTutti*> groups;
+    return groups;
+  }
+
   cudaStream_t p2p_stream(int peer, bool sending) {
     TORCH_CHECK(peer >= 0 && peer < getSize(), "tutti: peer ", peer, " is not a rank of this ",
                 getSize(), "-rank process group");
@@ -739,10 +804,22 @@ class ProcessGroupTutti : public BackendBase {
           progressed = true;
         }
       }
+      // Released without the lock: the last reference to a Work may take the GIL.
       batch.clear();
+      std::vector<c10::intrusive_ptr<WorkTutti>> finished;
       lock.lock();
       for (auto it = queue_.begin(); it != queue_.end();) {
-        it = (*it)->done() ? queue_.erase(it) : it + 1;
+        if ((*it)->done()) {
+          finished.push_back(std::move(*it));
+          it = queue_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      if (!finished.empty()) {
+        lock.unlock();
+        finished.clear();
+        lock.lock();
       }
       if (stop_) return;
       if (progressed) {
@@ -828,6 +905,7 @@ class ProcessGroupTutti : public BackendBase {
   std::condition_variable queue_cv_;
   std::deque<c10::intrusive_ptr<WorkTutti>> queue_;
   bool stop_ = false;
+  std::mutex join_mutex_;
   std::thread completer_;
 };
 
@@ -837,6 +915,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("create_process_group", &tutti_torch::ProcessGroupTutti::create,
         "A Tutti process group (store, rank, size, timeout)", pybind11::arg("store"),
         pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout"),
+        pybind11::call_guard<pybind11::gil_scoped_release>());
+  m.def("stop_completion_threads", &tutti_torch::ProcessGroupTutti::stop_completion_threads,
+        "Stops every process group's completion thread (at exit, before finalization)",
         pybind11::call_guard<pybind11::gil_scoped_release>());
   m.def("install_allocator", &tutti_torch::install_allocator,
         "Large CPU tensors from ncclMemAlloc memory (min_bytes, cache_bytes)",
