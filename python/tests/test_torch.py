@@ -307,7 +307,10 @@ def check_errors(rank, n):
 
 def main():
     rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    rdzv = os.path.join(tempfile.gettempdir(), "tutti_torch_test_%d" % os.getppid())
+    # Named after this job (tutti-run's pid and its NCCL_COMM_ID's port), so a file that a
+    # killed run left behind under a reused pid is not taken for this job's store.
+    job = "%d_%s" % (os.getppid(), os.environ.get("NCCL_COMM_ID", "").rsplit(":", 1)[-1])
+    rdzv = os.path.join(tempfile.gettempdir(), "tutti_torch_test_%s" % job)
     dist.init_process_group("tutti", init_method="file://" + rdzv, rank=rank, world_size=n)
     assert dist.get_backend() == "tutti", dist.get_backend()
     assert tutti_torch.extension() is not None
