@@ -165,4 +165,16 @@ static inline bool check_err(const char *file, int line, const char *text, ncclR
 }
 #endif
 
+/* A call that must succeed, in programs built from the library's sources rather than against
+ * libtutti (the bootstrap tests): the reason comes from tt_error_last (util/err.h, included
+ * before this file). */
+#ifdef TT_UTIL_ERR_H
+#define CHECK_OK(expr)                                                                          \
+    do {                                                                                        \
+        ncclResult_t res_ = (expr);                                                             \
+        if (res_ != ncclSuccess)                                                                \
+            FAIL("%s: got %d (%s), want ncclSuccess", #expr, (int)res_, tt_error_last());       \
+    } while (0)
+#endif
+
 #endif

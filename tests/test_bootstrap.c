@@ -30,14 +30,6 @@
 #define WATCHDOG_MS 90000
 #define MAX_RANKS 16
 
-/* A call that must succeed; the library's last error says why it did not. */
-#define CHECK_OK(expr)                                                                          \
-    do {                                                                                        \
-        ncclResult_t res_ = (expr);                                                             \
-        if (res_ != ncclSuccess)                                                                \
-            FAIL("%s: got %d (%s), want ncclSuccess", #expr, (int)res_, tt_error_last());       \
-    } while (0)
-
 static int64_t elapsed_ms(uint64_t since_ns)
 {
     return (int64_t)((tt_time_ns() - since_ns) / 1000000);

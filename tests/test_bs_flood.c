@@ -39,13 +39,6 @@
 
 #include "check.h"
 
-#define CHECK_OK(expr)                                                                          \
-    do {                                                                                        \
-        ncclResult_t res_ = (expr);                                                             \
-        if (res_ != ncclSuccess)                                                                \
-            FAIL("%s: got %d (%s), want ncclSuccess", #expr, (int)res_, tt_error_last());       \
-    } while (0)
-
 static int nflood = 1000;
 
 static struct sockaddr_storage loopback(uint16_t port)
