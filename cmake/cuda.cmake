@@ -29,6 +29,7 @@ add_custom_command(OUTPUT ${TUTTI_CUDA_FATBIN}
           -x cu ${CMAKE_SOURCE_DIR}/src/device/cuda/reduce.cu -o ${TUTTI_CUDA_FATBIN}
   DEPENDS ${CMAKE_SOURCE_DIR}/src/device/cuda/reduce.cu
           ${CMAKE_SOURCE_DIR}/src/device/cuda/elementwise.h
+          ${CMAKE_SOURCE_DIR}/src/device/cuda/sym.h
   COMMENT "nvcc: the device reduction kernels (tutti-reduce.fatbin)" VERBATIM)
 set_source_files_properties(${CMAKE_SOURCE_DIR}/src/device/cuda/module.c PROPERTIES
   OBJECT_DEPENDS ${TUTTI_CUDA_FATBIN}

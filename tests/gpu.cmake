@@ -50,8 +50,16 @@ if(TUTTI_CUDA AND TARGET tutti-run)
            COMMAND $<TARGET_FILE:tutti-run> -n 3 --timeout 280 $<TARGET_FILE:gpu_direct>)
   set_tests_properties(gpu_direct_twoshot_3 PROPERTIES ENVIRONMENT
                        "TUTTI_CUDA_DIRECT=2;TUTTI_CUDA_ONESHOT_BYTES=0")
+  foreach(n 2 3)
+    add_test(NAME gpu_direct_windows_${n}
+             COMMAND $<TARGET_FILE:tutti-run> -n ${n} --timeout 280 $<TARGET_FILE:gpu_direct>
+                     --windows)
+    set_tests_properties(gpu_direct_windows_${n} PROPERTIES ENVIRONMENT
+                         "TUTTI_CUDA_DIRECT=2;TUTTI_TIMEOUT_MS=60000")
+  endforeach()
   set_tests_properties(gpu_direct_2 gpu_direct_3 gpu_direct_4 gpu_direct_oneshot_3
-                       gpu_direct_twoshot_3 PROPERTIES LABELS cuda TIMEOUT 300
+                       gpu_direct_twoshot_3 gpu_direct_windows_2 gpu_direct_windows_3
+                       PROPERTIES LABELS cuda TIMEOUT 300
                        SKIP_RETURN_CODE 77 PROCESSORS 2)
 
   # tutti-perf's device mode, checked (-c 1), a few sizes: skipped without a GPU.
@@ -84,6 +92,13 @@ if(TUTTI_CUDA AND TARGET tutti-run)
              COMMAND $<TARGET_FILE:tutti-run> -n ${n} --timeout 200 $<TARGET_FILE:fake_direct>)
     set_tests_properties(cuda_direct_fake_${n} PROPERTIES LABELS cuda TIMEOUT 240 PROCESSORS 2
       ENVIRONMENT "TUTTI_CUDA_LIBRARY=$<TARGET_FILE:tutti_fake_cuda>;TUTTI_CUDA_DIRECT=2;TUTTI_CUDA_DIRECT_BYTES=65536;TUTTI_CUDA_ONESHOT_BYTES=${oneshot};TUTTI_TIMEOUT_MS=60000")
+  endforeach()
+  # Symmetric windows on device memory: AllReduce reads and writes the peers' windows in place.
+  foreach(n 2 3)
+    add_test(NAME cuda_direct_fake_windows_${n}
+             COMMAND $<TARGET_FILE:tutti-run> -n ${n} --timeout 200 $<TARGET_FILE:fake_direct> --windows)
+    set_tests_properties(cuda_direct_fake_windows_${n} PROPERTIES LABELS cuda TIMEOUT 240 PROCESSORS 2
+      ENVIRONMENT "TUTTI_CUDA_LIBRARY=$<TARGET_FILE:tutti_fake_cuda>;TUTTI_CUDA_DIRECT=2;TUTTI_CUDA_DIRECT_BYTES=65536;TUTTI_TIMEOUT_MS=60000")
   endforeach()
   # A mixed communicator (odd ranks on host buffers): the path is off, everything is staged.
   add_test(NAME cuda_direct_fake_mixed_3

@@ -33,7 +33,9 @@ static void usage(FILE *to)
             "                         ncclCommRegister (their pages move into memory peers map:\n"
             "                         no kernel copy); 2: buffers from ncclMemAlloc as symmetric\n"
             "                         windows (ncclCommWindowRegister), which also lets the cost\n"
-            "                         model count on the mapping\n"
+            "                         model count on the mapping; with -G, windows over the\n"
+            "                         device buffers, which every GPU rank maps (AllReduce reads\n"
+            "                         and writes the peers' buffers in place)\n"
             "      --malloc           with -R 2: windows over ordinary (aligned_alloc) buffers,\n"
             "                         whose pages the registration moves, not ncclMemAlloc ones\n"
             "  -G, --device           CUDA builds: device buffers (cudaMalloc) on a CUDA stream,\n"
@@ -188,8 +190,9 @@ bool tp_parse_options(int argc, char **argv, struct options *o)
             fprintf(stderr, "tutti-perf: bad value '%s' for -%c\n", optarg, ch);
         }
     }
-    if (ok && o->device && o->local_register != 0) {
-        fprintf(stderr, "tutti-perf: -G (device buffers) and -R cannot be combined\n");
+    if (ok && o->device && (o->local_register == 1 || o->malloc_windows)) {
+        fprintf(stderr, "tutti-perf: -G (device buffers) takes -R 2 only (symmetric windows "
+                        "over the cudaMalloc buffers)\n");
         ok = false;
     }
     if (!ok || optind != argc || o->min_bytes > o->max_bytes) {

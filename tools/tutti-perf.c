@@ -601,6 +601,16 @@ int main(int argc, char **argv)
         double sync = 0;
         check_call(&b, ncclAllReduce(&sync, &sync, 1, ncclFloat64, ncclSum, b.comm, NULL),
                    "ncclAllReduce after the copy bandwidth");
+        if (b.opt.local_register == 2) {
+            check_call(&b, ncclCommWindowRegister(b.comm, b.send_buf, b.opt.max_bytes,
+                                                  (ncclWindow_t *)&b.send_handle,
+                                                  NCCL_WIN_COLL_SYMMETRIC),
+                       "ncclCommWindowRegister");
+            check_call(&b, ncclCommWindowRegister(b.comm, b.recv_buf, b.opt.max_bytes,
+                                                  (ncclWindow_t *)&b.recv_handle,
+                                                  NCCL_WIN_COLL_SYMMETRIC),
+                       "ncclCommWindowRegister");
+        }
     } else if (b.opt.local_register) {
         b.send_buf = registered_alloc_or_die(&b, b.opt.max_bytes, &b.send_handle);
         b.recv_buf = registered_alloc_or_die(&b, b.opt.max_bytes, &b.recv_handle);
@@ -644,6 +654,10 @@ int main(int argc, char **argv)
     check_call(&b, ncclAllReduce(&done, &done, 1, ncclFloat64, ncclSum, b.comm, NULL),
                "ncclAllReduce at the end");
     if (b.opt.device) {
+        if (b.opt.local_register == 2) {
+            check_call(&b, ncclCommWindowDeregister(b.comm, b.send_handle), "window deregister");
+            check_call(&b, ncclCommWindowDeregister(b.comm, b.recv_handle), "window deregister");
+        }
         tp_dev_free(b.send_buf);
         tp_dev_free(b.recv_buf);
         free(b.host_send);

@@ -16,6 +16,7 @@
 #include "core/comm.h"
 #include "core/dispatch.h"
 #include "core/group.h"
+#include "core/mem.h"
 #include "core/redop.h"
 #include "core/stream.h"
 #include "core/task.h"
@@ -131,6 +132,18 @@ static ncclResult_t stage_device(const struct ncclComm *comm, const struct tt_co
     return ncclSuccess;
 }
 
+/* Whether an AllReduce's buffers both lie in symmetric windows on device memory: NCCL's contract
+ * for such windows is that every rank passes window buffers, at the same offsets, so every rank
+ * takes the window path alike (device/device.h, "Symmetric windows"). */
+static bool window_allreduce(ncclComm_t comm, const struct tt_coll_args *args,
+                             const struct tt_device_window **ws, size_t *send_off,
+                             const struct tt_device_window **wr, size_t *recv_off)
+{
+    size_t bytes = args->count * tt_dtype_bytes(args->dtype);
+    return tt_mem_device_window(comm, args->sendbuff, bytes, ws, send_off) &&
+           tt_mem_device_window(comm, args->recvbuff, bytes, wr, recv_off);
+}
+
 /* The device-direct path (device/device.h, core/setup.c): an AllReduce, ReduceScatter or
  * AllGather outside a group, on device buffers and a CUDA stream (or NULL), on a communicator
  * whose ranks are all GPU ranks of this host, is queued on the stream as GPU work that reads the
@@ -153,6 +166,8 @@ static ncclResult_t try_device_direct(ncclComm_t comm, const struct tt_coll_args
                                         args->recvbuff, args->count, args->dtype);
         goto queued;
     }
+    const struct tt_device_window *ws = NULL, *wr = NULL;
+    size_t send_off = 0, recv_off = 0;
     struct tt_redop r;
     if ((unsigned)args->op < (unsigned)ncclNumOps)
         TT_TRY(tt_redop_init(&r, args->op, args->dtype, comm->st.nranks));
@@ -171,6 +186,9 @@ static ncclResult_t try_device_direct(ncclComm_t comm, const struct tt_coll_args
     if (args->coll == TT_COLL_REDUCESCATTER)
         res = tt_device_team_reduce_scatter(comm->dev_team, args->stream, args->sendbuff,
                                             args->recvbuff, args->count, &op);
+    else if (window_allreduce(comm, args, &ws, &send_off, &wr, &recv_off))
+        res = tt_device_team_allreduce_window(comm->dev_team, args->stream, ws, send_off, wr,
+                                              recv_off, args->count, &op);
     else
         res = tt_device_team_allreduce(comm->dev_team, args->stream, args->sendbuff,
                                        args->recvbuff, args->count, &op,

@@ -119,6 +119,7 @@ static void comm_free(struct ncclComm *comm)
     free(comm->st.pidfds);
     if (comm->st.flight != NULL) pthread_mutex_destroy(&comm->st.flight->lock);
     free(comm->st.flight);
+    tt_mem_close_device_windows(comm);
     tt_device_team_destroy(comm->dev_team);
     tt_team_destroy(comm->team);
     free(comm->scratch.tmp);

@@ -442,6 +442,7 @@ struct tt_reg {
     struct mem_block *pages; /* its pages, moved into a memory file (NULL: not moved) */
     bool is_window;
     bool shared; /* a symmetric window in shareable memory on every rank */
+    struct tt_device_window *dev; /* a symmetric window on device memory, mapped by every rank */
     struct tt_reg *next;
 };
 
@@ -542,34 +543,94 @@ static ncclResult_t agree_all(struct ncclComm *comm, bool *flag)
     return res;
 }
 
+/* What each rank tells the others when a window is registered. */
+struct window_info {
+    uint8_t shareable; /* symmetric, in shareable host memory */
+    uint8_t reserved[7];
+    struct tt_device_team_info dev; /* symmetric, on device memory (dev.ok) */
+};
+
+/* A symmetric window on device memory: every rank exported its buffer (or said it cannot); when
+ * all did, each maps the others' and the ranks agree that every mapping worked. Every rank of
+ * a communicator with the device-direct path takes the same steps, whatever its own answer. */
+static ncclResult_t open_device_window(ncclComm_t comm, struct tt_reg *reg,
+                                       const struct window_info *all)
+{
+    int n = comm->st.nranks;
+    bool every = true;
+    for (int r = 0; r < n; r++)
+        every = every && all[r].dev.ok && all[r].dev.bytes == all[comm->st.rank].dev.bytes;
+    if (!every) return ncclSuccess;
+    struct tt_device_team_info *infos = NULL;
+    TT_TRY(TT_CALLOC(&infos, (size_t)n));
+    for (int r = 0; r < n; r++) infos[r] = all[r].dev;
+    ncclResult_t opened = tt_device_window_open(comm->dev_team, reg->buff, infos, &reg->dev);
+    free(infos);
+    bool ok = opened == ncclSuccess;
+    if (!ok)
+        TT_WARN("symmetric window at %p: the peers' device buffers could not be mapped (%s); "
+                "AllReduce on it is not device-direct", reg->buff, tt_error_last());
+    TT_TRY(agree_all(comm, &ok));
+    if (!ok) {
+        tt_device_window_close(comm->dev_team, reg->dev);
+        reg->dev = NULL;
+    }
+    return ncclSuccess;
+}
+
 ncclResult_t tt_mem_window_register(ncclComm_t comm, void *buff, size_t bytes,
-                                     ncclWindow_t *win, int flags)
+                                    ncclWindow_t *win, int flags)
 {
     ncclResult_t res = ncclSuccess;
     struct ncclWindow_vidmem *w = NULL;
+    struct window_info *all = NULL;
     TT_TRY(TT_CALLOC(&w, 1));
     w->reg.buff = buff;
     w->reg.bytes = bytes;
     w->reg.flags = flags;
     w->reg.is_window = true;
-    w->reg.pages = share_pages(buff, bytes);
+    bool symmetric = (flags & NCCL_WIN_COLL_SYMMETRIC) != 0;
+    bool device = tt_device_mem_kind(buff) == TT_MEM_DEVICE;
+    /* Device memory is never moved into a memory file (its addresses hold no host pages). */
+    w->reg.pages = device ? NULL : share_pages(buff, bytes);
     /* Registering a window is collective (NCCL's rule), so the ranks settle here, alike,
      * whether every one of them put it in shareable memory: only then may the cost model count
      * on Direct mapping it. Each rank's own answer may differ (ordinary memory moves only where
      * its buffer covers enough whole pages; a rank may pass ordinary memory where the others
-     * pass ncclMemAlloc memory), and the ranks must never choose differently. */
-    bool mine = (flags & NCCL_WIN_COLL_SYMMETRIC) &&
-                (w->reg.pages != NULL || in_allocated_block(buff, bytes));
-    TT_TRY_GOTO(agree_all(comm, &mine), res, fail);
-    w->reg.shared = mine;
+     * pass ncclMemAlloc memory), and the ranks must never choose differently. The same
+     * exchange carries the device window's export when the device-direct path is on. */
+    TT_TRY_GOTO(TT_CALLOC(&all, (size_t)comm->st.nranks), res, fail);
+    struct window_info *mine = &all[comm->st.rank];
+    mine->shareable = symmetric && !device &&
+                      (w->reg.pages != NULL || in_allocated_block(buff, bytes));
+    if (symmetric && device && comm->dev_team != NULL)
+        TT_TRY_GOTO(tt_device_window_export(buff, bytes, &mine->dev), res, fail);
+    if (comm->st.nranks > 1) {
+        pthread_mutex_lock(&comm->bootstrap_lock);
+        res = tt_bootstrap_allgather(comm->bootstrap, all, sizeof *all);
+        pthread_mutex_unlock(&comm->bootstrap_lock);
+        if (res != ncclSuccess) goto fail;
+    }
+    bool shared = true;
+    for (int r = 0; r < comm->st.nranks; r++) shared = shared && all[r].shareable;
+    w->reg.shared = shared;
+    if (comm->dev_team != NULL)
+        TT_TRY_GOTO(open_device_window(comm, &w->reg, all), res, fail);
+    free(all);
+    all = NULL;
     TT_TRY_GOTO(add_reg(comm, &w->reg), res, fail);
     comm->sym_windows += w->reg.shared;
     TT_INFO(TT_SUB_REG, "window of %zu bytes at %p (flags 0x%x%s): %p", bytes, buff,
-            (unsigned)flags, w->reg.shared ? ", symmetric in shareable memory" : "",
+            (unsigned)flags,
+            w->reg.shared ? ", symmetric in shareable memory"
+            : w->reg.dev  ? ", symmetric on device memory, mapped by every rank"
+                          : "",
             (void *)w);
     *win = w;
     return ncclSuccess;
 fail:
+    if (w->reg.dev != NULL) tt_device_window_close(comm->dev_team, w->reg.dev);
+    free(all);
     unshare_pages(w->reg.pages);
     free(w);
     return res;
@@ -584,9 +645,42 @@ ncclResult_t tt_mem_window_deregister(ncclComm_t comm, ncclWindow_t win)
                         (void *)win);
     TT_INFO(TT_SUB_REG, "window %p deregistered", (void *)win);
     comm->sym_windows -= win->reg.shared;
+    tt_device_window_close(comm->dev_team, win->reg.dev);
     unshare_pages(win->reg.pages);
     free(win);
     return ncclSuccess;
+}
+
+void tt_mem_close_device_windows(ncclComm_t comm)
+{
+    pthread_mutex_lock(&comm->tables_lock);
+    for (struct tt_reg *r = comm->regs ? comm->regs->head : NULL; r != NULL; r = r->next) {
+        tt_device_window_close(comm->dev_team, r->dev);
+        r->dev = NULL;
+    }
+    pthread_mutex_unlock(&comm->tables_lock);
+}
+
+bool tt_mem_device_window(const struct ncclComm *comm, const void *ptr, size_t bytes,
+                          const struct tt_device_window **win, size_t *offset)
+{
+    if (comm->dev_team == NULL || ptr == NULL) return false;
+    uintptr_t lo = (uintptr_t)ptr;
+    bool found = false;
+    pthread_mutex_t *lock = (pthread_mutex_t *)&comm->tables_lock;
+    pthread_mutex_lock(lock);
+    for (const struct tt_reg *r = comm->regs ? comm->regs->head : NULL; r && !found;
+         r = r->next) {
+        uintptr_t base = (uintptr_t)r->buff;
+        found = r->dev != NULL && lo >= base && lo - base <= r->bytes &&
+                bytes <= r->bytes - (lo - base);
+        if (found) {
+            *win = r->dev;
+            *offset = lo - base;
+        }
+    }
+    pthread_mutex_unlock(lock);
+    return found;
 }
 
 bool tt_mem_sym_window(const struct ncclComm *comm, const void *ptr, size_t bytes)

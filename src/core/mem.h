@@ -29,6 +29,14 @@ ncclResult_t tt_mem_window_deregister(struct ncclComm *comm, ncclWindow_t win);
  * other ranks then pass window buffers too, so the cost model may count on their peers mapping
  * them. */
 bool tt_mem_sym_window(const struct ncclComm *comm, const void *ptr, size_t bytes);
+/* Whether [ptr, ptr + bytes) lies inside one of the communicator's symmetric windows on device
+ * memory (mapped by every rank at registration): then *win is its device window and *offset
+ * the offset of ptr in it. */
+struct tt_device_window;
+bool tt_mem_device_window(const struct ncclComm *comm, const void *ptr, size_t bytes,
+                          const struct tt_device_window **win, size_t *offset);
+/* Unmaps every device window's peers (the communicator's teardown, before its device team). */
+void tt_mem_close_device_windows(struct ncclComm *comm);
 /* Frees a communicator's registration table (accepts NULL). */
 void tt_mem_table_destroy(struct tt_reg_table *table);
 

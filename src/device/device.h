@@ -225,6 +225,29 @@ ncclResult_t tt_device_team_all_gather(struct tt_device_team *t, cudaStream_t st
                                        const void *send, void *recv, size_t count,
                                        ncclDataType_t dtype);
 
+/* Symmetric windows on device memory (direct.c, "Symmetric windows"): a window registered with
+ * NCCL_WIN_COLL_SYMMETRIC over device memory, on a communicator with the device-direct path, is
+ * mapped by every member at registration, and an AllReduce whose buffers lie in windows then
+ * reads and writes every member's buffers in place: no scratch, no copies. Registration is
+ * collective: each member exports its buffer (info->ok stays 0 for host memory or without
+ * CUDA), the core allgathers the infos, and, only when every member's is ok and of one size,
+ * each opens the others' (the core then agrees that every open worked). */
+struct tt_device_window;
+ncclResult_t tt_device_window_export(const void *buff, size_t bytes,
+                                     struct tt_device_team_info *info);
+ncclResult_t tt_device_window_open(struct tt_device_team *t, const void *buff,
+                                   const struct tt_device_team_info *infos,
+                                   struct tt_device_window **out);
+/* Waits (bounded) until no queued operation touches a window any more, then unmaps the
+ * peers'. Collective, as NCCL's window deregistration. Accepts NULL. */
+void tt_device_window_close(struct tt_device_team *t, struct tt_device_window *w);
+/* Queues an AllReduce of `count` elements from offset send_off of window ws to offset recv_off
+ * of window wr (the same window and offset: in place), every member at the same offsets. */
+ncclResult_t tt_device_team_allreduce_window(struct tt_device_team *t, cudaStream_t stream,
+                                             const struct tt_device_window *ws, size_t send_off,
+                                             const struct tt_device_window *wr, size_t recv_off,
+                                             size_t count, const struct tt_device_redop *op);
+
 /* Whether `word` reached `seq` (wrapping compare), read with acquire. */
 static inline bool tt_device_word_reached(const uint32_t *word, uint32_t seq)
 {

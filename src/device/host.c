@@ -3,6 +3,7 @@
  * memory, no foreign stream is recognised and nothing is ever staged; a CUDA build adds the
  * device kind from device/cuda/. */
 #include <stdio.h>
+#include <string.h>
 
 #include "device/device.h"
 
@@ -106,6 +107,33 @@ ncclResult_t tt_device_team_reduce_scatter(struct tt_device_team *t, cudaStream_
 ncclResult_t tt_device_team_all_gather(struct tt_device_team *t, cudaStream_t stream,
                                        const void *send, void *recv, size_t count,
                                        ncclDataType_t dtype)
+{
+    return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
+}
+
+ncclResult_t tt_device_window_export(const void *buff, size_t bytes,
+                                     struct tt_device_team_info *info)
+{
+    memset(info, 0, sizeof *info);
+    return ncclSuccess;
+}
+
+ncclResult_t tt_device_window_open(struct tt_device_team *t, const void *buff,
+                                   const struct tt_device_team_info *infos,
+                                   struct tt_device_window **out)
+{
+    *out = NULL;
+    return TT_ERROR(ncclInvalidUsage, "device windows need a CUDA build of Tutti");
+}
+
+void tt_device_window_close(struct tt_device_team *t, struct tt_device_window *w)
+{
+}
+
+ncclResult_t tt_device_team_allreduce_window(struct tt_device_team *t, cudaStream_t stream,
+                                             const struct tt_device_window *ws, size_t send_off,
+                                             const struct tt_device_window *wr, size_t recv_off,
+                                             size_t count, const struct tt_device_redop *op)
 {
     return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
 }

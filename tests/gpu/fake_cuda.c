@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "device/cuda/elementwise.h"
+#include "device/cuda/sym.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -80,9 +81,10 @@ static bool region_remove(uintptr_t base, struct region *out)
 
 /* --- streams ------------------------------------------------------------------------------ */
 
-enum cmd_kind { CMD_COPY, CMD_WRITE, CMD_WAIT, CMD_HOST, CMD_KERNEL };
+enum cmd_kind { CMD_COPY, CMD_WRITE, CMD_WAIT, CMD_HOST, CMD_KERNEL, CMD_SYM };
 typedef void (*kernel_fn)(void *dst, const void *a, const void *b, unsigned long long n,
                           double sf, unsigned long long su, unsigned long long div);
+typedef void (*sym_fn)(const struct tt_sym_args *a);
 struct cmd {
     enum cmd_kind kind;
     void *dst;
@@ -95,6 +97,8 @@ struct cmd {
     const void *b;
     unsigned long long n, su, div;
     double sf;
+    sym_fn sym;
+    struct tt_sym_args *sym_args; /* a copy, freed with the command */
     struct cmd *next;
 };
 struct fstream {
@@ -120,6 +124,7 @@ static void run_cmd(struct cmd *c)
         break;
     case CMD_HOST: c->host(c->arg); break;
     case CMD_KERNEL: c->kernel(c->dst, c->src, c->b, c->n, c->sf, c->su, c->div); break;
+    case CMD_SYM: c->sym(c->sym_args); break;
     }
 }
 
@@ -136,6 +141,7 @@ static void *stream_main(void *arg)
         s->busy = true;
         pthread_mutex_unlock(&s->lock);
         run_cmd(c);
+        free(c->sym_args);
         free(c);
         pthread_mutex_lock(&s->lock);
         s->busy = false;
@@ -209,15 +215,33 @@ static void stream_drain(struct fstream *s)
     FK(stem, T, sumdiv) FK(stem, T, premul) FK(stem, T, div)
 TT_EL_DTYPES(FKS)
 
+/* The window AllReduce's folds (sym.h), one element at a time. */
+#define FKSYM(stem, T, op, first, step, last)                                                      \
+    static void fksym_##stem##_##op(const struct tt_sym_args *a)                                  \
+    {                                                                                              \
+        for (unsigned long long i = a->lo; i < a->hi; i++) {                                       \
+            T acc = tt_sym_first_##stem##_##op(((const T *)a->src[0])[i], a->sf, a->su, a->div);  \
+            for (int p = 1; p < a->n; p++)                                                         \
+                acc = tt_sym_step_##stem##_##op(((const T *)a->src[p])[i], acc, p == a->n - 1,     \
+                                                a->sf, a->su, a->div);                             \
+            for (int p = 0; p < a->n; p++) ((T *)a->dst[p])[i] = acc;                              \
+        }                                                                                          \
+    }
+#define FKSYMS(stem, T) TT_SYM_REDS(FKSYM, stem, T)
+TT_EL_DTYPES(FKSYMS)
+
 struct kernel_entry {
     const char *name;
     kernel_fn fn;
+    sym_fn sym;
 };
-#define KE(stem, T, op) {"tt_cuda_" #stem "_" #op, fk_##stem##_##op},
+#define KE(stem, T, op) {"tt_cuda_" #stem "_" #op, fk_##stem##_##op, NULL},
+#define KESYM(stem, T, op, first, step, last) {"tt_cuda_sym_" #stem "_" #op, NULL, fksym_##stem##_##op},
+#define KESYMS(stem, T) TT_SYM_REDS(KESYM, stem, T)
 #define KES(stem, T)                                                                               \
     KE(stem, T, sum) KE(stem, T, prod) KE(stem, T, max) KE(stem, T, min) KE(stem, T, premulsum)   \
     KE(stem, T, sumdiv) KE(stem, T, premul) KE(stem, T, div)
-static const struct kernel_entry kernels[] = {TT_EL_DTYPES(KES)};
+static const struct kernel_entry kernels[] = {TT_EL_DTYPES(KES) TT_EL_DTYPES(KESYMS)};
 
 /* --- the entry points ---------------------------------------------------------------------- */
 
@@ -462,6 +486,14 @@ static CUresult f_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
 {
     (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shmem; (void)extra;
     const struct kernel_entry *k = (const struct kernel_entry *)(void *)f;
+    if (k->sym != NULL) {
+        struct tt_sym_args *copy = malloc(sizeof *copy);
+        if (copy == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+        memcpy(copy, params[0], sizeof *copy);
+        CUresult r = enqueue(s, (struct cmd){.kind = CMD_SYM, .sym = k->sym, .sym_args = copy});
+        if (r != CUDA_SUCCESS) free(copy);
+        return r;
+    }
     return enqueue(s, (struct cmd){.kind = CMD_KERNEL, .kernel = k->fn,
                                    .dst = *(void **)params[0],
                                    .src = *(const void **)params[1],

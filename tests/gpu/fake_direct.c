@@ -278,9 +278,77 @@ static void run_interleaved(struct ctx *x, int t, size_t count)
     }
 }
 
+/* Symmetric windows on device memory (--windows): AllReduce whose buffers lie in windows that
+ * every rank registered reads and writes the peers' buffers in place (direct.c, "Symmetric
+ * windows"). Every dtype x op, in place and out of place, at offsets inside the windows that
+ * every rank uses alike (one of them not 16-byte aligned), a burst of operations queued before
+ * one synchronisation, and scratch AllReduces on plain device buffers in between, which share
+ * the flags' sequence. */
+static void run_windows(struct ctx *x)
+{
+    enum { POOL = 4 << 20 };
+    unsigned char *pool = dev_malloc(POOL);
+    if (pool == NULL) exit(1);
+    ncclWindow_t win;
+    CHECK_NCCL(ncclCommWindowRegister(x->comm, pool, POOL, &win, NCCL_WIN_COLL_SYMMETRIC));
+    static const size_t counts[] = {1, 7, 1031, 70001};
+    for (int t = 0; t < TH_NUM_DTYPES; t++)
+        for (int op = 0; op < TH_NUM_OPS; op++)
+            for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+                for (int inplace = 0; inplace < 2; inplace++) {
+                    struct th_case c = make_case(x, t, op, counts[k], 5003u * (unsigned)t +
+                                                 41u * (unsigned)op + 7u * k + (unsigned)inplace);
+                    size_t elt = c.type->bytes, bytes = c.count * elt;
+                    /* Odd cases start one element in: not 16-byte aligned. */
+                    size_t off = (k % 2) * elt, roff = POOL / 2 + (k % 2) * elt;
+                    unsigned char *s = pool + off, *r = inplace ? s : pool + roff;
+                    unsigned char *img = malloc(bytes), *want = malloc(bytes);
+                    if (img == NULL || want == NULL) exit(1);
+                    th_fill_send(&c, img);
+                    th_fill_expect(&c, want, 0, c.count);
+                    memcpy(s, img, bytes);
+                    if (!inplace) th_fill_pattern(r, bytes, (uint32_t)c.seed + 5);
+                    CHECK_NCCL(ncclAllReduce(s, r, c.count, c.type->dtype, c.op, x->comm,
+                                             (cudaStream_t)x->stream));
+                    stream_sync(x->stream);
+                    check(x, &c, inplace ? "window, in place" : "window, out of place", r, want,
+                          bytes);
+                    if (!inplace) check(x, &c, "window sendbuff unchanged", s, img, bytes);
+                    free(img);
+                    free(want);
+                    /* A scratch AllReduce between two window ones. */
+                    if (k == 2 && op == 0 && inplace == 0) run_case(x, &c, 0);
+                }
+    /* A burst: four window AllReduces and a scratch one queued before one synchronisation. */
+    enum { K = 4 };
+    size_t count = 70001, elt = 4, bytes = count * elt;
+    struct th_case c[K];
+    unsigned char *want[K];
+    for (int i = 0; i < K; i++) {
+        c[i] = make_case(x, 7, ncclSum, count, 8101u + (unsigned)i);
+        want[i] = malloc(bytes);
+        if (want[i] == NULL) exit(1);
+        th_fill_send(&c[i], pool + (size_t)i * bytes);
+        th_fill_expect(&c[i], want[i], 0, count);
+    }
+    for (int i = 0; i < K; i++) {
+        unsigned char *b = pool + (size_t)i * bytes;
+        CHECK_NCCL(ncclAllReduce(b, b, count, ncclFloat32, ncclSum, x->comm,
+                                 (cudaStream_t)x->stream));
+    }
+    stream_sync(x->stream);
+    for (int i = 0; i < K; i++) {
+        check(x, &c[i], "window burst of 4", pool + (size_t)i * bytes, want[i], bytes);
+        free(want[i]);
+    }
+    CHECK_NCCL(ncclCommWindowDeregister(x->comm, win));
+    dev_free(pool);
+}
+
 int main(int argc, char **argv)
 {
     bool mixed = argc > 1 && strcmp(argv[1], "--mixed") == 0;
+    bool windows = argc > 1 && strcmp(argv[1], "--windows") == 0;
     const char *lib = getenv("TUTTI_CUDA_LIBRARY");
     void *h = lib != NULL ? dlopen(lib, RTLD_NOW | RTLD_GLOBAL) : NULL;
     if (h == NULL) {
@@ -329,8 +397,9 @@ int main(int argc, char **argv)
         x.stream = NULL;
     }
 
+    if (windows) run_windows(&x);
     static const size_t counts[] = {1, 7, 1031, 70001};
-    for (int t = 0; t < TH_NUM_DTYPES; t++)
+    for (int t = 0; t < TH_NUM_DTYPES && !windows; t++)
         for (int op = 0; op < TH_NUM_OPS; op++)
             for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
                 struct th_case c = make_case(&x, t, op, counts[k], 1009u * (unsigned)t +
@@ -340,7 +409,7 @@ int main(int argc, char **argv)
             }
     /* Per-member blocks: 20001 elements still take several chunks of a 64 KiB scratch. */
     static const size_t block_counts[] = {1, 7, 1031, 20001};
-    for (int t = 0; t < TH_NUM_DTYPES; t++)
+    for (int t = 0; t < TH_NUM_DTYPES && !windows; t++)
         for (int op = 0; op < TH_NUM_OPS; op++)
             for (size_t k = 0; k < sizeof block_counts / sizeof block_counts[0]; k++)
                 for (int coll = 0; coll < 2; coll++) {
@@ -351,14 +420,16 @@ int main(int argc, char **argv)
                     run_block_case(&x, &c, 0);
                     run_block_case(&x, &c, 1);
                 }
-    run_premulsum(&x, 1031);
-    run_premulsum(&x, 70001);
-    for (int t = 0; t < TH_NUM_DTYPES; t++) {
+    if (!windows) {
+        run_premulsum(&x, 1031);
+        run_premulsum(&x, 70001);
+    }
+    for (int t = 0; t < TH_NUM_DTYPES && !windows; t++) {
         run_burst(&x, t, 1031);
         run_burst(&x, t, 70001);
     }
 
-    for (int t = 0; t < TH_NUM_DTYPES; t++) {
+    for (int t = 0; t < TH_NUM_DTYPES && !windows; t++) {
         run_interleaved(&x, t, 1031);
         run_interleaved(&x, t, 70001);
     }
@@ -372,7 +443,10 @@ int main(int argc, char **argv)
     }
     if (x.rank == 0)
         printf("fake_direct: %d ranks%s: %lld checks, %lld failed\n", x.nranks,
-               mixed ? " (odd ranks on the CPU, all staged)" : "", totals[0], totals[1]);
+               mixed     ? " (odd ranks on the CPU, all staged)"
+               : windows ? " (symmetric windows)"
+                         : "",
+               totals[0], totals[1]);
     CHECK_NCCL(ncclCommDestroy(x.comm));
     return totals[1] == 0 ? 0 : 1;
 }

@@ -11,7 +11,8 @@
  *     65537 per rank, in place (NCCL's offsets) and out of place;
  *   - bursts: four AllReduces queued back to back on one stream before one synchronisation,
  *     every dtype, so that the scratch is reused while peers may still be a chunk behind;
- *   - a host-buffer AllReduce on the same communicator (the host engine, untouched).
+ *   - a host-buffer AllReduce on the same communicator (the host engine, untouched);
+ *   - with --windows, AllReduce on symmetric windows instead (run_windows).
  * The ctest variants force one-shot (TUTTI_CUDA_ONESHOT_BYTES large), two-shot (0), and small
  * scratch (TUTTI_CUDA_DIRECT_BYTES=65536: a 2 MiB operation goes through it in 32 chunks).
  * Without a usable GPU every rank exits 77 (skipped). */
@@ -203,8 +204,71 @@ static void run_burst(struct ctx *x, int t, size_t count)
     }
 }
 
-int main(void)
+/* Symmetric windows (--windows): AllReduce on buffers inside a window every rank registered
+ * reads and writes the peers' windows in place (docs/cuda.md, "Symmetric windows"). Every dtype
+ * x op, in place and out of place, at offsets every rank uses alike (odd counts one element in:
+ * not 16-byte aligned, the kernels' element-wise path), a scratch AllReduce on plain buffers in
+ * between (one flag sequence for both), and a burst of four queued before one synchronisation. */
+static void run_windows(struct ctx *x)
 {
+    const size_t pool_bytes = 8u << 20;
+    unsigned char *pool;
+    CHECK_CUDA(cudaMalloc(&pool, pool_bytes));
+    ncclWindow_t win;
+    CHECK_NCCL(ncclCommWindowRegister(x->comm, pool, pool_bytes, &win, NCCL_WIN_COLL_SYMMETRIC));
+    static const size_t counts[] = {1, 7, 1031, 262147};
+    for (int t = 0; t < TH_NUM_DTYPES; t++)
+        for (int op = 0; op < TH_NUM_OPS; op++)
+            for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+                for (int inplace = 0; inplace < 2; inplace++) {
+                    th_case c = make_case(x, t, op, counts[k], 5003u * t + 41u * op + 7u * k +
+                                                                   (unsigned)inplace);
+                    size_t elt = c.type->bytes, bytes = c.count * elt;
+                    unsigned char *s = pool + (k % 2) * elt;
+                    unsigned char *r = inplace ? s : pool + pool_bytes / 2 + (k % 2) * elt;
+                    std::vector<unsigned char> img(bytes), want(bytes), junk(bytes);
+                    th_fill_send(&c, img.data());
+                    th_fill_expect(&c, want.data(), 0, c.count);
+                    CHECK_CUDA(cudaMemcpy(s, img.data(), bytes, cudaMemcpyHostToDevice));
+                    if (!inplace) {
+                        th_fill_pattern(junk.data(), bytes, (uint32_t)c.seed + 5);
+                        CHECK_CUDA(cudaMemcpy(r, junk.data(), bytes, cudaMemcpyHostToDevice));
+                    }
+                    CHECK_CUDA(cudaDeviceSynchronize()); /* the fills ran on the legacy stream */
+                    CHECK_NCCL(ncclAllReduce(s, r, c.count, c.type->dtype, c.op, x->comm,
+                                             x->stream));
+                    CHECK_CUDA(cudaStreamSynchronize(x->stream));
+                    unsigned long long bad = mismatches(x, r, want.data(), bytes);
+                    if (!inplace) bad += mismatches(x, s, img.data(), bytes);
+                    report(x, &c, inplace ? "window, in place" : "window, out of place", bad);
+                    if (k == 2 && op == 0 && inplace == 0) run_case(x, &c, false);
+                }
+    const int K = 4;
+    const size_t count = 262147, bytes = count * 4;
+    th_case c[K];
+    std::vector<unsigned char> want[K];
+    for (int i = 0; i < K; i++) {
+        c[i] = make_case(x, 7 /* float32 */, ncclSum, count, 8101u + i);
+        std::vector<unsigned char> img(bytes);
+        th_fill_send(&c[i], img.data());
+        want[i].resize(bytes);
+        th_fill_expect(&c[i], want[i].data(), 0, count);
+        CHECK_CUDA(cudaMemcpy(pool + i * bytes, img.data(), bytes, cudaMemcpyHostToDevice));
+    }
+    CHECK_CUDA(cudaDeviceSynchronize());
+    for (int i = 0; i < K; i++)
+        CHECK_NCCL(ncclAllReduce(pool + i * bytes, pool + i * bytes, count, ncclFloat32, ncclSum,
+                                 x->comm, x->stream));
+    CHECK_CUDA(cudaStreamSynchronize(x->stream));
+    for (int i = 0; i < K; i++)
+        report(x, &c[i], "window burst of 4", mismatches(x, pool + i * bytes, want[i].data(), bytes));
+    CHECK_NCCL(ncclCommWindowDeregister(x->comm, win));
+    CHECK_CUDA(cudaFree(pool));
+}
+
+int main(int argc, char **argv)
+{
+    bool windows = argc > 1 && strcmp(argv[1], "--windows") == 0;
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
     if (e != cudaSuccess || ndev == 0) {
@@ -229,8 +293,9 @@ int main(void)
     CHECK_CUDA(cudaStreamCreateWithFlags(&x.stream, cudaStreamNonBlocking));
     CHECK_CUDA(cudaMalloc(&x.d_count, sizeof *x.d_count));
 
+    if (windows) run_windows(&x);
     static const size_t counts[] = {1, 7, 1031, 262147};
-    for (int t = 0; t < TH_NUM_DTYPES; t++)
+    for (int t = 0; t < TH_NUM_DTYPES && !windows; t++)
         for (int op = 0; op < TH_NUM_OPS; op++)
             for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
                 th_case c = make_case(&x, t, op, counts[k], 1009u * t + 31u * op + k);
@@ -238,7 +303,7 @@ int main(void)
                 run_case(&x, &c, true);
             }
     static const size_t block_counts[] = {1, 7, 1031, 65537};
-    for (int t = 0; t < TH_NUM_DTYPES; t++)
+    for (int t = 0; t < TH_NUM_DTYPES && !windows; t++)
         for (int op = 0; op < TH_NUM_OPS; op++)
             for (size_t k = 0; k < sizeof block_counts / sizeof block_counts[0]; k++)
                 for (int coll = 0; coll < 2; coll++) {
@@ -249,7 +314,7 @@ int main(void)
                     run_block_case(&x, &c, false);
                     run_block_case(&x, &c, true);
                 }
-    for (int t = 0; t < TH_NUM_DTYPES; t++) {
+    for (int t = 0; t < TH_NUM_DTYPES && !windows; t++) {
         run_burst(&x, t, 1031);
         run_burst(&x, t, 262147);
     }
@@ -265,8 +330,8 @@ int main(void)
         totals[1]++;
     }
     if (x.rank == 0)
-        printf("gpu_direct: %d ranks: %lld cases, %lld failed\n", x.nranks, totals[0],
-               totals[1]);
+        printf("gpu_direct: %d ranks%s: %lld cases, %lld failed\n", x.nranks,
+               windows ? " (symmetric windows)" : "", totals[0], totals[1]);
     CHECK_NCCL(ncclCommDestroy(x.comm));
     return totals[1] == 0 ? 0 : 1;
 }

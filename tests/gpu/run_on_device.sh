@@ -13,7 +13,10 @@
 #   --phase a   the device-direct path and the AllReduce figures (about 2-3 minutes)
 #   --phase b   the full correctness matrix on device buffers (staged path) and 3-4 rank figures
 #   --phase all both (the default; budget 6-9 minutes on an H100 with 16 cores)
+#   --phase win AllReduce on symmetric device windows: gpu_direct --windows at 2-4 ranks and the
+#               tutti-perf -G -R 2 tables (part of all; about 1 minute)
 #   --phase mps the device-direct AllReduce table and the 4-rank matrix under CUDA MPS (1 minute)
+#   --phase winmps  the window AllReduce table and gpu_direct --windows under CUDA MPS
 #
 # Phase a prints: the GPU and driver; tutti-info; unit_cuda_elementwise, gpu_reduce (the device
 # reduction kernels), gpu_ipc (IPC handles among 3 ranks); gpu_direct at 2, 3, 4 ranks with a
@@ -37,7 +40,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         --pack | --build | --no-build) mode=$1 ;;
         --phase) phase=${2:-all}; shift ;;
-        *) echo "usage: $0 [--pack|--build|--no-build] [--phase a|b|all|mps]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--pack|--build|--no-build] [--phase a|b|win|all|mps|winmps]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -121,11 +124,37 @@ if [ "$phase" = b ] || [ "$phase" = all ]; then
     step "$B/tutti-run" -n 3 --timeout 120 "$B/tutti-perf" -G -b 1M -e 64M -f 8 -n 10 -w 3 -c 1
     step "$B/tutti-run" -n 4 --timeout 120 "$B/tutti-perf" -G -b 1M -e 64M -f 8 -n 10 -w 3 -c 1
 fi
+if [ "$phase" = win ] || [ "$phase" = all ]; then
+    # Symmetric windows on device memory: AllReduce reads and writes the peers' windows in
+    # place; correctness at 2-4 ranks, then the 256 MiB figure beside the scratch path's.
+    for n in 2 3 4; do
+        step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n $n --timeout 150 "$B/gpu_direct" --windows
+    done
+    step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n 2 --timeout 200 "$B/tutti-perf" -G -R 2 \
+        -b 16 -e 256M -f 4 -n 20 -w 5 -c 1
+    step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n 2 --timeout 200 "$B/tutti-perf" -G \
+        -b 64M -e 256M -f 4 -n 20 -w 5 -c 1
+    step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n 3 --timeout 200 "$B/tutti-perf" -G -R 2 \
+        -b 1M -e 256M -f 16 -n 10 -w 3 -c 1
+fi
+if [ "$phase" = mps ] || [ "$phase" = winmps ]; then
+    export CUDA_MPS_PIPE_DIRECTORY=/tmp/tutti-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/tutti-mps-log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+fi
+if [ "$phase" = winmps ]; then
+    # The window AllReduce with CUDA MPS: both ranks' kernels run at once.
+    if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d; then
+        step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n 2 --timeout 200 "$B/tutti-perf" -G -R 2 \
+            -b 16 -e 256M -f 4 -n 20 -w 5 -c 1
+        step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n 3 --timeout 150 "$B/gpu_direct" --windows
+        echo quit | nvidia-cuda-mps-control
+    else
+        echo "=== SKIPPED: no CUDA MPS control daemon (nvidia-cuda-mps-control)"
+    fi
+fi
 if [ "$phase" = mps ]; then
     # The device-direct AllReduce again with CUDA MPS running, so the ranks' kernels and stream
     # waits share the GPU at once instead of in time slices (docs/cuda.md, "Sharing one GPU").
-    export CUDA_MPS_PIPE_DIRECTORY=/tmp/tutti-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/tutti-mps-log
-    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
     if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d; then
         step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n 2 --timeout 200 "$B/tutti-perf" -G \
             -b 16 -e 256M -f 4 -n 20 -w 5 -c 1

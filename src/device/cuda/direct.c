@@ -27,6 +27,7 @@
 #include "device/device.h"
 
 #include "device/cuda/driver.h"
+#include "device/cuda/sym.h"
 #include "util/err.h"
 #include "util/log.h"
 
@@ -375,4 +376,129 @@ ncclResult_t tt_device_team_all_gather(struct tt_device_team *t, cudaStream_t st
         TT_TRY(post(t, s, FLAG_DONE, seq));
     }
     return ncclSuccess;
+}
+
+/* ---- Symmetric windows ---------------------------------------------------------------------
+ * A window registered on device memory with NCCL_WIN_COLL_SYMMETRIC is exported by every member
+ * and mapped by every other at registration (collective, as in NCCL), so an AllReduce whose
+ * buffers lie in windows reads the peers' inputs and writes the peers' outputs in place, with no
+ * copy through the scratch. NCCL's contract for such windows is that every rank passes window
+ * buffers at the same offsets; the offsets a member passes are applied to every peer's window.
+ * One operation, as every member queues it:
+ *   wait DONE(p) >= seq - 1    (an earlier scratch operation's readers are done)
+ *   post READY = seq; wait READY(p) >= seq   (every input written, every output free)
+ *   fold this member's share of the elements from every input into every output (sym.h)
+ *   post DONE = seq; wait DONE(p) >= seq     (every output written, no input read any more)
+ * Memory traffic is the least an AllReduce can move: each input read once, each output written
+ * once, against five times that through the scratch. */
+struct tt_device_window {
+    size_t bytes;
+    CUdeviceptr base[TT_DEVICE_TEAM_MAX]; /* every member's window, in this process */
+    bool mapped[TT_DEVICE_TEAM_MAX];
+    struct tt_device_ipc_handle handles[TT_DEVICE_TEAM_MAX];
+};
+
+ncclResult_t tt_device_window_export(const void *buff, size_t bytes,
+                                     struct tt_device_team_info *info)
+{
+    memset(info, 0, sizeof *info);
+    if (!tt_device_active() || tt_device_mem_kind(buff) != TT_MEM_DEVICE) return ncclSuccess;
+    TT_TRY(tt_device_ipc_export(buff, &info->handle));
+    info->ok = 1;
+    info->pid = (int32_t)getpid();
+    info->bytes = bytes;
+    return ncclSuccess;
+}
+
+ncclResult_t tt_device_window_open(struct tt_device_team *t, const void *buff,
+                                   const struct tt_device_team_info *infos,
+                                   struct tt_device_window **out)
+{
+    *out = NULL;
+    struct tt_device_window *w = calloc(1, sizeof *w);
+    if (w == NULL) return TT_ERROR(ncclSystemError, "out of memory for a device window");
+    w->bytes = (size_t)infos[t->rank].bytes;
+    ncclResult_t res = ncclSuccess;
+    for (int p = 0; p < t->nranks && res == ncclSuccess; p++) {
+        if (p == t->rank) {
+            w->base[p] = (CUdeviceptr)(uintptr_t)buff;
+        } else if (!infos[p].ok || infos[p].bytes != w->bytes) {
+            res = TT_ERROR(ncclInvalidUsage,
+                           "symmetric device window: rank %d registers %llu bytes, this rank "
+                           "%zu", p, (unsigned long long)infos[p].bytes, w->bytes);
+        } else {
+            void *ptr = NULL;
+            res = tt_device_ipc_open(&infos[p].handle, &ptr);
+            w->base[p] = (CUdeviceptr)(uintptr_t)ptr;
+            w->handles[p] = infos[p].handle;
+            w->mapped[p] = res == ncclSuccess;
+        }
+    }
+    if (res != ncclSuccess) {
+        tt_device_window_close(t, w);
+        return res;
+    }
+    *out = w;
+    return ncclSuccess;
+}
+
+void tt_device_window_close(struct tt_device_team *t, struct tt_device_window *w)
+{
+    if (w == NULL) return;
+    /* Deregistration is collective too: once every member's DONE reached the last operation
+     * queued, no queued kernel reads or writes a window any more. Bounded, as destroy. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t start = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    while (t->chunks > 0 && !all_done(t)) {
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        if ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - start >
+            DESTROY_WAIT_NS) {
+            TT_WARN("symmetric device window: the operations queued did not all end within "
+                    "%llu s (a peer failed?); its peers' mappings are left open",
+                    (unsigned long long)(DESTROY_WAIT_NS / 1000000000ull));
+            free(w);
+            return;
+        }
+        usleep(100);
+    }
+    for (int p = 0; p < t->nranks; p++)
+        if (w->mapped[p])
+            (void)tt_device_ipc_close((void *)(uintptr_t)w->base[p], &w->handles[p]);
+    free(w);
+}
+
+ncclResult_t tt_device_team_allreduce_window(struct tt_device_team *t, cudaStream_t stream,
+                                             const struct tt_device_window *ws, size_t send_off,
+                                             const struct tt_device_window *wr, size_t recv_off,
+                                             size_t count, const struct tt_device_redop *op)
+{
+    size_t elt = dtype_bytes(op->dtype);
+    CUstream s = (CUstream)stream;
+    TT_TRY(team_check(t, elt, op->dtype, s, (void *)(uintptr_t)(wr->base[t->rank] + recv_off)));
+    if (send_off > ws->bytes || count > (ws->bytes - send_off) / elt ||
+        recv_off > wr->bytes || count > (wr->bytes - recv_off) / elt)
+        return TT_ERROR(ncclInternalError, "window AllReduce outside its windows");
+    struct tt_sym_args a;
+    memset(&a, 0, sizeof a);
+    a.n = t->nranks;
+    a.vec = 1;
+    for (int p = 0; p < t->nranks; p++) {
+        a.src[p] = (const void *)(uintptr_t)(ws->base[p] + send_off);
+        a.dst[p] = (void *)(uintptr_t)(wr->base[p] + recv_off);
+        if (((uintptr_t)a.src[p] | (uintptr_t)a.dst[p]) % 16 != 0) a.vec = 0;
+    }
+    size_t lo, hi;
+    segment(count, elt, t->nranks, t->rank, &lo, &hi);
+    a.lo = lo;
+    a.hi = hi;
+    a.sf = op->scalar_f;
+    a.su = op->scalar_u;
+    a.div = op->divisor;
+    uint32_t seq;
+    TT_TRY(chunk_begin(t, s, &seq));
+    TT_TRY(chunk_ready(t, s, seq));
+    TT_TRY(tt_device_sym_reduce(stream, op->dtype, op->red, elt, &a));
+    TT_TRY(post(t, s, FLAG_DONE, seq));
+    return wait_peers(t, s, FLAG_DONE, seq);
 }

@@ -11,6 +11,7 @@
 #include <cuda.h>
 #include <stdbool.h>
 
+#include "device/device.h"
 #include "nccl.h"
 
 /* X(name): every driver entry point Tutti calls, as cuda.h names it. */
@@ -86,5 +87,12 @@ ncclResult_t tt_cuda_error_at(CUresult res, const char *call, const char *file, 
  * may be NULL), else that of `stream` (a stream object, not NULL or a special handle), else
  * device 0's primary context, as the runtime would. */
 ncclResult_t tt_cuda_ensure_context(const void *ptr, CUstream stream);
+
+/* Queues the window AllReduce's fold of `args` (sym.h) on `stream`: the kernel
+ * tt_cuda_sym_<dtype>_<op> (module.c). `red` is one of SUM .. SUMDIV; `elt` the dtype's size. */
+struct tt_sym_args;
+ncclResult_t tt_device_sym_reduce(cudaStream_t stream, ncclDataType_t dtype,
+                                  enum tt_device_red red, size_t elt,
+                                  const struct tt_sym_args *args);
 
 #endif

@@ -9,6 +9,7 @@
 #include "device/device.h"
 
 #include "device/cuda/driver.h"
+#include "device/cuda/sym.h"
 #include "util/err.h"
 
 #ifndef TT_CUDA_FATBIN_PATH
@@ -41,11 +42,13 @@ static struct {
     CUcontext ctx;
     CUmodule module;
     CUfunction fn[ncclNumTypes][TT_DEVICE_RED_COUNT];
+    CUfunction sym[ncclNumTypes][TT_DEVICE_RED_COUNT]; /* tt_cuda_sym_<dtype>_<op> (sym.h) */
 } loaded[MAX_CONTEXTS];
 static int nloaded;
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static ncclResult_t kernel_for(ncclDataType_t dtype, enum tt_device_red red, CUfunction *out)
+static ncclResult_t kernel_for(ncclDataType_t dtype, enum tt_device_red red, bool sym,
+                               CUfunction *out)
 {
     CUcontext ctx = NULL;
     TT_TRY(TT_CU(tt_cu.cuCtxGetCurrent(&ctx)));
@@ -65,13 +68,16 @@ static ncclResult_t kernel_for(ncclDataType_t dtype, enum tt_device_red red, CUf
             }
         }
     }
-    if (res == ncclSuccess && loaded[i].fn[dtype][red] == NULL) {
+    CUfunction *fn = res == ncclSuccess
+                         ? (sym ? &loaded[i].sym[dtype][red] : &loaded[i].fn[dtype][red])
+                         : NULL;
+    if (fn != NULL && *fn == NULL) {
         char name[64];
-        snprintf(name, sizeof name, "tt_cuda_%s_%s", dtype_stems[dtype], red_names[red]);
-        res = TT_CU(tt_cu.cuModuleGetFunction(&loaded[i].fn[dtype][red], loaded[i].module,
-                                              name));
+        snprintf(name, sizeof name, "tt_cuda_%s%s_%s", sym ? "sym_" : "", dtype_stems[dtype],
+                 red_names[red]);
+        res = TT_CU(tt_cu.cuModuleGetFunction(fn, loaded[i].module, name));
     }
-    if (res == ncclSuccess) *out = loaded[i].fn[dtype][red];
+    if (res == ncclSuccess) *out = *fn;
     pthread_mutex_unlock(&load_lock);
     return res;
 }
@@ -86,7 +92,7 @@ ncclResult_t tt_device_reduce(cudaStream_t stream, ncclDataType_t dtype, enum tt
                         tt_cuda_why_not());
     TT_TRY(tt_cuda_ensure_context(dst, (CUstream)stream));
     CUfunction fn;
-    TT_TRY(kernel_for(dtype, red, &fn));
+    TT_TRY(kernel_for(dtype, red, false, &fn));
     unsigned long long n = count, su = scalar_u, div = divisor;
     void *args[] = {&dst, &a, &b, &n, &scalar_f, &su, &div};
     /* Enough blocks to fill an H100 several times over; the loop strides over the rest. */
@@ -95,4 +101,25 @@ ncclResult_t tt_device_reduce(cudaStream_t stream, ncclDataType_t dtype, enum tt
     if (blocks > 4096) blocks = 4096;
     return TT_CU(tt_cu.cuLaunchKernel(fn, (unsigned)blocks, 1, 1, threads, 1, 1, 0,
                                       (CUstream)stream, args, NULL));
+}
+
+ncclResult_t tt_device_sym_reduce(cudaStream_t stream, ncclDataType_t dtype,
+                                  enum tt_device_red red, size_t elt,
+                                  const struct tt_sym_args *args)
+{
+    if (args->hi <= args->lo) return ncclSuccess;
+    if (red > TT_DEVICE_RED_SUMDIV)
+        return TT_ERROR(ncclInternalError, "window AllReduce: reduction %d has no fold",
+                        (int)red);
+    CUfunction fn;
+    TT_TRY(kernel_for(dtype, red, true, &fn));
+    void *params[] = {(void *)args};
+    /* Threads move 16 bytes each with `vec`; the grid strides over the rest. */
+    const unsigned threads = 512;
+    size_t per = args->vec ? 16 / elt : 1;
+    size_t items = (size_t)(args->hi - args->lo + per - 1) / per;
+    size_t blocks = (items + threads - 1) / threads;
+    if (blocks > 2048) blocks = 2048;
+    return TT_CU(tt_cu.cuLaunchKernel(fn, (unsigned)blocks, 1, 1, threads, 1, 1, 0,
+                                      (CUstream)stream, params, NULL));
 }

@@ -6,6 +6,7 @@
  * that the library embeds and loads through the driver (module.c): libtutti.so links no CUDA
  * runtime. Compiled with -fmad=false: a multiply-add must round twice, as on the host. */
 #include "device/cuda/elementwise.h"
+#include "device/cuda/sym.h"
 
 #define TT_CU_KERNEL(stem, T, op)                                                                  \
     extern "C" __global__ void tt_cuda_##stem##_##op(T *dst, const T *a, const T *b,              \
@@ -29,3 +30,43 @@
     TT_CU_KERNEL(stem, T, div)
 
 TT_EL_DTYPES(TT_CU_KERNELS)
+
+/* The window AllReduce's kernels (sym.h states the contract): this member's elements of every
+ * member's input, folded in rank order, written to every member's output. With `vec`, each
+ * thread moves 16 bytes per member at a time; the tail, and unaligned buffers, go one element
+ * per thread. */
+#define TT_CU_SYM_KERNEL(stem, T, op, first, step, last)                                           \
+    extern "C" __global__ void tt_cuda_sym_##stem##_##op(const struct tt_sym_args a)              \
+    {                                                                                              \
+        enum { V = 16 / sizeof(T) };                                                               \
+        union vec {                                                                                \
+            uint4 u;                                                                               \
+            T e[V];                                                                                \
+        };                                                                                         \
+        const size_t stride = (size_t)gridDim.x * blockDim.x;                                      \
+        const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;                          \
+        const size_t body = a.vec ? (a.hi - a.lo) / V * V : 0;                                     \
+        for (size_t v = tid * V; v < body; v += stride * V) {                                      \
+            const size_t i = a.lo + v;                                                             \
+            union vec acc, x;                                                                      \
+            acc.u = *(const uint4 *)((const T *)a.src[0] + i);                                     \
+            _Pragma("unroll") for (int k = 0; k < V; k++) acc.e[k] =                               \
+                tt_sym_first_##stem##_##op(acc.e[k], a.sf, a.su, a.div);                           \
+            for (int p = 1; p < a.n; p++) {                                                        \
+                x.u = *(const uint4 *)((const T *)a.src[p] + i);                                   \
+                const int is_last = p == a.n - 1;                                                  \
+                _Pragma("unroll") for (int k = 0; k < V; k++) acc.e[k] =                           \
+                    tt_sym_step_##stem##_##op(x.e[k], acc.e[k], is_last, a.sf, a.su, a.div);       \
+            }                                                                                      \
+            for (int p = 0; p < a.n; p++) *(uint4 *)((T *)a.dst[p] + i) = acc.u;                   \
+        }                                                                                          \
+        for (size_t i = a.lo + body + tid; i < a.hi; i += stride) {                                \
+            T acc = tt_sym_first_##stem##_##op(((const T *)a.src[0])[i], a.sf, a.su, a.div);      \
+            for (int p = 1; p < a.n; p++)                                                          \
+                acc = tt_sym_step_##stem##_##op(((const T *)a.src[p])[i], acc, p == a.n - 1,       \
+                                                a.sf, a.su, a.div);                                \
+            for (int p = 0; p < a.n; p++) ((T *)a.dst[p])[i] = acc;                                \
+        }                                                                                          \
+    }
+#define TT_CU_SYM_KERNELS(stem, T) TT_SYM_REDS(TT_CU_SYM_KERNEL, stem, T)
+TT_EL_DTYPES(TT_CU_SYM_KERNELS)
