@@ -94,6 +94,11 @@ if(TUTTI_CUDA AND TARGET tutti-run)
       ENVIRONMENT "TUTTI_CUDA_LIBRARY=$<TARGET_FILE:tutti_fake_cuda>;TUTTI_CUDA_DIRECT=2;TUTTI_CUDA_DIRECT_BYTES=65536;TUTTI_CUDA_ONESHOT_BYTES=${oneshot};TUTTI_TIMEOUT_MS=60000")
   endforeach()
   # Symmetric windows on device memory: AllReduce reads and writes the peers' windows in place.
+  # The stand-in puts every rank on one GPU, so rank 0 folds it all; _split_ forces a share each.
+  add_test(NAME cuda_direct_fake_windows_split_3
+           COMMAND $<TARGET_FILE:tutti-run> -n 3 --timeout 200 $<TARGET_FILE:fake_direct> --windows)
+  set_tests_properties(cuda_direct_fake_windows_split_3 PROPERTIES LABELS cuda TIMEOUT 240 PROCESSORS 2
+    ENVIRONMENT "TUTTI_CUDA_LIBRARY=$<TARGET_FILE:tutti_fake_cuda>;TUTTI_CUDA_DIRECT=2;TUTTI_CUDA_WINDOW_FOLD=2;TUTTI_TIMEOUT_MS=60000")
   foreach(n 2 3)
     add_test(NAME cuda_direct_fake_windows_${n}
              COMMAND $<TARGET_FILE:tutti-run> -n ${n} --timeout 200 $<TARGET_FILE:fake_direct> --windows)

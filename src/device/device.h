@@ -174,13 +174,14 @@ ncclResult_t tt_device_ipc_close(void *ptr, const struct tt_device_ipc_handle *h
 #define TT_DEVICE_DIRECT_BUILD 0
 #endif
 #define TT_DEVICE_TEAM_MAX 64
+#define TT_DEVICE_PCI_UNKNOWN 0xffffffffu
 struct tt_device_team;
 struct tt_device_team_info {
     uint8_t ok;     /* this member offers a scratch (it is a GPU rank and the setup worked) */
     uint8_t reserved[3];
     int32_t device; /* its CUDA device ordinal */
     int32_t pid;
-    uint32_t reserved2;
+    uint32_t pci;   /* the GPU's PCI domain, bus and device, TT_DEVICE_PCI_UNKNOWN if unknown */
     uint64_t bytes; /* its scratch's size (equal everywhere: the same variable) */
     struct tt_device_ipc_handle handle;
 };

@@ -130,8 +130,13 @@ if [ "$phase" = win ] || [ "$phase" = all ]; then
     for n in 2 3 4; do
         step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n $n --timeout 150 "$B/gpu_direct" --windows
     done
+    # Every rank folding a share (as across GPUs), rather than rank 0 alone (one GPU's default).
+    step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_WINDOW_FOLD=2 "$B/tutti-run" -n 3 --timeout 150 \
+        "$B/gpu_direct" --windows
     step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n 2 --timeout 200 "$B/tutti-perf" -G -R 2 \
         -b 16 -e 256M -f 4 -n 20 -w 5 -c 1
+    step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_WINDOW_FOLD=2 "$B/tutti-run" -n 2 --timeout 200 \
+        "$B/tutti-perf" -G -R 2 -b 1M -e 256M -f 16 -n 20 -w 5 -c 1
     step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n 2 --timeout 200 "$B/tutti-perf" -G \
         -b 64M -e 256M -f 4 -n 20 -w 5 -c 1
     step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n 3 --timeout 200 "$B/tutti-perf" -G -R 2 \
@@ -146,6 +151,8 @@ if [ "$phase" = winmps ]; then
     if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d; then
         step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n 2 --timeout 200 "$B/tutti-perf" -G -R 2 \
             -b 16 -e 256M -f 4 -n 20 -w 5 -c 1
+        step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_WINDOW_FOLD=2 "$B/tutti-run" -n 2 --timeout 200 \
+            "$B/tutti-perf" -G -R 2 -b 1M -e 256M -f 16 -n 20 -w 5 -c 1
         step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n 3 --timeout 150 "$B/gpu_direct" --windows
         echo quit | nvidia-cuda-mps-control
     else
