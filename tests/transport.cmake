@@ -13,7 +13,8 @@ function(tutti_transport_test name timeout)
 endfunction()
 
 set(test_transport_sources ${CMAKE_SOURCE_DIR}/src/transport/shm.c
-    ${CMAKE_SOURCE_DIR}/src/transport/tcp.c ${CMAKE_SOURCE_DIR}/src/transport/self.c
+    ${CMAKE_SOURCE_DIR}/src/transport/tcp.c ${CMAKE_SOURCE_DIR}/src/transport/tcp_setup.c
+    ${CMAKE_SOURCE_DIR}/src/transport/self.c
     ${CMAKE_SOURCE_DIR}/src/transport/transport.c)
 if(TUTTI_HAVE_UCX)
   list(APPEND test_transport_sources ${CMAKE_SOURCE_DIR}/src/transport/ucx.c

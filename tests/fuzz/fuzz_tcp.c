@@ -4,9 +4,9 @@
  * checks and otherwise fail with an error, never read or write out of bounds. The input's first
  * byte picks the slot size; the rest is written to one end of a socketpair whose other end is
  * the connection's socket, then closed. The receiver drains it with recv_peek/recv_release as
- * an algorithm would. Also decodes the info blob and hello. It includes tcp.c for its static
- * functions (tests/fuzz/run.sh leaves it out of the library it links).
- * fuzz-includes: src/transport/tcp.c */
+ * an algorithm would. Also decodes the info blob and hello. It includes tcp.c and tcp_setup.c
+ * for their static functions (tests/fuzz/run.sh leaves them out of the library it links).
+ * fuzz-includes: src/transport/tcp.c src/transport/tcp_setup.c */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../../src/transport/tcp.c"
+#include "../../src/transport/tcp_setup.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,0 +1,139 @@
+/* TCP transport, shared by its two files: tcp_setup.c (the listener, the handshake and
+ * connection setup) and tcp.c (the data path and the transport table).
+ *
+ * TCP transport: one or more sockets per connection (NCCL_NSOCKS_PERTHREAD x
+ * NCCL_SOCKET_NTHREADS, as the receiver says in its info blob), a staging ring of TT_CONN_SLOTS
+ * slots on each side, and length-checked frames striped across the sockets: frame k travels on
+ * socket k mod nsocks, so several frames are on the wire at once and a loss on one stream does
+ * not stall the others. The sender's ring holds committed messages until the socket has
+ * taken them; the receiver's ring holds frames read from the socket until they are released.
+ * Receive connections of a communicator share one listener (its state in the context); accepted
+ * sockets are matched to connections by a random nonce carried in the info blob and echoed in
+ * the hello, so a stranger's connection never becomes a data stream. Invariants per side:
+ * done <= posted <= done + TT_CONN_SLOTS (frames numbered from 0; frame k uses slot
+ * k % TT_CONN_SLOTS). Frames finish out of order across sockets: `done` (sender: written) and
+ * `posted` (receiver: read) advance over the frames finished in a row.
+ *
+ * Wire format (all integers little-endian unless said otherwise):
+ *   Info blob of the receiver (exchanged over the bootstrap, 44 bytes used):
+ *     0 u64 magic TCP_INFO_MAGIC | 8 u64 nonce | 16 u16 family (AF_INET 2, AF_INET6 10)
+ *     18 u16 port (network byte order) | 20 u32 IPv6 scope id | 24 u8[16] address (IPv4 in the
+ *     first 4 bytes) | 40 u32 nsocks (1..TCP_MAX_SOCKS; 0 from older peers means 1)
+ *   Hello, the first 40 bytes the sender writes on each socket:
+ *     0 u64 magic TCP_HELLO_MAGIC | 8 u64 nonce | 16 u64 slot_bytes | 24 u32 from rank
+ *     28 u32 to rank | 32 u32 tag | 36 u32 socket index (0..nsocks-1)
+ *   Then, on socket i, frames i, i + nsocks, i + 2 nsocks, ..., frame k being one committed
+ *   message:
+ *     0 u32 payload bytes (<= slot_bytes) | 4 u32 (k mod 2^32) XOR TCP_FRAME_MAGIC
+ *     8 the operation's descriptor (struct tt_op_desc): u64 ticket | u64 count | u32 root |
+ *     u8 coll | u8 dtype | u16 op | payload
+ * A frame whose length or check word is wrong is a ncclRemoteError and closes the connection;
+ * its payload is never handed out. A sender whose communicator fails ends its stream with an
+ * error frame: check word (k mod 2^32) XOR TCP_ERROR_MAGIC, the descriptor's count holding the
+ * ncclResult_t it failed with (2..7), and its reason (at most TCP_ERROR_BYTES, not
+ * terminated) as the payload; the receiver fails with that code and reason. A receiver whose
+ * communicator fails writes one such frame (frame number 0) back up socket 0, which otherwise
+ * carries nothing that way: a sender stalled on a receiver that stopped reading learns why. */
+#ifndef TT_TRANSPORT_TCP_H
+#define TT_TRANSPORT_TCP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "transport/transport.h"
+
+#define TCP_INFO_MAGIC 0x6f666e6970637474ull  /* "ttcpinfo" */
+#define TCP_HELLO_MAGIC 0x6f6c6c6568706374ull /* "tcphello" */
+#define TCP_FRAME_MAGIC 0x54544652u           /* "RFTT" */
+#define TCP_ERROR_MAGIC 0x54544552u           /* "RETT": the stream's last frame, an error */
+#define TCP_ERROR_BYTES 255
+/* How long a failing sender pushes its error frame at a peer that reads slowly. */
+#define TCP_ERROR_FLUSH_NS 50000000ull
+#define TCP_HELLO_BYTES 40
+#define TCP_FRAME_HEADER_BYTES 32
+/* Accepted sockets whose connection has not asked for them yet; one more evicts the oldest
+ * (a socket still without its hello first), so a flood costs a bounded number of fds. Room for
+ * every data socket (up to TCP_MAX_SOCKS per connection) of dozens of peers arriving at once. */
+#define TCP_MAX_PENDING 1024
+/* Sockets accepted per turn before the hellos that have arrived are read. */
+#define TCP_ACCEPT_BATCH 16
+/* Most data sockets of one connection. */
+#define TCP_MAX_SOCKS 16
+
+/* An accepted socket and the part of its hello read so far. A socket whose hello is not
+ * complete by deadline_ns (TUTTI_HANDSHAKE_MS after its accept) is closed. */
+struct tcp_pending {
+    int fd;
+    uint64_t deadline_ns;
+    size_t got;
+    uint8_t hello[TCP_HELLO_BYTES];
+};
+
+/* Per-communicator state: the listener shared by every receive connection. */
+struct tcp_listener {
+    int fd;
+    struct sockaddr_storage addr;
+    struct tcp_pending *pending;
+    size_t npending;
+    size_t cap;
+};
+
+struct tcp_hello {
+    uint64_t magic;
+    uint64_t nonce;
+    uint64_t slot_bytes;
+    uint32_t from;
+    uint32_t to;
+    uint32_t tag;
+    uint32_t index; /* the socket's place among the connection's sockets */
+};
+
+/* One data socket of a connection. Sender: `next` is the first frame of this socket not fully
+ * written and tx_off how much of it is. Receiver: `next` is the frame being read, with the
+ * state of its header and payload (see fill_sock). */
+struct tcp_sock {
+    int fd;
+    uint64_t next;
+    size_t tx_off;
+    bool eof; /* receiver: the peer closed between two frames */
+    bool rx_err; /* receiver: the frame being read is the peer's error frame */
+    char rx_err_text[TCP_ERROR_BYTES + 1];
+    uint8_t rx_hdr[TCP_FRAME_HEADER_BYTES];
+    size_t rx_hdr_got;
+    bool rx_have_len;
+    uint32_t rx_len;
+    struct tt_op_desc rx_desc;
+    size_t rx_got;
+};
+
+struct tcp_conn {
+    int nsocks;
+    struct tcp_sock socks[TCP_MAX_SOCKS];
+    uint64_t nonce;
+    ncclResult_t failed; /* sticky: once the stream is broken every call returns this */
+    uint8_t *staging;    /* TT_CONN_SLOTS slots, tt_conn_slot_stride(slot_bytes) apart */
+    uint32_t len[TT_CONN_SLOTS];
+    bool full[TT_CONN_SLOTS]; /* receiver: the slot holds a whole frame not yet released */
+    /* Sender: frames committed (posted) and written in a row from frame 0 (done), and each
+     * queued frame's encoded header. Receiver: frames read in a row (posted) and released
+     * (done). */
+    uint64_t posted;
+    uint64_t done;
+    uint8_t tx_hdr[TT_CONN_SLOTS][TCP_FRAME_HEADER_BYTES];
+    /* Sender: the receiver's error frame read back up socket 0 so far (see peer_error). */
+    uint8_t back[TCP_FRAME_HEADER_BYTES + TCP_ERROR_BYTES + 1];
+    size_t back_got;
+    struct tt_op_desc desc[TT_CONN_SLOTS]; /* receiver: each complete frame's descriptor */
+};
+
+/* Connection setup and teardown (tcp_setup.c), the transport table's entries. */
+ncclResult_t tt_tcp_setup(struct tt_transport_ctx *ctx, struct tt_conn *conn,
+                          struct tt_conn_info *info);
+ncclResult_t tt_tcp_connect(struct tt_transport_ctx *ctx, struct tt_conn *conn,
+                            const struct tt_conn_info *remote, uint64_t deadline_ns);
+void tt_tcp_close(struct tt_conn *conn);
+void tt_tcp_ctx_fini(struct tt_transport_ctx *ctx);
+
+#endif

@@ -1,0 +1,389 @@
+/* TCP transport: the per-communicator listener, the handshake that matches accepted sockets to
+ * connections by nonce, and connection setup and teardown (transport/tcp.h states the wire
+ * format and the invariants; tcp.c is the data path). */
+#include <endian.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "transport/tcp.h"
+#include "transport/wire.h"
+#include "util/err.h"
+#include "util/log.h"
+#include "util/param.h"
+#include "util/sock.h"
+#include "util/time.h"
+#include "util/wait.h"
+
+static void encode_hello(uint8_t *p, const struct tcp_hello *h)
+{
+    memset(p, 0, TCP_HELLO_BYTES);
+    tt_wire_put_u64(p, h->magic);
+    tt_wire_put_u64(p + 8, h->nonce);
+    tt_wire_put_u64(p + 16, h->slot_bytes);
+    tt_wire_put_u32(p + 24, h->from);
+    tt_wire_put_u32(p + 28, h->to);
+    tt_wire_put_u32(p + 32, h->tag);
+    tt_wire_put_u32(p + 36, h->index);
+}
+
+static void decode_hello(const uint8_t *p, struct tcp_hello *h)
+{
+    h->magic = tt_wire_get_u64(p);
+    h->nonce = tt_wire_get_u64(p + 8);
+    h->slot_bytes = tt_wire_get_u64(p + 16);
+    h->from = tt_wire_get_u32(p + 24);
+    h->to = tt_wire_get_u32(p + 28);
+    h->tag = tt_wire_get_u32(p + 32);
+    h->index = tt_wire_get_u32(p + 36);
+}
+
+static void encode_info(uint8_t *p, uint64_t nonce, const struct sockaddr_storage *addr,
+                        int nsocks)
+{
+    memset(p, 0, TT_CONN_INFO_BYTES);
+    tt_wire_put_u64(p, TCP_INFO_MAGIC);
+    tt_wire_put_u64(p + 8, nonce);
+    tt_wire_put_u32(p + 40, (uint32_t)nsocks);
+    if (addr->ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)addr;
+        p[16] = AF_INET;
+        memcpy(p + 18, &in->sin_port, 2);
+        memcpy(p + 24, &in->sin_addr, 4);
+    } else {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)addr;
+        p[16] = AF_INET6;
+        memcpy(p + 18, &in6->sin6_port, 2);
+        tt_wire_put_u32(p + 20, in6->sin6_scope_id);
+        memcpy(p + 24, &in6->sin6_addr, 16);
+    }
+}
+
+static ncclResult_t decode_info(const uint8_t *p, int peer, uint64_t *nonce,
+                                struct sockaddr_storage *addr, int *nsocks)
+{
+    memset(addr, 0, sizeof *addr);
+    uint16_t family = (uint16_t)(p[16] | p[17] << 8);
+    uint32_t socks = tt_wire_get_u32(p + 40);
+    if (tt_wire_get_u64(p) != TCP_INFO_MAGIC || (family != AF_INET && family != AF_INET6) ||
+        socks > TCP_MAX_SOCKS)
+        return TT_ERROR(ncclInternalError, "tcp: malformed connection info from peer rank %d",
+                        peer);
+    *nonce = tt_wire_get_u64(p + 8);
+    *nsocks = socks == 0 ? 1 : (int)socks;
+    if (family == AF_INET) {
+        struct sockaddr_in *in = (struct sockaddr_in *)addr;
+        in->sin_family = AF_INET;
+        memcpy(&in->sin_port, p + 18, 2);
+        memcpy(&in->sin_addr, p + 24, 4);
+    } else {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)addr;
+        in6->sin6_family = AF_INET6;
+        memcpy(&in6->sin6_port, p + 18, 2);
+        in6->sin6_scope_id = tt_wire_get_u32(p + 20);
+        memcpy(&in6->sin6_addr, p + 24, 16);
+    }
+    return ncclSuccess;
+}
+
+static ncclResult_t listener_create(struct tt_transport_ctx *ctx, struct tcp_listener **out)
+{
+    ncclResult_t res = ncclSuccess;
+    struct tcp_listener *l = NULL;
+    TT_TRY(TT_CALLOC(&l, 1));
+    l->fd = -1;
+    struct sockaddr_storage addr = ctx->local_addr;
+    tt_sock_addr_set_port(&addr, 0);
+    TT_TRY_GOTO(tt_sock_listen(&addr, &l->fd, &l->addr), res, fail);
+    *out = l;
+    return ncclSuccess;
+fail:
+    free(l);
+    return res;
+}
+
+/* The communicator's listener (its slot in the context's transport states). */
+static struct tcp_listener **listener_of(struct tt_transport_ctx *ctx)
+{
+    return (struct tcp_listener **)tt_transport_ctx_state(ctx, &tt_transport_tcp);
+}
+
+void tt_tcp_ctx_fini(struct tt_transport_ctx *ctx)
+{
+    struct tcp_listener **slot = listener_of(ctx), *l = slot ? *slot : NULL;
+    if (l == NULL) return;
+    for (size_t i = 0; i < l->npending; i++) tt_sock_close(&l->pending[i].fd);
+    free(l->pending);
+    tt_sock_close(&l->fd);
+    free(l);
+    *slot = NULL;
+}
+
+ncclResult_t tt_tcp_setup(struct tt_transport_ctx *ctx, struct tt_conn *conn,
+                          struct tt_conn_info *info)
+{
+    struct tcp_conn *tc = NULL;
+    memset(info, 0, sizeof *info);
+    if (conn->slot_bytes == 0 || conn->slot_bytes > UINT32_MAX)
+        return TT_ERROR(ncclInvalidUsage,
+                        "tcp: slot of %zu bytes for peer rank %d: TCP frames carry 1 to 2^32-1 "
+                        "bytes (lower NCCL_BUFFSIZE)",
+                        conn->slot_bytes, conn->peer);
+    TT_TRY(TT_CALLOC(&tc, 1));
+    for (int i = 0; i < TCP_MAX_SOCKS; i++) tc->socks[i].fd = -1;
+    conn->priv = tc;
+    /* 64-byte aligned so that every slot is aligned for any element type. */
+    size_t ring_bytes = TT_CONN_SLOTS * tt_conn_slot_stride(conn->slot_bytes);
+    if (posix_memalign((void **)&tc->staging, 64, ring_bytes) != 0)
+        return TT_ERROR(ncclSystemError, "out of memory for a %zu-byte TCP staging ring",
+                        ring_bytes);
+    if (conn->dir == TT_CONN_SEND) return ncclSuccess;
+
+    struct tcp_listener **slot = listener_of(ctx);
+    if (slot == NULL)
+        return TT_ERROR(ncclInternalError, "tcp: no room for the listener in the transport "
+                                           "context (TT_TRANSPORT_STATES)");
+    if (*slot == NULL) {
+        struct tcp_listener *l = NULL;
+        TT_TRY(listener_create(ctx, &l));
+        *slot = l;
+    }
+    if (getrandom(&tc->nonce, sizeof tc->nonce, 0) != (ssize_t)sizeof tc->nonce)
+        return TT_ERROR(ncclSystemError, "tcp: getrandom failed: %s", strerror(errno));
+    /* The receiver decides how many sockets the connection has; the sender opens that many. */
+    int64_t nsocks = tt_param_nsocks_perthread() * tt_param_socket_nthreads();
+    tc->nsocks = nsocks > TCP_MAX_SOCKS ? TCP_MAX_SOCKS : (int)nsocks;
+    encode_info(info->bytes, tc->nonce, &(*slot)->addr, tc->nsocks);
+    return ncclSuccess;
+}
+
+static void drop_pending(struct tcp_listener *l, size_t i)
+{
+    tt_sock_close(&l->pending[i].fd);
+    l->pending[i] = l->pending[--l->npending];
+}
+
+/* Closes the pending socket accepted first, preferring one still without its hello. False
+ * when there is none. */
+static bool evict_oldest(struct tcp_listener *l)
+{
+    size_t oldest = l->npending;
+    for (size_t i = 0; i < l->npending; i++) {
+        const struct tcp_pending *p = &l->pending[i], *o = &l->pending[oldest];
+        bool p_idle = p->got < TCP_HELLO_BYTES;
+        if (oldest == l->npending || (p_idle && o->got == TCP_HELLO_BYTES) ||
+            (p_idle == (o->got < TCP_HELLO_BYTES) && p->deadline_ns < o->deadline_ns))
+            oldest = i;
+    }
+    if (oldest == l->npending) return false;
+    TT_INFO(TT_SUB_NET, "tcp: %d unclaimed connections on the listener; closing the oldest",
+            TCP_MAX_PENDING);
+    drop_pending(l, oldest);
+    return true;
+}
+
+/* Takes up to TCP_ACCEPT_BATCH connections waiting on the listener into the pending list.
+ * Returns true when one arrived. Transient accept failures are left for the next call. */
+static bool accept_pending(struct tcp_listener *l)
+{
+    bool any = false;
+    for (int batch = 0; batch < TCP_ACCEPT_BATCH; batch++) {
+        int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            /* Out of fds: make room by closing the oldest unclaimed socket. */
+            if ((errno == EMFILE || errno == ENFILE) && evict_oldest(l)) continue;
+            return any;
+        }
+        any = true;
+        if (l->npending == TCP_MAX_PENDING) evict_oldest(l);
+        if (l->npending == l->cap) {
+            size_t cap = l->cap ? 2 * l->cap : 16;
+            struct tcp_pending *p = realloc(l->pending, cap * sizeof *p);
+            if (p == NULL) {
+                TT_WARN("tcp: out of memory for %zu pending connections; refusing one", cap);
+                close(fd);
+                continue;
+            }
+            l->pending = p;
+            l->cap = cap;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        l->pending[l->npending++] = (struct tcp_pending){
+            .fd = fd, .deadline_ns = tt_deadline_after_ms(tt_param_handshake_ms()), .got = 0};
+    }
+    return any;
+}
+
+/* Reads what has arrived of each pending hello; drops sockets that closed or sent something
+ * that is not a hello. Returns true when a byte moved. */
+static bool read_hellos(struct tcp_listener *l)
+{
+    bool any = false;
+    for (size_t i = 0; i < l->npending;) {
+        struct tcp_pending *p = &l->pending[i];
+        if (p->got < TCP_HELLO_BYTES && tt_deadline_passed(p->deadline_ns)) {
+            char who[TT_SOCK_ADDR_STR_BYTES];
+            TT_INFO(TT_SUB_NET, "tcp: closing a connection from %s that sent no hello within "
+                    "TUTTI_HANDSHAKE_MS", tt_sock_peer_str(p->fd, who, sizeof who));
+            drop_pending(l, i);
+            continue;
+        }
+        if (p->got < TCP_HELLO_BYTES) {
+            ssize_t n = recv(p->fd, p->hello + p->got, TCP_HELLO_BYTES - p->got, MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                drop_pending(l, i);
+                continue;
+            }
+            if (n > 0) {
+                any = true;
+                p->got += (size_t)n;
+            }
+            if (p->got == TCP_HELLO_BYTES && tt_wire_get_u64(p->hello) != TCP_HELLO_MAGIC) {
+                char who[TT_SOCK_ADDR_STR_BYTES];
+                TT_INFO(TT_SUB_NET, "tcp: dropping a connection from %s that sent no Tutti hello",
+                        tt_sock_peer_str(p->fd, who, sizeof who));
+                drop_pending(l, i);
+                continue;
+            }
+        }
+        i++;
+    }
+    return any;
+}
+
+/* A data socket's options: TCP_NODELAY (a frame goes out whole at once; small frames must not
+ * wait for an acknowledgement), and TUTTI_SOCKET_BUFSIZE where set (it turns the kernel's
+ * buffer autotuning off for this socket). Failures only cost speed. */
+static void tune_socket(int fd)
+{
+    int one = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    int64_t bytes = tt_param_socket_bufsize();
+    if (bytes > 0) {
+        int b = (int)bytes;
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &b, sizeof b);
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &b, sizeof b);
+    }
+}
+
+/* Receiver: wait for the sender's sockets, recognised by the nonce of this connection and
+ * placed by their index. */
+static ncclResult_t connect_recv(struct tt_transport_ctx *ctx, struct tt_conn *conn,
+                                 struct tcp_conn *tc, uint64_t deadline_ns)
+{
+    struct tcp_listener **slot = listener_of(ctx), *l = slot ? *slot : NULL;
+    struct tt_backoff backoff;
+    tt_backoff_init(&backoff);
+    struct tt_wait_hint hint;
+    tt_wait_hint_clear(&hint);
+    hint.fd = l->fd;
+    hint.events = POLLIN;
+    for (;;) {
+        /* Look among the complete hellos first: another connection's accept may already have
+         * read ours. */
+        for (size_t i = 0; i < l->npending; i++) {
+            struct tcp_pending *p = &l->pending[i];
+            struct tcp_hello h;
+            if (p->got < TCP_HELLO_BYTES) continue;
+            decode_hello(p->hello, &h);
+            if (h.nonce != tc->nonce) continue;
+            if (h.from != (uint32_t)conn->peer || h.to != (uint32_t)ctx->rank ||
+                h.tag != (uint32_t)conn->tag || h.slot_bytes != conn->slot_bytes ||
+                h.index >= (uint32_t)tc->nsocks || tc->socks[h.index].fd >= 0) {
+                drop_pending(l, i);
+                return TT_ERROR(ncclInvalidUsage,
+                                "tcp: peer rank %d connected as rank %u to rank %u, tag %u, "
+                                "%" PRIu64 "-byte slots, socket %u; expected tag %d, %zu-byte "
+                                "slots and sockets 0..%d once each (NCCL_BUFFSIZE must be equal "
+                                "on every rank)",
+                                conn->peer, h.from, h.to, h.tag, h.slot_bytes, h.index,
+                                conn->tag, conn->slot_bytes, tc->nsocks - 1);
+            }
+            tc->socks[h.index].fd = p->fd;
+            p->fd = -1;
+            drop_pending(l, i);
+            i--; /* drop_pending moved the last entry here */
+            bool all = true;
+            for (int k = 0; k < tc->nsocks; k++) all &= tc->socks[k].fd >= 0;
+            if (!all) continue;
+            for (int k = 0; k < tc->nsocks; k++) {
+                tune_socket(tc->socks[k].fd);
+                tc->socks[k].next = (uint64_t)k;
+            }
+            TT_INFO(TT_SUB_NET, "tcp: connected from peer rank %d tag %d (%zu-byte slots, %d "
+                    "socket%s)", conn->peer, conn->tag, conn->slot_bytes, tc->nsocks,
+                    tc->nsocks > 1 ? "s" : "");
+            return ncclSuccess;
+        }
+        bool moved = accept_pending(l);
+        moved |= read_hellos(l);
+        if (moved) continue;
+        if (ctx->abort != NULL && atomic_load(ctx->abort))
+            return TT_ERROR(ncclSystemError, "tcp: connect from peer rank %d aborted",
+                            conn->peer);
+        if (tt_deadline_passed(deadline_ns)) {
+            char addr[TT_SOCK_ADDR_STR_BYTES];
+            return TT_ERROR(ncclRemoteError,
+                            "tcp: peer rank %d did not connect to %s (tag %d) before the "
+                            "deadline (TUTTI_TIMEOUT_MS)",
+                            conn->peer, tt_sock_addr_str(&l->addr, addr, sizeof addr),
+                            conn->tag);
+        }
+        tt_backoff_pause(&backoff, &hint);
+    }
+}
+
+static ncclResult_t connect_send(struct tt_transport_ctx *ctx, struct tt_conn *conn,
+                                 struct tcp_conn *tc, const struct tt_conn_info *remote,
+                                 uint64_t deadline_ns)
+{
+    struct sockaddr_storage addr;
+    struct tcp_hello h = {.magic = TCP_HELLO_MAGIC,
+                          .slot_bytes = conn->slot_bytes,
+                          .from = (uint32_t)ctx->rank,
+                          .to = (uint32_t)conn->peer,
+                          .tag = (uint32_t)conn->tag};
+    TT_TRY(decode_info(remote->bytes, conn->peer, &h.nonce, &addr, &tc->nsocks));
+    for (int k = 0; k < tc->nsocks; k++) {
+        struct tcp_sock *sk = &tc->socks[k];
+        TT_TRY(tt_sock_connect(&addr, deadline_ns, ctx->abort, &sk->fd));
+        tune_socket(sk->fd);
+        sk->next = (uint64_t)k;
+        uint8_t wire[TCP_HELLO_BYTES];
+        h.index = (uint32_t)k;
+        encode_hello(wire, &h);
+        TT_TRY(tt_sock_send_all(sk->fd, wire, sizeof wire, deadline_ns, ctx->abort));
+    }
+    char text[TT_SOCK_ADDR_STR_BYTES];
+    TT_INFO(TT_SUB_NET, "tcp: connected to peer rank %d at %s tag %d (%zu-byte slots, %d "
+            "socket%s)", conn->peer, tt_sock_addr_str(&addr, text, sizeof text), conn->tag,
+            conn->slot_bytes, tc->nsocks, tc->nsocks > 1 ? "s" : "");
+    return ncclSuccess;
+}
+
+ncclResult_t tt_tcp_connect(struct tt_transport_ctx *ctx, struct tt_conn *conn,
+                            const struct tt_conn_info *remote, uint64_t deadline_ns)
+{
+    struct tcp_conn *tc = conn->priv;
+    if (conn->dir == TT_CONN_RECV) return connect_recv(ctx, conn, tc, deadline_ns);
+    return connect_send(ctx, conn, tc, remote, deadline_ns);
+}
+
+void tt_tcp_close(struct tt_conn *conn)
+{
+    struct tcp_conn *tc = conn->priv;
+    if (tc == NULL) return;
+    for (int k = 0; k < TCP_MAX_SOCKS; k++) tt_sock_close(&tc->socks[k].fd);
+    free(tc->staging);
+    free(tc);
+    conn->priv = NULL;
+}
