@@ -266,6 +266,8 @@ class WorkTutti : public c10d::Work {
   }
 
   tuttiEvent_t event() const { return event_; }
+  cudaStream_t stream() const { return stream_; }
+  void set_stream(cudaStream_t stream) { stream_ = stream; }
 
   bool isCompleted() override {
     if (!done_.load(std::memory_order_acquire) && event_ != nullptr &&
@@ -365,6 +367,7 @@ class WorkTutti : public c10d::Work {
   std::shared_ptr<RevokeNote> note_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   tuttiEvent_t event_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // the stream its event was recorded on
   ncclResult_t inline_result_ = ncclSuccess;
   std::string inline_error_;
   std::mutex complete_mutex_;
@@ -782,6 +785,7 @@ class ProcessGroupTutti : public BackendBase {
     ncclResult_t res = launch(stream);
     if (res != ncclSuccess) fail(res, op_name(type));
     check(tuttiEventRecord(work->event(), comm_, stream), "tuttiEventRecord");
+    work->set_stream(stream);
     bool wake;
     {
       std::lock_guard<std::mutex> q(queue_mutex_);
@@ -834,11 +838,11 @@ class ProcessGroupTutti : public BackendBase {
 
   // Completes the Works whose events completed, in any order, so that a future never waits for
   // an earlier operation that depends on the user; revokes the communicator when one is older
-  // than the group's timeout. Polls with a backoff (20 us to 1 ms) while work is pending and
-  // sleeps while none is.
+  // than the group's timeout. While work is pending it sleeps in tuttiEventWait (woken when an
+  // event completes, at least every millisecond); while none is, on the queue's condition
+  // variable (waking every timeout/10, at most 100 ms, for the inline collective's deadline).
   void complete_loop() {
     std::unique_lock<std::mutex> lock(queue_mutex_);
-    std::chrono::microseconds nap(20);
     // While idle it still looks at the inline collective's deadline this often.
     const auto idle_poll = std::chrono::milliseconds(
         std::max<int64_t>(1, std::min<int64_t>(100, timeout_.count() / 10)));
@@ -850,24 +854,36 @@ class ProcessGroupTutti : public BackendBase {
           queue_cv_.wait_for(lock, idle_poll);
         else
           queue_cv_.wait(lock);
-        nap = std::chrono::microseconds(20);
         continue;
       }
       std::vector<c10::intrusive_ptr<WorkTutti>> batch(queue_.begin(), queue_.end());
       lock.unlock();
       bool progressed = false;
+      c10::intrusive_ptr<WorkTutti> watch;  // the pending Work to sleep on
       const Clock::time_point now = Clock::now();
       for (auto& work : batch) {
         if (tuttiEventQuery(work->event()) != ncclInProgress) {
           work->complete();
           progressed = true;
-        } else if (timeout_.count() > 0 && now > work->deadline()) {
+          continue;
+        }
+        if (timeout_.count() > 0 && now > work->deadline()) {
           revoke_for_timeout(work->seq(), work->retrieveOpType());
           progressed = true;
         }
+        if (!watch || (work->stream() == coll_stream_ && watch->stream() != coll_stream_))
+          watch = work;
       }
       // Released without the lock: the last reference to a Work may take the GIL.
       batch.clear();
+      if (!progressed && watch) {
+        // Sleeps until the oldest pending collective (else the oldest pending operation)
+        // completes, or 1 ms passes: no polling takes a CPU from the threads moving the data,
+        // and the futures DDP waits on complete as soon as their events do. Others are seen
+        // within the millisecond.
+        tuttiEventWait(watch->event(), 1000);
+      }
+      watch.reset();
       std::vector<c10::intrusive_ptr<WorkTutti>> finished;
       lock.lock();
       for (auto it = queue_.begin(); it != queue_.end();) {
@@ -884,12 +900,6 @@ class ProcessGroupTutti : public BackendBase {
         lock.lock();
       }
       if (stop_) return;
-      if (progressed) {
-        nap = std::chrono::microseconds(20);
-      } else {
-        queue_cv_.wait_for(lock, nap);
-        nap = std::min(nap * 2, std::chrono::microseconds(1000));
-      }
     }
   }
 
