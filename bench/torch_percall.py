@@ -9,6 +9,8 @@ of --iters calls; the table gives the median over --rounds rounds, which alterna
   gloo            dist.all_reduce through a gloo group (c10d's floor with a real backend)
   tutti           dist.all_reduce through a "tutti" group (what users get)
   tutti async     dist.all_reduce(async_op=True) then Work.wait()
+  inline off      dist.all_reduce through a "tutti" group made with TUTTI_TORCH_INLINE_BYTES=-1:
+                  every collective handed to the host stream and the completion thread
   pg.allreduce    the group's allreduce([t]).wait() from Python, without dist.all_reduce's checks
   bindings        tutti's Python bindings, blocking comm.all_reduce on the same tensor's memory
                   (ctypes, no c10d, no threads): Tutti's collective plus ctypes
@@ -32,7 +34,8 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from torch_allreduce import human, parse_size  # noqa: E402
 
-ROWS = ("gloo", "tutti", "tutti async", "pg.allreduce", "bindings", "bindings+stream")
+ROWS = ("gloo", "tutti", "tutti async", "inline off", "pg.allreduce", "bindings",
+        "bindings+stream")
 
 
 def worker(args):
@@ -49,6 +52,9 @@ def worker(args):
     dist.init_process_group("gloo", init_method="file://" + rdzv, rank=rank, world_size=n)
     gloo = dist.new_group(backend="gloo")
     tg = dist.new_group(backend="tutti")
+    os.environ["TUTTI_TORCH_INLINE_BYTES"] = "-1"
+    tg_off = dist.new_group(backend="tutti")
+    del os.environ["TUTTI_TORCH_INLINE_BYTES"]
     uid = [bytes(tutti.get_unique_id()) if rank == 0 else None]
     dist.broadcast_object_list(uid, src=0)
     comm = tutti.Comm(n, tutti.UniqueId(uid[0]), rank)
@@ -69,6 +75,7 @@ def worker(args):
             "gloo": lambda: dist.all_reduce(x, group=gloo),
             "tutti": lambda: dist.all_reduce(x, group=tg),
             "tutti async": lambda: dist.all_reduce(x, group=tg, async_op=True).wait(),
+            "inline off": lambda: dist.all_reduce(x, group=tg_off),
             "pg.allreduce": lambda: tg.allreduce([x], opts).wait(),
             "bindings": lambda: comm.all_reduce(arr),
             "bindings+stream": lambda: (comm.all_reduce(arr, stream=stream),
