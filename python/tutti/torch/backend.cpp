@@ -6,15 +6,15 @@
 // blocking call, and its Work is complete when returned (ProcessGroupTutti::issue says when
 // and why). Every other operation is issued on a Tutti host stream and returns at once with a
 // Work backed by a per-operation event (tuttiEventRecord): collectives go on one stream in
-// issue order, sends
-// and receives on one stream per peer and direction, so an isend/irecv pair between two ranks
-// never waits on itself. A Work completes when its event does: Work::wait() synchronizes the
-// event on the caller's thread (which drives Tutti's engine meanwhile), and a completion thread
-// polls the pending events so that futures (what DistributedDataParallel waits on) complete
-// without anybody calling wait(). Copies out of staging buffers (tensor lists, non-contiguous
-// outputs) run when the operation completes, before its future does. The group's timeout is
-// enforced by the completion thread: an operation pending longer revokes the communicator
-// (ncclCommRevoke), which fails everything in flight, and its Work raises a timeout error.
+// issue order, sends and receives on one stream per peer and direction, so an isend/irecv pair
+// between two ranks never waits on itself. A Work completes when its event does: Work::wait()
+// synchronizes the event on the caller's thread (which drives Tutti's engine meanwhile), and a
+// completion thread sleeps on the pending events (tuttiEventWait) so that futures (what
+// DistributedDataParallel waits on) complete without anybody calling wait(). Copies out of
+// staging buffers (tensor lists, non-contiguous outputs) run when the operation completes,
+// before its future does. The group's timeout is enforced by the completion thread: an
+// operation pending longer (inline or queued) revokes the communicator (ncclCommRevoke), which
+// fails everything in flight, and its Work raises a timeout error.
 //
 // The GIL: a tensor made in Python whose Python object was dropped while a Work still held it
 // is owned by the tensor, and releasing it takes the GIL. Any thread may hold the last
