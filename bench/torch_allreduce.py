@@ -9,7 +9,11 @@ has a gloo group and a tutti group and times dist.all_reduce of ordinary float32
 examples/pytorch's CNN through each, alternating; and (2) `tutti-perf -R 2` at the same sizes
 (ncclMemAlloc buffers in symmetric windows: Tutti's best case; its in-place time is compared,
 as dist.all_reduce is in place). The table gives the median over rounds of each figure (time
-per call, the slower rank's) and the ratios gloo/tutti and tutti/tutti-perf. Set TUTTI_TORCH_ALLOCATOR=0 to see tutti on torch's own allocator.
+per call, the slower rank's) and the ratios gloo/tutti and tutti/tutti-perf. A third group,
+"tutti, inline off" (TUTTI_TORCH_INLINE_BYTES=-1 when it is made), sends every collective
+through the host stream and the completion thread, as tutti.torch did before small ones ran
+inline: the hand-off's cost in the same run. Set TUTTI_TORCH_ALLOCATOR=0 to see tutti on
+torch's own allocator.
 """
 
 import argparse
@@ -54,6 +58,9 @@ def worker(args):
     rdzv = os.path.join(tempfile.gettempdir(), "tutti_bench_torch_%d" % os.getppid())
     dist.init_process_group("gloo", init_method="file://" + rdzv, rank=rank, world_size=n)
     groups = {"gloo": dist.new_group(backend="gloo"), "tutti": dist.new_group(backend="tutti")}
+    os.environ["TUTTI_TORCH_INLINE_BYTES"] = "-1"
+    groups["tutti_async"] = dist.new_group(backend="tutti")
+    del os.environ["TUTTI_TORCH_INLINE_BYTES"]
 
     def slowest(seconds):
         t = torch.tensor([seconds], dtype=torch.float64)
@@ -64,7 +71,8 @@ def worker(args):
         x = torch.ones(size // 4, dtype=torch.float32)
         iters = max(5, min(200, (256 << 20) // size))
         result = {}
-        for name in ("gloo", "tutti", "gloo", "tutti"):  # the second pass is timed
+        # the second pass is timed
+        for name in ("gloo", "tutti", "tutti_async", "gloo", "tutti_async", "tutti"):
             g = groups[name]
             for _ in range(max(2, iters // 10)):
                 dist.all_reduce(x, group=g)
@@ -74,8 +82,8 @@ def worker(args):
                 dist.all_reduce(x, group=g)
             result[name] = slowest((time.perf_counter() - start) / iters)
         if rank == 0:
-            print("ALLREDUCE %d gloo %.9f tutti %.9f" % (size, result["gloo"], result["tutti"]),
-                  flush=True)
+            print("ALLREDUCE %d gloo %.9f tutti %.9f tutti_async %.9f" % (
+                size, result["gloo"], result["tutti"], result["tutti_async"]), flush=True)
 
     if args.ddp_steps > 0:
         import torch.nn.functional as F
@@ -83,7 +91,8 @@ def worker(args):
         from ddp_train import SmallCNN, batch
 
         models = {}
-        for name, g in groups.items():
+        for name in ("gloo", "tutti"):
+            g = groups[name]
             torch.manual_seed(0)
             model = DDP(SmallCNN(args.ddp_width), process_group=g)
             models[name] = (model, torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9))
@@ -137,7 +146,8 @@ def driver(args):
     env.setdefault("TUTTI_TORCH_BUILD_DIR", os.path.join(build, "tutti-torch"))
     env["PYTHONPATH"] = os.path.join(ROOT, "python")
     sizes_arg = ",".join(str(s) for s in args.sizes)
-    rows = {s: {"gloo": [], "tutti": [], "perf": [], "perf_oop": []} for s in args.sizes}
+    rows = {s: {"gloo": [], "tutti": [], "tutti_async": [], "perf": [], "perf_oop": []}
+            for s in args.sizes}
     ddp = {"gloo": [], "tutti": []}
     allocator = ""
     for r in range(args.rounds):
@@ -151,6 +161,7 @@ def driver(args):
             if f[:1] == ["ALLREDUCE"]:
                 rows[int(f[1])]["gloo"].append(float(f[3]))
                 rows[int(f[1])]["tutti"].append(float(f[5]))
+                rows[int(f[1])]["tutti_async"].append(float(f[7]))
             elif f[:1] == ["DDP"]:
                 ddp["gloo"].append(float(f[3]))
                 ddp["tutti"].append(float(f[5]))
@@ -168,17 +179,20 @@ def driver(args):
     med = statistics.median
     print("dist.all_reduce, float32 sum in place, %d ranks, median of %d interleaved rounds "
           "(time per call, slower rank)\n" % (args.nranks, args.rounds))
-    print("| size | gloo | tutti | tutti-perf -R 2 in place | (out of place) | gloo / tutti "
-          "| tutti / tutti-perf in place |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("| size | gloo | tutti | tutti, inline off | tutti-perf -R 2 in place "
+          "| (out of place) | gloo / tutti | tutti / tutti-perf in place "
+          "| inline off / tutti-perf |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for size in args.sizes:
-        g, t, p, po = (med(rows[size][k]) for k in ("gloo", "tutti", "perf", "perf_oop"))
-        print("| %s | %.1f us | %.1f us | %.1f us | %.1f us | %.2fx | %.2f |" %
-              (human(size), g * 1e6, t * 1e6, p * 1e6, po * 1e6, g / t, t / p))
+        g, t, ta, p, po = (med(rows[size][k])
+                           for k in ("gloo", "tutti", "tutti_async", "perf", "perf_oop"))
+        print("| %s | %.1f us | %.1f us | %.1f us | %.1f us | %.1f us | %.2fx | %.2f | %.2f |" %
+              (human(size), g * 1e6, t * 1e6, ta * 1e6, p * 1e6, po * 1e6, g / t, t / p,
+               ta / p))
     print("\nPer round (us): " + "; ".join(
-        "%s gloo %s tutti %s perf %s" % (human(size), *(
+        "%s gloo %s tutti %s inline-off %s perf %s" % (human(size), *(
             "/".join("%.0f" % (x * 1e6) for x in rows[size][k])
-            for k in ("gloo", "tutti", "perf"))) for size in args.sizes))
+            for k in ("gloo", "tutti", "tutti_async", "perf"))) for size in args.sizes))
     if ddp["gloo"]:
         g, t = med(ddp["gloo"]), med(ddp["tutti"])
         print("\nDDP step (examples/pytorch CNN, width %d, batch 32 per rank): gloo %.2f ms, "

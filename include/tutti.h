@@ -108,6 +108,13 @@ ncclResult_t tuttiEventQuery(tuttiEvent_t event);
 /* Waits until the event completed (driving the progress engine meanwhile) and returns as
  * tuttiEventQuery. */
 ncclResult_t tuttiEventSynchronize(tuttiEvent_t event);
+/* Waits at most timeoutUs microseconds (negative: no limit) for the event without driving the
+ * progress engine: the thread sleeps and is woken when the operations before the record have
+ * completed, which Tutti's engine thread (or a thread synchronizing) moves meanwhile. Returns
+ * as tuttiEventQuery: ncclInProgress if the time ran out first. For a thread that watches
+ * operations that other threads wait for, such as a completion thread, which polling or
+ * driving would take CPUs from. */
+ncclResult_t tuttiEventWait(tuttiEvent_t event, int64_t timeoutUs);
 
 /* NCCL 2.30's parameter API, over Tutti's parameter table (every NCCL_* and TUTTI_* variable
  * Tutti reads; tutti-info lists the same keys with the same values). Declared here because

@@ -10,6 +10,11 @@
  *                return, so the event completes at once; an event never recorded is complete.
  *   group        an event recorded after a group's ncclGroupEnd on a stream follows the whole
  *                group (a ring of sends and receives); recording inside a group is refused.
+ *   wait         tuttiEventWait sleeps instead of driving: the last of several events on a
+ *                stream completes, and the ones before it with it; with a timeout it returns
+ *                ncclInProgress while the operation cannot complete (the peers are held back
+ *                until rank 0's wait has timed out, by a broadcast only rank 0 can start), then
+ *                ncclSuccess once they join; an event never recorded is complete at once.
  *   args         NULL handles and a NULL event pointer are ncclInvalidArgument.
  *   errors       (only when named; run with a short TUTTI_TIMEOUT_MS) rank 0 issues an
  *                AllReduce the others never issue: its event completes with the operation's
@@ -163,12 +168,72 @@ static void test_group(void)
     free(in);
 }
 
+static void test_wait(void)
+{
+    cudaStream_t s = NULL;
+    if (!CHECK_RES(tuttiStreamCreate(&s), ncclSuccess)) return;
+    int64_t *bufs[NOPS];
+    tuttiEvent_t events[NOPS];
+    for (int k = 0; k < NOPS; k++) {
+        bufs[k] = malloc(COUNT * sizeof(int64_t));
+        for (size_t i = 0; i < COUNT; i++) bufs[k][i] = (int64_t)(rank + 1) * (k + 1);
+        CHECK_RES(tuttiEventCreate(&events[k]), ncclSuccess);
+        CHECK_RES(ncclAllReduce(bufs[k], bufs[k], COUNT, ncclInt64, ncclSum, comm, s), ncclSuccess);
+        CHECK_RES(tuttiEventRecord(events[k], comm, s), ncclSuccess);
+    }
+    CHECK_RES(tuttiEventWait(events[NOPS - 1], -1), ncclSuccess);
+    for (int k = 0; k < NOPS; k++) {
+        CHECK_RES(tuttiEventQuery(events[k]), ncclSuccess);
+        check_all("AllReduce waited for by tuttiEventWait", bufs[k], COUNT, ranks_sum(k + 1));
+    }
+    /* The timeout: rank 0's AllReduce on a second communicator cannot complete before the
+     * others issue theirs, which they do only after rank 0's broadcast on the first. */
+    if (nranks >= 2) {
+        ncclUniqueId id;
+        ncclComm_t side = NULL;
+        if (rank == 0) CHECK_RES(ncclGetUniqueId(&id), ncclSuccess);
+        CHECK_RES(ncclBroadcast(&id, &id, sizeof id, ncclChar, 0, comm, NULL), ncclSuccess);
+        if (CHECK_RES(ncclCommInitRank(&side, nranks, id, rank), ncclSuccess)) {
+            int go = 0;
+            for (size_t i = 0; i < COUNT; i++) bufs[0][i] = rank + 1;
+            if (rank == 0) {
+                CHECK_RES(ncclAllReduce(bufs[0], bufs[0], COUNT, ncclInt64, ncclSum, side, s),
+                          ncclSuccess);
+                CHECK_RES(tuttiEventRecord(events[0], side, s), ncclSuccess);
+                CHECK_RES(tuttiEventWait(events[0], 0), ncclInProgress);
+                CHECK_RES(tuttiEventWait(events[0], 2000), ncclInProgress);
+                go = 1;
+            }
+            CHECK_RES(ncclBroadcast(&go, &go, 1, ncclInt32, 0, comm, NULL), ncclSuccess);
+            if (rank != 0) {
+                CHECK_RES(ncclAllReduce(bufs[0], bufs[0], COUNT, ncclInt64, ncclSum, side, s),
+                          ncclSuccess);
+                CHECK_RES(tuttiEventRecord(events[0], side, s), ncclSuccess);
+            }
+            CHECK_RES(tuttiEventWait(events[0], -1), ncclSuccess);
+            check_all("AllReduce after a timed-out tuttiEventWait", bufs[0], COUNT, ranks_sum(1));
+            CHECK_RES(ncclCommDestroy(side), ncclSuccess);
+        }
+    }
+    tuttiEvent_t idle = NULL;
+    if (CHECK_RES(tuttiEventCreate(&idle), ncclSuccess)) {
+        CHECK_RES(tuttiEventWait(idle, -1), ncclSuccess);
+        CHECK_RES(tuttiEventDestroy(idle), ncclSuccess);
+    }
+    for (int k = 0; k < NOPS; k++) {
+        CHECK_RES(tuttiEventDestroy(events[k]), ncclSuccess);
+        free(bufs[k]);
+    }
+    CHECK_RES(tuttiStreamDestroy(s), ncclSuccess);
+}
+
 static void test_args(void)
 {
     CHECK_RES(tuttiEventCreate(NULL), ncclInvalidArgument);
     CHECK_RES(tuttiEventDestroy(NULL), ncclInvalidArgument);
     CHECK_RES(tuttiEventQuery(NULL), ncclInvalidArgument);
     CHECK_RES(tuttiEventSynchronize(NULL), ncclInvalidArgument);
+    CHECK_RES(tuttiEventWait(NULL, 0), ncclInvalidArgument);
     tuttiEvent_t ev = NULL;
     if (!CHECK_RES(tuttiEventCreate(&ev), ncclSuccess)) return;
     CHECK_RES(tuttiEventRecord(ev, NULL, NULL), ncclInvalidArgument);
@@ -259,6 +324,7 @@ int main(int argc, char **argv)
         {"nonblocking", test_nonblocking, false},
         {"blocking", test_blocking, false},
         {"group", test_group, false},
+        {"wait", test_wait, false},
         {"args", test_args, false},
         {"errors", test_errors, true},
         {"late", test_late, false},

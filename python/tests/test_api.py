@@ -171,6 +171,7 @@ def events(world):
         first.record(world, s)
         world.all_reduce(b, stream=s)
         last.record(world, s)
+        eq(last.wait(), True, "Event.wait() without a limit")
         last.synchronize()
         eq(first.query(), True, "an earlier event after a later one completed")
         eq(a, np.full(50000, float(n)), "first all_reduce")

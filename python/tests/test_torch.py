@@ -5,11 +5,13 @@ computed here from the ranks' inputs: all_reduce with every operator over every 
 (bool and complex included), broadcast, reduce, all_gather and reduce_scatter (lists and
 single tensors), all_to_all_single (equal and uneven splits), all_to_all of lists, gather,
 scatter, barrier, send/recv and isend/irecv in both directions at once, batch_isend_irecv,
-non-contiguous tensors, async_op with wait(), is_completed() and get_future(), subgroups, the
+non-contiguous tensors, async_op with wait(), is_completed() and get_future() (on a group
+whose collectives all go through the host stream, and on one where small ones run inline, in
+issue order behind a queued large one), subgroups, the
 allocator of large tensors (reuse, and fork() giving the child private pages); then
 the error paths, each on a subgroup of its own since a failed communicator stays failed:
 mismatched sizes and datatypes across ranks, wrong arguments found locally, and the group's
-timeout.
+timeout (inline and on the stream).
 """
 
 import datetime
@@ -82,13 +84,23 @@ def check_all_reduce(rank, n):
     assert torch.equal(base[1::2], torch.full((5,), -1.0)), base
 
 
-def check_async(rank, n):
+def async_group(n, **kwargs):
+    """A group on which no collective runs inline: every one goes through the host stream,
+    its event and the completion thread."""
+    os.environ["TUTTI_TORCH_INLINE_BYTES"] = "-1"
+    try:
+        return dist.new_group(list(range(n)), **kwargs)
+    finally:
+        del os.environ["TUTTI_TORCH_INLINE_BYTES"]
+
+
+def check_async(rank, n, g=None):
     works = []
     tensors = []
     for i in range(8):
         t = torch.full((1 << (i + 6),), float(rank + i))
         tensors.append(t)
-        works.append(dist.all_reduce(t, async_op=True))
+        works.append(dist.all_reduce(t, group=g, async_op=True))
     futs = [w.get_future() for w in works]
     for i, w in enumerate(works):
         w.wait()
@@ -98,15 +110,59 @@ def check_async(rank, n):
         assert torch.equal(futs[i].wait()[0], want), i
     # a future completes without anyone calling wait(): the completion thread does it
     t = torch.ones(100)
-    fut = dist.all_reduce(t, async_op=True).get_future()
+    fut = dist.all_reduce(t, group=g, async_op=True).get_future()
     chained = fut.then(lambda f: f.value()[0] * 2)
     assert torch.equal(chained.wait(), torch.full((100,), 2.0 * n))
-    w = dist.broadcast(torch.zeros(3), src=0, async_op=True)
+    w = dist.broadcast(torch.zeros(3), src=0, group=g, async_op=True)
     deadline = time.time() + 30
     while not w.is_completed():
         assert time.time() < deadline, "is_completed() never became true"
         time.sleep(0.001)
     w.wait(datetime.timedelta(seconds=30))
+
+
+def check_inline(rank, n):
+    """Collectives up to TUTTI_TORCH_INLINE_BYTES run on the calling thread when nothing is
+    queued ahead of them: complete when returned. Behind a larger one that went on the stream
+    they queue too, and everything completes in issue order with the right sums."""
+    os.environ["TUTTI_TORCH_INLINE_BYTES"] = "4096"
+    try:
+        g = dist.new_group(list(range(n)))
+    finally:
+        del os.environ["TUTTI_TORCH_INLINE_BYTES"]
+    small = torch.full((1024,), float(rank))  # 4096 bytes: inline
+    w = dist.all_reduce(small, group=g, async_op=True)
+    assert w.is_completed() and w.is_success()
+    ranks_sum = float(n * (n - 1) // 2)
+    assert torch.equal(small, torch.full((1024,), ranks_sum)), small
+    assert torch.equal(w.get_future().wait()[0], small)
+    w.wait()
+    # a large one, then small ones: these must not overtake it
+    big = torch.full((1 << 16,), float(rank))
+    smalls = [torch.full((4,), float(rank + i)) for i in range(6)]
+    works = [dist.all_reduce(big, group=g, async_op=True)]
+    works += [dist.all_reduce(t, group=g, async_op=True) for t in smalls]
+    order = []
+    for i, w in enumerate(works):
+        w.get_future().then(lambda f, i=i: order.append(i))
+    for w in works:
+        w.wait()
+    assert torch.equal(big, torch.full((1 << 16,), ranks_sum)), big
+    for i, t in enumerate(smalls):
+        assert torch.equal(t, torch.full((4,), ranks_sum + n * i)), (i, t)
+    assert sorted(order) == list(range(len(works))), order  # every future completed
+    # every kind of collective inline, non-contiguous output included
+    base = torch.full((8,), -1.0)
+    view = base[::2]
+    view.fill_(float(rank))
+    dist.all_reduce(view, group=g)
+    assert torch.equal(base[::2], torch.full((4,), ranks_sum)) and \
+        torch.equal(base[1::2], torch.full((4,), -1.0)), base
+    outs = [torch.zeros(3) for _ in range(n)]
+    dist.all_gather(outs, torch.full((3,), float(rank)), group=g)
+    for r in range(n):
+        assert torch.equal(outs[r], torch.full((3,), float(r))), outs
+    dist.barrier(group=g)
 
 
 def check_collectives(rank, n):
@@ -294,15 +350,22 @@ def check_errors(rank, n):
     dtype = torch.float32 if rank == 0 else torch.int32
     expect_error(lambda: dist.all_reduce(torch.ones(4, dtype=dtype), group=g), "failed",
                  "invalid usage")
+    g = async_group(n)  # the same, reported by the operation's event
+    text = expect_error(lambda: dist.all_reduce(torch.ones(4 + rank), group=g), "all_reduce",
+                        "failed")
+    assert "invalid usage" in text, text
 
-    # the group's timeout: rank 0 waits for an all_reduce nobody else joins
-    g = dist.new_group(list(range(n)), timeout=datetime.timedelta(seconds=1))
-    if rank == 0:
-        start = time.time()
-        expect_error(lambda: dist.all_reduce(torch.ones(2), group=g), "all_reduce", "timed out after 1000 ms")
-        assert time.time() - start < 30
-        expect_error(lambda: dist.all_reduce(torch.ones(2), group=g), "revoked")
-    dist.barrier()
+    # the group's timeout: rank 0 waits for an all_reduce nobody else joins, run inline (the
+    # completion thread watches its deadline) and on the stream
+    for g in (dist.new_group(list(range(n)), timeout=datetime.timedelta(seconds=1)),
+              async_group(n, timeout=datetime.timedelta(seconds=1))):
+        if rank == 0:
+            start = time.time()
+            expect_error(lambda: dist.all_reduce(torch.ones(2), group=g), "all_reduce",
+                         "timed out after 1000 ms")
+            assert time.time() - start < 30
+            expect_error(lambda: dist.all_reduce(torch.ones(2), group=g), "revoked")
+        dist.barrier()
 
 
 def main():
@@ -316,6 +379,8 @@ def main():
     assert tutti_torch.extension() is not None
     check_all_reduce(rank, n)
     check_async(rank, n)
+    check_async(rank, n, async_group(n))
+    check_inline(rank, n)
     check_collectives(rank, n)
     check_p2p(rank, n)
     check_subgroups(rank, n)

@@ -197,6 +197,17 @@ class Event:
         """tuttiEventSynchronize: waits; raises the operations' error."""
         _errors.check(_lib.lib().tuttiEventSynchronize(self._h()), "tuttiEventSynchronize")
 
+    def wait(self, timeout=None):
+        """tuttiEventWait: sleeps (without driving Tutti's engine, which another thread does)
+        until complete or `timeout` seconds passed (None: no limit). True once complete
+        (raising the operations' error), False when the time ran out."""
+        us = -1 if timeout is None else max(0, int(timeout * 1e6))
+        rc = _lib.lib().tuttiEventWait(self._h(), us)
+        if rc == Result.IN_PROGRESS:
+            return False
+        _errors.check(rc, "tuttiEventWait")
+        return True
+
     def destroy(self):
         if self._handle is None:
             return

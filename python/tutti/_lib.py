@@ -139,6 +139,7 @@ _PROTOTYPES = {
     "tuttiEventRecord": (_res, [_p, _p, _p]),
     "tuttiEventQuery": (_res, [_p]),
     "tuttiEventSynchronize": (_res, [_p]),
+    "tuttiEventWait": (_res, [_p, ctypes.c_int64]),
     "tuttiCommDump": (_res, [_p]),
 }
 

@@ -181,4 +181,11 @@ TT_API ncclResult_t tuttiEventSynchronize(tuttiEvent_t event)
     return tt_event_synchronize(event);
 }
 
+TT_API ncclResult_t tuttiEventWait(tuttiEvent_t event, int64_t timeoutUs)
+{
+    TT_CALL_SCOPE;
+    TT_TRY(tt_event_check(event, "tuttiEventWait"));
+    return tt_event_wait(event, timeoutUs);
+}
+
 TT_API const char *tuttiVersionString(void) { return TUTTI_VERSION_STRING; }

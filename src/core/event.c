@@ -83,6 +83,14 @@ ncclResult_t tt_event_query(struct tuttiEvent_st *event)
     return ev->result;
 }
 
+ncclResult_t tt_event_wait(struct tuttiEvent_st *event, int64_t timeout_us)
+{
+    struct tt_event_rec *ev = &event->rec;
+    if (atomic_load_explicit(&ev->state, memory_order_acquire) == TT_EVENT_PENDING)
+        tt_stream_sleep_event(ev->stream, ev, timeout_us);
+    return tt_event_query(event);
+}
+
 ncclResult_t tt_event_synchronize(struct tuttiEvent_st *event)
 {
     struct tt_event_rec *ev = &event->rec;

@@ -23,5 +23,7 @@ ncclResult_t tt_event_record(struct tuttiEvent_st *ev, struct ncclComm *comm,
 /* ncclInProgress while pending; then the result of the operations it follows. */
 ncclResult_t tt_event_query(struct tuttiEvent_st *ev);
 ncclResult_t tt_event_synchronize(struct tuttiEvent_st *ev);
+/* Sleeps until `ev` is no longer pending, at most timeout_us (< 0: no limit); then as query. */
+ncclResult_t tt_event_wait(struct tuttiEvent_st *ev, int64_t timeout_us);
 
 #endif

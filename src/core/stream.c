@@ -62,6 +62,16 @@ static struct {
     int drivers;       /* synchronizing threads driving the streams themselves */
 } engine = {.lock = PTHREAD_MUTEX_INITIALIZER, .work_cond = PTHREAD_COND_INITIALIZER};
 
+/* done_cond times its waits (tt_stream_sleep_event) on the monotonic clock. */
+static void done_cond_init(pthread_cond_t *cond)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(cond, &attr);
+    pthread_condattr_destroy(&attr);
+}
+
 static void batch_free(struct tt_batch *b)
 {
     tt_engine_batch_clear(b);
@@ -249,7 +259,7 @@ ncclResult_t tt_stream_create(cudaStream_t *out)
     if (s == NULL) return TT_ERROR(ncclSystemError, "out of memory creating a stream");
     s->kind = &tt_device_host_stream;
     pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->done_cond, NULL);
+    done_cond_init(&s->done_cond);
     s->error = ncclSuccess;
     TT_TRY(stream_add(s));
     *out = (cudaStream_t)(void *)s;
@@ -277,7 +287,7 @@ static ncclResult_t shadow_get(cudaStream_t device, struct tt_stream **out)
             s->shadow = true;
             s->device = device;
             pthread_mutex_init(&s->lock, NULL);
-            pthread_cond_init(&s->done_cond, NULL);
+            done_cond_init(&s->done_cond);
             pthread_mutex_init(&s->order_lock, NULL);
             res = stream_add(s);
         }
@@ -463,6 +473,28 @@ void tt_stream_wait_event(cudaStream_t stream, struct tt_event_rec *rec)
 {
     (void)stream;
     drive_until(event_done, rec);
+}
+
+void tt_stream_sleep_event(cudaStream_t stream, struct tt_event_rec *rec, int64_t timeout_us)
+{
+    struct tt_stream *s = (struct tt_stream *)(void *)stream;
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    if (timeout_us >= 0) {
+        int64_t ns = until.tv_nsec + (timeout_us % 1000000) * 1000;
+        until.tv_sec += (time_t)(timeout_us / 1000000 + ns / 1000000000);
+        until.tv_nsec = (long)(ns % 1000000000);
+    }
+    /* The state changes under the stream's lock, before done_cond's broadcast: no lost wake. */
+    pthread_mutex_lock(&s->lock);
+    while (!event_done(rec)) {
+        if (timeout_us < 0) {
+            pthread_cond_wait(&s->done_cond, &s->lock);
+        } else if (pthread_cond_timedwait(&s->done_cond, &s->lock, &until) == ETIMEDOUT) {
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
 }
 
 static ncclResult_t take_error(struct tt_stream *s)

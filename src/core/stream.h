@@ -46,5 +46,8 @@ void tt_stream_record(cudaStream_t stream, struct tt_event_rec *rec);
 void tt_stream_unrecord(cudaStream_t stream, struct tt_event_rec *rec);
 /* Waits until `rec` completed, driving the streams meanwhile like a synchronize. */
 void tt_stream_wait_event(cudaStream_t stream, struct tt_event_rec *rec);
+/* Sleeps until `rec` completed or timeout_us passed (< 0: no limit), without driving: woken by
+ * the completion of a batch of `stream`. */
+void tt_stream_sleep_event(cudaStream_t stream, struct tt_event_rec *rec, int64_t timeout_us);
 
 #endif

@@ -112,7 +112,24 @@ def _create(store, rank, size, timeout):
     if not _atexit_registered:
         atexit.register(_stop_completion_threads)
         _atexit_registered = True
-    return extension().create_process_group(store, rank, size, timeout)
+    return extension().create_process_group(store, rank, size, timeout, inline_bytes())
+
+
+def inline_bytes():
+    """Collectives whose largest tensor has at most TUTTI_TORCH_INLINE_BYTES bytes (default
+    4 MiB; -1: none) run on the calling thread when nothing is queued ahead of them, and their
+    Work is complete when returned (docs/python.md, "Asynchronous work"). Read when a group is
+    made."""
+    text = os.environ.get("TUTTI_TORCH_INLINE_BYTES")
+    if not text:
+        return 4 << 20
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError("TUTTI_TORCH_INLINE_BYTES=%r is not a number of bytes" % text) from None
+    if value < -1:
+        raise ValueError("TUTTI_TORCH_INLINE_BYTES=%r: give a size, 0, or -1" % text)
+    return value
 
 
 if not hasattr(dist.Backend, "TUTTI"):

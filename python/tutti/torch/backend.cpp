@@ -2,16 +2,19 @@
 // ABI) whose operations are Tutti's. The first rank makes a unique id and publishes it in the
 // c10d store the group was created with; every rank then joins with ncclCommInitRank.
 //
-// Every operation is issued on a Tutti host stream and returns at once with a Work backed by a
-// per-operation event (tuttiEventRecord): collectives go on one stream in issue order, sends
-// and receives on one stream per peer and direction, so an isend/irecv pair between two ranks
-// never waits on itself. A Work completes when its event does: Work::wait() synchronizes the
-// event on the caller's thread (which drives Tutti's engine meanwhile), and a completion thread
-// polls the pending events so that futures (what DistributedDataParallel waits on) complete
-// without anybody calling wait(). Copies out of staging buffers (tensor lists, non-contiguous
-// outputs) run when the operation completes, before its future does. The group's timeout is
-// enforced by the completion thread: an operation pending longer revokes the communicator
-// (ncclCommRevoke), which fails everything in flight, and its Work raises a timeout error.
+// A small collective with nothing queued ahead of it runs inline: on the calling thread, as a
+// blocking call, and its Work is complete when returned (ProcessGroupTutti::issue says when
+// and why). Every other operation is issued on a Tutti host stream and returns at once with a
+// Work backed by a per-operation event (tuttiEventRecord): collectives go on one stream in
+// issue order, sends and receives on one stream per peer and direction, so an isend/irecv pair
+// between two ranks never waits on itself. A Work completes when its event does: Work::wait()
+// synchronizes the event on the caller's thread (which drives Tutti's engine meanwhile), and a
+// completion thread sleeps on the pending events (tuttiEventWait) so that futures (what
+// DistributedDataParallel waits on) complete without anybody calling wait(). Copies out of
+// staging buffers (tensor lists, non-contiguous outputs) run when the operation completes,
+// before its future does. The group's timeout is enforced by the completion thread: an
+// operation pending longer (inline or queued) revokes the communicator (ncclCommRevoke), which
+// fails everything in flight, and its Work raises a timeout error.
 //
 // The GIL: a tensor made in Python whose Python object was dropped while a Work still held it
 // is owned by the tensor, and releasing it takes the GIL. Any thread may hold the last
@@ -196,6 +199,12 @@ class GilRelease {
 
 class ProcessGroupTutti;
 
+// The type of a Work's future's value, made once (ListType::create allocates).
+const c10::TypePtr& tensor_list_type() {
+  static const c10::TypePtr type = c10::ListType::create(c10::TensorType::get());
+  return type;
+}
+
 // Why the group's communicator was revoked, shared by the group and its Works: an operation
 // that failed afterwards reports this instead of the revocation's own error.
 struct RevokeNote {
@@ -236,17 +245,18 @@ struct Pending {
 
 class WorkTutti : public c10d::Work {
  public:
+  // An inline Work (run on the caller's thread, complete when issue() returns) has no event:
+  // complete_inline() gives it its result.
   WorkTutti(int rank, c10d::OpType type, uint64_t seq, Pending pending, Clock::time_point deadline,
-            std::shared_ptr<RevokeNote> note)
+            std::shared_ptr<RevokeNote> note, bool inline_run)
       : c10d::Work(rank, type),
         type_(type),
         seq_(seq),
         pending_(std::move(pending)),
         deadline_(deadline),
         note_(std::move(note)),
-        future_(c10::make_intrusive<c10::ivalue::Future>(
-            c10::ListType::create(c10::TensorType::get()))) {
-    check(tuttiEventCreate(&event_), "tuttiEventCreate");
+        future_(c10::make_intrusive<c10::ivalue::Future>(tensor_list_type())) {
+    if (!inline_run) check(tuttiEventCreate(&event_), "tuttiEventCreate");
   }
 
   ~WorkTutti() override {
@@ -256,9 +266,12 @@ class WorkTutti : public c10d::Work {
   }
 
   tuttiEvent_t event() const { return event_; }
+  cudaStream_t stream() const { return stream_; }
+  void set_stream(cudaStream_t stream) { stream_ = stream; }
 
   bool isCompleted() override {
-    if (!done_.load(std::memory_order_acquire) && tuttiEventQuery(event_) != ncclInProgress)
+    if (!done_.load(std::memory_order_acquire) && event_ != nullptr &&
+        tuttiEventQuery(event_) != ncclInProgress)
       complete();
     return done_.load(std::memory_order_acquire);
   }
@@ -271,7 +284,7 @@ class WorkTutti : public c10d::Work {
   // Waits for the operation (forever, or at most `timeout`) and raises its error. A timeout
   // given here only ends this wait; the group's own timeout fails the operation itself.
   bool wait(std::chrono::milliseconds timeout) override {
-    if (timeout != kNoTimeout) {
+    if (timeout != kNoTimeout && event_ != nullptr) {
       const Clock::time_point until = Clock::now() + timeout;
       std::chrono::microseconds nap(10);
       while (tuttiEventQuery(event_) == ncclInProgress) {
@@ -301,7 +314,7 @@ class WorkTutti : public c10d::Work {
     {
       std::lock_guard<std::mutex> lock(complete_mutex_);
       if (done_.load(std::memory_order_relaxed)) return;
-      ncclResult_t res = tuttiEventSynchronize(event_);
+      ncclResult_t res = event_ != nullptr ? tuttiEventSynchronize(event_) : inline_result_;
       if (res == ncclSuccess) {
         try {
           for (auto& copy : pending_.after) copy();
@@ -310,6 +323,8 @@ class WorkTutti : public c10d::Work {
         }
       } else {
         std::string why = note_->get();
+        if (why.empty() && !inline_error_.empty())
+          why = std::string(ncclGetErrorString(res)) + ": " + inline_error_;
         if (why.empty())
           why = std::string(ncclGetErrorString(res)) +
                 " (Tutti's WARN line on stderr names the rank and the reason)";
@@ -329,6 +344,17 @@ class WorkTutti : public c10d::Work {
     }
   }
 
+  // Ends an inline Work with the result of its blocking call, on the thread that made it (so
+  // ncclGetLastError still holds the call's message).
+  void complete_inline(ncclResult_t res) {
+    inline_result_ = res;
+    if (res != ncclSuccess) {
+      const char* last = ncclGetLastError(nullptr);
+      if (last != nullptr) inline_error_ = last;
+    }
+    complete();
+  }
+
   bool done() const { return done_.load(std::memory_order_acquire); }
   Clock::time_point deadline() const { return deadline_; }
   uint64_t seq() const { return seq_; }
@@ -341,6 +367,9 @@ class WorkTutti : public c10d::Work {
   std::shared_ptr<RevokeNote> note_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   tuttiEvent_t event_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // the stream its event was recorded on
+  ncclResult_t inline_result_ = ncclSuccess;
+  std::string inline_error_;
   std::mutex complete_mutex_;
   std::atomic<bool> done_{false};
 };
@@ -348,8 +377,8 @@ class WorkTutti : public c10d::Work {
 class ProcessGroupTutti : public BackendBase {
  public:
   ProcessGroupTutti(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                    std::chrono::milliseconds timeout)
-      : BackendBase(rank, size), timeout_(timeout) {
+                    std::chrono::milliseconds timeout, int64_t inline_bytes)
+      : BackendBase(rank, size), timeout_(timeout), inline_bytes_(inline_bytes) {
     ncclUniqueId id;
     const std::string key = "tutti_unique_id";
     if (rank == 0) {
@@ -412,9 +441,8 @@ class ProcessGroupTutti : public BackendBase {
     Pending p;
     p.outputs = tensors;
     Buf b = buf(p.stage(t, true, true), what);
-    return issue(c10d::OpType::ALLREDUCE, coll_stream_, std::move(p), [&] {
-      check(ncclAllReduce(b.ptr, b.ptr, b.count, b.dtype, op, comm_, coll_stream_),
-            "ncclAllReduce");
+    return issue(c10d::OpType::ALLREDUCE, coll_stream_, std::move(p), [&](cudaStream_t s) {
+      return ncclAllReduce(b.ptr, b.ptr, b.count, b.dtype, op, comm_, s);
     });
   }
 
@@ -426,9 +454,8 @@ class ProcessGroupTutti : public BackendBase {
     Pending p;
     p.outputs = tensors;
     Buf b = buf(p.stage(t, true, true), what);
-    return issue(c10d::OpType::BROADCAST, coll_stream_, std::move(p), [&] {
-      check(ncclBroadcast(b.ptr, b.ptr, b.count, b.dtype, root, comm_, coll_stream_),
-            "ncclBroadcast");
+    return issue(c10d::OpType::BROADCAST, coll_stream_, std::move(p), [&](cudaStream_t s) {
+      return ncclBroadcast(b.ptr, b.ptr, b.count, b.dtype, root, comm_, s);
     });
   }
 
@@ -441,9 +468,8 @@ class ProcessGroupTutti : public BackendBase {
     Pending p;
     p.outputs = tensors;
     Buf b = buf(p.stage(t, true, true), what);
-    return issue(c10d::OpType::REDUCE, coll_stream_, std::move(p), [&] {
-      check(ncclReduce(b.ptr, b.ptr, b.count, b.dtype, op, root, comm_, coll_stream_),
-            "ncclReduce");
+    return issue(c10d::OpType::REDUCE, coll_stream_, std::move(p), [&](cudaStream_t s) {
+      return ncclReduce(b.ptr, b.ptr, b.count, b.dtype, op, root, comm_, s);
     });
   }
 
@@ -469,9 +495,8 @@ class ProcessGroupTutti : public BackendBase {
     p.keep.push_back(flat);
     split_into(p, flat, outputs[0]);
     Buf dst = buf(flat, what);
-    return issue(c10d::OpType::ALLGATHER, coll_stream_, std::move(p), [&] {
-      check(ncclAllGather(src.ptr, dst.ptr, src.count, src.dtype, comm_, coll_stream_),
-            "ncclAllGather");
+    return issue(c10d::OpType::ALLGATHER, coll_stream_, std::move(p), [&](cudaStream_t s) {
+      return ncclAllGather(src.ptr, dst.ptr, src.count, src.dtype, comm_, s);
     });
   }
 
@@ -488,9 +513,8 @@ class ProcessGroupTutti : public BackendBase {
     p.outputs = {output};
     Buf src = buf(p.stage(input, true, false), what);
     Buf dst = buf(p.stage(output, false, true), what);
-    return issue(c10d::OpType::_ALLGATHER_BASE, coll_stream_, std::move(p), [&] {
-      check(ncclAllGather(src.ptr, dst.ptr, src.count, src.dtype, comm_, coll_stream_),
-            "ncclAllGather");
+    return issue(c10d::OpType::_ALLGATHER_BASE, coll_stream_, std::move(p), [&](cudaStream_t s) {
+      return ncclAllGather(src.ptr, dst.ptr, src.count, src.dtype, comm_, s);
     });
   }
 
@@ -508,9 +532,9 @@ class ProcessGroupTutti : public BackendBase {
     p.outputs = {output};
     Buf src = buf(p.stage(input, true, false), what);
     Buf dst = buf(p.stage(output, false, true), what);
-    return issue(c10d::OpType::_REDUCE_SCATTER_BASE, coll_stream_, std::move(p), [&] {
-      check(ncclReduceScatter(src.ptr, dst.ptr, dst.count, dst.dtype, op, comm_, coll_stream_),
-            "ncclReduceScatter");
+    return issue(c10d::OpType::_REDUCE_SCATTER_BASE, coll_stream_, std::move(p),
+                 [&](cudaStream_t s) {
+      return ncclReduceScatter(src.ptr, dst.ptr, dst.count, dst.dtype, op, comm_, s);
     });
   }
 
@@ -529,9 +553,8 @@ class ProcessGroupTutti : public BackendBase {
     p.keep.push_back(flat);
     Buf src = buf(flat, what);
     Buf dst = buf(p.stage(out, false, true), what);
-    return issue(c10d::OpType::REDUCE_SCATTER, coll_stream_, std::move(p), [&] {
-      check(ncclReduceScatter(src.ptr, dst.ptr, dst.count, dst.dtype, op, comm_, coll_stream_),
-            "ncclReduceScatter");
+    return issue(c10d::OpType::REDUCE_SCATTER, coll_stream_, std::move(p), [&](cudaStream_t s) {
+      return ncclReduceScatter(src.ptr, dst.ptr, dst.count, dst.dtype, op, comm_, s);
     });
   }
 
@@ -561,12 +584,9 @@ class ProcessGroupTutti : public BackendBase {
     TORCH_CHECK(!even || send_rows[0] * send_row == recv_rows[0] * recv_row,
                 "tutti: all_to_all_single: input and output blocks differ (", send_rows[0],
                 " and ", recv_rows[0], " rows); give split sizes");
-    return issue(c10d::OpType::ALLTOALL_BASE, coll_stream_, std::move(p), [&] {
+    return issue(c10d::OpType::ALLTOALL_BASE, coll_stream_, std::move(p), [&](cudaStream_t s) {
       if (even) {
-        check(ncclAlltoAll(src.ptr, dst.ptr, send_rows[0] * send_row, src.dtype, comm_,
-                           coll_stream_),
-              "ncclAlltoAll");
-        return;
+        return ncclAlltoAll(src.ptr, dst.ptr, send_rows[0] * send_row, src.dtype, comm_, s);
       }
       std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
       size_t send_off = 0, recv_off = 0;
@@ -578,9 +598,8 @@ class ProcessGroupTutti : public BackendBase {
         send_off += sc[q];
         recv_off += rc[q];
       }
-      check(tuttiAlltoAllV(src.ptr, sc.data(), sd.data(), dst.ptr, rc.data(), rd.data(),
-                           src.dtype, comm_, coll_stream_),
-            "tuttiAlltoAllV");
+      return tuttiAlltoAllV(src.ptr, sc.data(), sd.data(), dst.ptr, rc.data(), rd.data(),
+                           src.dtype, comm_, s);
     });
   }
 
@@ -602,17 +621,16 @@ class ProcessGroupTutti : public BackendBase {
       src.push_back(buf(p.stage(inputs[q], true, false), what));
       dst.push_back(buf(p.stage(outputs[q], false, true), what));
     }
-    return issue(c10d::OpType::ALLTOALL, coll_stream_, std::move(p), [&] {
-      check(ncclGroupStart(), "ncclGroupStart");
-      ncclResult_t res = ncclSuccess;
+    return issue(c10d::OpType::ALLTOALL, coll_stream_, std::move(p), [&](cudaStream_t s) {
+      ncclResult_t res = ncclGroupStart();
+      if (res != ncclSuccess) return res;
       for (int q = 0; q < n && res == ncclSuccess; q++) {
-        res = ncclSend(src[q].ptr, src[q].count, src[q].dtype, q, comm_, coll_stream_);
+        res = ncclSend(src[q].ptr, src[q].count, src[q].dtype, q, comm_, s);
         if (res == ncclSuccess)
-          res = ncclRecv(dst[q].ptr, dst[q].count, dst[q].dtype, q, comm_, coll_stream_);
+          res = ncclRecv(dst[q].ptr, dst[q].count, dst[q].dtype, q, comm_, s);
       }
       ncclResult_t end = ncclGroupEnd();
-      check(res != ncclSuccess ? res : end, res != ncclSuccess ? "ncclSend/ncclRecv"
-                                                               : "ncclGroupEnd");
+      return res != ncclSuccess ? res : end;
     });
   }
 
@@ -644,9 +662,8 @@ class ProcessGroupTutti : public BackendBase {
       TORCH_CHECK(outputs.empty() || outputs[0].empty(),
                   "tutti: gather: only the root passes output tensors");
     }
-    return issue(c10d::OpType::GATHER, coll_stream_, std::move(p), [&] {
-      check(ncclGather(src.ptr, dst, src.count, src.dtype, root, comm_, coll_stream_),
-            "ncclGather");
+    return issue(c10d::OpType::GATHER, coll_stream_, std::move(p), [&](cudaStream_t s) {
+      return ncclGather(src.ptr, dst, src.count, src.dtype, root, comm_, s);
     });
   }
 
@@ -671,9 +688,8 @@ class ProcessGroupTutti : public BackendBase {
                   "tutti: scatter: only the root passes input tensors");
     }
     Buf dst = buf(p.stage(out, false, true), what);
-    return issue(c10d::OpType::SCATTER, coll_stream_, std::move(p), [&] {
-      check(ncclScatter(src, dst.ptr, dst.count, dst.dtype, root, comm_, coll_stream_),
-            "ncclScatter");
+    return issue(c10d::OpType::SCATTER, coll_stream_, std::move(p), [&](cudaStream_t s) {
+      return ncclScatter(src, dst.ptr, dst.count, dst.dtype, root, comm_, s);
     });
   }
 
@@ -682,10 +698,9 @@ class ProcessGroupTutti : public BackendBase {
     Pending p;
     at::Tensor one = at::zeros({1}, at::kByte);
     p.keep.push_back(one);
-    return issue(c10d::OpType::BARRIER, coll_stream_, std::move(p), [&] {
-      check(ncclAllReduce(one.data_ptr(), one.data_ptr(), 1, ncclUint8, ncclSum, comm_,
-                          coll_stream_),
-            "ncclAllReduce (barrier)");
+    return issue(c10d::OpType::BARRIER, coll_stream_, std::move(p), [&](cudaStream_t s) {
+      return ncclAllReduce(one.data_ptr(), one.data_ptr(), 1, ncclUint8, ncclSum, comm_,
+                          s);
     });
   }
 
@@ -699,8 +714,8 @@ class ProcessGroupTutti : public BackendBase {
     p.outputs = tensors;
     Buf b = buf(p.stage(t, true, false), what);
     cudaStream_t stream = p2p_stream(dst, true);
-    return issue(c10d::OpType::SEND, stream, std::move(p), [&] {
-      check(ncclSend(b.ptr, b.count, b.dtype, dst, comm_, stream), "ncclSend");
+    return issue(c10d::OpType::SEND, stream, std::move(p), [&](cudaStream_t s) {
+      return ncclSend(b.ptr, b.count, b.dtype, dst, comm_, s);
     });
   }
 
@@ -712,31 +727,65 @@ class ProcessGroupTutti : public BackendBase {
     p.outputs = tensors;
     Buf b = buf(p.stage(t, false, true), what);
     cudaStream_t stream = p2p_stream(src, false);
-    return issue(c10d::OpType::RECV, stream, std::move(p), [&] {
-      check(ncclRecv(b.ptr, b.count, b.dtype, src, comm_, stream), "ncclRecv");
+    return issue(c10d::OpType::RECV, stream, std::move(p), [&](cudaStream_t s) {
+      return ncclRecv(b.ptr, b.count, b.dtype, src, comm_, s);
     });
   }
 
   static c10::intrusive_ptr<BackendBase> create(const c10::intrusive_ptr<c10d::Store>& store,
                                                 int rank, int size,
-                                                const std::chrono::duration<float>& timeout) {
+                                                const std::chrono::duration<float>& timeout,
+                                                int64_t inline_bytes) {
     return c10::make_intrusive<ProcessGroupTutti>(
-        store, rank, size, std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+        store, rank, size, std::chrono::duration_cast<std::chrono::milliseconds>(timeout),
+        inline_bytes);
   }
 
  private:
-  // Issues one operation: `launch` calls Tutti on `stream` (an argument error raises here, with
-  // Tutti's message); an event recorded after it backs the Work. Issue order is the order of
+  // Issues one operation: `launch(stream)` makes the Tutti call(s) on `stream` and returns the
+  // result; an argument error raises here, with Tutti's message. Issue order is the order of
   // the calls, whatever thread makes them.
+  //
+  // A collective runs inline, on the calling thread with stream NULL (blocking), when nothing
+  // is queued ahead of it on the collective stream and its largest tensor has at most
+  // inline_bytes_ bytes: its Work is complete when returned, and no other thread is woken.
+  // Handing an operation to Tutti's engine thread and the completion thread costs some tens of
+  // microseconds on a loaded machine, more than a small collective takes, and a caller that
+  // waits at once (dist.all_reduce without async_op) gains nothing from the hand-off; so below
+  // that size the overlap that DDP wants is worth less than what it costs. Larger operations,
+  // and everything behind a queued one, go on the stream and complete asynchronously (the
+  // group's timeout covers both: the completion thread watches the inline one's deadline).
+  // Point-to-point operations never run inline: an isend followed by an irecv on the same
+  // thread would wait for a peer that waits for this rank's receive.
   template <typename Launch>
   c10::intrusive_ptr<c10d::Work> issue(c10d::OpType type, cudaStream_t stream, Pending pending,
                                        Launch&& launch) {
-    std::lock_guard<std::mutex> lock(issue_mutex_);
+    const bool coll = stream == coll_stream_;
+    std::unique_lock<std::mutex> lock(coll ? coll_mutex_ : p2p_mutex_);
     TORCH_CHECK(!timed_out_.load(), "tutti: ", op_name(type), ": ", note_->get());
-    auto work = c10::make_intrusive<WorkTutti>(getRank(), type, ++seq_, std::move(pending),
-                                               Clock::now() + timeout_, note_);
-    launch();
+    const uint64_t seq = ++seq_;
+    const Clock::time_point deadline = Clock::now() + timeout_;
+    if (coll && runs_inline(pending)) {
+      auto work = c10::make_intrusive<WorkTutti>(getRank(), type, seq, std::move(pending),
+                                                 deadline, note_, true);
+      inline_seq_.store(seq, std::memory_order_relaxed);
+      inline_type_.store(static_cast<int>(type), std::memory_order_relaxed);
+      inline_deadline_.store(deadline.time_since_epoch().count(), std::memory_order_release);
+      ncclResult_t res = launch(nullptr);
+      inline_deadline_.store(0, std::memory_order_release);
+      lock.unlock();
+      // As on the stream, an argument Tutti refuses raises at the call; anything else (a peer
+      // that passed other arguments, a revocation) is the Work's error, raised by wait().
+      if (res == ncclInvalidArgument) fail(res, op_name(type));
+      work->complete_inline(res);
+      return work;
+    }
+    auto work = c10::make_intrusive<WorkTutti>(getRank(), type, seq, std::move(pending),
+                                               deadline, note_, false);
+    ncclResult_t res = launch(stream);
+    if (res != ncclSuccess) fail(res, op_name(type));
     check(tuttiEventRecord(work->event(), comm_, stream), "tuttiEventRecord");
+    work->set_stream(stream);
     bool wake;
     {
       std::lock_guard<std::mutex> q(queue_mutex_);
@@ -745,6 +794,16 @@ class ProcessGroupTutti : public BackendBase {
     }
     if (wake) queue_cv_.notify_one();
     return work;
+  }
+
+  // Whether a collective may run inline (collective lock held): small enough, and nothing
+  // queued on the collective stream ahead of it (tuttiStreamQuery never blocks; the error it
+  // may report and forget is the events' too, which is where the shim takes errors from).
+  bool runs_inline(const Pending& pending) {
+    if (inline_bytes_ < 0) return false;
+    for (const at::Tensor& t : pending.keep)
+      if (static_cast<int64_t>(t.nbytes()) > inline_bytes_) return false;
+    return tuttiStreamQuery(coll_stream_) != ncclInProgress;
   }
 
   // Ends the completion thread, once; safe to call again.
@@ -771,7 +830,7 @@ class ProcessGroupTutti : public BackendBase {
   cudaStream_t p2p_stream(int peer, bool sending) {
     TORCH_CHECK(peer >= 0 && peer < getSize(), "tutti: peer ", peer, " is not a rank of this ",
                 getSize(), "-rank process group");
-    std::lock_guard<std::mutex> lock(issue_mutex_);
+    std::lock_guard<std::mutex> lock(p2p_mutex_);
     cudaStream_t& s = p2p_streams_[2 * peer + (sending ? 1 : 0)];
     if (s == nullptr) check(tuttiStreamCreate(&s), "tuttiStreamCreate");
     return s;
@@ -779,33 +838,52 @@ class ProcessGroupTutti : public BackendBase {
 
   // Completes the Works whose events completed, in any order, so that a future never waits for
   // an earlier operation that depends on the user; revokes the communicator when one is older
-  // than the group's timeout. Polls with a backoff (20 us to 1 ms) while work is pending and
-  // sleeps while none is.
+  // than the group's timeout. While work is pending it sleeps in tuttiEventWait (woken when an
+  // event completes, at least every millisecond); while none is, on the queue's condition
+  // variable (waking every timeout/10, at most 100 ms, for the inline collective's deadline).
   void complete_loop() {
     std::unique_lock<std::mutex> lock(queue_mutex_);
-    std::chrono::microseconds nap(20);
+    // While idle it still looks at the inline collective's deadline this often.
+    const auto idle_poll = std::chrono::milliseconds(
+        std::max<int64_t>(1, std::min<int64_t>(100, timeout_.count() / 10)));
     for (;;) {
+      if (timeout_.count() > 0) check_inline_deadline();
       if (queue_.empty()) {
         if (stop_) return;
-        queue_cv_.wait(lock);
-        nap = std::chrono::microseconds(20);
+        if (timeout_.count() > 0)
+          queue_cv_.wait_for(lock, idle_poll);
+        else
+          queue_cv_.wait(lock);
         continue;
       }
       std::vector<c10::intrusive_ptr<WorkTutti>> batch(queue_.begin(), queue_.end());
       lock.unlock();
       bool progressed = false;
+      c10::intrusive_ptr<WorkTutti> watch;  // the pending Work to sleep on
       const Clock::time_point now = Clock::now();
       for (auto& work : batch) {
         if (tuttiEventQuery(work->event()) != ncclInProgress) {
           work->complete();
           progressed = true;
-        } else if (timeout_.count() > 0 && now > work->deadline()) {
-          revoke_for_timeout(work);
+          continue;
+        }
+        if (timeout_.count() > 0 && now > work->deadline()) {
+          revoke_for_timeout(work->seq(), work->retrieveOpType());
           progressed = true;
         }
+        if (!watch || (work->stream() == coll_stream_ && watch->stream() != coll_stream_))
+          watch = work;
       }
       // Released without the lock: the last reference to a Work may take the GIL.
       batch.clear();
+      if (!progressed && watch) {
+        // Sleeps until the oldest pending collective (else the oldest pending operation)
+        // completes, or 1 ms passes: no polling takes a CPU from the threads moving the data,
+        // and the futures DDP waits on complete as soon as their events do. Others are seen
+        // within the millisecond.
+        tuttiEventWait(watch->event(), 1000);
+      }
+      watch.reset();
       std::vector<c10::intrusive_ptr<WorkTutti>> finished;
       lock.lock();
       for (auto it = queue_.begin(); it != queue_.end();) {
@@ -822,20 +900,22 @@ class ProcessGroupTutti : public BackendBase {
         lock.lock();
       }
       if (stop_) return;
-      if (progressed) {
-        nap = std::chrono::microseconds(20);
-      } else {
-        queue_cv_.wait_for(lock, nap);
-        nap = std::min(nap * 2, std::chrono::microseconds(1000));
-      }
     }
   }
 
+  // Revokes the communicator when the inline collective running now is past its deadline.
+  void check_inline_deadline() {
+    const int64_t deadline = inline_deadline_.load(std::memory_order_acquire);
+    if (deadline == 0 || Clock::now().time_since_epoch().count() <= deadline) return;
+    revoke_for_timeout(inline_seq_.load(std::memory_order_relaxed),
+                       static_cast<c10d::OpType>(inline_type_.load(std::memory_order_relaxed)));
+  }
+
   // The note goes first, so that every Work the revocation fails reports it.
-  void revoke_for_timeout(const c10::intrusive_ptr<WorkTutti>& work) {
+  void revoke_for_timeout(uint64_t seq, c10d::OpType type) {
     if (timed_out_.load()) return;
-    note_->set("operation " + std::to_string(work->seq()) + " (" +
-               op_name(work->retrieveOpType()) + ") timed out after " +
+    note_->set("operation " + std::to_string(seq) + " (" + op_name(type) +
+               ") timed out after " +
                std::to_string(timeout_.count()) +
                " ms (the process group's timeout), and the communicator was revoked");
     timed_out_.store(true);
@@ -896,8 +976,15 @@ class ProcessGroupTutti : public BackendBase {
   cudaStream_t coll_stream_ = nullptr;
   std::map<int, cudaStream_t> p2p_streams_;
   std::chrono::milliseconds timeout_;
-  std::mutex issue_mutex_;
-  uint64_t seq_ = 0;
+  int64_t inline_bytes_;  // collectives up to this size may run inline; -1: none does
+  std::mutex coll_mutex_;   // issue order on the collective stream, and inline runs
+  std::mutex p2p_mutex_;    // the point-to-point streams
+  std::atomic<uint64_t> seq_{0};
+  // The inline collective running now, for the completion thread's timeout: its deadline
+  // (Clock's ticks since its epoch; 0 when none runs), number and type.
+  std::atomic<int64_t> inline_deadline_{0};
+  std::atomic<uint64_t> inline_seq_{0};
+  std::atomic<int> inline_type_{0};
   std::atomic<bool> timed_out_{false};
   std::shared_ptr<RevokeNote> note_ = std::make_shared<RevokeNote>();
 
@@ -913,8 +1000,9 @@ class ProcessGroupTutti : public BackendBase {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("create_process_group", &tutti_torch::ProcessGroupTutti::create,
-        "A Tutti process group (store, rank, size, timeout)", pybind11::arg("store"),
-        pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout"),
+        "A Tutti process group (store, rank, size, timeout, inline_bytes)",
+        pybind11::arg("store"), pybind11::arg("rank"), pybind11::arg("size"),
+        pybind11::arg("timeout"), pybind11::arg("inline_bytes"),
         pybind11::call_guard<pybind11::gil_scoped_release>());
   m.def("stop_completion_threads", &tutti_torch::ProcessGroupTutti::stop_completion_threads,
         "Stops every process group's completion thread (at exit, before finalization)",
