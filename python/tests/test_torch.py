@@ -269,6 +269,27 @@ def check_p2p(rank, n):
     assert torch.equal(got, torch.full((4,), prv, dtype=torch.int64)), got
 
 
+def check_after_p2p(rank, n):
+    """Once a process has sent or received, its collectives are asynchronous again even when
+    small: rank 0 issues an all_reduce with async_op=True, then sends to rank 1, which receives
+    before it joins the all_reduce. Run inline, rank 0's all_reduce would wait for rank 1 and
+    rank 1's recv for rank 0 until the group's timeout (tutti-run's --timeout fails the test
+    first)."""
+    t = torch.full((16,), float(rank))
+    msg = torch.zeros(4)
+    if rank == 0:
+        w = dist.all_reduce(t, async_op=True)
+        dist.send(torch.full((4,), 7.0), dst=1)
+        w.wait()
+    elif rank == 1:
+        dist.recv(msg, src=0)
+        assert torch.equal(msg, torch.full((4,), 7.0)), msg
+        dist.all_reduce(t)
+    else:
+        dist.all_reduce(t)
+    assert torch.equal(t, torch.full((16,), float(n * (n - 1) // 2))), t
+
+
 def check_subgroups(rank, n):
     evens = list(range(0, n, 2))
     g = dist.new_group(evens)
@@ -383,6 +404,7 @@ def main():
     check_inline(rank, n)
     check_collectives(rank, n)
     check_p2p(rank, n)
+    check_after_p2p(rank, n)
     check_subgroups(rank, n)
     check_allocator(rank, n)
     check_teardown(rank, n)

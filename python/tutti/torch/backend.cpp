@@ -199,6 +199,9 @@ class GilRelease {
 
 class ProcessGroupTutti;
 
+// Whether this process issued a send or receive on any group (ProcessGroupTutti::issue).
+static std::atomic<bool> point_to_point_seen{false};
+
 // The type of a Work's future's value, made once (ListType::create allocates).
 const c10::TypePtr& tensor_list_type() {
   static const c10::TypePtr type = c10::ListType::create(c10::TensorType::get());
@@ -756,11 +759,16 @@ class ProcessGroupTutti : public BackendBase {
   // and everything behind a queued one, go on the stream and complete asynchronously (the
   // group's timeout covers both: the completion thread watches the inline one's deadline).
   // Point-to-point operations never run inline: an isend followed by an irecv on the same
-  // thread would wait for a peer that waits for this rank's receive.
+  // thread would wait for a peer that waits for this rank's receive. And once the process has
+  // issued one (on any group), no collective runs inline any more: a program that mixes them
+  // (pipeline stages sending activations while data-parallel groups reduce gradients) may have
+  // a peer wait for a send this rank issues after an asynchronous collective, which an inline
+  // collective would hold back until the group's timeout.
   template <typename Launch>
   c10::intrusive_ptr<c10d::Work> issue(c10d::OpType type, cudaStream_t stream, Pending pending,
                                        Launch&& launch) {
     const bool coll = stream == coll_stream_;
+    if (!coll) point_to_point_seen.store(true, std::memory_order_relaxed);
     std::unique_lock<std::mutex> lock(coll ? coll_mutex_ : p2p_mutex_);
     TORCH_CHECK(!timed_out_.load(), "tutti: ", op_name(type), ": ", note_->get());
     const uint64_t seq = ++seq_;
@@ -800,7 +808,7 @@ class ProcessGroupTutti : public BackendBase {
   // queued on the collective stream ahead of it (tuttiStreamQuery never blocks; the error it
   // may report and forget is the events' too, which is where the shim takes errors from).
   bool runs_inline(const Pending& pending) {
-    if (inline_bytes_ < 0) return false;
+    if (inline_bytes_ < 0 || point_to_point_seen.load(std::memory_order_relaxed)) return false;
     for (const at::Tensor& t : pending.keep)
       if (static_cast<int64_t>(t.nbytes()) > inline_bytes_) return false;
     return tuttiStreamQuery(coll_stream_) != ncclInProgress;
