@@ -469,6 +469,17 @@ static const struct tt_cost direct_allreduce_cost = {.alpha_us = 1.0, .gbytes_pe
 static const struct tt_cost direct_mapped_cost = {.alpha_us = 1.0, .gbytes_per_s = 30.0,
                                                   .chunk_bytes = 262144};
 
+/* AllReduce over ordinary buffers, not oversubscribed, where the ranks measured what a
+ * cross-memory copy costs against a memcpy (cma_cost_pct, agreed at init): its bandwidth is
+ * this many GB/s divided by that ratio, at most the row's 20. The kernel's copies (pinning each
+ * page, then copying) are what set Direct apart from the ring's plain copies through shared
+ * memory, and their cost moves on a virtual machine (the same VM measured 2.9 to 4.3 times a
+ * memcpy, and Direct 1.2 to 2x slower than in the morning): a constant rate put the crossover
+ * with the ring wrong. Fitted on the development VM (docs/tuning.md, "Direct and the cost of
+ * cross-memory copies"): a ratio of 4.2 with Direct 1.5x the ring's time from 256 KiB to
+ * 64 MiB at 2 ranks gives 17; Direct then wins where a copy costs under about 2.8 memcpys. */
+#define DIRECT_CMA_PAR_GBPS 17.0
+
 /* How much slower cross-memory copies run with more ranks than CPUs: every rank's kernel
  * copies must run at once, and they cannot (mapped buffers keep their speed). */
 #define OVERSUBSCRIBED_SLOWDOWN 2.0
@@ -512,6 +523,8 @@ static double direct_estimate_us(const struct tt_tune_input *in)
         break;
     }
     double gbps = c->gbytes_per_s;
+    if (c == &direct_allreduce_cost && in->cma_cost_pct > 0)
+        gbps = fmin(gbps, DIRECT_CMA_PAR_GBPS * 100.0 / in->cma_cost_pct);
     if (in->oversubscribed && !in->symmetric) gbps /= OVERSUBSCRIBED_SLOWDOWN;
     return phases * c->alpha_us + tt_transfer_us(moved, gbps) + c->syscall_us * calls;
 }
