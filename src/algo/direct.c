@@ -470,15 +470,29 @@ static const struct tt_cost direct_mapped_cost = {.alpha_us = 1.0, .gbytes_per_s
                                                   .chunk_bytes = 262144};
 
 /* AllReduce over ordinary buffers, not oversubscribed, where the ranks measured what a
- * cross-memory copy costs against a memcpy (cma_cost_pct, agreed at init): its bandwidth is
- * this many GB/s divided by that ratio, at most the row's 20. The kernel's copies (pinning each
- * page, then copying) are what set Direct apart from the ring's plain copies through shared
- * memory, and their cost moves on a virtual machine (the same VM measured 2.9 to 4.3 times a
- * memcpy, and Direct 1.2 to 2x slower than in the morning): a constant rate put the crossover
- * with the ring wrong. Fitted on the development VM (docs/tuning.md, "Direct and the cost of
- * cross-memory copies"): a ratio of 4.2 with Direct 1.5x the ring's time from 256 KiB to
- * 64 MiB at 2 ranks gives 17; Direct then wins where a copy costs under about 2.8 memcpys. */
-#define DIRECT_CMA_PAR_GBPS 17.0
+ * cross-memory copy costs against a memcpy (cma_cost_pct, agreed at init). While the
+ * operation's buffers (send and receive, every rank's) fit in the last-level cache, the row's
+ * 20 GB/s holds; the share of the bytes beyond it is moved at this many GB/s divided by that
+ * ratio (at most the row's). Beyond the cache the kernel's copies (pinning each page, then
+ * copying with ordinary stores into a destination that is not in cache) are what set Direct
+ * apart from the ring, whose pieces pass through a FIFO that stays cached, and their cost moves
+ * with the machine: the development VM measured a copy at 4.2-4.7 memcpys, and there the ring
+ * beat Direct by 1.3-2x from 16 MiB at 2 ranks in one phase of the VM and tied in the other,
+ * while Direct kept up to 4 MiB 1.6-2x ahead in that other phase. Fitted there (docs/tuning.md,
+ * "Direct and the cost of cross-memory copies"): 10 puts the switch to the ring between 8 and
+ * 16 MiB at 2 ranks and a 32 MiB cache for any measured ratio above 2.8 (the VM's init-time
+ * measurements ranged 3.1-5.0); beyond the cache Direct wins where a cross-memory copy costs
+ * under about 1.6 memcpys. */
+#define DIRECT_CMA_PAR_GBPS 10.0
+
+/* The bytes AllReduce's moves beyond the cache are charged at the measured rate: the share of
+ * its buffers (2 n per-rank buffers) that does not fit in `llc_bytes`. */
+static double beyond_cache_share(const struct tt_tune_input *in)
+{
+    double footprint = 2.0 * in->nranks * (double)in->bytes;
+    if (footprint <= (double)in->llc_bytes) return 0;
+    return 1 - (double)in->llc_bytes / footprint;
+}
 
 /* How much slower cross-memory copies run with more ranks than CPUs: every rank's kernel
  * copies must run at once, and they cannot (mapped buffers keep their speed). */
@@ -523,10 +537,14 @@ static double direct_estimate_us(const struct tt_tune_input *in)
         break;
     }
     double gbps = c->gbytes_per_s;
-    if (c == &direct_allreduce_cost && in->cma_cost_pct > 0)
-        gbps = fmin(gbps, DIRECT_CMA_PAR_GBPS * 100.0 / in->cma_cost_pct);
     if (in->oversubscribed && !in->symmetric) gbps /= OVERSUBSCRIBED_SLOWDOWN;
-    return phases * c->alpha_us + tt_transfer_us(moved, gbps) + c->syscall_us * calls;
+    double copy_us = tt_transfer_us(moved, gbps);
+    if (c == &direct_allreduce_cost && in->cma_cost_pct > 0) {
+        double beyond = beyond_cache_share(in);
+        double slow = fmin(gbps, DIRECT_CMA_PAR_GBPS * 100.0 / in->cma_cost_pct);
+        copy_us = tt_transfer_us((1 - beyond) * moved, gbps) + tt_transfer_us(beyond * moved, slow);
+    }
+    return phases * c->alpha_us + copy_us + c->syscall_us * calls;
 }
 
 /* ---- The algorithm ------------------------------------------------------------------------- */

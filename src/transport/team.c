@@ -233,7 +233,7 @@ bool tt_team_cma_works(const struct tt_team *h) { return h->cma; }
  * process into itself: the kernel pins the source pages and copies as it does from a peer. The
  * rounds alternate the two copies so that a noisy spell hits both; the best of each counts. */
 #define CMA_PROBE_BYTES (256u << 10)
-#define CMA_PROBE_ROUNDS 4
+#define CMA_PROBE_ROUNDS 6
 
 static uint32_t cma_cost_pct_value;
 static pthread_once_t cma_cost_once = PTHREAD_ONCE_INIT;
