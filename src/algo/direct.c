@@ -476,9 +476,9 @@ static const struct tt_cost direct_mapped_cost = {.alpha_us = 1.0, .gbytes_per_s
  * ratio (at most the row's). Beyond the cache the kernel's copies (pinning each page, then
  * copying with ordinary stores into a destination that is not in cache) are what set Direct
  * apart from the ring, whose pieces pass through a FIFO that stays cached, and their cost moves
- * with the machine: the development VM measured a copy at 4.2-4.7 memcpys, and there the ring
- * beat Direct by 1.3-2x from 16 MiB at 2 ranks in one phase of the VM and tied in the other,
- * while Direct kept up to 4 MiB 1.6-2x ahead in that other phase. Fitted there (docs/tuning.md,
+ * with the machine: the development VM measured a copy at about 4 memcpys, and there the ring
+ * beat Direct by 1.3-1.4x from 16 MiB at 2 ranks in one phase of the VM and tied in the other,
+ * while up to 4 MiB the winner flipped with the phase, by 1.4-2x either way. Fitted there (docs/tuning.md,
  * "Direct and the cost of cross-memory copies"): 10 puts the switch to the ring between 8 and
  * 16 MiB at 2 ranks and a 32 MiB cache for any measured ratio above 2.8 (the VM's init-time
  * measurements ranged 3.1-5.0); beyond the cache Direct wins where a cross-memory copy costs
@@ -486,7 +486,7 @@ static const struct tt_cost direct_mapped_cost = {.alpha_us = 1.0, .gbytes_per_s
 #define DIRECT_CMA_PAR_GBPS 10.0
 
 /* The bytes AllReduce's moves beyond the cache are charged at the measured rate: the share of
- * its buffers (2 n per-rank buffers) that does not fit in `llc_bytes`. */
+ * its buffers (2 n per-rank buffers) that does not fit in `llc_bytes` (0: all of it). */
 static double beyond_cache_share(const struct tt_tune_input *in)
 {
     double footprint = 2.0 * in->nranks * (double)in->bytes;
