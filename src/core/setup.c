@@ -334,7 +334,10 @@ ncclResult_t tt_setup_team(struct ncclComm *comm)
     memset(cma, 0, (size_t)n * sizeof *cma);
     if (in_team && tt_team_cma_works(comm->team)) {
         int64_t given = tt_param_cma_cost();
-        uint32_t pct = given > 0 ? (uint32_t)given : tt_cma_cost_pct();
+        /* Measured only where Direct may run (the team spans the communicator). */
+        uint32_t pct = given > 0                    ? (uint32_t)given
+                       : comm->local_nranks == n ? tt_cma_cost_pct()
+                                                   : 1;
         cma[comm->st.rank].cost_pct = pct > 0 ? pct : 1;
         cma[comm->st.rank].llc_kib = (uint32_t)(llc_bytes() >> 10);
     }

@@ -270,6 +270,7 @@ uint32_t tt_cma_cost_pct(void)
     pthread_once(&cma_cost_once, cma_cost_measure);
     return cma_cost_pct_value;
 }
+
 size_t tt_team_slot_bytes(const struct tt_team *h) { return h->slot_bytes; }
 
 void tt_team_op_begin(struct tt_team *h, int events, uint64_t *event_base, int *slot)
