@@ -7,3 +7,9 @@ target_compile_options(unit_tune PRIVATE ${TUTTI_WARNINGS})
 target_link_libraries(unit_tune PRIVATE Threads::Threads rt m ${TUTTI_LIB_DEPS})
 add_test(NAME unit_tune COMMAND unit_tune)
 set_tests_properties(unit_tune PROPERTIES LABELS unit TIMEOUT 60)
+
+# The ranks agree on the measured cost of a cross-memory copy and choose alike with it
+# (tests/test_cma_cost.sh; three 2-rank launches, about a second).
+add_test(NAME tune_cma_cost COMMAND sh ${CMAKE_SOURCE_DIR}/tests/test_cma_cost.sh
+         ${CMAKE_BINARY_DIR})
+set_tests_properties(tune_cma_cost PROPERTIES LABELS coll TIMEOUT 120 SKIP_RETURN_CODE 77)

@@ -24,7 +24,7 @@ static void usage(FILE *to)
 {
     fprintf(to,
             "usage: tutti-tune [-n ranks] [-N hosts] [-m oneshot_max_bytes] [-D] [-O] [-S] [-C cpus]\n"
-            "                  [-b min_bytes] [-e max_bytes] [-f factor] [-c collective]\n"
+            "                  [-q cma_cost_pct] [-L llc_bytes] [-b min_bytes] [-e max_bytes] [-f factor] [-c collective]\n"
             "  -n  ranks in the communicator (default 4)\n"
             "  -N  hosts they span (default 1; more than 1 rules out OneShot and Direct)\n"
             "  -m  largest OneShot payload per rank (default: TUTTI_ONESHOT_BYTES, the slot)\n"
@@ -32,6 +32,9 @@ static void usage(FILE *to)
             "  -O  mailboxes unavailable (no OneShot)\n"
             "  -S  more ranks on the host than CPUs: the host has 2 (4 ranks on 2 cores)\n"
             "  -C  the host has this many CPUs (oversubscribed when fewer than the ranks)\n"
+            "  -q  a cross-memory copy costs this many percent of a memcpy (what init measures,\n"
+            "      or TUTTI_CMA_COST; default: TUTTI_CMA_COST, else 0: Direct's constant row)\n"
+            "  -L  the host's last-level cache, K/M/G suffixes (default 32M)\n"
             "  -b, -e  smallest and largest size in bytes, K/M/G suffixes (default 8, 256M)\n"
             "  -f  size step factor (default 4)\n"
             "  -c  only this collective (allreduce, broadcast, reduce, allgather, reducescatter)\n"
@@ -73,8 +76,12 @@ static void print_table(const struct tt_tune *tune, struct tt_tune_input in, siz
 {
     /* As the engine does: ReduceScatter publishes its whole input, nranks blocks. */
     if (in.coll == TT_COLL_REDUCESCATTER) in.oneshot_max_bytes /= (size_t)in.nranks;
-    printf("\n### %s: %d ranks, %d host%s%s\n\n", tt_coll_name(in.coll), in.nranks, in.nhosts,
-           in.nhosts == 1 ? "" : "s", in.oversubscribed ? ", more ranks than CPUs" : "");
+    char cma[64] = "";
+    if (in.cma_cost_pct > 0 && in.direct_ok)
+        snprintf(cma, sizeof cma, ", cross-memory copy %u%% of memcpy", in.cma_cost_pct);
+    printf("\n### %s: %d ranks, %d host%s%s%s\n\n", tt_coll_name(in.coll), in.nranks,
+           in.nhosts, in.nhosts == 1 ? "" : "s", in.oversubscribed ? ", more ranks than CPUs" : "",
+           cma);
     printf("| bytes |");
     for (int a = 0; a < TT_ALGO_COUNT; a++) printf(" %s us |", tt_algo_name((enum tt_algo_id)a));
     printf(" choice |\n|---:|");
@@ -104,7 +111,9 @@ int main(int argc, char **argv)
 {
     struct tt_tune_input in = {.nranks = 4, .nhosts = 1, .oneshot_ok = true,
                                .oneshot_max_bytes = (size_t)tt_param_oneshot_bytes(),
-                               .direct_ok = true};
+                               .direct_ok = true,
+                               .cma_cost_pct = (unsigned)tt_param_cma_cost(),
+                               .llc_bytes = (size_t)32 << 20};
     /* Tree takes up to half a connection FIFO, as the engine computes (for 4-byte elements). */
     int64_t slot = tt_param_chunk_bytes() > 0 ? tt_param_chunk_bytes()
                                               : tt_param_buffsize() / TT_CONN_SLOTS;
@@ -113,7 +122,7 @@ int main(int argc, char **argv)
     int only = -1;
     int opt;
     static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-    while ((opt = getopt_long(argc, argv, "n:N:m:DOSC:b:e:f:c:h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "n:N:m:DOSC:q:L:b:e:f:c:h", longopts, NULL)) != -1) {
         switch (opt) {
         case 'n': in.nranks = atoi(optarg); break;
         case 'N': in.nhosts = atoi(optarg); break;
@@ -122,6 +131,8 @@ int main(int argc, char **argv)
         case 'O': in.oneshot_ok = false; break;
         case 'S': in.cpus = 2; break;
         case 'C': in.cpus = atoi(optarg); break;
+        case 'q': in.cma_cost_pct = (unsigned)atoi(optarg); break;
+        case 'L': in.llc_bytes = parse_bytes(optarg); break;
         case 'b': min_bytes = parse_bytes(optarg); break;
         case 'e': max_bytes = parse_bytes(optarg); break;
         case 'f': factor = parse_bytes(optarg); break;

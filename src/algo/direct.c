@@ -469,6 +469,31 @@ static const struct tt_cost direct_allreduce_cost = {.alpha_us = 1.0, .gbytes_pe
 static const struct tt_cost direct_mapped_cost = {.alpha_us = 1.0, .gbytes_per_s = 30.0,
                                                   .chunk_bytes = 262144};
 
+/* AllReduce over ordinary buffers, not oversubscribed, where the ranks measured what a
+ * cross-memory copy costs against a memcpy (cma_cost_pct, agreed at init). While the
+ * operation's buffers (send and receive, every rank's) fit in the last-level cache, the row's
+ * 20 GB/s holds; the share of the bytes beyond it is moved at this many GB/s divided by that
+ * ratio (at most the row's). Beyond the cache the kernel's copies (pinning each page, then
+ * copying with ordinary stores into a destination that is not in cache) are what set Direct
+ * apart from the ring, whose pieces pass through a FIFO that stays cached, and their cost moves
+ * with the machine: the development VM measured a copy at about 4 memcpys, and there the ring
+ * beat Direct by 1.3-1.4x from 16 MiB at 2 ranks in one phase of the VM and tied in the other,
+ * while up to 4 MiB the winner flipped with the phase, by 1.4-2x either way. Fitted there (docs/tuning.md,
+ * "Direct and the cost of cross-memory copies"): 10 puts the switch to the ring between 8 and
+ * 16 MiB at 2 ranks and a 32 MiB cache for any measured ratio above 2.8 (the VM's init-time
+ * measurements ranged 3.1-5.0); beyond the cache Direct wins where a cross-memory copy costs
+ * under about 1.6 memcpys. */
+#define DIRECT_CMA_PAR_GBPS 10.0
+
+/* The bytes AllReduce's moves beyond the cache are charged at the measured rate: the share of
+ * its buffers (2 n per-rank buffers) that does not fit in `llc_bytes` (0: all of it). */
+static double beyond_cache_share(const struct tt_tune_input *in)
+{
+    double footprint = 2.0 * in->nranks * (double)in->bytes;
+    if (footprint <= (double)in->llc_bytes) return 0;
+    return 1 - (double)in->llc_bytes / footprint;
+}
+
 /* How much slower cross-memory copies run with more ranks than CPUs: every rank's kernel
  * copies must run at once, and they cannot (mapped buffers keep their speed). */
 #define OVERSUBSCRIBED_SLOWDOWN 2.0
@@ -513,7 +538,13 @@ static double direct_estimate_us(const struct tt_tune_input *in)
     }
     double gbps = c->gbytes_per_s;
     if (in->oversubscribed && !in->symmetric) gbps /= OVERSUBSCRIBED_SLOWDOWN;
-    return phases * c->alpha_us + tt_transfer_us(moved, gbps) + c->syscall_us * calls;
+    double copy_us = tt_transfer_us(moved, gbps);
+    if (c == &direct_allreduce_cost && in->cma_cost_pct > 0) {
+        double beyond = beyond_cache_share(in);
+        double slow = fmin(gbps, DIRECT_CMA_PAR_GBPS * 100.0 / in->cma_cost_pct);
+        copy_us = tt_transfer_us((1 - beyond) * moved, gbps) + tt_transfer_us(beyond * moved, slow);
+    }
+    return phases * c->alpha_us + copy_us + c->syscall_us * calls;
 }
 
 /* ---- The algorithm ------------------------------------------------------------------------- */

@@ -72,6 +72,11 @@ struct tt_tune_input {
     size_t oneshot_max_bytes; /* largest `bytes` OneShot takes: the mailbox slot's payload, divided
                                  by nranks for ReduceScatter (it publishes its whole input) */
     bool direct_ok;           /* every rank on one host, cross-memory attach works */
+    unsigned cma_cost_pct;    /* a cross-memory copy's time over a memcpy's of the same bytes,
+                                 in percent, agreed at init (TUTTI_CMA_COST, else measured:
+                                 tt_cma_cost_pct); 0: unknown, Direct keeps its constant row */
+    size_t llc_bytes;         /* the host's last-level cache, the smallest any rank reports
+                                 (agreed at init); 0: unknown, taken as none */
     bool symmetric;           /* the buffers lie in symmetric windows in shareable memory, so
                                  Direct maps the peers' buffers instead of copying them */
     bool oversubscribed;      /* one host with more ranks than CPUs */

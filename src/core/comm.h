@@ -75,6 +75,10 @@ struct ncclComm {
     struct tt_team *team;      /* the local team (owned), when 2+ ranks share this host */
     bool team_spans;           /* it holds every rank (OneShot, Direct may run; st.team set) */
     bool direct_ok;            /* cross-memory attach works between every pair */
+    uint32_t cma_cost_pct;     /* a cross-memory copy's time over memcpy's, percent, the mean of
+                                  every rank's (agreed at init; 0: unknown) */
+    size_t llc_bytes;          /* the smallest last-level cache of the ranks (agreed at init;
+                                  0: unknown), for Direct's cost */
     struct tt_direct_scratch scratch;
     struct tt_algo_env algo_env; /* what algorithms bind to (core/comm.c fills it at init) */
     struct tt_tune tune;

@@ -321,17 +321,42 @@ ncclResult_t tt_setup_team(struct ncclComm *comm)
             if (comm->peers[r].host_hash == mine) local[k++] = all[r];
         TT_TRY_GOTO(tt_team_attach(comm->team, local), res, out);
     }
-    uint8_t *cma = (uint8_t *)all; /* reuse: one byte per rank */
-    memset(cma, 0, (size_t)n);
-    cma[comm->st.rank] = in_team && tt_team_cma_works(comm->team);
-    TT_TRY_GOTO(tt_bootstrap_allgather(comm->bootstrap, cma, 1), res, out);
+    /* Each rank's cost of a cross-memory copy against memcpy (percent; 0: cross-memory attach
+     * does not work), measured by each rank unless TUTTI_CMA_COST gives it, and its last-level
+     * cache in KiB: the cost model's Direct rows use both, so the ranks agree on the mean of
+     * the costs (integers summed in rank order) and the smallest cache, equal everywhere. */
+    struct cma_fact {
+        uint32_t cost_pct;
+        uint32_t llc_kib;
+    };
+    _Static_assert(sizeof *all >= sizeof(struct cma_fact), "the team info holds a cma_fact");
+    struct cma_fact *cma = (struct cma_fact *)(void *)all; /* reuse: one per rank */
+    memset(cma, 0, (size_t)n * sizeof *cma);
+    if (in_team && tt_team_cma_works(comm->team)) {
+        int64_t given = tt_param_cma_cost();
+        /* Measured only where Direct may run (the team spans the communicator). */
+        uint32_t pct = given > 0                    ? (uint32_t)given
+                       : comm->local_nranks == n ? tt_cma_cost_pct()
+                                                   : 1;
+        cma[comm->st.rank].cost_pct = pct > 0 ? pct : 1;
+        cma[comm->st.rank].llc_kib = (uint32_t)(llc_bytes() >> 10);
+    }
+    TT_TRY_GOTO(tt_bootstrap_allgather(comm->bootstrap, cma, sizeof *cma), res, out);
     comm->team_spans = in_team && comm->local_nranks == n;
     if (!comm->team_spans) goto out;
     /* Direct publishes its addresses in the mailbox slot: a slot too small for them (a tiny
      * TUTTI_ONESHOT_BYTES) leaves Direct off. The slot size is equal everywhere (checked at
      * attach), so every rank agrees. */
     comm->direct_ok = (size_t)slot >= tt_direct_slot_bytes();
-    for (int r = 0; r < n; r++) comm->direct_ok &= cma[r] != 0;
+    uint64_t cost_sum = 0;
+    uint32_t llc_kib = UINT32_MAX;
+    for (int r = 0; r < n; r++) {
+        comm->direct_ok &= cma[r].cost_pct != 0;
+        cost_sum += cma[r].cost_pct;
+        if (cma[r].llc_kib < llc_kib) llc_kib = cma[r].llc_kib;
+    }
+    comm->cma_cost_pct = comm->direct_ok ? (uint32_t)(cost_sum / (uint64_t)n) : 0;
+    comm->llc_bytes = comm->direct_ok ? (size_t)llc_kib << 10 : 0;
     if (comm->direct_ok) {
         struct tt_direct_scratch *sc = &comm->scratch;
         sc->tmp_bytes = 256 << 10; /* a piece stays in L2 between the copy and the fold */
@@ -347,9 +372,13 @@ ncclResult_t tt_setup_team(struct ncclComm *comm)
             goto out;
         }
     }
-    TT_INFO(TT_SUB_INIT | TT_SUB_SHM, "one host: OneShot mailboxes of %lld bytes, Direct %s%s",
+    TT_INFO(TT_SUB_INIT | TT_SUB_SHM,
+            "one host: OneShot mailboxes of %lld bytes, Direct %s%s; a cross-memory copy costs "
+            "%u%% of a memcpy (%s), last-level cache %zu KiB",
             (long long)slot, comm->direct_ok ? "on (cross-memory attach)" : "off",
-            comm->oversubscribed ? "; more ranks than CPUs" : "");
+            comm->oversubscribed ? "; more ranks than CPUs" : "", comm->cma_cost_pct,
+            tt_param_cma_cost() > 0 ? "TUTTI_CMA_COST" : "measured, mean of the ranks",
+            comm->llc_bytes >> 10);
 out:
     if (in_team && res == ncclSuccess && !comm->team_spans)
         TT_INFO(TT_SUB_INIT | TT_SUB_SHM, "local team of %d ranks (of %d) on this host",

@@ -73,6 +73,8 @@ static void tune_input(const struct tt_task *task, const struct ncclComm *comm, 
         .oneshot_max_bytes = op->coll == TT_COLL_REDUCESCATTER ? slot / (size_t)comm->st.nranks
                                                                : slot,
         .direct_ok = comm->direct_ok,
+        .cma_cost_pct = comm->cma_cost_pct,
+        .llc_bytes = comm->llc_bytes,
         .symmetric = symmetric,
         .oversubscribed = comm->oversubscribed,
         .cpus = (int)comm->host_cpus,

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "util/err.h"
 #include "util/log.h"
 #include "util/param.h"
+#include "util/time.h"
 
 #define LINE 64
 /* Before each slot's payload: the flag word (8 bytes) and the descriptor of the operation that
@@ -224,6 +226,51 @@ void tt_team_destroy(struct tt_team *h)
 }
 
 bool tt_team_cma_works(const struct tt_team *h) { return h->cma; }
+
+/* ---- What a cross-memory copy costs here ---------------------------------------------------- */
+
+/* One of Direct's pieces (its process_vm_readv/writev calls move 256 KiB), copied from this
+ * process into itself: the kernel pins the source pages and copies as it does from a peer. The
+ * rounds alternate the two copies so that a noisy spell hits both; the best of each counts. */
+#define CMA_PROBE_BYTES (256u << 10)
+#define CMA_PROBE_ROUNDS 6
+
+static uint32_t cma_cost_pct_value;
+static pthread_once_t cma_cost_once = PTHREAD_ONCE_INIT;
+
+static void cma_cost_measure(void)
+{
+    char *buf = aligned_alloc(4096, 2 * CMA_PROBE_BYTES);
+    if (buf == NULL) return; /* 0: unknown; the model keeps its constant row */
+    char *src = buf, *dst = buf + CMA_PROBE_BYTES;
+    memset(buf, 1, 2 * CMA_PROBE_BYTES); /* fault every page in before timing */
+    uint64_t best_cma = UINT64_MAX, best_mem = UINT64_MAX;
+    bool ok = true;
+    for (int round = 0; round < CMA_PROBE_ROUNDS && ok; round++) {
+        struct iovec local = {.iov_base = dst, .iov_len = CMA_PROBE_BYTES};
+        struct iovec remote = {.iov_base = src, .iov_len = CMA_PROBE_BYTES};
+        uint64_t t0 = tt_time_ns();
+        ok = process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)CMA_PROBE_BYTES;
+        uint64_t t1 = tt_time_ns();
+        memcpy(dst, src, CMA_PROBE_BYTES);
+        __asm__ volatile("" : : "r"(dst) : "memory"); /* the copy is not dead */
+        uint64_t t2 = tt_time_ns();
+        if (t1 - t0 < best_cma) best_cma = t1 - t0;
+        if (t2 - t1 < best_mem) best_mem = t2 - t1;
+    }
+    free(buf);
+    if (!ok) return;
+    if (best_mem == 0) best_mem = 1;
+    uint64_t pct = (100 * best_cma + best_mem / 2) / best_mem;
+    cma_cost_pct_value = pct < 1 ? 1 : pct > 100000 ? 100000 : (uint32_t)pct;
+}
+
+uint32_t tt_cma_cost_pct(void)
+{
+    pthread_once(&cma_cost_once, cma_cost_measure);
+    return cma_cost_pct_value;
+}
+
 size_t tt_team_slot_bytes(const struct tt_team *h) { return h->slot_bytes; }
 
 void tt_team_op_begin(struct tt_team *h, int events, uint64_t *event_base, int *slot)

@@ -83,6 +83,10 @@
     X(stream_footprint, "TUTTI_STREAM_FOOTPRINT", INT, 0, 0, INT64_MAX,                            \
       "Direct's copies use non-temporal stores above this many bytes of buffers, all ranks "       \
       "together (0: four times the last-level cache)")                                             \
+    X(cma_cost, "TUTTI_CMA_COST", INT, 0, 0, 100000,                                             \
+      "Direct AllReduce's cost model: a cross-memory copy's time per byte against memcpy's, in "  \
+      "percent (e.g. 400: four times slower); 0: measured once per process at init "           \
+      "(docs/tuning.md). Set it alike on every rank")                                            \
     X(fault, "TUTTI_FAULT", STR, "", 0, 0,                                                      \
       "Test knob: make a rank fail on purpose, e.g. rank=1,op=allreduce,seq=3,"                 \
       "point=after_chunk:2,action=exit|stall|close|corrupt (src/algo/fault.h)")                 \
