@@ -61,12 +61,9 @@ static int64_t ranks_sum(int64_t k)
 #define NOPS 6
 #define COUNT (64 * 1024)
 
-static void test_stream(void)
+/* Queues NOPS in-place AllReduces of new buffers on stream s, each followed by a new event. */
+static void queue_allreduces(cudaStream_t s, int64_t *bufs[NOPS], tuttiEvent_t events[NOPS])
 {
-    cudaStream_t s = NULL;
-    if (!CHECK_RES(tuttiStreamCreate(&s), ncclSuccess)) return;
-    int64_t *bufs[NOPS];
-    tuttiEvent_t events[NOPS];
     for (int k = 0; k < NOPS; k++) {
         bufs[k] = malloc(COUNT * sizeof(int64_t));
         for (size_t i = 0; i < COUNT; i++) bufs[k][i] = (int64_t)(rank + 1) * (k + 1);
@@ -74,6 +71,15 @@ static void test_stream(void)
         CHECK_RES(ncclAllReduce(bufs[k], bufs[k], COUNT, ncclInt64, ncclSum, comm, s), ncclSuccess);
         CHECK_RES(tuttiEventRecord(events[k], comm, s), ncclSuccess);
     }
+}
+
+static void test_stream(void)
+{
+    cudaStream_t s = NULL;
+    if (!CHECK_RES(tuttiStreamCreate(&s), ncclSuccess)) return;
+    int64_t *bufs[NOPS];
+    tuttiEvent_t events[NOPS];
+    queue_allreduces(s, bufs, events);
     /* Wait for the last first: every earlier event must then be complete too (in order). */
     CHECK_RES(tuttiEventSynchronize(events[NOPS - 1]), ncclSuccess);
     for (int k = 0; k < NOPS; k++) {
@@ -174,13 +180,7 @@ static void test_wait(void)
     if (!CHECK_RES(tuttiStreamCreate(&s), ncclSuccess)) return;
     int64_t *bufs[NOPS];
     tuttiEvent_t events[NOPS];
-    for (int k = 0; k < NOPS; k++) {
-        bufs[k] = malloc(COUNT * sizeof(int64_t));
-        for (size_t i = 0; i < COUNT; i++) bufs[k][i] = (int64_t)(rank + 1) * (k + 1);
-        CHECK_RES(tuttiEventCreate(&events[k]), ncclSuccess);
-        CHECK_RES(ncclAllReduce(bufs[k], bufs[k], COUNT, ncclInt64, ncclSum, comm, s), ncclSuccess);
-        CHECK_RES(tuttiEventRecord(events[k], comm, s), ncclSuccess);
-    }
+    queue_allreduces(s, bufs, events);
     CHECK_RES(tuttiEventWait(events[NOPS - 1], -1), ncclSuccess);
     for (int k = 0; k < NOPS; k++) {
         CHECK_RES(tuttiEventQuery(events[k]), ncclSuccess);

@@ -661,32 +661,12 @@ void tt_mem_close_device_windows(ncclComm_t comm)
     pthread_mutex_unlock(&comm->tables_lock);
 }
 
-bool tt_mem_device_window(const struct ncclComm *comm, const void *ptr, size_t bytes,
-                          const struct tt_device_window **win, size_t *offset)
+/* Finds the window holding [ptr, ptr + bytes): a symmetric one in shareable host memory, or
+ * (`device`) one on device memory that every rank mapped; *win and *offset say which and where
+ * (may be NULL). */
+static bool find_window(const struct ncclComm *comm, const void *ptr, size_t bytes, bool device,
+                        const struct tt_device_window **win, size_t *offset)
 {
-    if (comm->dev_team == NULL || ptr == NULL) return false;
-    uintptr_t lo = (uintptr_t)ptr;
-    bool found = false;
-    pthread_mutex_t *lock = (pthread_mutex_t *)&comm->tables_lock;
-    pthread_mutex_lock(lock);
-    for (const struct tt_reg *r = comm->regs ? comm->regs->head : NULL; r && !found;
-         r = r->next) {
-        uintptr_t base = (uintptr_t)r->buff;
-        found = r->dev != NULL && lo >= base && lo - base <= r->bytes &&
-                bytes <= r->bytes - (lo - base);
-        if (found) {
-            *win = r->dev;
-            *offset = lo - base;
-        }
-    }
-    pthread_mutex_unlock(lock);
-    return found;
-}
-
-bool tt_mem_sym_window(const struct ncclComm *comm, const void *ptr, size_t bytes)
-{
-    if (atomic_load_explicit(&comm->sym_windows, memory_order_relaxed) == 0 || ptr == NULL)
-        return false;
     uintptr_t lo = (uintptr_t)ptr;
     bool found = false;
     /* The lock is the table's, not part of the communicator's value. */
@@ -695,9 +675,26 @@ bool tt_mem_sym_window(const struct ncclComm *comm, const void *ptr, size_t byte
     for (const struct tt_reg *r = comm->regs ? comm->regs->head : NULL; r && !found;
          r = r->next) {
         uintptr_t base = (uintptr_t)r->buff;
-        found = r->shared && lo >= base && lo - base <= r->bytes &&
+        found = (device ? r->dev != NULL : r->shared) && lo >= base && lo - base <= r->bytes &&
                 bytes <= r->bytes - (lo - base);
+        if (found && win != NULL) {
+            *win = r->dev;
+            *offset = lo - base;
+        }
     }
     pthread_mutex_unlock(lock);
     return found;
+}
+
+bool tt_mem_device_window(const struct ncclComm *comm, const void *ptr, size_t bytes,
+                          const struct tt_device_window **win, size_t *offset)
+{
+    return comm->dev_team != NULL && ptr != NULL &&
+           find_window(comm, ptr, bytes, true, win, offset);
+}
+
+bool tt_mem_sym_window(const struct ncclComm *comm, const void *ptr, size_t bytes)
+{
+    return atomic_load_explicit(&comm->sym_windows, memory_order_relaxed) != 0 && ptr != NULL &&
+           find_window(comm, ptr, bytes, false, NULL, NULL);
 }
