@@ -343,6 +343,26 @@ static void run_windows(struct ctx *x)
     }
     CHECK_NCCL(ncclCommWindowDeregister(x->comm, win));
     dev_free(pool);
+    /* Windows of different sizes on different ranks are not mapped (every rank agrees on
+     * that at registration): AllReduce on them goes through the scratch, still exact. */
+    size_t odd_bytes = (size_t)(64 << 10) + (size_t)x->rank * 4096;
+    unsigned char *odd = dev_malloc(odd_bytes);
+    if (odd == NULL) exit(1);
+    ncclWindow_t odd_win;
+    CHECK_NCCL(ncclCommWindowRegister(x->comm, odd, odd_bytes, &odd_win,
+                                      NCCL_WIN_COLL_SYMMETRIC));
+    struct th_case oc = make_case(x, 7, ncclSum, 1031, 9901u);
+    unsigned char *owant = malloc(1031 * 4);
+    if (owant == NULL) exit(1);
+    th_fill_send(&oc, odd);
+    th_fill_expect(&oc, owant, 0, 1031);
+    CHECK_NCCL(ncclAllReduce(odd, odd, 1031, ncclFloat32, ncclSum, x->comm,
+                             (cudaStream_t)x->stream));
+    stream_sync(x->stream);
+    check(x, &oc, "window of another size on each rank", odd, owant, 1031 * 4);
+    free(owant);
+    CHECK_NCCL(ncclCommWindowDeregister(x->comm, odd_win));
+    dev_free(odd);
 }
 
 int main(int argc, char **argv)
