@@ -186,3 +186,14 @@ if(TUTTI_CUDA AND TARGET tutti-run)
   set_tests_properties(gpu_ipc_3 PROPERTIES LABELS cuda TIMEOUT 120 SKIP_RETURN_CODE 77
                        PROCESSORS 2)
 endif()
+
+# The window fold kernel's shape against cudaMemcpy, in one process (bench/gpu_fold.cu): a
+# benchmark whose every variant's result is checked, so that it runs as a test on a GPU (64 MiB
+# per buffer, a few calls per row) and skips without one.
+if(TUTTI_CUDA)
+  add_executable(gpu_fold ${CMAKE_SOURCE_DIR}/bench/gpu_fold.cu)
+  set_target_properties(gpu_fold PROPERTIES CUDA_RUNTIME_LIBRARY Static)
+  target_compile_options(gpu_fold PRIVATE ${TUTTI_CUDA_WARNINGS})
+  add_test(NAME gpu_fold COMMAND gpu_fold 64 4)
+  set_tests_properties(gpu_fold PROPERTIES LABELS cuda TIMEOUT 120 SKIP_RETURN_CODE 77)
+endif()

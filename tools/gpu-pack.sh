@@ -8,7 +8,7 @@
 #
 # The pack holds, stripped: libtutti.so (with its SONAME links), lib/nccl-compat/libnccl.so.2,
 # tutti-info, tutti-run, tutti-perf, the GPU test programs (unit_cuda_elementwise, gpu_reduce,
-# gpu_ipc, gpu_matrix, gpu_direct, abi_gpu) and the libsodium the library was linked with (the GPU
+# gpu_ipc, gpu_matrix, gpu_direct, abi_gpu, gpu_fold) and the libsodium the library was linked with (the GPU
 # machine may not have it). The programs find the libraries through LD_LIBRARY_PATH, which
 # run_on_device.sh sets. Fails when something is missing (build the cuda preset first) or the
 # pack exceeds 60 MiB.
@@ -19,7 +19,7 @@ out=${2:-$root/build/gpu-pack}
 limit=$((60 * 1024 * 1024))
 
 for f in libtutti.so lib/nccl-compat/libnccl.so.2 tutti-info tutti-run tutti-perf \
-    unit_cuda_elementwise gpu_reduce gpu_ipc gpu_matrix gpu_direct abi_gpu; do
+    unit_cuda_elementwise gpu_reduce gpu_ipc gpu_matrix gpu_direct abi_gpu gpu_fold; do
     if [ ! -e "$B/$f" ]; then
         echo "gpu-pack: $B/$f is missing: run 'cmake --preset cuda && cmake --build --preset cuda'" >&2
         exit 1
@@ -32,7 +32,7 @@ mkdir -p "$out/lib/nccl-compat"
 cp -P "$B"/libtutti.so* "$out/"
 cp -P "$B"/lib/nccl-compat/libnccl.so* "$out/lib/nccl-compat/"
 for f in tutti-info tutti-run tutti-perf unit_cuda_elementwise gpu_reduce gpu_ipc gpu_matrix \
-    gpu_direct abi_gpu; do
+    gpu_direct abi_gpu gpu_fold; do
     cp "$B/$f" "$out/$f"
 done
 # libsodium as the build found it, under its SONAME.

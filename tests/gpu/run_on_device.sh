@@ -133,6 +133,9 @@ if [ "$phase" = win ] || [ "$phase" = all ]; then
     # Every rank folding a share (as across GPUs), rather than rank 0 alone (one GPU's default).
     step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_WINDOW_FOLD=2 "$B/tutti-run" -n 3 --timeout 150 \
         "$B/gpu_direct" --windows
+    # The fold kernel's shapes against cudaMemcpy in one process (docs/cuda.md, "The fold
+    # kernel, measured against the copy engine").
+    step "$B/gpu_fold" 256 20
     step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n 2 --timeout 200 "$B/tutti-perf" -G -R 2 \
         -b 16 -e 256M -f 4 -n 20 -w 5 -c 1
     step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_WINDOW_FOLD=2 "$B/tutti-run" -n 2 --timeout 200 \

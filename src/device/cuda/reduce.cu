@@ -33,12 +33,16 @@ TT_EL_DTYPES(TT_CU_KERNELS)
 
 /* The window AllReduce's kernels (sym.h states the contract): this member's elements of every
  * member's input, folded in rank order, written to every member's output. With `vec`, each
- * thread moves 16 bytes per member at a time; the tail, and unaligned buffers, go one element
- * per thread. */
+ * thread moves TT_SYM_UNROLL vectors of 16 bytes per member at a time, every load of a member
+ * issued before the first fold, with evict-first loads and stores (the data is used once): on an
+ * H200 that took the 2-rank fold of 256 MiB from 88% to 94% of the memory's bound
+ * (bench/gpu_fold.cu, docs/cuda.md; 4 vectors did no better and made the kernels 1.2 MB larger).
+ * Vectors left over, the tail, and unaligned buffers go one vector or one element per thread. */
+#define TT_SYM_UNROLL 2
 #define TT_CU_SYM_KERNEL(stem, T, op, first, step, last)                                           \
     extern "C" __global__ void tt_cuda_sym_##stem##_##op(const struct tt_sym_args a)              \
     {                                                                                              \
-        enum { V = 16 / sizeof(T) };                                                               \
+        enum { V = 16 / sizeof(T), U = TT_SYM_UNROLL };                                            \
         union vec {                                                                                \
             uint4 u;                                                                               \
             T e[V];                                                                                \
@@ -46,7 +50,28 @@ TT_EL_DTYPES(TT_CU_KERNELS)
         const size_t stride = (size_t)gridDim.x * blockDim.x;                                      \
         const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;                          \
         const size_t body = a.vec ? (a.hi - a.lo) / V * V : 0;                                     \
-        for (size_t v = tid * V; v < body; v += stride * V) {                                      \
+        size_t v = tid * V;                                                                        \
+        for (; v + (U - 1) * stride * V < body; v += U * stride * V) {                            \
+            union vec acc[U], x[U];                                                                \
+            _Pragma("unroll") for (int u = 0; u < U; u++) acc[u].u =                               \
+                __ldcs((const uint4 *)((const T *)a.src[0] + a.lo + v + u * stride * V));         \
+            _Pragma("unroll") for (int u = 0; u < U; u++)                                          \
+                _Pragma("unroll") for (int k = 0; k < V; k++) acc[u].e[k] =                        \
+                    tt_sym_first_##stem##_##op(acc[u].e[k], a.sf, a.su, a.div);                    \
+            for (int p = 1; p < a.n; p++) {                                                        \
+                const int is_last = p == a.n - 1;                                                  \
+                _Pragma("unroll") for (int u = 0; u < U; u++) x[u].u =                             \
+                    __ldcs((const uint4 *)((const T *)a.src[p] + a.lo + v + u * stride * V));     \
+                _Pragma("unroll") for (int u = 0; u < U; u++)                                      \
+                    _Pragma("unroll") for (int k = 0; k < V; k++) acc[u].e[k] =                    \
+                        tt_sym_step_##stem##_##op(x[u].e[k], acc[u].e[k], is_last, a.sf, a.su,    \
+                                                  a.div);                                          \
+            }                                                                                      \
+            for (int p = 0; p < a.n; p++)                                                          \
+                _Pragma("unroll") for (int u = 0; u < U; u++)                                      \
+                    __stcs((uint4 *)((T *)a.dst[p] + a.lo + v + u * stride * V), acc[u].u);       \
+        }                                                                                          \
+        for (; v < body; v += stride * V) {                                                        \
             const size_t i = a.lo + v;                                                             \
             union vec acc, x;                                                                      \
             acc.u = *(const uint4 *)((const T *)a.src[0] + i);                                     \
