@@ -89,6 +89,13 @@ void tt_device_probe(bool load);
 const char *tt_device_describe(char *buf, size_t bytes);
 /* The CUDA device current on the calling thread, or -1 (host builds, no driver). */
 int tt_device_current(void);
+/* ncclMemAlloc's device memory, as NCCL's: `bytes` of device memory on the device current on
+ * the calling thread (the driver's allocator, so CUDA IPC can export it). When no device is
+ * current (host builds, no driver, a thread without a context) *ptr is NULL and the call
+ * succeeds: the caller allocates host memory instead. ncclUnhandledCudaError on CUDA's failure. */
+ncclResult_t tt_device_mem_alloc(void **ptr, size_t bytes);
+/* Frees what tt_device_mem_alloc returned. */
+ncclResult_t tt_device_mem_free(void *ptr);
 
 /* Host copies of an operation's device buffers (owned by the device layer once queued). */
 struct tt_device_stage;

@@ -58,6 +58,17 @@ int tt_device_current(void)
     return -1;
 }
 
+ncclResult_t tt_device_mem_alloc(void **ptr, size_t bytes)
+{
+    *ptr = NULL;
+    return ncclSuccess;
+}
+
+ncclResult_t tt_device_mem_free(void *ptr)
+{
+    return TT_ERROR(ncclInternalError, "device memory in a build without CUDA");
+}
+
 /* Nothing is device memory in a host build, so nothing is staged. */
 ncclResult_t tt_device_stage_buffers(struct tt_device_stage **stages, const void **send,
                                      size_t send_bytes, void **recv, size_t recv_bytes)

@@ -573,6 +573,7 @@ EXPORT void *fake_cuda_malloc(size_t bytes);
 EXPORT void fake_cuda_free(void *p);
 EXPORT void *fake_cuda_stream_create(void);
 EXPORT void fake_cuda_stream_sync(void *s);
+EXPORT int fake_cuda_is_device(const void *p);
 EXPORT int fake_cuda_make_current(void)
 {
     current = THE_CTX;
@@ -586,6 +587,11 @@ EXPORT void *fake_cuda_malloc(size_t bytes)
 EXPORT void fake_cuda_free(void *p)
 {
     (void)f_cuMemFree((CUdeviceptr)(uintptr_t)p);
+}
+EXPORT int fake_cuda_is_device(const void *p)
+{
+    struct region r = {0, 0, -1, false};
+    return region_find((uintptr_t)p, &r) && r.device;
 }
 EXPORT void *fake_cuda_stream_create(void)
 {

@@ -40,6 +40,7 @@ static void *(*dev_malloc)(size_t);
 static void (*dev_free)(void *);
 static void *(*stream_create)(void);
 static void (*stream_sync)(void *);
+static int (*is_device)(const void *);
 
 /* --mixed: the odd ranks are CPU ranks (host buffers, stream NULL, no device current). */
 static void *host_malloc(size_t bytes)
@@ -287,8 +288,10 @@ static void run_interleaved(struct ctx *x, int t, size_t count)
 static void run_windows(struct ctx *x)
 {
     enum { POOL = 4 << 20 };
-    unsigned char *pool = dev_malloc(POOL);
-    if (pool == NULL) exit(1);
+    /* The windows' memory comes from ncclMemAlloc, which gives device memory on a thread with
+     * a current device, as NCCL's does (checked in main). */
+    unsigned char *pool = NULL;
+    CHECK_NCCL(ncclMemAlloc((void **)&pool, POOL));
     ncclWindow_t win;
     CHECK_NCCL(ncclCommWindowRegister(x->comm, pool, POOL, &win, NCCL_WIN_COLL_SYMMETRIC));
     static const size_t counts[] = {1, 7, 1031, 70001};
@@ -342,7 +345,7 @@ static void run_windows(struct ctx *x)
         free(want[i]);
     }
     CHECK_NCCL(ncclCommWindowDeregister(x->comm, win));
-    dev_free(pool);
+    CHECK_NCCL(ncclMemFree(pool));
     /* Windows of different sizes on different ranks are not mapped (every rank agrees on
      * that at registration): AllReduce on them goes through the scratch, still exact. */
     size_t odd_bytes = (size_t)(64 << 10) + (size_t)x->rank * 4096;
@@ -384,7 +387,9 @@ int main(int argc, char **argv)
     LOOK(dev_free, "fake_cuda_free");
     LOOK(stream_create, "fake_cuda_stream_create");
     LOOK(stream_sync, "fake_cuda_stream_sync");
-    if (!make_current || !dev_malloc || !dev_free || !stream_create || !stream_sync) {
+    LOOK(is_device, "fake_cuda_is_device");
+    if (!make_current || !dev_malloc || !dev_free || !stream_create || !stream_sync ||
+        !is_device) {
         fprintf(stderr, "fake_direct: %s is not the stand-in driver\n", lib);
         return 1;
     }
@@ -406,6 +411,21 @@ int main(int argc, char **argv)
     CHECK_NCCL(ncclCommCuDevice(x.comm, &dev));
     if (dev != (gpu ? 0 : -1)) {
         fprintf(stderr, "rank %d: ncclCommCuDevice says %d, not %d\n", x.rank, dev, gpu ? 0 : -1);
+        return 1;
+    }
+    /* ncclMemAlloc: device memory where a device is current, host memory on a CPU rank;
+     * ncclMemFree takes either back once, and refuses a second free. */
+    void *m = NULL;
+    CHECK_NCCL(ncclMemAlloc(&m, 1 << 16));
+    if (is_device(m) != (int)gpu) {
+        fprintf(stderr, "rank %d: ncclMemAlloc gave %s memory on a %s rank\n", x.rank,
+                is_device(m) ? "device" : "host", gpu ? "GPU" : "CPU");
+        return 1;
+    }
+    memset(m, 0x5a, 1 << 16); /* the stand-in's device memory is host-visible */
+    CHECK_NCCL(ncclMemFree(m));
+    if (ncclMemFree(m) != ncclInvalidArgument) {
+        fprintf(stderr, "rank %d: a second ncclMemFree of %p was not refused\n", x.rank, m);
         return 1;
     }
     if (gpu) {

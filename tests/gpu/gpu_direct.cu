@@ -12,7 +12,8 @@
  *   - bursts: four AllReduces queued back to back on one stream before one synchronisation,
  *     every dtype, so that the scratch is reused while peers may still be a chunk behind;
  *   - a host-buffer AllReduce on the same communicator (the host engine, untouched);
- *   - with --windows, AllReduce on symmetric windows instead (run_windows).
+ *   - with --windows, AllReduce on symmetric windows instead, in memory from ncclMemAlloc,
+ *     which must be device memory (run_windows).
  * The ctest variants force one-shot (TUTTI_CUDA_ONESHOT_BYTES large), two-shot (0), and small
  * scratch (TUTTI_CUDA_DIRECT_BYTES=65536: a 2 MiB operation goes through it in 32 chunks).
  * Without a usable GPU every rank exits 77 (skipped). */
@@ -212,8 +213,16 @@ static void run_burst(struct ctx *x, int t, size_t count)
 static void run_windows(struct ctx *x)
 {
     const size_t pool_bytes = 8u << 20;
-    unsigned char *pool;
-    CHECK_CUDA(cudaMalloc(&pool, pool_bytes));
+    /* From ncclMemAlloc, which gives device memory on the current device, as NCCL's does. */
+    unsigned char *pool = NULL;
+    CHECK_NCCL(ncclMemAlloc((void **)&pool, pool_bytes));
+    cudaPointerAttributes attr;
+    CHECK_CUDA(cudaPointerGetAttributes(&attr, pool));
+    if (attr.type != cudaMemoryTypeDevice) {
+        fprintf(stderr, "rank %d: ncclMemAlloc gave memory of type %d, not device memory\n",
+                x->rank, (int)attr.type);
+        exit(1);
+    }
     ncclWindow_t win;
     CHECK_NCCL(ncclCommWindowRegister(x->comm, pool, pool_bytes, &win, NCCL_WIN_COLL_SYMMETRIC));
     static const size_t counts[] = {1, 7, 1031, 262147};
@@ -263,7 +272,7 @@ static void run_windows(struct ctx *x)
     for (int i = 0; i < K; i++)
         report(x, &c[i], "window burst of 4", mismatches(x, pool + i * bytes, want[i].data(), bytes));
     CHECK_NCCL(ncclCommWindowDeregister(x->comm, win));
-    CHECK_CUDA(cudaFree(pool));
+    CHECK_NCCL(ncclMemFree(pool));
 }
 
 int main(int argc, char **argv)

@@ -81,6 +81,23 @@ int tt_device_current(void)
     return (int)dev;
 }
 
+ncclResult_t tt_device_mem_alloc(void **ptr, size_t bytes)
+{
+    *ptr = NULL;
+    /* A process that made a context has its driver loaded: take it now, not in 10 ms. */
+    if (!tt_cuda_loaded()) tt_device_probe(false);
+    if (tt_device_current() < 0) return ncclSuccess;
+    CUdeviceptr d = 0;
+    TT_TRY(TT_CU(tt_cu.cuMemAlloc(&d, bytes)));
+    *ptr = (void *)(uintptr_t)d;
+    return ncclSuccess;
+}
+
+ncclResult_t tt_device_mem_free(void *ptr)
+{
+    return TT_CU(tt_cu.cuMemFree((CUdeviceptr)(uintptr_t)ptr));
+}
+
 enum tt_mem_kind tt_device_mem_kind(const void *ptr)
 {
     if (ptr == NULL || !tt_device_active()) return TT_MEM_HOST;
