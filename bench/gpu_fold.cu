@@ -148,23 +148,31 @@ __device__ __forceinline__ void mbar_wait(unsigned long long *bar, unsigned pari
                      : "memory");
 #endif
 }
-/* Thread 0: arm the barrier for `bytes` and bring two tiles into shared memory. */
-__device__ __forceinline__ void tma_load2(void *s0, const void *g0, void *s1, const void *g1,
-                                          unsigned bytes, unsigned long long *bar)
+/* Thread 0: arm the barrier for `bytes` more, and bring a tile into shared memory against it. */
+__device__ __forceinline__ void mbar_expect(unsigned long long *bar, unsigned bytes)
 {
 #if TMA_OK
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
-                 "r"(2 * bytes)
-                 : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
-                 "%2, [%3];" ::"r"(smem_addr(s0)),
-                 "l"(g0), "r"(bytes), "r"(smem_addr(bar))
-                 : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
-                 "%2, [%3];" ::"r"(smem_addr(s1)),
-                 "l"(g1), "r"(bytes), "r"(smem_addr(bar))
+                 "r"(bytes)
                  : "memory");
 #endif
+}
+__device__ __forceinline__ void tma_load(void *s, const void *g, unsigned bytes,
+                                         unsigned long long *bar)
+{
+#if TMA_OK
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
+                 "%2, [%3];" ::"r"(smem_addr(s)),
+                 "l"(g), "r"(bytes), "r"(smem_addr(bar))
+                 : "memory");
+#endif
+}
+__device__ __forceinline__ void tma_load2(void *s0, const void *g0, void *s1, const void *g1,
+                                          unsigned bytes, unsigned long long *bar)
+{
+    mbar_expect(bar, 2 * bytes);
+    tma_load(s0, g0, bytes, bar);
+    tma_load(s1, g1, bytes, bar);
 }
 __device__ __forceinline__ void tma_store(void *g, const void *s, unsigned bytes)
 {
@@ -271,8 +279,6 @@ __global__ void fold_tma(const struct args a)
 template <int T, int S>
 __global__ void copy_tma(float4 *dst, const float4 *src, size_t nvec)
 {
-    struct args a = {{(const float *)src, (const float *)src}, {(float *)dst, (float *)dst}, nvec, 1};
-    (void)a;
     extern __shared__ __align__(128) unsigned char sm[];
     unsigned long long *bar = (unsigned long long *)sm;
     unsigned char *buf = sm + 128;
@@ -285,17 +291,8 @@ __global__ void copy_tma(float4 *dst, const float4 *src, size_t nvec)
         for (int s = 0; s < S; s++) {
             size_t t = blockIdx.x + (size_t)s * gridDim.x;
             if (t < ntiles) {
-#if TMA_OK
-                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
-                                 smem_addr(&bar[s])),
-                             "r"((unsigned)T)
-                             : "memory");
-                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
-                             "[%0], [%1], %2, [%3];" ::"r"(smem_addr(buf + (size_t)s * T)),
-                             "l"((const char *)src + t * T), "r"((unsigned)T),
-                             "r"(smem_addr(&bar[s]))
-                             : "memory");
-#endif
+                mbar_expect(&bar[s], T);
+                tma_load(buf + (size_t)s * T, (const char *)src + t * T, T, &bar[s]);
             }
         }
         for (size_t j = 0;; j++) {
@@ -308,17 +305,8 @@ __global__ void copy_tma(float4 *dst, const float4 *src, size_t nvec)
             tma_wait_read();
             size_t next = t + (size_t)S * gridDim.x;
             if (next < ntiles) {
-#if TMA_OK
-                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
-                                 smem_addr(&bar[s])),
-                             "r"((unsigned)T)
-                             : "memory");
-                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
-                             "[%0], [%1], %2, [%3];" ::"r"(smem_addr(buf + (size_t)s * T)),
-                             "l"((const char *)src + next * T), "r"((unsigned)T),
-                             "r"(smem_addr(&bar[s]))
-                             : "memory");
-#endif
+                mbar_expect(&bar[s], T);
+                tma_load(buf + (size_t)s * T, (const char *)src + next * T, T, &bar[s]);
             }
         }
         tma_wait_all();
