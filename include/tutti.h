@@ -116,6 +116,14 @@ ncclResult_t tuttiEventSynchronize(tuttiEvent_t event);
  * driving would take CPUs from. */
 ncclResult_t tuttiEventWait(tuttiEvent_t event, int64_t timeoutUs);
 
+/* Host memory shareable between the ranks of a host, whatever device is current: what
+ * ncclMemAlloc gives a thread with no current CUDA device (ncclMemAlloc gives device memory,
+ * as NCCL's, on a thread with one in a CUDA build). For host code that must get host memory in
+ * a process that also uses a GPU, such as a CPU tensor allocator. Freed with ncclMemFree;
+ * collectives on it take the single-copy paths (docs/design.md). ncclInvalidArgument for a NULL
+ * ptr or size 0, ncclSystemError when the memory cannot be had. */
+ncclResult_t tuttiMemAllocHost(void **ptr, size_t size);
+
 /* NCCL 2.30's parameter API, over Tutti's parameter table (every NCCL_* and TUTTI_* variable
  * Tutti reads; tutti-info lists the same keys with the same values). Declared here because
  * nccl.h stays NCCL 2.28's; a program compiled against NCCL 2.30's nccl.h links with libtutti

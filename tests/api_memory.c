@@ -1,8 +1,8 @@
 /* Memory, registrations and windows, end to end through the public headers. Runs as every rank
  * of a 4-rank job under tutti-run (tuttiCommInitFromEnv):
  *
- *   - ncclMemAlloc/ncclMemFree, ncclCommRegister/Deregister, ncclCommWindowRegister/Deregister,
- *     and their argument checks;
+ *   - ncclMemAlloc/ncclMemFree, tuttiMemAllocHost, ncclCommRegister/Deregister,
+ *     ncclCommWindowRegister/Deregister, and their argument checks;
  *   - registering ordinary memory: its whole pages move into a memory file (seen in
  *     /proc/self/maps) with their contents, a collective on it is right, a second registration
  *     of the range shares the file, an overlapping one moves nothing, a child of fork() does not
@@ -100,6 +100,29 @@ static void test_memory(ncclComm_t world)
     CHECK_ERR(ncclMemFree(NULL), ncclInvalidArgument, "ptr");
     CHECK_ERR(ncclMemAlloc(NULL, 64), ncclInvalidArgument, "ptr");
     CHECK_ERR(ncclMemAlloc((void **)&p, 0), ncclInvalidArgument, "size is 0");
+
+    /* tuttiMemAllocHost: host memory that the host's ranks share, as ncclMemAlloc's on a
+     * thread without a CUDA device: it serves a collective alike, and ncclMemFree takes it. */
+    int32_t *h = NULL;
+    CHECK_RES(tuttiMemAllocHost((void **)&h, 2 * COUNT * sizeof *h), ncclSuccess);
+    if (h != NULL) {
+        for (int i = 0; i < COUNT; i++) h[i] = input_of(world_rank, i);
+        CHECK_RES(ncclAllReduce(h, h + COUNT, COUNT, ncclInt32, ncclSum, world, NULL),
+                  ncclSuccess);
+        for (int i = 0; i < COUNT; i++) {
+            int32_t want = 0;
+            for (int r = 0; r < NRANKS; r++) want += input_of(r, i);
+            if (h[COUNT + i] != want) {
+                FAIL("AllReduce on tuttiMemAllocHost memory: element %d = %d, want %d", i,
+                     h[COUNT + i], want);
+                break;
+            }
+        }
+        CHECK_RES(ncclMemFree(h), ncclSuccess);
+        CHECK_ERR(ncclMemFree(h), ncclInvalidArgument, "ncclMemAlloc");
+    }
+    CHECK_ERR(tuttiMemAllocHost(NULL, 64), ncclInvalidArgument, "ptr");
+    CHECK_ERR(tuttiMemAllocHost((void **)&h, 0), ncclInvalidArgument, "size is 0");
 }
 
 /* ---- registered ordinary memory ----------------------------------------------------------- */

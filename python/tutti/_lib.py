@@ -116,6 +116,7 @@ _PROTOTYPES = {
     "ncclCommWindowDeregister": (_res, [_p, _p]),
     "ncclMemAlloc": (_res, [ctypes.POINTER(_p), _sz]),
     "ncclMemFree": (_res, [_p]),
+    "tuttiMemAllocHost": (_res, [ctypes.POINTER(_p), _sz]),
     "ncclRedOpCreatePreMulSum": (_res, [ctypes.POINTER(_i), _p, _i, _i, _p]),
     "ncclRedOpDestroy": (_res, [_i, _p]),
     "ncclReduce": (_res, [_p, _p, _sz, _i, _i, _i, _p, _p]),

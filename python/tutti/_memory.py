@@ -1,7 +1,10 @@
-"""numpy arrays over ncclMemAlloc memory, freed with ncclMemFree when the array is collected.
+"""numpy arrays over Tutti's shareable host memory, freed with ncclMemFree when the array is
+collected.
 
-Memory from ncclMemAlloc is shareable between the ranks of a host, so collectives on it take
-the single-copy paths without registration. The array's base is a _MemBlock owning the
+The memory comes from tuttiMemAllocHost, which is what ncclMemAlloc gives a thread without a
+current CUDA device (with one, ncclMemAlloc gives device memory, as NCCL's does, which numpy
+cannot read). It is shareable between the ranks of a host, so collectives on it take the
+single-copy paths without registration. The array's base is a _MemBlock owning the
 allocation; numpy keeps it alive as long as any view of the array exists.
 """
 
@@ -15,7 +18,7 @@ _live_lock = threading.Lock()
 
 
 def live_blocks():
-    """How many ncclMemAlloc blocks made by empty()/zeros() are not freed yet (for tests)."""
+    """How many memory blocks made by empty()/zeros() are not freed yet (for tests)."""
     return _live
 
 
@@ -23,9 +26,9 @@ class _MemBlock:
     def __init__(self, nbytes, shape, storage):
         global _live
         ptr = ctypes.c_void_p()
-        # ncclMemAlloc(0) may fail or return NULL; an empty array still owns one byte.
-        _errors.check(_lib.lib().ncclMemAlloc(ctypes.byref(ptr), max(nbytes, 1)),
-                      "ncclMemAlloc")
+        # Size 0 is refused; an empty array still owns one byte.
+        _errors.check(_lib.lib().tuttiMemAllocHost(ctypes.byref(ptr), max(nbytes, 1)),
+                      "tuttiMemAllocHost")
         self.ptr = ptr.value
         self.__array_interface__ = {"shape": shape, "typestr": storage.str,
                                     "data": (self.ptr, False), "version": 3}
@@ -46,7 +49,7 @@ class _MemBlock:
 
 
 def empty(shape, dtype="float32"):
-    """An uninitialised numpy array of `shape` over ncclMemAlloc memory. dtype is a numpy dtype
+    """An uninitialised numpy array of `shape` over shareable host memory. dtype is a numpy dtype
     or a tutti datatype name; bfloat16 and fp8 give uint16/uint8 arrays holding their bits."""
     import numpy as np
 

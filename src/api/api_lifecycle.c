@@ -258,6 +258,16 @@ TT_API ncclResult_t pncclMemAlloc(void **ptr, size_t size)
 }
 TT_API_ALIAS(ncclMemAlloc);
 
+TT_API ncclResult_t tuttiMemAllocHost(void **ptr, size_t size)
+{
+    TT_CALL_SCOPE;
+    static const char caller[] = "tuttiMemAllocHost";
+    tt_error_clear();
+    TT_TRY(tt_api_check_ptr(ptr, caller, "ptr"));
+    if (size == 0) return TT_ERROR(ncclInvalidArgument, "%s: size is 0", caller);
+    return tt_mem_alloc_host(ptr, size);
+}
+
 TT_API ncclResult_t pncclMemFree(void *ptr)
 {
     TT_CALL_SCOPE;

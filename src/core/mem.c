@@ -142,9 +142,6 @@ static bool dev_block_free(void *ptr, ncclResult_t *res)
 
 ncclResult_t tt_mem_alloc(void **ptr, size_t bytes)
 {
-    ncclResult_t res = ncclSuccess;
-    struct mem_block *block = NULL;
-    void *map = MAP_FAILED;
     /* As NCCL: device memory on the current device when the thread has one. */
     void *dev = NULL;
     TT_TRY(tt_device_mem_alloc(&dev, bytes));
@@ -153,6 +150,14 @@ ncclResult_t tt_mem_alloc(void **ptr, size_t bytes)
         *ptr = dev;
         return ncclSuccess;
     }
+    return tt_mem_alloc_host(ptr, bytes);
+}
+
+ncclResult_t tt_mem_alloc_host(void **ptr, size_t bytes)
+{
+    ncclResult_t res = ncclSuccess;
+    struct mem_block *block = NULL;
+    void *map = MAP_FAILED;
     int fd = sealed_file("tutti-mem", bytes, false);
     if (fd < 0)
         return TT_ERROR(ncclSystemError, "ncclMemAlloc: no memory file of %zu bytes: %s", bytes,

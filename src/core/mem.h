@@ -13,7 +13,12 @@ struct ncclComm;
 struct tt_team_region;
 struct tt_reg_table;
 
+/* ncclMemAlloc: device memory on a thread with a current CUDA device (CUDA builds), else host
+ * memory as tt_mem_alloc_host. */
 ncclResult_t tt_mem_alloc(void **ptr, size_t bytes);
+/* tuttiMemAllocHost: a shareable host memory file, mapped. */
+ncclResult_t tt_mem_alloc_host(void **ptr, size_t bytes);
+/* ncclMemFree: either kind. */
 ncclResult_t tt_mem_free(void *ptr);
 /* Whether part of [ptr, ptr + bytes) lies in shareable memory: an ncclMemAlloc block, which must
  * hold all of it, or pages a registration moved into a memory file, which may leave a head and a

@@ -428,6 +428,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "rank %d: a second ncclMemFree of %p was not refused\n", x.rank, m);
         return 1;
     }
+    /* tuttiMemAllocHost: host memory on every rank, a current device or not. */
+    CHECK_NCCL(tuttiMemAllocHost(&m, 1 << 16));
+    if (is_device(m)) {
+        fprintf(stderr, "rank %d: tuttiMemAllocHost gave device memory\n", x.rank);
+        return 1;
+    }
+    memset(m, 0x5a, 1 << 16);
+    CHECK_NCCL(ncclMemFree(m));
     if (gpu) {
         x.stream = stream_create();
     } else {

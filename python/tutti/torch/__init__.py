@@ -81,7 +81,7 @@ def _env_bytes(name, default):
 
 def install_allocator():
     """Serves CPU tensors of TUTTI_TORCH_ALLOC_MIN_BYTES (default 256 KiB) or more from
-    ncclMemAlloc memory, which the host's other ranks map, keeping up to
+    shareable host memory (tuttiMemAllocHost), which the host's other ranks map, keeping up to
     TUTTI_TORCH_ALLOC_CACHE_BYTES (default 1 GiB) of freed blocks for reuse. Called when the
     first "tutti" process group is created unless TUTTI_TORCH_ALLOCATOR=0. Returns whether
     the allocator is installed."""

@@ -3,7 +3,9 @@
 // anybody registering them. Installed (c10::SetAllocator) when the first "tutti" process group
 // is created, unless TUTTI_TORCH_ALLOCATOR=0; tensors allocated before keep their memory.
 //
-// Blocks of at least `min_bytes` come from ncclMemAlloc (a sealed memory file, mapped shared);
+// Blocks of at least `min_bytes` come from tuttiMemAllocHost (a sealed memory file, mapped
+// shared; host memory even where a CUDA device is current, where ncclMemAlloc would give
+// device memory);
 // smaller ones from the allocator that was installed before. A freed block is kept for reuse by
 // a later allocation of the same rounded size, up to `cache_bytes` in all, so a training loop
 // does not pay for a memory file per step and the peers' cached mappings of its blocks stay
@@ -29,6 +31,7 @@
 #include <unordered_map>
 
 #include "nccl.h"
+#include "tutti.h"
 
 namespace tutti_torch {
 
@@ -77,7 +80,7 @@ class TuttiAllocator final : public c10::Allocator {
   }
 
   // A block of n bytes or more: a cached one of the same rounded size, else a new one (NULL if
-  // ncclMemAlloc fails; the fallback serves then).
+  // tuttiMemAllocHost fails; the fallback serves then).
   void* take(size_t n) const {
     const size_t bytes = rounded(n);
     std::lock_guard<std::mutex> lock(mutex_);
@@ -90,7 +93,7 @@ class TuttiAllocator final : public c10::Allocator {
       return p;
     }
     void* p = nullptr;
-    if (ncclMemAlloc(&p, bytes) != ncclSuccess) return nullptr;
+    if (tuttiMemAllocHost(&p, bytes) != ncclSuccess) return nullptr;
     blocks_[p] = Block{bytes, false};
     made_++;
     return p;

@@ -1016,7 +1016,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "Stops every process group's completion thread (at exit, before finalization)",
         pybind11::call_guard<pybind11::gil_scoped_release>());
   m.def("install_allocator", &tutti_torch::install_allocator,
-        "Large CPU tensors from ncclMemAlloc memory (min_bytes, cache_bytes)",
+        "Large CPU tensors from shareable host memory (min_bytes, cache_bytes)",
         pybind11::arg("min_bytes"), pybind11::arg("cache_bytes"));
   m.def("allocator_stats", &tutti_torch::allocator_stats,
         "(installed, blocks made, blocks reused, live blocks, cached bytes)");
