@@ -132,16 +132,15 @@ static ncclResult_t stage_device(const struct ncclComm *comm, const struct tt_co
     return ncclSuccess;
 }
 
-/* Whether an AllReduce's buffers both lie in symmetric windows on device memory: NCCL's contract
+/* Whether a collective's buffers both lie in symmetric windows on device memory: NCCL's contract
  * for such windows is that every rank passes window buffers, at the same offsets, so every rank
  * takes the window path alike (device/device.h, "Symmetric windows"). */
-static bool window_allreduce(ncclComm_t comm, const struct tt_coll_args *args,
-                             const struct tt_device_window **ws, size_t *send_off,
-                             const struct tt_device_window **wr, size_t *recv_off)
+static bool window_pair(ncclComm_t comm, const struct tt_coll_args *args, size_t send_bytes,
+                        size_t recv_bytes, const struct tt_device_window **ws, size_t *send_off,
+                        const struct tt_device_window **wr, size_t *recv_off)
 {
-    size_t bytes = args->count * tt_dtype_bytes(args->dtype);
-    return tt_mem_device_window(comm, args->sendbuff, bytes, ws, send_off) &&
-           tt_mem_device_window(comm, args->recvbuff, bytes, wr, recv_off);
+    return tt_mem_device_window(comm, args->sendbuff, send_bytes, ws, send_off) &&
+           tt_mem_device_window(comm, args->recvbuff, recv_bytes, wr, recv_off);
 }
 
 /* The device-direct path (device/device.h, core/setup.c): an AllReduce, ReduceScatter or
@@ -161,13 +160,19 @@ static ncclResult_t try_device_direct(ncclComm_t comm, const struct tt_coll_args
         tt_device_mem_kind(args->recvbuff) != TT_MEM_DEVICE)
         return ncclSuccess;
     ncclResult_t res;
-    if (args->coll == TT_COLL_ALLGATHER) {
-        res = tt_device_team_all_gather(comm->dev_team, args->stream, args->sendbuff,
-                                        args->recvbuff, args->count, args->dtype);
-        goto queued;
-    }
     const struct tt_device_window *ws = NULL, *wr = NULL;
     size_t send_off = 0, recv_off = 0;
+    size_t bytes = args->count * tt_dtype_bytes(args->dtype);
+    size_t all = bytes * (size_t)comm->st.nranks;
+    if (args->coll == TT_COLL_ALLGATHER) {
+        if (window_pair(comm, args, bytes, all, &ws, &send_off, &wr, &recv_off))
+            res = tt_device_team_all_gather_window(comm->dev_team, args->stream, ws, send_off, wr,
+                                                   recv_off, args->count, args->dtype);
+        else
+            res = tt_device_team_all_gather(comm->dev_team, args->stream, args->sendbuff,
+                                            args->recvbuff, args->count, args->dtype);
+        goto queued;
+    }
     struct tt_redop r;
     if ((unsigned)args->op < (unsigned)ncclNumOps)
         TT_TRY(tt_redop_init(&r, args->op, args->dtype, comm->st.nranks));
@@ -183,10 +188,14 @@ static ncclResult_t try_device_direct(ncclComm_t comm, const struct tt_coll_args
                                  .divisor = r.divisor};
     if (!tt_dtype_is_float(args->dtype)) op.scalar_f = 0.0;
     else op.scalar_u = 0;
-    if (args->coll == TT_COLL_REDUCESCATTER)
+    if (args->coll == TT_COLL_REDUCESCATTER &&
+        window_pair(comm, args, all, bytes, &ws, &send_off, &wr, &recv_off))
+        res = tt_device_team_reduce_scatter_window(comm->dev_team, args->stream, ws, send_off,
+                                                   wr, recv_off, args->count, &op);
+    else if (args->coll == TT_COLL_REDUCESCATTER)
         res = tt_device_team_reduce_scatter(comm->dev_team, args->stream, args->sendbuff,
                                             args->recvbuff, args->count, &op);
-    else if (window_allreduce(comm, args, &ws, &send_off, &wr, &recv_off))
+    else if (window_pair(comm, args, bytes, bytes, &ws, &send_off, &wr, &recv_off))
         res = tt_device_team_allreduce_window(comm->dev_team, args->stream, ws, send_off, wr,
                                               recv_off, args->count, &op);
     else

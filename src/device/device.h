@@ -255,6 +255,20 @@ ncclResult_t tt_device_team_allreduce_window(struct tt_device_team *t, cudaStrea
                                              const struct tt_device_window *ws, size_t send_off,
                                              const struct tt_device_window *wr, size_t recv_off,
                                              size_t count, const struct tt_device_redop *op);
+/* ReduceScatter (`count` per member, the input n * count) and AllGather (`count` per member,
+ * the output n * count) on windows, likewise: every member passes the same offsets, or every
+ * member is in place by NCCL's definition (recvbuff = sendbuff + rank * count for
+ * ReduceScatter, sendbuff = recvbuff + rank * count for AllGather). */
+ncclResult_t tt_device_team_reduce_scatter_window(struct tt_device_team *t, cudaStream_t stream,
+                                                  const struct tt_device_window *ws,
+                                                  size_t send_off,
+                                                  const struct tt_device_window *wr,
+                                                  size_t recv_off, size_t count,
+                                                  const struct tt_device_redop *op);
+ncclResult_t tt_device_team_all_gather_window(struct tt_device_team *t, cudaStream_t stream,
+                                              const struct tt_device_window *ws, size_t send_off,
+                                              const struct tt_device_window *wr, size_t recv_off,
+                                              size_t count, ncclDataType_t dtype);
 
 /* Whether `word` reached `seq` (wrapping compare), read with acquire. */
 static inline bool tt_device_word_reached(const uint32_t *word, uint32_t seq)

@@ -149,6 +149,24 @@ ncclResult_t tt_device_team_allreduce_window(struct tt_device_team *t, cudaStrea
     return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
 }
 
+ncclResult_t tt_device_team_reduce_scatter_window(struct tt_device_team *t, cudaStream_t stream,
+                                                  const struct tt_device_window *ws,
+                                                  size_t send_off,
+                                                  const struct tt_device_window *wr,
+                                                  size_t recv_off, size_t count,
+                                                  const struct tt_device_redop *op)
+{
+    return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
+}
+
+ncclResult_t tt_device_team_all_gather_window(struct tt_device_team *t, cudaStream_t stream,
+                                              const struct tt_device_window *ws, size_t send_off,
+                                              const struct tt_device_window *wr, size_t recv_off,
+                                              size_t count, ncclDataType_t dtype)
+{
+    return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
+}
+
 ncclResult_t tt_device_reduce(cudaStream_t stream, ncclDataType_t dtype, enum tt_device_red red,
                               double scalar_f, uint64_t scalar_u, uint64_t divisor, void *dst,
                               const void *a, const void *b, size_t count)

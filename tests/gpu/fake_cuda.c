@@ -215,7 +215,7 @@ static void stream_drain(struct fstream *s)
     FK(stem, T, sumdiv) FK(stem, T, premul) FK(stem, T, div)
 TT_EL_DTYPES(FKS)
 
-/* The window AllReduce's folds (sym.h), one element at a time. */
+/* The window collectives' folds (sym.h), one element at a time. */
 #define FKSYM(stem, T, op, first, step, last)                                                      \
     static void fksym_##stem##_##op(const struct tt_sym_args *a)                                  \
     {                                                                                              \
@@ -224,7 +224,7 @@ TT_EL_DTYPES(FKS)
             for (int p = 1; p < a->n; p++)                                                         \
                 acc = tt_sym_step_##stem##_##op(((const T *)a->src[p])[i], acc, p == a->n - 1,     \
                                                 a->sf, a->su, a->div);                             \
-            for (int p = 0; p < a->n; p++) ((T *)a->dst[p])[i] = acc;                              \
+            for (int p = 0; p < a->ndst; p++) ((T *)a->dst[p])[i] = acc;                           \
         }                                                                                          \
     }
 #define FKSYMS(stem, T) TT_SYM_REDS(FKSYM, stem, T)

@@ -206,12 +206,15 @@ static ncclResult_t issue(const struct ctx *x, const struct th_case *c, const vo
 }
 
 /* ReduceScatter or AllGather on their own, in place (NCCL's offsets) or not. */
-static void run_block_case(struct ctx *x, const struct th_case *c, int inplace)
+/* One ReduceScatter or AllGather: in fresh device buffers, or (pool not NULL) inside a
+ * registered window at `shift` bytes, the output (out of place) half-way into it. */
+static void run_block_case_in(struct ctx *x, const struct th_case *c, int inplace,
+                              unsigned char *pool, size_t pool_bytes, size_t shift)
 {
     size_t elt = c->type->bytes, send_n = th_send_count(c), recv_n = th_recv_count(c);
     size_t body = (send_n > recv_n ? send_n : recv_n) * elt;
     unsigned char *img = malloc(send_n * elt), *want = malloc(recv_n * elt);
-    unsigned char *buf = dev_malloc(body), *s, *r, *other = NULL;
+    unsigned char *buf = pool != NULL ? pool + shift : dev_malloc(body), *s, *r, *other = NULL;
     if (img == NULL || want == NULL || buf == NULL) exit(1);
     th_fill_send(c, img);
     th_fill_expect(c, want, 0, recv_n);
@@ -222,7 +225,7 @@ static void run_block_case(struct ctx *x, const struct th_case *c, int inplace)
         s = send_inside ? buf + off : buf;
         r = send_inside ? buf : buf + off;
     } else {
-        other = dev_malloc(recv_n * elt);
+        other = pool != NULL ? pool + pool_bytes / 2 + shift : dev_malloc(recv_n * elt);
         if (other == NULL) exit(1);
         th_fill_pattern(other, recv_n * elt, (uint32_t)c->seed + 5);
         s = buf;
@@ -232,13 +235,21 @@ static void run_block_case(struct ctx *x, const struct th_case *c, int inplace)
     CHECK_NCCL(issue(x, c, s, r));
     stream_sync(x->stream);
     char how[64];
-    snprintf(how, sizeof how, "%s %s", th_coll_name(c->coll), inplace ? "in place" : "out of place");
+    snprintf(how, sizeof how, "%s%s %s", pool != NULL ? "window " : "", th_coll_name(c->coll),
+             inplace ? "in place" : "out of place");
     check(x, c, how, r, want, recv_n * elt);
     if (!inplace) check(x, c, "sendbuff unchanged", s, img, send_n * elt);
-    dev_free(buf);
-    if (other != NULL) dev_free(other);
+    if (pool == NULL) {
+        dev_free(buf);
+        if (other != NULL) dev_free(other);
+    }
     free(img);
     free(want);
+}
+
+static void run_block_case(struct ctx *x, const struct th_case *c, int inplace)
+{
+    run_block_case_in(x, c, inplace, NULL, 0, 0);
 }
 
 static void run_interleaved(struct ctx *x, int t, size_t count)
@@ -321,6 +332,22 @@ static void run_windows(struct ctx *x)
                     free(want);
                     /* A scratch AllReduce between two window ones. */
                     if (k == 2 && op == 0 && inplace == 0) run_case(x, &c, 0);
+                }
+    /* ReduceScatter (every op) and AllGather on the window, in place and not, one of them
+     * not 16-byte aligned: block b of every input folded into rank b's output; every input
+     * copied into its block of every output. */
+    static const size_t block_counts[] = {1, 7, 1031, 20001};
+    for (int t = 0; t < TH_NUM_DTYPES; t++)
+        for (int op = 0; op < TH_NUM_OPS; op++)
+            for (size_t k = 0; k < sizeof block_counts / sizeof block_counts[0]; k++)
+                for (int coll = 0; coll < 2; coll++) {
+                    if (coll == 1 && op > 0) continue; /* AllGather has no op */
+                    struct th_case c = make_case(x, t, op, block_counts[k],
+                                                 6007u * (unsigned)t + 43u * (unsigned)op + k);
+                    c.coll = coll == 0 ? TH_REDUCESCATTER : TH_ALLGATHER;
+                    size_t shift = (k % 2) * c.type->bytes;
+                    run_block_case_in(x, &c, 0, pool, POOL, shift);
+                    run_block_case_in(x, &c, 1, pool, POOL, shift);
                 }
     /* A burst: four window AllReduces and a scratch one queued before one synchronisation. */
     enum { K = 4 };

@@ -12,8 +12,8 @@
  *   - bursts: four AllReduces queued back to back on one stream before one synchronisation,
  *     every dtype, so that the scratch is reused while peers may still be a chunk behind;
  *   - a host-buffer AllReduce on the same communicator (the host engine, untouched);
- *   - with --windows, AllReduce on symmetric windows instead, in memory from ncclMemAlloc,
- *     which must be device memory (run_windows).
+ *   - with --windows, AllReduce, ReduceScatter and AllGather on symmetric windows instead, in
+ *     memory from ncclMemAlloc, which must be device memory (run_windows).
  * The ctest variants force one-shot (TUTTI_CUDA_ONESHOT_BYTES large), two-shot (0), and small
  * scratch (TUTTI_CUDA_DIRECT_BYTES=65536: a 2 MiB operation goes through it in 32 chunks).
  * Without a usable GPU every rank exits 77 (skipped). */
@@ -136,16 +136,19 @@ static void run_case(struct ctx *x, const th_case *c, bool inplace)
     if (!inplace) CHECK_CUDA(cudaFree(r));
 }
 
-/* ReduceScatter or AllGather (device-direct too), in place at NCCL's offsets or not. */
-static void run_block_case(struct ctx *x, const th_case *c, bool inplace)
+/* ReduceScatter or AllGather (device-direct too), in place at NCCL's offsets or not: in fresh
+ * device buffers, or (pool not NULL) inside a registered window at `shift` bytes, the output
+ * (out of place) half-way into it. */
+static void run_block_case_in(struct ctx *x, const th_case *c, bool inplace, unsigned char *pool,
+                              size_t pool_bytes, size_t shift)
 {
     size_t elt = c->type->bytes, send_n = th_send_count(c), recv_n = th_recv_count(c);
     size_t body = (send_n > recv_n ? send_n : recv_n) * elt;
     std::vector<unsigned char> img(send_n * elt), want(recv_n * elt), pattern(body);
     th_fill_send(c, img.data());
     th_fill_expect(c, want.data(), 0, recv_n);
-    unsigned char *buf, *other = NULL, *s, *r;
-    CHECK_CUDA(cudaMalloc(&buf, body));
+    unsigned char *buf = pool != NULL ? pool + shift : NULL, *other = NULL, *s, *r;
+    if (pool == NULL) CHECK_CUDA(cudaMalloc(&buf, body));
     if (inplace) {
         size_t off = th_inplace_offset(c) * elt;
         bool send_inside = c->coll == TH_ALLGATHER;
@@ -155,7 +158,10 @@ static void run_block_case(struct ctx *x, const th_case *c, bool inplace)
         r = send_inside ? buf : buf + off;
     } else {
         th_fill_pattern(pattern.data(), recv_n * elt, (uint32_t)c->seed + 5);
-        CHECK_CUDA(cudaMalloc(&other, recv_n * elt));
+        if (pool != NULL)
+            other = pool + pool_bytes / 2 + shift;
+        else
+            CHECK_CUDA(cudaMalloc(&other, recv_n * elt));
         CHECK_CUDA(cudaMemcpy(other, pattern.data(), recv_n * elt, cudaMemcpyHostToDevice));
         s = buf;
         r = other;
@@ -170,9 +176,18 @@ static void run_block_case(struct ctx *x, const th_case *c, bool inplace)
     CHECK_CUDA(cudaStreamSynchronize(x->stream));
     unsigned long long bad = mismatches(x, r, want.data(), recv_n * elt);
     if (!inplace) bad += mismatches(x, s, img.data(), send_n * elt);
-    report(x, c, inplace ? "in place" : "out of place", bad);
-    CHECK_CUDA(cudaFree(buf));
-    if (other != NULL) CHECK_CUDA(cudaFree(other));
+    const char *how = pool != NULL ? (inplace ? "window, in place" : "window, out of place")
+                                   : (inplace ? "in place" : "out of place");
+    report(x, c, how, bad);
+    if (pool == NULL) {
+        CHECK_CUDA(cudaFree(buf));
+        if (other != NULL) CHECK_CUDA(cudaFree(other));
+    }
+}
+
+static void run_block_case(struct ctx *x, const th_case *c, bool inplace)
+{
+    run_block_case_in(x, c, inplace, NULL, 0, 0);
 }
 
 /* Four AllReduces queued back to back, then one synchronisation. */
@@ -251,6 +266,20 @@ static void run_windows(struct ctx *x)
                     if (!inplace) bad += mismatches(x, s, img.data(), bytes);
                     report(x, &c, inplace ? "window, in place" : "window, out of place", bad);
                     if (k == 2 && op == 0 && inplace == 0) run_case(x, &c, false);
+                }
+    /* ReduceScatter (every op) and AllGather on the window, in place and not, some of them not
+     * 16-byte aligned. */
+    static const size_t block_counts[] = {1, 7, 1031, 65537};
+    for (int t = 0; t < TH_NUM_DTYPES; t++)
+        for (int op = 0; op < TH_NUM_OPS; op++)
+            for (size_t k = 0; k < sizeof block_counts / sizeof block_counts[0]; k++)
+                for (int coll = 0; coll < 2; coll++) {
+                    if (coll == 1 && op > 0) continue; /* AllGather has no op */
+                    th_case c = make_case(x, t, op, block_counts[k], 6007u * t + 43u * op + k);
+                    c.coll = coll == 0 ? TH_REDUCESCATTER : TH_ALLGATHER;
+                    size_t shift = (k % 2) * c.type->bytes;
+                    run_block_case_in(x, &c, false, pool, pool_bytes, shift);
+                    run_block_case_in(x, &c, true, pool, pool_bytes, shift);
                 }
     const int K = 4;
     const size_t count = 262147, bytes = count * 4;

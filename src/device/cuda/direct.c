@@ -489,6 +489,54 @@ void tt_device_window_close(struct tt_device_team *t, struct tt_device_window *w
     free(w);
 }
 
+/* The symmetric-window operations' frame: READY (every input written, every output free),
+ * the kernels, DONE (every output written, no input read any more), on the stream. */
+static ncclResult_t window_begin(struct tt_device_team *t, CUstream s, uint32_t *seq)
+{
+    TT_TRY(chunk_begin(t, s, seq));
+    return chunk_ready(t, s, *seq);
+}
+
+static ncclResult_t window_end(struct tt_device_team *t, CUstream s, uint32_t seq)
+{
+    TT_TRY(post(t, s, FLAG_DONE, seq));
+    return wait_peers(t, s, FLAG_DONE, seq);
+}
+
+/* Whether rank 0 does every rank's work: on one GPU a single kernel already moves at the
+ * memory's speed, and when the ranks' contexts share the GPU in time slices, every other rank's
+ * kernel would cost a context switch (about 0.3 ms per operation on an H100). Across GPUs each
+ * does its share, so that every GPU works. */
+static bool window_one(const struct tt_device_team *t)
+{
+    int64_t fold = tt_param_cuda_window_fold();
+    return fold == 1 || (fold == 0 && t->one_gpu);
+}
+
+/* `bytes` at `off` inside window w. */
+static bool window_holds(const struct tt_device_window *w, size_t off, size_t bytes)
+{
+    return off <= w->bytes && bytes <= w->bytes - off;
+}
+
+/* One fold on the stream: `n` inputs, `ndst` outputs, `count` elements; 16-byte accesses where
+ * every pointer allows. */
+static ncclResult_t window_fold(CUstream s, const struct tt_device_redop *op, size_t elt,
+                                struct tt_sym_args *a, size_t count)
+{
+    a->vec = 1;
+    for (int p = 0; p < a->n; p++)
+        if ((uintptr_t)a->src[p] % 16 != 0) a->vec = 0;
+    for (int q = 0; q < a->ndst; q++)
+        if ((uintptr_t)a->dst[q] % 16 != 0) a->vec = 0;
+    a->lo = 0;
+    a->hi = count;
+    a->sf = op->scalar_f;
+    a->su = op->scalar_u;
+    a->div = op->divisor;
+    return tt_device_sym_reduce((cudaStream_t)s, op->dtype, op->red, elt, a);
+}
+
 ncclResult_t tt_device_team_allreduce_window(struct tt_device_team *t, cudaStream_t stream,
                                              const struct tt_device_window *ws, size_t send_off,
                                              const struct tt_device_window *wr, size_t recv_off,
@@ -497,35 +545,97 @@ ncclResult_t tt_device_team_allreduce_window(struct tt_device_team *t, cudaStrea
     size_t elt = dtype_bytes(op->dtype);
     CUstream s = (CUstream)stream;
     TT_TRY(team_check(t, elt, op->dtype, s, (void *)(uintptr_t)(wr->base[t->rank] + recv_off)));
-    if (send_off > ws->bytes || count > (ws->bytes - send_off) / elt ||
-        recv_off > wr->bytes || count > (wr->bytes - recv_off) / elt)
+    if (count > SIZE_MAX / elt || !window_holds(ws, send_off, count * elt) ||
+        !window_holds(wr, recv_off, count * elt))
         return TT_ERROR(ncclInternalError, "window AllReduce outside its windows");
+    /* Rank 0 folds it all on one GPU; across GPUs each rank folds a segment. */
+    size_t lo = 0, hi = t->rank == 0 ? count : 0;
+    if (!window_one(t)) segment(count, elt, t->nranks, t->rank, &lo, &hi);
     struct tt_sym_args a;
     memset(&a, 0, sizeof a);
-    a.n = t->nranks;
-    a.vec = 1;
+    a.n = a.ndst = t->nranks;
     for (int p = 0; p < t->nranks; p++) {
-        a.src[p] = (const void *)(uintptr_t)(ws->base[p] + send_off);
-        a.dst[p] = (void *)(uintptr_t)(wr->base[p] + recv_off);
-        if (((uintptr_t)a.src[p] | (uintptr_t)a.dst[p]) % 16 != 0) a.vec = 0;
+        a.src[p] = (const char *)(uintptr_t)(ws->base[p] + send_off) + lo * elt;
+        a.dst[p] = (char *)(uintptr_t)(wr->base[p] + recv_off) + lo * elt;
     }
-    /* On one GPU a single kernel already moves at the memory's speed, and when the ranks'
-     * contexts share the GPU in time slices, every other rank's kernel would cost a context
-     * switch (about 0.3 ms per operation on an H100): rank 0 folds it all. Across GPUs each
-     * folds its share, so that every GPU works. */
-    int64_t fold = tt_param_cuda_window_fold();
-    bool one = fold == 1 || (fold == 0 && t->one_gpu);
-    size_t lo = 0, hi = t->rank == 0 ? count : 0;
-    if (!one) segment(count, elt, t->nranks, t->rank, &lo, &hi);
-    a.lo = lo;
-    a.hi = hi;
-    a.sf = op->scalar_f;
-    a.su = op->scalar_u;
-    a.div = op->divisor;
     uint32_t seq;
-    TT_TRY(chunk_begin(t, s, &seq));
-    TT_TRY(chunk_ready(t, s, seq));
-    TT_TRY(tt_device_sym_reduce(stream, op->dtype, op->red, elt, &a));
-    TT_TRY(post(t, s, FLAG_DONE, seq));
-    return wait_peers(t, s, FLAG_DONE, seq);
+    TT_TRY(window_begin(t, s, &seq));
+    TT_TRY(window_fold(s, op, elt, &a, hi - lo));
+    return window_end(t, s, seq);
+}
+
+/* ReduceScatter on windows: block b of every rank's input, folded, into rank b's output. The
+ * output of rank b is at the caller's offset in its window, or, in place (recvbuff = sendbuff +
+ * rank * count, NCCL's definition), at block b of its input: every rank is taken to do as this
+ * one does, as every rank passes the same offsets. */
+ncclResult_t tt_device_team_reduce_scatter_window(struct tt_device_team *t, cudaStream_t stream,
+                                                  const struct tt_device_window *ws,
+                                                  size_t send_off,
+                                                  const struct tt_device_window *wr,
+                                                  size_t recv_off, size_t count,
+                                                  const struct tt_device_redop *op)
+{
+    size_t elt = dtype_bytes(op->dtype);
+    CUstream s = (CUstream)stream;
+    int n = t->nranks;
+    TT_TRY(team_check(t, elt, op->dtype, s, (void *)(uintptr_t)(wr->base[t->rank] + recv_off)));
+    if (count > SIZE_MAX / elt / (size_t)n ||
+        !window_holds(ws, send_off, (size_t)n * count * elt) ||
+        !window_holds(wr, recv_off, count * elt))
+        return TT_ERROR(ncclInternalError, "window ReduceScatter outside its windows");
+    size_t block = count * elt;
+    bool in_place = ws == wr && recv_off == send_off + (size_t)t->rank * block;
+    bool one = window_one(t);
+    uint32_t seq;
+    TT_TRY(window_begin(t, s, &seq));
+    for (int b = 0; b < n; b++) {
+        if (one ? t->rank != 0 : b != t->rank) continue;
+        struct tt_sym_args a;
+        memset(&a, 0, sizeof a);
+        a.n = n;
+        a.ndst = 1;
+        for (int p = 0; p < n; p++)
+            a.src[p] = (const char *)(uintptr_t)(ws->base[p] + send_off) + (size_t)b * block;
+        a.dst[0] = (char *)(uintptr_t)(wr->base[b] +
+                                       (in_place ? send_off + (size_t)b * block : recv_off));
+        TT_TRY(window_fold(s, op, elt, &a, count));
+    }
+    return window_end(t, s, seq);
+}
+
+/* AllGather on windows: rank q's input into block q of every rank's output, as a fold of one
+ * input (a copy, bytes as uint8). Rank q's input is at the caller's offset in its window, or,
+ * in place (sendbuff = recvbuff + rank * count), at block q of its output, every rank taken to
+ * do as this one does. */
+ncclResult_t tt_device_team_all_gather_window(struct tt_device_team *t, cudaStream_t stream,
+                                              const struct tt_device_window *ws, size_t send_off,
+                                              const struct tt_device_window *wr, size_t recv_off,
+                                              size_t count, ncclDataType_t dtype)
+{
+    size_t elt = dtype_bytes(dtype);
+    CUstream s = (CUstream)stream;
+    int n = t->nranks;
+    TT_TRY(team_check(t, elt, dtype, s, (void *)(uintptr_t)(wr->base[t->rank] + recv_off)));
+    if (count > SIZE_MAX / elt / (size_t)n || !window_holds(ws, send_off, count * elt) ||
+        !window_holds(wr, recv_off, (size_t)n * count * elt))
+        return TT_ERROR(ncclInternalError, "window AllGather outside its windows");
+    size_t block = count * elt;
+    bool in_place = ws == wr && send_off == recv_off + (size_t)t->rank * block;
+    bool one = window_one(t);
+    const struct tt_device_redop copy = {.dtype = ncclUint8, .red = TT_DEVICE_RED_SUM};
+    uint32_t seq;
+    TT_TRY(window_begin(t, s, &seq));
+    for (int q = 0; q < n; q++) {
+        if (one ? t->rank != 0 : q != t->rank) continue;
+        struct tt_sym_args a;
+        memset(&a, 0, sizeof a);
+        a.n = 1;
+        a.ndst = n;
+        a.src[0] = (const char *)(uintptr_t)(ws->base[q] +
+                                             (in_place ? recv_off + (size_t)q * block : send_off));
+        for (int p = 0; p < n; p++)
+            a.dst[p] = (char *)(uintptr_t)(wr->base[p] + recv_off) + (size_t)q * block;
+        TT_TRY(window_fold(s, &copy, 1, &a, block));
+    }
+    return window_end(t, s, seq);
 }

@@ -31,8 +31,8 @@
 
 TT_EL_DTYPES(TT_CU_KERNELS)
 
-/* The window AllReduce's kernels (sym.h states the contract): this member's elements of every
- * member's input, folded in rank order, written to every member's output. With `vec`, each
+/* The window collectives' kernels (sym.h states the contract): elements of every input, folded
+ * in rank order, written to every output. With `vec`, each
  * thread moves TT_SYM_UNROLL vectors of 16 bytes per member at a time, every load of a member
  * issued before the first fold, with evict-first loads and stores (the data is used once): on an
  * H200 that took the 2-rank fold of 256 MiB from 88% to 94% of the memory's bound
@@ -67,7 +67,7 @@ TT_EL_DTYPES(TT_CU_KERNELS)
                         tt_sym_step_##stem##_##op(x[u].e[k], acc[u].e[k], is_last, a.sf, a.su,    \
                                                   a.div);                                          \
             }                                                                                      \
-            for (int p = 0; p < a.n; p++)                                                          \
+            for (int p = 0; p < a.ndst; p++)                                                       \
                 _Pragma("unroll") for (int u = 0; u < U; u++)                                      \
                     __stcs((uint4 *)((T *)a.dst[p] + a.lo + v + u * stride * V), acc[u].u);       \
         }                                                                                          \
@@ -83,14 +83,14 @@ TT_EL_DTYPES(TT_CU_KERNELS)
                 _Pragma("unroll") for (int k = 0; k < V; k++) acc.e[k] =                           \
                     tt_sym_step_##stem##_##op(x.e[k], acc.e[k], is_last, a.sf, a.su, a.div);       \
             }                                                                                      \
-            for (int p = 0; p < a.n; p++) *(uint4 *)((T *)a.dst[p] + i) = acc.u;                   \
+            for (int p = 0; p < a.ndst; p++) *(uint4 *)((T *)a.dst[p] + i) = acc.u;                \
         }                                                                                          \
         for (size_t i = a.lo + body + tid; i < a.hi; i += stride) {                                \
             T acc = tt_sym_first_##stem##_##op(((const T *)a.src[0])[i], a.sf, a.su, a.div);      \
             for (int p = 1; p < a.n; p++)                                                          \
                 acc = tt_sym_step_##stem##_##op(((const T *)a.src[p])[i], acc, p == a.n - 1,       \
                                                 a.sf, a.su, a.div);                                \
-            for (int p = 0; p < a.n; p++) ((T *)a.dst[p])[i] = acc;                                \
+            for (int p = 0; p < a.ndst; p++) ((T *)a.dst[p])[i] = acc;                             \
         }                                                                                          \
     }
 #define TT_CU_SYM_KERNELS(stem, T) TT_SYM_REDS(TT_CU_SYM_KERNEL, stem, T)

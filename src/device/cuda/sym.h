@@ -1,4 +1,4 @@
-/* The window AllReduce's kernel contract (device/cuda/direct.c, "Symmetric windows"), shared by
+/* The window collectives' kernel contract (device/cuda/direct.c, "Symmetric windows"), shared by
  * reduce.cu, which builds the kernels, module.c, which launches them, and the stand-in driver
  * of the tests, which runs the same folds on the host.
  *
@@ -8,8 +8,10 @@
  *     acc = first(src[0][i]);  acc = step(src[p][i], acc) for p = 1 .. n-1
  * where first is the identity, or the premultiplication for PREMULSUM, and step is the
  * operation, except that SUMDIV adds until its last step, which adds and divides. It then
- * writes acc to dst[p][i] for every member p. Each element is read and written by one thread,
- * which reads every input before it writes, so dst[p] may equal src[p] (in place). */
+ * writes acc to dst[q][i] for every output q < ndst: every member's output for AllReduce, the
+ * one owner's for a ReduceScatter block, and every member's block for an AllGather, which folds
+ * one input (n = 1: a copy). Each element is read and written by one thread, which reads every
+ * input before it writes, so an output may equal an input exactly (in place). */
 #ifndef TT_DEVICE_CUDA_SYM_H
 #define TT_DEVICE_CUDA_SYM_H
 
@@ -19,11 +21,12 @@
 
 struct tt_sym_args {
     const void *src[TT_SYM_MAX]; /* every member's input, mapped in this process */
-    void *dst[TT_SYM_MAX];       /* every member's output */
+    void *dst[TT_SYM_MAX];       /* the outputs, dst[0 .. ndst - 1] */
     unsigned long long lo, hi;   /* the elements this member folds */
     double sf;                   /* PREMULSUM's scalar, floating dtypes */
     unsigned long long su, div;  /* PREMULSUM's scalar, integer dtypes; SUMDIV's divisor */
-    int n;                       /* members */
+    int n;                       /* inputs folded */
+    int ndst;                    /* outputs written */
     int vec;                     /* every pointer is 16-byte aligned: 16-byte loads and stores */
 };
 
