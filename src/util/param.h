@@ -124,9 +124,9 @@
     X(cuda_oneshot_bytes, "TUTTI_CUDA_ONESHOT_BYTES", INT, 262144, 0, 1073741824,                  \
       "CUDA builds: device-direct AllReduce up to this many bytes is one-shot, larger two-shot")   \
     X(cuda_window_fold, "TUTTI_CUDA_WINDOW_FOLD", INT, 0, 0, 2,                                    \
-      "CUDA builds: AllReduce on symmetric device windows is folded by one rank's kernel (1), "    \
-      "by every rank's kernel, a share each (2), or (0) by one when every rank shares one GPU, "   \
-      "else a share each")
+      "CUDA builds: collectives on symmetric device windows are run by one rank's kernels (1), "   \
+      "by every rank's, a share each (2), or (0) by one when every rank shares one GPU, else a "   \
+      "share each")
 
 enum tt_param_type { TT_PARAM_INT, TT_PARAM_STR };
 
