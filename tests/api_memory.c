@@ -28,6 +28,22 @@
 
 /* ---- memory ------------------------------------------------------------------------------- */
 
+/* An AllReduce from buf[0 .. COUNT) into buf[COUNT .. 2 COUNT), checked. */
+static void allreduce_on(ncclComm_t world, int32_t *buf, const char *what)
+{
+    for (int i = 0; i < COUNT; i++) buf[i] = input_of(world_rank, i);
+    CHECK_RES(ncclAllReduce(buf, buf + COUNT, COUNT, ncclInt32, ncclSum, world, NULL),
+              ncclSuccess);
+    for (int i = 0; i < COUNT; i++) {
+        int32_t want = 0;
+        for (int r = 0; r < NRANKS; r++) want += input_of(r, i);
+        if (buf[COUNT + i] != want) {
+            FAIL("AllReduce on %s: element %d = %d, want %d", what, i, buf[COUNT + i], want);
+            break;
+        }
+    }
+}
+
 static void test_memory(ncclComm_t world)
 {
     const size_t bytes = 4096 * 3 + 5;
@@ -45,20 +61,7 @@ static void test_memory(ncclComm_t world)
     /* ncclMemAlloc memory works as a collective's buffer. */
     int32_t *buf = NULL;
     CHECK_RES(ncclMemAlloc((void **)&buf, 2 * COUNT * sizeof *buf), ncclSuccess);
-    if (buf != NULL) {
-        for (int i = 0; i < COUNT; i++) buf[i] = input_of(world_rank, i);
-        CHECK_RES(ncclAllReduce(buf, buf + COUNT, COUNT, ncclInt32, ncclSum, world, NULL),
-                  ncclSuccess);
-        for (int i = 0; i < COUNT; i++) {
-            int32_t want = 0;
-            for (int r = 0; r < NRANKS; r++) want += input_of(r, i);
-            if (buf[COUNT + i] != want) {
-                FAIL("AllReduce on ncclMemAlloc memory: element %d = %d, want %d", i,
-                     buf[COUNT + i], want);
-                break;
-            }
-        }
-    }
+    if (buf != NULL) allreduce_on(world, buf, "ncclMemAlloc memory");
 
     /* Registrations and windows, on ncclMemAlloc memory and on ordinary memory. */
     void *handle = NULL, *handle2 = NULL;
@@ -106,18 +109,7 @@ static void test_memory(ncclComm_t world)
     int32_t *h = NULL;
     CHECK_RES(tuttiMemAllocHost((void **)&h, 2 * COUNT * sizeof *h), ncclSuccess);
     if (h != NULL) {
-        for (int i = 0; i < COUNT; i++) h[i] = input_of(world_rank, i);
-        CHECK_RES(ncclAllReduce(h, h + COUNT, COUNT, ncclInt32, ncclSum, world, NULL),
-                  ncclSuccess);
-        for (int i = 0; i < COUNT; i++) {
-            int32_t want = 0;
-            for (int r = 0; r < NRANKS; r++) want += input_of(r, i);
-            if (h[COUNT + i] != want) {
-                FAIL("AllReduce on tuttiMemAllocHost memory: element %d = %d, want %d", i,
-                     h[COUNT + i], want);
-                break;
-            }
-        }
+        allreduce_on(world, h, "tuttiMemAllocHost memory");
         CHECK_RES(ncclMemFree(h), ncclSuccess);
         CHECK_ERR(ncclMemFree(h), ncclInvalidArgument, "ncclMemAlloc");
     }

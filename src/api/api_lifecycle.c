@@ -247,25 +247,26 @@ TT_API_ALIAS(ncclRedOpDestroy);
 
 /* ---- memory ------------------------------------------------------------------------------- */
 
-TT_API ncclResult_t pncclMemAlloc(void **ptr, size_t size)
+/* ncclMemAlloc and tuttiMemAllocHost: the same checks, then device or host memory. */
+static ncclResult_t mem_alloc(void **ptr, size_t size, const char *caller, bool host)
 {
-    TT_CALL_SCOPE;
-    static const char caller[] = "ncclMemAlloc";
     tt_error_clear();
     TT_TRY(tt_api_check_ptr(ptr, caller, "ptr"));
     if (size == 0) return TT_ERROR(ncclInvalidArgument, "%s: size is 0", caller);
-    return tt_mem_alloc(ptr, size);
+    return host ? tt_mem_alloc_host(ptr, size) : tt_mem_alloc(ptr, size);
+}
+
+TT_API ncclResult_t pncclMemAlloc(void **ptr, size_t size)
+{
+    TT_CALL_SCOPE;
+    return mem_alloc(ptr, size, "ncclMemAlloc", false);
 }
 TT_API_ALIAS(ncclMemAlloc);
 
 TT_API ncclResult_t tuttiMemAllocHost(void **ptr, size_t size)
 {
     TT_CALL_SCOPE;
-    static const char caller[] = "tuttiMemAllocHost";
-    tt_error_clear();
-    TT_TRY(tt_api_check_ptr(ptr, caller, "ptr"));
-    if (size == 0) return TT_ERROR(ncclInvalidArgument, "%s: size is 0", caller);
-    return tt_mem_alloc_host(ptr, size);
+    return mem_alloc(ptr, size, "tuttiMemAllocHost", true);
 }
 
 TT_API ncclResult_t pncclMemFree(void *ptr)
