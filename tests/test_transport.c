@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "transport/tcp.h"
 #include "transport/transport.h"
 #include "util/param.h"
 #include "util/time.h"
@@ -772,6 +774,56 @@ static bool run_hostile(const struct tt_transport *t, int rank, int ctl, uint64_
     return ok;
 }
 
+/* The data sockets' congestion control (TUTTI_SOCKET_CC): `auto` (the default) gives reno to a
+ * connection whose handshake took under 1 ms, as loopback's does; `default` keeps the kernel's
+ * (/proc/sys/net/ipv4/tcp_congestion_control). Both ranks check every socket of both
+ * directions, with two sockets per connection. */
+static bool socks_use(const struct tt_conn *conn, const char *want, const char *setting)
+{
+    const struct tcp_conn *tc = conn->priv;
+    bool ok = CHECK(tc != NULL && tc->nsocks == 2, "%s: %d sockets, want 2", setting,
+                    tc != NULL ? tc->nsocks : -1);
+    for (int k = 0; ok && k < tc->nsocks; k++) {
+        char got[32] = "";
+        socklen_t len = sizeof got - 1;
+        ok = CHECK(getsockopt(tc->socks[k].fd, IPPROTO_TCP, TCP_CONGESTION, got, &len) == 0,
+                   "getsockopt TCP_CONGESTION: %s", strerror(errno)) &&
+             CHECK(strcmp(got, want) == 0, "TUTTI_SOCKET_CC=%s: %s socket %d uses %s, want %s",
+                   setting, conn->dir == TT_CONN_SEND ? "send" : "recv", k, got, want);
+    }
+    return ok;
+}
+
+static bool run_congestion(const struct tt_transport *t, int rank, int ctl, uint64_t hash,
+                           pid_t peer_pid)
+{
+    char kernel[32] = "";
+    FILE *f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
+    bool known = f != NULL && fscanf(f, "%31s", kernel) == 1;
+    if (f != NULL) fclose(f);
+    setenv("NCCL_NSOCKS_PERTHREAD", "2", 1);
+    bool ok = true;
+    static const char *const settings[] = {"auto", "default"};
+    for (int i = 0; i < 2 && ok; i++) {
+        setenv("TUTTI_SOCKET_CC", settings[i], 1);
+        tt_param_reload();
+        const char *want = i == 0 ? "reno" : kernel;
+        struct conns c;
+        ok = conns_open(&c, t, rank, ctl, hash + (uint64_t)i, 1, 1000);
+        if (ok && (i == 0 || known))
+            ok = socks_use(&c.send[0], want, settings[i]) &&
+                 socks_use(&c.recv[0], want, settings[i]);
+        conns_close(&c);
+        /* Neither rank closes before the other checked its sockets. */
+        uint8_t token = 1;
+        ok = ctl_write(ctl, &token, 1) && ctl_read(ctl, &token, 1, STEP_TIMEOUT_MS) && ok;
+    }
+    unsetenv("TUTTI_SOCKET_CC");
+    unsetenv("NCCL_NSOCKS_PERTHREAD");
+    tt_param_reload();
+    return ok;
+}
+
 /* ---- Runner. ---- */
 
 static bool shm_close_unconnected(void)
@@ -854,6 +906,7 @@ int main(int argc, char **argv)
         {"pingpong", run_pingpong, false, false},
         {"backpressure", run_backpressure, false, false},
         {"hostile", run_hostile, true, false},
+        {"congestion", run_congestion, true, false},
         {"kill-sender", run_kill_sender, false, true},
         {"kill-receiver", run_kill_receiver, false, true},
     };

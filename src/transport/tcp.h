@@ -59,6 +59,9 @@
 #define TCP_MAX_PENDING 1024
 /* Sockets accepted per turn before the hellos that have arrived are read. */
 #define TCP_ACCEPT_BATCH 16
+/* A connection whose handshake's round trip (TCP_INFO) is shorter than this is on a local
+ * network: TUTTI_SOCKET_CC=auto gives its data sockets reno (transport/tcp_setup.c). */
+#define TCP_LAN_RTT_US 1000u
 /* Most data sockets of one connection. */
 #define TCP_MAX_SOCKS 16
 

@@ -7,6 +7,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -261,12 +263,29 @@ static bool read_hellos(struct tcp_listener *l)
 }
 
 /* A data socket's options: TCP_NODELAY (a frame goes out whole at once; small frames must not
- * wait for an acknowledgement), and TUTTI_SOCKET_BUFSIZE where set (it turns the kernel's
- * buffer autotuning off for this socket). Failures only cost speed. */
+ * wait for an acknowledgement), its congestion control (TUTTI_SOCKET_CC; by default reno on a
+ * link whose handshake took under TCP_LAN_RTT_US, the kernel's choice elsewhere: on the
+ * development VM, whose kernel default is bbr, reno moved AllReduces of 1 and 16 MiB across two
+ * namespaces 1.7-2.6x faster, while across a lossy long link a loss-based control would crawl;
+ * docs/tuning.md) and TUTTI_SOCKET_BUFSIZE where set (it turns the kernel's buffer autotuning
+ * off for this socket). Called once the connection is up, so the handshake's round trip is
+ * known. Failures only cost speed. */
 static void tune_socket(int fd)
 {
     int one = 1;
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    const char *cc = tt_param_socket_cc();
+    if (cc != NULL && strcmp(cc, "auto") == 0) {
+        struct tcp_info ti;
+        socklen_t len = sizeof ti;
+        memset(&ti, 0, sizeof ti);
+        bool lan = getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
+                   len >= offsetof(struct tcp_info, tcpi_rtt) + sizeof ti.tcpi_rtt &&
+                   ti.tcpi_rtt > 0 && ti.tcpi_rtt < TCP_LAN_RTT_US;
+        cc = lan ? "reno" : NULL;
+    }
+    if (cc != NULL && cc[0] != '\0' && strcmp(cc, "default") != 0)
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc));
     int64_t bytes = tt_param_socket_bufsize();
     if (bytes > 0) {
         int b = (int)bytes;

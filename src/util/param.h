@@ -29,7 +29,7 @@
       "Address family for sockets: AF_INET or AF_INET6 (default: either)")                         \
     X(hostid, "NCCL_HOSTID", STR, "", 0, 0,                                                        \
       "Override this process's host identity (ranks with equal ids are on one host)")              \
-    X(nsocks_perthread, "NCCL_NSOCKS_PERTHREAD", INT, 4, 1, 16,                                    \
+    X(nsocks_perthread, "NCCL_NSOCKS_PERTHREAD", INT, 1, 1, 16,                                    \
       "TCP: data sockets per connection for each socket thread; frames are striped across "      \
       "them (NCCL's name; sockets per connection = this x NCCL_SOCKET_NTHREADS, at most 16)")     \
     X(socket_nthreads, "NCCL_SOCKET_NTHREADS", INT, 1, 1, 16,                                      \
@@ -37,6 +37,10 @@
       "the operation and only multiplies the sockets by this (docs/tuning.md)")                   \
     X(socket_bufsize, "TUTTI_SOCKET_BUFSIZE", INT, 0, 0, 268435456,                                \
       "TCP: SO_SNDBUF/SO_RCVBUF of data sockets in bytes (0: the kernel's autotuning)")           \
+    X(socket_cc, "TUTTI_SOCKET_CC", STR, "auto", 0, 0,                                             \
+      "TCP: congestion control of data sockets (TCP_CONGESTION): auto (reno where the "           \
+      "handshake's round trip is under 1 ms, else the kernel's default), default (the "           \
+      "kernel's), or a name such as reno, cubic, bbr (docs/tuning.md)")                           \
     X(net_latency_ns, "TUTTI_NET_LATENCY_NS", INT, 0, 0, 1000000000,                               \
       "Cost model: one network step's latency in ns (0: 15000, measured on a veth pair)")         \
     X(net_mbps, "TUTTI_NET_MBPS", INT, 0, 0, 100000000,                                            \
