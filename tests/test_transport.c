@@ -774,8 +774,9 @@ static bool run_hostile(const struct tt_transport *t, int rank, int ctl, uint64_
     return ok;
 }
 
-/* The data sockets' congestion control (TUTTI_SOCKET_CC): `auto` (the default) gives reno to a
- * connection whose handshake took under 1 ms, as loopback's does; `default` keeps the kernel's
+/* The data sockets' congestion control (TUTTI_SOCKET_CC): `auto` (the default) gives reno in
+ * place of the kernel's bbr or cubic to a connection whose handshake took under 1 ms, as
+ * loopback's does; `default` keeps the kernel's
  * (/proc/sys/net/ipv4/tcp_congestion_control). Both ranks check every socket of both
  * directions, with two sockets per connection. */
 static bool socks_use(const struct tt_conn *conn, const char *want, const char *setting)
@@ -807,7 +808,10 @@ static bool run_congestion(const struct tt_transport *t, int rank, int ctl, uint
     for (int i = 0; i < 2 && ok; i++) {
         setenv("TUTTI_SOCKET_CC", settings[i], 1);
         tt_param_reload();
-        const char *want = i == 0 ? "reno" : kernel;
+        /* auto replaces only the stock controls; another one the machine chose stays. */
+        bool stock = !known || strcmp(kernel, "bbr") == 0 || strcmp(kernel, "cubic") == 0 ||
+                     strcmp(kernel, "reno") == 0;
+        const char *want = i == 0 && stock ? "reno" : kernel;
         struct conns c;
         ok = conns_open(&c, t, rank, ctl, hash + (uint64_t)i, 1, 1000);
         if (ok && (i == 0 || known))

@@ -263,13 +263,14 @@ static bool read_hellos(struct tcp_listener *l)
 }
 
 /* A data socket's options: TCP_NODELAY (a frame goes out whole at once; small frames must not
- * wait for an acknowledgement), its congestion control (TUTTI_SOCKET_CC; by default reno on a
- * link whose handshake took under TCP_LAN_RTT_US, the kernel's choice elsewhere: on the
- * development VM, whose kernel default is bbr, reno moved AllReduces of 1 and 16 MiB across two
- * namespaces 1.7-2.6x faster, while across a lossy long link a loss-based control would crawl;
- * docs/tuning.md) and TUTTI_SOCKET_BUFSIZE where set (it turns the kernel's buffer autotuning
- * off for this socket). Called once the connection is up, so the handshake's round trip is
- * known. Failures only cost speed. */
+ * wait for an acknowledgement), its congestion control (TUTTI_SOCKET_CC; by default reno in
+ * place of the kernel's bbr or cubic on a link whose handshake took under TCP_LAN_RTT_US, and
+ * the kernel's choice elsewhere and for any other control: on the development VM, whose kernel
+ * default is bbr, reno moved AllReduces of 1 and 16 MiB across two namespaces 1.7-2.6x faster,
+ * while across a lossy long link a loss-based control would crawl; docs/tuning.md) and
+ * TUTTI_SOCKET_BUFSIZE where set (it turns the kernel's buffer autotuning off for this socket).
+ * Called once the connection is up, so the handshake's round trip is known. Failures only cost
+ * speed. */
 static void tune_socket(int fd)
 {
     int one = 1;
@@ -282,7 +283,13 @@ static void tune_socket(int fd)
         bool lan = getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
                    len >= offsetof(struct tcp_info, tcpi_rtt) + sizeof ti.tcpi_rtt &&
                    ti.tcpi_rtt > 0 && ti.tcpi_rtt < TCP_LAN_RTT_US;
-        cc = lan ? "reno" : NULL;
+        /* Only the kernels' stock controls give way: a control an administrator chose for the
+         * network (dctcp, say) stays. */
+        char now[16] = "";
+        socklen_t now_len = sizeof now - 1;
+        bool stock = getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, now, &now_len) == 0 &&
+                     (strcmp(now, "bbr") == 0 || strcmp(now, "cubic") == 0);
+        cc = lan && stock ? "reno" : NULL;
     }
     if (cc != NULL && cc[0] != '\0' && strcmp(cc, "default") != 0)
         (void)setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc));

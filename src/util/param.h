@@ -38,9 +38,9 @@
     X(socket_bufsize, "TUTTI_SOCKET_BUFSIZE", INT, 0, 0, 268435456,                                \
       "TCP: SO_SNDBUF/SO_RCVBUF of data sockets in bytes (0: the kernel's autotuning)")           \
     X(socket_cc, "TUTTI_SOCKET_CC", STR, "auto", 0, 0,                                             \
-      "TCP: congestion control of data sockets (TCP_CONGESTION): auto (reno where the "           \
-      "handshake's round trip is under 1 ms, else the kernel's default), default (the "           \
-      "kernel's), or a name such as reno, cubic, bbr (docs/tuning.md)")                           \
+      "TCP: congestion control of data sockets (TCP_CONGESTION): auto (reno in place of bbr "     \
+      "or cubic where the handshake's round trip is under 1 ms, else the kernel's), default "     \
+      "(the kernel's), or a name such as reno, cubic, bbr (docs/tuning.md)")                      \
     X(net_latency_ns, "TUTTI_NET_LATENCY_NS", INT, 0, 0, 1000000000,                               \
       "Cost model: one network step's latency in ns (0: 15000, measured on a veth pair)")         \
     X(net_mbps, "TUTTI_NET_MBPS", INT, 0, 0, 100000000,                                            \
