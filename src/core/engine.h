@@ -71,6 +71,9 @@ struct tt_batch {
     uint64_t last_alive_ns;       /* the last liveness check of the peers waited for */
     uint64_t gone_since_ns;       /* a peer it depends on was first seen gone (0: none) */
     bool published_wait;          /* it published whom it waits for in the team mailbox */
+    int forms_peer;               /* the peer last seen waiting in point-to-point for an
+                                     operation this rank never issued (forms_disagree)... */
+    uint64_t forms_since_ns;      /* ...since when (0: none seen) */
     ncclResult_t result;          /* the first task error, once the batch ended */
     struct tt_event_rec *events;  /* events recorded on this batch (core/event.c) */
     struct tt_batch *next;        /* in a stream's queue */

@@ -41,6 +41,7 @@ struct mailbox {
     _Atomic int32_t cpu; /* where the owner last waited, -1 unknown (tt_team_set_cpu)... */
     _Atomic int32_t tid; /* ...and the thread that waited there */
     _Atomic int32_t waiting_for; /* the rank a stalled operation of the owner waits for, or -1 */
+    _Atomic uint64_t p2p_wait;   /* tt_team_set_p2p_wait's record (P2P_WAIT_*), 0: none */
     /* The owner's communicator failed: its first error (ncclResult_t) once set, and why. */
     _Alignas(LINE) _Atomic int32_t failed;
     char reason[TT_TEAM_REASON_BYTES];
@@ -550,6 +551,39 @@ int tt_team_peer_waiting(const struct tt_team *h, int peer)
     if (h == NULL || peer < 0 || peer >= h->nranks) return -1;
     int w = atomic_load_explicit(&h->boxes[peer]->waiting_for, memory_order_relaxed);
     return w >= 0 && w < h->nranks ? w : -1; /* the peer's memory: range-checked */
+}
+
+/* The point-to-point wait record in one word, so that a reader never sees half of one: the
+ * rank waited for + 1 in the low bits (0: no record), then whether it waits for that rank's
+ * Send, then the ticket. A ticket too large for its bits is not published (no record). */
+#define P2P_WAIT_PEER_BITS 23
+#define P2P_WAIT_SEND_BIT (1ull << P2P_WAIT_PEER_BITS)
+#define P2P_WAIT_TICKET_SHIFT (P2P_WAIT_PEER_BITS + 1)
+
+void tt_team_set_p2p_wait(struct tt_team *h, int peer, bool peer_send, uint64_t ticket)
+{
+    if (h == NULL || peer < 0 || peer >= h->nranks ||
+        ticket >= 1ull << (64 - P2P_WAIT_TICKET_SHIFT))
+        return;
+    uint64_t word = (uint64_t)(peer + 1) | (peer_send ? P2P_WAIT_SEND_BIT : 0) |
+                    ticket << P2P_WAIT_TICKET_SHIFT;
+    atomic_store_explicit(&h->mine->p2p_wait, word, memory_order_relaxed);
+}
+
+void tt_team_clear_p2p_wait(struct tt_team *h)
+{
+    if (h != NULL) atomic_store_explicit(&h->mine->p2p_wait, 0, memory_order_relaxed);
+}
+
+bool tt_team_peer_p2p_wait(const struct tt_team *h, int peer, bool *peer_send, uint64_t *ticket)
+{
+    if (h == NULL || peer < 0 || peer >= h->nranks || peer == h->rank) return false;
+    uint64_t word = atomic_load_explicit(&h->boxes[peer]->p2p_wait, memory_order_relaxed);
+    /* The peer's memory: it counts only when it names this member. */
+    if ((word & (P2P_WAIT_SEND_BIT - 1)) != (uint64_t)h->rank + 1) return false;
+    *peer_send = (word & P2P_WAIT_SEND_BIT) != 0;
+    *ticket = word >> P2P_WAIT_TICKET_SHIFT;
+    return true;
 }
 
 /* Host memory: peers' memory files mapped through pidfds, everything else by cross-memory

@@ -99,8 +99,9 @@ bool tt_team_peer_desc(const struct tt_team *h, int peer, struct tt_op_desc *d);
  * descriptor with tt_team_peer_desc, so a publication between the two is not slept through). */
 void tt_team_peer_desc_hint(const struct tt_team *h, int peer, struct tt_wait_hint *hint);
 
-/* Bytes of the reason a failed member leaves in its mailbox. */
-#define TT_TEAM_REASON_BYTES 184
+/* Bytes of the reason a failed member leaves in its mailbox (with its code, four cache lines:
+ * room for an operation's name and a sentence on the mismatch that failed it). */
+#define TT_TEAM_REASON_BYTES 248
 
 /* Creates this rank's mailbox with slots of `slot_bytes` payload bytes. */
 ncclResult_t tt_team_create(int rank, int nranks, uint64_t comm_hash, size_t slot_bytes,
@@ -196,6 +197,18 @@ int tt_team_peer_cpu(const struct tt_team *h, int peer, int *tid);
  * the rank that is stuck, not only the neighbour it reached through. Slow path only. */
 void tt_team_set_waiting(struct tt_team *h, int peer);
 int tt_team_peer_waiting(const struct tt_team *h, int peer);
+
+/* A point-to-point operation of this member that waits for `peer`, published for the peers'
+ * stall checks (core/engine.c: a collective that waits for this member while this member
+ * waits for an operation the peer never issued is a usage error): `peer_send` when it waits
+ * for the peer's Send (it is the matching Recv), else for its Recv; `ticket` is the
+ * operation's place on that peer pair's lane, equal on both ends. One record per member, set
+ * and cleared on the slow path only (a stall, a connection exchange). */
+void tt_team_set_p2p_wait(struct tt_team *h, int peer, bool peer_send, uint64_t ticket);
+void tt_team_clear_p2p_wait(struct tt_team *h);
+/* Whether `peer` published that it waits for this member, and for which operation. */
+bool tt_team_peer_p2p_wait(const struct tt_team *h, int peer, bool *peer_send,
+                           uint64_t *ticket);
 
 /* Marks this member's communicator failed with its first error `code` (non-zero) and a short
  * reason, once, and wakes its sleepers: the other members' stalled waits see it within a
