@@ -16,6 +16,8 @@
  * block (Direct where cross-memory attach works). Two cases that must work in every transport:
  *   gather    the root ncclGather, the others ncclSend to it;
  *   scatter   the root grouped ncclSend, the others ncclScatter.
+ * And over shared memory, any collective against a Send or Recv a peer issued first:
+ *   order     the last rank ncclRecv from rank 0, the others ncclAllReduce.
  * `fault_alltoall_p2p [--max-bytes N]`. Exit 1 on any failure. */
 #include <stdbool.h>
 #include <stdint.h>
@@ -152,6 +154,36 @@ static void mixed_case(ncclComm_t world, bool odd_a2a, bool warm, size_t bytes, 
     check_where = NULL;
 }
 
+/* Any collective against a point-to-point operation a peer issued first (shared memory only:
+ * over TCP nothing catches it before TUTTI_TIMEOUT_MS): the last rank blocks in a Recv from
+ * rank 0 that rank 0 means to send after its AllReduce. Every rank fails with
+ * ncclInvalidUsage, fast. */
+static void order_case(ncclComm_t world, float *send, float *recv)
+{
+    check_where = "AllReduce against a Recv issued first";
+    ncclComm_t c = NULL;
+    if (ncclCommSplit(world, 0, rank, &c, NULL) != ncclSuccess) {
+        FAIL("rank %d: split: %s", rank, ncclGetLastError(NULL));
+        return;
+    }
+    bool odd = rank == nranks - 1;
+    double t0 = world_now_s();
+    ncclResult_t res = odd ? ncclRecv(recv, 2, ncclFloat, 0, c, NULL)
+                           : ncclAllReduce(send, recv, 2, ncclFloat, ncclSum, c, NULL);
+    double took = world_now_s() - t0;
+    const char *last = ncclGetLastError(c);
+    printf("rank %d: %s: %s returned %s in %.3f s: %s\n", rank, check_where,
+           odd ? "Recv" : "AllReduce", ncclGetErrorString(res), took, last);
+    CHECK_RES(res, ncclInvalidUsage);
+    CHECK(took < HANG_BOUND_S, "rank %d failed after %.1f s, not within %.0f s", rank, took,
+          HANG_BOUND_S);
+    CHECK(strstr(last, "waits in point-to-point") != NULL && strstr(last, "rank 0") != NULL,
+          "rank %d's message does not tell the Recv from rank 0: %s", rank, last);
+    count_ranks(world, false);
+    ncclCommAbort(c);
+    check_where = NULL;
+}
+
 /* Gather and Scatter are sends and receives in every transport: they meet plain ones. */
 static void rooted_case(ncclComm_t world, bool gather, float *send, float *recv)
 {
@@ -221,6 +253,7 @@ int main(int argc, char **argv)
             for (int warm = 0; warm < 2; warm++)
                 mixed_case(world, odd_a2a, warm, sizes[s], send, recv);
     }
+    if (!over_tcp) order_case(world, send, recv);
     rooted_case(world, true, send, recv);
     rooted_case(world, false, send, recv);
     free(send);
