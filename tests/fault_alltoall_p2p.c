@@ -16,14 +16,16 @@
  * block (Direct where cross-memory attach works). Two cases that must work in every transport:
  *   gather    the root ncclGather, the others ncclSend to it;
  *   scatter   the root grouped ncclSend, the others ncclScatter.
- * And over shared memory, any collective against a Send or Recv a peer issued first:
- *   order     the last rank ncclRecv from rank 0, the others ncclAllReduce.
+ * And one that is no mismatch and must complete over shared memory:
+ *   stream    the last rank a Recv from rank 0 on a host stream, then (50 ms late) AlltoAll;
+ *             rank 0 AlltoAll, then the Send.
  * `fault_alltoall_p2p [--max-bytes N]`. Exit 1 on any failure. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "nccl.h"
 #include "tutti.h"
@@ -154,33 +156,49 @@ static void mixed_case(ncclComm_t world, bool odd_a2a, bool warm, size_t bytes, 
     check_where = NULL;
 }
 
-/* Any collective against a point-to-point operation a peer issued first (shared memory only:
- * over TCP nothing catches it before TUTTI_TIMEOUT_MS): the last rank blocks in a Recv from
- * rank 0 that rank 0 means to send after its AllReduce. Every rank fails with
- * ncclInvalidUsage, fast. */
-static void order_case(ncclComm_t world, float *send, float *recv)
+/* What is not a mismatch: a lone Recv that waits, on a host stream, for a Send its peer
+ * issues after an AlltoAll (a pipeline stage under the PyTorch backend, whose point-to-point
+ * runs on streams of its own). The last rank queues a Recv from rank 0, arrives 50 ms late at
+ * the AlltoAll (rank 0's stalls meanwhile), and rank 0 sends after it: everything completes,
+ * exactly. The connections are made first (a first Recv would make them inside the call).
+ * Shared memory only: over TCP the AlltoAll is sends and receives, and the Recv queued before
+ * it matches its block from rank 0 (NCCL's rule: point-to-point operations match in order). */
+static void stream_case(ncclComm_t world, float *send, float *recv)
 {
-    check_where = "AllReduce against a Recv issued first";
+    const size_t count = 2;
+    int last = nranks - 1;
+    check_where = "a lone Recv on a stream across an AlltoAll";
     ncclComm_t c = NULL;
     if (ncclCommSplit(world, 0, rank, &c, NULL) != ncclSuccess) {
         FAIL("rank %d: split: %s", rank, ncclGetLastError(NULL));
         return;
     }
-    bool odd = rank == nranks - 1;
-    double t0 = world_now_s();
-    ncclResult_t res = odd ? ncclRecv(recv, 2, ncclFloat, 0, c, NULL)
-                           : ncclAllReduce(send, recv, 2, ncclFloat, ncclSum, c, NULL);
-    double took = world_now_s() - t0;
-    const char *last = ncclGetLastError(c);
-    printf("rank %d: %s: %s returned %s in %.3f s: %s\n", rank, check_where,
-           odd ? "Recv" : "AllReduce", ncclGetErrorString(res), took, last);
-    CHECK_RES(res, ncclInvalidUsage);
-    CHECK(took < HANG_BOUND_S, "rank %d failed after %.1f s, not within %.0f s", rank, took,
-          HANG_BOUND_S);
-    CHECK(strstr(last, "waits in point-to-point") != NULL && strstr(last, "rank 0") != NULL,
-          "rank %d's message does not tell the Recv from rank 0: %s", rank, last);
+    float token[2] = {7, 9}, got[2] = {0, 0};
+    if (rank == 0) CHECK_RES(ncclSend(token, 2, ncclFloat, last, c, NULL), ncclSuccess);
+    if (rank == last) CHECK_RES(ncclRecv(got, 2, ncclFloat, 0, c, NULL), ncclSuccess);
+    fill(send, count);
+    memset(recv, 0, count * (size_t)nranks * 4);
+    got[0] = got[1] = 0;
+    token[0] = 11;
+    if (rank == last) {
+        cudaStream_t s = NULL;
+        CHECK_RES(tuttiStreamCreate(&s), ncclSuccess);
+        CHECK_RES(ncclRecv(got, 2, ncclFloat, 0, c, s), ncclSuccess);
+        struct timespec late = {.tv_sec = 0, .tv_nsec = 50 * 1000 * 1000};
+        nanosleep(&late, NULL);
+        if (CHECK_RES(ncclAlltoAll(send, recv, count, ncclFloat, c, NULL), ncclSuccess))
+            exact(recv, count, check_where);
+        CHECK_RES(tuttiStreamSynchronize(s), ncclSuccess);
+        CHECK(got[0] == 11 && got[1] == 9, "the Recv got %g %g, want 11 9", (double)got[0],
+              (double)got[1]);
+        tuttiStreamDestroy(s);
+    } else {
+        if (CHECK_RES(ncclAlltoAll(send, recv, count, ncclFloat, c, NULL), ncclSuccess))
+            exact(recv, count, check_where);
+        if (rank == 0) CHECK_RES(ncclSend(token, 2, ncclFloat, last, c, NULL), ncclSuccess);
+    }
     count_ranks(world, false);
-    ncclCommAbort(c);
+    ncclCommDestroy(c);
     check_where = NULL;
 }
 
@@ -253,7 +271,7 @@ int main(int argc, char **argv)
             for (int warm = 0; warm < 2; warm++)
                 mixed_case(world, odd_a2a, warm, sizes[s], send, recv);
     }
-    if (!over_tcp) order_case(world, send, recv);
+    if (!over_tcp) stream_case(world, send, recv);
     rooted_case(world, true, send, recv);
     rooted_case(world, false, send, recv);
     free(send);

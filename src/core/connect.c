@@ -44,6 +44,10 @@ struct need {
     struct tt_conn_info mine;
     struct tt_conn_info theirs;
     bool peer_failed; /* the exchange ended because the peer's communicator failed */
+    /* Point-to-point: the first operation that needs it, for the mailbox record. */
+    size_t count;
+    int dtype;
+    bool both_ways;
 };
 
 static struct tt_conn *need_conn(const struct need *n)
@@ -100,8 +104,8 @@ static int compare_comms(const void *a, const void *b)
 
 /* While a point-to-point exchange waits for a peer of this host: whether that peer's process
  * ended or its communicator failed (its mailbox), which ends the wait with the peer's error at
- * once. That is how a rank waiting here learns that the peer ran a collective against it and
- * failed (core/engine.c, forms_disagree). */
+ * once. That is how a rank waiting here learns that the peer ran a team AlltoAll against its
+ * grouped Send/Recv and failed (core/engine.c, forms_disagree). */
 static ncclResult_t watch_peer(void *arg)
 {
     struct need *n = arg;
@@ -115,8 +119,9 @@ static ncclResult_t watch_peer(void *arg)
 }
 
 /* The peer's info for a point-to-point need, waited for with the peer watched, and with this
- * rank's wait published in its mailbox for the peer's stall check: the operation it waits
- * for is the peer's first on the lane this connection serves. */
+ * rank's wait published in its mailbox for the peer's stall check (core/engine.c,
+ * forms_disagree): the operation it waits for is the peer's first on the lane this connection
+ * serves. */
 static ncclResult_t recv_p2p_info(struct need *n, uint32_t tag)
 {
     struct ncclComm *comm = n->comm;
@@ -125,8 +130,11 @@ static ncclResult_t recv_p2p_info(struct need *n, uint32_t tag)
         return tt_bootstrap_recv(comm->bootstrap, n->peer, tag, &n->theirs, sizeof n->theirs);
     const struct tt_lane *lane = n->dir == TT_CONN_RECV ? &comm->p2p[n->peer].recv_lane
                                                         : &comm->p2p[n->peer].send_lane;
-    tt_team_set_p2p_wait(team, n->peer, n->dir == TT_CONN_RECV,
-                         atomic_load_explicit(&lane->next_ticket, memory_order_relaxed));
+    struct tt_team_p2p_wait w = {
+        .peer = n->peer, .peer_send = n->dir == TT_CONN_RECV,
+        .ticket = atomic_load_explicit(&lane->next_ticket, memory_order_relaxed),
+        .count = n->count, .dtype = n->dtype, .both_ways = n->both_ways};
+    tt_team_set_p2p_wait(team, &w);
     ncclResult_t res = tt_bootstrap_recv_watched(comm->bootstrap, n->peer, tag, &n->theirs,
                                                  sizeof n->theirs, watch_peer, n);
     tt_team_clear_p2p_wait(team);
@@ -257,7 +265,9 @@ ncclResult_t tt_connect_batch(struct tt_batch *b)
         if (!connects(t) || t->comm->st.async_error != ncclSuccess) continue;
         add_need(needs, &count,
                  (struct need){.comm = t->comm, .peer = t->peer,
-                               .dir = t->op.coll == TT_COLL_SEND ? TT_CONN_SEND : TT_CONN_RECV});
+                               .dir = t->op.coll == TT_COLL_SEND ? TT_CONN_SEND : TT_CONN_RECV,
+                               .count = t->op.count, .dtype = (int)t->op.redop.dtype,
+                               .both_ways = tt_engine_both_ways(b, t)});
     }
     if (count > 0) res = exchange(needs, count);
     for (int i = ncomms - 1; i >= 0; i--) pthread_mutex_unlock(&comms[i]->bootstrap_lock);

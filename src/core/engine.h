@@ -108,6 +108,9 @@ ncclResult_t tt_engine_run(struct tt_batch *b);
 ncclResult_t tt_engine_run_task(struct tt_task *t);
 /* Fails the batch when it has not moved for the timeout or a communicator was aborted. */
 ncclResult_t tt_engine_check_stall(struct tt_batch *b);
+/* Whether the batch holds, besides the point-to-point task `t`, the opposite operation with
+ * t's peer, of the same count and datatype (one block of an AlltoAll's grouped form). */
+bool tt_engine_both_ways(const struct tt_batch *b, const struct tt_task *t);
 /* Completes every event recorded on the ended batch `b` with its result (under the lock of
  * the stream that owns the batch). */
 void tt_engine_complete_events(struct tt_batch *b);
