@@ -44,10 +44,10 @@ struct need {
     struct tt_conn_info mine;
     struct tt_conn_info theirs;
     bool peer_failed; /* the exchange ended because the peer's communicator failed */
-    /* Point-to-point: the first operation that needs it, for the mailbox record. */
-    size_t count;
-    int dtype;
-    bool both_ways;
+    /* Point-to-point: the first operation that needs it and its batch, for the mailbox
+     * record (looked at only when the connection is really made). */
+    const struct tt_task *task;
+    const struct tt_batch *batch;
 };
 
 static struct tt_conn *need_conn(const struct need *n)
@@ -133,7 +133,8 @@ static ncclResult_t recv_p2p_info(struct need *n, uint32_t tag)
     struct tt_team_p2p_wait w = {
         .peer = n->peer, .peer_send = n->dir == TT_CONN_RECV,
         .ticket = atomic_load_explicit(&lane->next_ticket, memory_order_relaxed),
-        .count = n->count, .dtype = n->dtype, .both_ways = n->both_ways};
+        .count = n->task->op.count, .dtype = (int)n->task->op.redop.dtype,
+        .both_ways = tt_engine_both_ways(n->batch, n->task)};
     tt_team_set_p2p_wait(team, &w);
     ncclResult_t res = tt_bootstrap_recv_watched(comm->bootstrap, n->peer, tag, &n->theirs,
                                                  sizeof n->theirs, watch_peer, n);
@@ -266,8 +267,7 @@ ncclResult_t tt_connect_batch(struct tt_batch *b)
         add_need(needs, &count,
                  (struct need){.comm = t->comm, .peer = t->peer,
                                .dir = t->op.coll == TT_COLL_SEND ? TT_CONN_SEND : TT_CONN_RECV,
-                               .count = t->op.count, .dtype = (int)t->op.redop.dtype,
-                               .both_ways = tt_engine_both_ways(b, t)});
+                               .task = t, .batch = b});
     }
     if (count > 0) res = exchange(needs, count);
     for (int i = ncomms - 1; i >= 0; i--) pthread_mutex_unlock(&comms[i]->bootstrap_lock);
