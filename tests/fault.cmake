@@ -56,6 +56,24 @@ if(TARGET tutti-run)
                          ENVIRONMENT "TUTTI_TIMEOUT_MS=20000;${extra}")
   endforeach()
 endif()
+# One exchange in two forms: ncclAlltoAll on some ranks, grouped ncclSend/ncclRecv to every peer
+# on the others. Over TCP it completes with exact data; over shared memory, where the AlltoAll
+# runs over the host team, every rank fails with ncclInvalidUsage within 10 s although
+# TUTTI_TIMEOUT_MS is 120 s. Gather and Scatter against plain sends complete everywhere, and so
+# does a lone Recv queued on a host stream across an AlltoAll (not the mix: no false alarm).
+if(TARGET tutti-run)
+  tutti_fault_program(fault_alltoall_p2p)
+  foreach(cfg "n2_shm;2;" "n3_shm;3;" "n2_tcp;2;NCCL_SHM_DISABLE=1" "n3_tcp;3;NCCL_SHM_DISABLE=1")
+    list(GET cfg 0 name)
+    list(GET cfg 1 n)
+    list(GET cfg 2 extra)
+    add_test(NAME fault_alltoall_p2p_${name}
+             COMMAND $<TARGET_FILE:tutti-run> -n ${n} --timeout 170
+                     $<TARGET_FILE:fault_alltoall_p2p>)
+    set_tests_properties(fault_alltoall_p2p_${name} PROPERTIES LABELS fault TIMEOUT 180
+                         ENVIRONMENT "TUTTI_TIMEOUT_MS=120000;${extra}")
+  endforeach()
+endif()
 # tuttiCommDump while a thread is blocked names the operation and the rank it waits for.
 add_test(NAME fault_dump COMMAND fault_abort --trials 1)
 set_tests_properties(fault_dump PROPERTIES LABELS fault TIMEOUT 60 PASS_REGULAR_EXPRESSION

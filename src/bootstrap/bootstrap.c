@@ -95,9 +95,11 @@ fail:
  * the authenticated connection of `kind` from rank `from`. `waiting_for` names it for the
  * timeout message. */
 static ncclResult_t take_peer(struct tt_bootstrap *bs, enum tt_bs_conn_kind kind, int from,
-                              uint64_t deadline_ns, const char *waiting_for, int *fd_out)
+                              uint64_t deadline_ns, const char *waiting_for,
+                              tt_bootstrap_watch_fn watch, void *arg, int *fd_out)
 {
     for (;;) {
+        if (watch != NULL) TT_TRY(watch(arg));
         if (bs->abort != NULL && atomic_load(bs->abort))
             return TT_ERROR(ncclSystemError, "bootstrap rank %d: aborted while waiting for %s",
                             bs->rank, waiting_for);
@@ -105,7 +107,8 @@ static ncclResult_t take_peer(struct tt_bootstrap *bs, enum tt_bs_conn_kind kind
             return TT_ERROR(ncclSystemError, "bootstrap rank %d: %s did not come within %lld "
                             "ms (TUTTI_TIMEOUT_MS); is that rank alive and making the same "
                             "bootstrap calls?", bs->rank, waiting_for, (long long)bs->timeout_ms);
-        uint64_t slice_ns = tt_deadline_after_ms(TT_SOCK_POLL_SLICE_MS);
+        uint64_t slice_ns = tt_deadline_after_ms(watch != NULL ? TT_BOOTSTRAP_WATCH_MS
+                                                                : TT_SOCK_POLL_SLICE_MS);
         TT_TRY(tt_bs_listener_take(bs->listener, kind, from,
                                    slice_ns < deadline_ns ? slice_ns : deadline_ns, fd_out));
         if (*fd_out >= 0) return ncclSuccess;
@@ -179,7 +182,8 @@ static ncclResult_t connect_ring(struct tt_bootstrap *bs, const struct sockaddr_
     TT_TRY(open_peer(bs, next, TT_BS_CONN_RING, to, deadline_ns, &bs->ring_next_fd));
     char what[64];
     snprintf(what, sizeof what, "the ring connection from rank %d", prev);
-    return take_peer(bs, TT_BS_CONN_RING, prev, deadline_ns, what, &bs->ring_prev_fd);
+    return take_peer(bs, TT_BS_CONN_RING, prev, deadline_ns, what, NULL, NULL,
+                     &bs->ring_prev_fd);
 }
 
 ncclResult_t tt_bootstrap_create(const ncclUniqueId *id_bytes, int rank, int nranks,
@@ -457,6 +461,28 @@ static ncclResult_t stash_take(struct tt_bootstrap *bs, int peer, int tag, void 
 ncclResult_t tt_bootstrap_recv(struct tt_bootstrap *bs, int peer, int tag, void *data,
                                size_t bytes)
 {
+    return tt_bootstrap_recv_watched(bs, peer, tag, data, bytes, NULL, NULL);
+}
+
+/* Waits until `fd` has something to read (or its peer closed it), asking `watch` between
+ * slices of TT_BOOTSTRAP_WATCH_MS; the deadline and the abort flag end the wait as in every
+ * socket wait, and the read that follows reports them. */
+static ncclResult_t wait_readable(struct tt_bootstrap *bs, int fd, uint64_t deadline_ns,
+                                  tt_bootstrap_watch_fn watch, void *arg)
+{
+    for (;;) {
+        TT_TRY(watch(arg));
+        if (tt_deadline_passed(deadline_ns) || (bs->abort != NULL && atomic_load(bs->abort)))
+            return ncclSuccess;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, tt_deadline_left_ms(deadline_ns, TT_BOOTSTRAP_WATCH_MS)) != 0)
+            return ncclSuccess; /* readable, closed, or an error the read will report */
+    }
+}
+
+ncclResult_t tt_bootstrap_recv_watched(struct tt_bootstrap *bs, int peer, int tag, void *data,
+                                       size_t bytes, tt_bootstrap_watch_fn watch, void *arg)
+{
     TT_TRY(check_peer(bs, peer, "recv"));
     uint64_t deadline_ns = tt_deadline_after_ms(bs->timeout_ms);
     /* Serve from the stash when possible; else read the next message on the peer's p2p
@@ -472,10 +498,11 @@ ncclResult_t tt_bootstrap_recv(struct tt_bootstrap *bs, int peer, int tag, void 
         if (bs->p2p_in_fd[peer] < 0) {
             char what[64];
             snprintf(what, sizeof what, "a message from rank %d with tag %d", peer, tag);
-            TT_TRY(take_peer(bs, TT_BS_CONN_P2P, peer, deadline_ns, what,
+            TT_TRY(take_peer(bs, TT_BS_CONN_P2P, peer, deadline_ns, what, watch, arg,
                              &bs->p2p_in_fd[peer]));
         }
         int fd = bs->p2p_in_fd[peer];
+        if (watch != NULL) TT_TRY(wait_readable(bs, fd, deadline_ns, watch, arg));
         struct tt_bs_p2p_header h;
         TT_TRY(tt_sock_recv_all(fd, &h, sizeof h, deadline_ns, bs->abort));
         if (h.magic != bs->magic || h.from_rank != peer || h.bytes > MAX_P2P_BYTES)

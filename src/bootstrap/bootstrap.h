@@ -65,6 +65,13 @@ ncclResult_t tt_bootstrap_send(struct tt_bootstrap *bs, int peer, int tag, const
                                size_t bytes);
 ncclResult_t tt_bootstrap_recv(struct tt_bootstrap *bs, int peer, int tag, void *data,
                                size_t bytes);
+/* Called about every TT_BOOTSTRAP_WATCH_MS while a watched receive waits: ncclSuccess to go
+ * on waiting, else the error the receive returns at once (a peer known to have failed). */
+typedef ncclResult_t (*tt_bootstrap_watch_fn)(void *arg);
+#define TT_BOOTSTRAP_WATCH_MS 5
+/* tt_bootstrap_recv that also asks `watch` (NULL: nobody) while it waits. */
+ncclResult_t tt_bootstrap_recv_watched(struct tt_bootstrap *bs, int peer, int tag, void *data,
+                                       size_t bytes, tt_bootstrap_watch_fn watch, void *arg);
 
 /* The address of the interface this rank uses (NCCL_SOCKET_IFNAME); transports listen on it. */
 const struct sockaddr_storage *tt_bootstrap_local_addr(const struct tt_bootstrap *bs);

@@ -203,6 +203,22 @@ static void tell_coll_peers(void *arg, ncclResult_t res, const char *reason)
     }
 }
 
+/* Whether this rank issued its point-to-point operation `ticket` with `peer`: the lane has
+ * handed out that ticket. An operation takes its ticket only after its batch has looked at its
+ * connections under the bootstrap lock (core/dispatch.c), so while another thread holds that
+ * lock, every operation counts as issued; the microseconds before and after it are covered by
+ * the caller's grace (core/engine.c). */
+static bool p2p_issued(void *arg, int peer, bool send, uint64_t ticket)
+{
+    struct ncclComm *comm = arg;
+    if (peer < 0 || peer >= comm->st.nranks) return true;
+    if (pthread_mutex_trylock(&comm->bootstrap_lock) != 0) return true;
+    const struct tt_lane *lane = send ? &comm->p2p[peer].send_lane : &comm->p2p[peer].recv_lane;
+    bool issued = atomic_load_explicit(&lane->next_ticket, memory_order_acquire) > ticket;
+    pthread_mutex_unlock(&comm->bootstrap_lock);
+    return issued;
+}
+
 /* Everything init does after the communicator exists: bootstrap, peers, ring, barrier. */
 static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
 {
@@ -233,6 +249,7 @@ static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
     }
     comm->st.on_fail = shutdown_conns;
     comm->st.on_coll_error = tell_coll_peers;
+    comm->st.p2p_issued = p2p_issued;
     comm->st.on_fail_arg = comm;
     /* What the algorithms bind to; the engine's view of the team only where it spans. */
     if (comm->team_spans) comm->st.team = comm->team;

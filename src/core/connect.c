@@ -21,6 +21,7 @@
 #include "core/connect.h"
 
 #include "core/comm.h"
+#include "transport/team.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -42,6 +43,11 @@ struct need {
     bool tree; /* one of Tree's connections (comm->tree), else a point-to-point one */
     struct tt_conn_info mine;
     struct tt_conn_info theirs;
+    bool peer_failed; /* the exchange ended because the peer's communicator failed */
+    /* Point-to-point: the first operation that needs it and its batch, for the mailbox
+     * record (looked at only when the connection is really made). */
+    const struct tt_task *task;
+    const struct tt_batch *batch;
 };
 
 static struct tt_conn *need_conn(const struct need *n)
@@ -96,6 +102,46 @@ static int compare_comms(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* While a point-to-point exchange waits for a peer of this host: whether that peer's process
+ * ended or its communicator failed (its mailbox), which ends the wait with the peer's error at
+ * once. That is how a rank waiting here learns that the peer ran a team AlltoAll against its
+ * grouped Send/Recv and failed (core/engine.c, forms_disagree). */
+static ncclResult_t watch_peer(void *arg)
+{
+    struct need *n = arg;
+    char why[TT_TEAM_REASON_BYTES + 16];
+    ncclResult_t code;
+    int gone = tt_state_gone_peer(&n->comm->st, n->peer, &code, why, sizeof why);
+    if (gone < 0) return ncclSuccess;
+    n->peer_failed = true;
+    return TT_ERROR(code, "point-to-point with rank %d on rank %d, connecting: rank %d %s",
+                    n->peer, n->comm->st.rank, gone, why);
+}
+
+/* The peer's info for a point-to-point need, waited for with the peer watched, and with this
+ * rank's wait published in its mailbox for the peer's stall check (core/engine.c,
+ * forms_disagree): the operation it waits for is the peer's first on the lane this connection
+ * serves. */
+static ncclResult_t recv_p2p_info(struct need *n, uint32_t tag)
+{
+    struct ncclComm *comm = n->comm;
+    struct tt_team *team = comm->st.team;
+    if (team == NULL)
+        return tt_bootstrap_recv(comm->bootstrap, n->peer, tag, &n->theirs, sizeof n->theirs);
+    const struct tt_lane *lane = n->dir == TT_CONN_RECV ? &comm->p2p[n->peer].recv_lane
+                                                        : &comm->p2p[n->peer].send_lane;
+    struct tt_team_p2p_wait w = {
+        .peer = n->peer, .peer_send = n->dir == TT_CONN_RECV,
+        .ticket = atomic_load_explicit(&lane->next_ticket, memory_order_relaxed),
+        .count = n->task->op.count, .dtype = (int)n->task->op.redop.dtype,
+        .both_ways = tt_engine_both_ways(n->batch, n->task)};
+    tt_team_set_p2p_wait(team, &w);
+    ncclResult_t res = tt_bootstrap_recv_watched(comm->bootstrap, n->peer, tag, &n->theirs,
+                                                 sizeof n->theirs, watch_peer, n);
+    tt_team_clear_p2p_wait(team);
+    return res;
+}
+
 static ncclResult_t exchange(struct need *needs, int count)
 {
     /* Phase 1: set up every side and post its description to the peer. */
@@ -115,10 +161,13 @@ static ncclResult_t exchange(struct need *needs, int count)
     for (int i = 0; i < count; i++) {
         struct need *n = &needs[i];
         if (n->peer != n->comm->st.rank) {
-            TT_TRY(tt_bootstrap_recv(n->comm->bootstrap, n->peer,
-                                     info_tag(n->tree, n->dir == TT_CONN_SEND ? TT_CONN_RECV
-                                                                              : TT_CONN_SEND),
-                                     &n->theirs, sizeof n->theirs));
+            uint32_t tag = info_tag(n->tree, n->dir == TT_CONN_SEND ? TT_CONN_RECV
+                                                                    : TT_CONN_SEND);
+            if (n->tree)
+                TT_TRY(tt_bootstrap_recv(n->comm->bootstrap, n->peer, tag, &n->theirs,
+                                         sizeof n->theirs));
+            else
+                TT_TRY(recv_p2p_info(n, tag));
             continue;
         }
         for (int j = 0; j < count; j++)
@@ -217,11 +266,16 @@ ncclResult_t tt_connect_batch(struct tt_batch *b)
         if (!connects(t) || t->comm->st.async_error != ncclSuccess) continue;
         add_need(needs, &count,
                  (struct need){.comm = t->comm, .peer = t->peer,
-                               .dir = t->op.coll == TT_COLL_SEND ? TT_CONN_SEND : TT_CONN_RECV});
+                               .dir = t->op.coll == TT_COLL_SEND ? TT_CONN_SEND : TT_CONN_RECV,
+                               .task = t, .batch = b});
     }
     if (count > 0) res = exchange(needs, count);
     for (int i = ncomms - 1; i >= 0; i--) pthread_mutex_unlock(&comms[i]->bootstrap_lock);
     if (res != ncclSuccess) close_unready(needs, count);
+    /* A peer that failed took this communicator's operation with it: latched like a failed
+     * operation, so that every rank reports the error and the communicator is left for Abort. */
+    for (int i = 0; i < count; i++)
+        if (needs[i].peer_failed) tt_state_fail(&needs[i].comm->st, res);
 out:
     free(comms);
     free(needs);

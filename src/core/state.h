@@ -67,6 +67,10 @@ struct tt_comm_state {
      * error: the communicator tells the peers across sockets the code and why (core/comm.c:
      * an error frame on the collectives' connections), so that they report the same. */
     void (*on_coll_error)(void *arg, ncclResult_t res, const char *reason);
+    /* Whether this rank has issued its point-to-point operation `ticket` with `peer` (a Send
+     * to it when `send`, else a Recv from it), or may be issuing it now (a connection is being
+     * made); slow path only (core/comm.c reads the lanes the engine does not see). */
+    bool (*p2p_issued)(void *arg, int peer, bool send, uint64_t ticket);
 };
 
 /* Records or updates a stalled operation; *slot is 0 before its first record and the slot + 1

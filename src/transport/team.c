@@ -41,6 +41,7 @@ struct mailbox {
     _Atomic int32_t cpu; /* where the owner last waited, -1 unknown (tt_team_set_cpu)... */
     _Atomic int32_t tid; /* ...and the thread that waited there */
     _Atomic int32_t waiting_for; /* the rank a stalled operation of the owner waits for, or -1 */
+    _Atomic uint64_t p2p_wait[2]; /* tt_team_set_p2p_wait's record (P2P_WAIT_*), 0: none */
     /* The owner's communicator failed: its first error (ncclResult_t) once set, and why. */
     _Alignas(LINE) _Atomic int32_t failed;
     char reason[TT_TEAM_REASON_BYTES];
@@ -550,6 +551,56 @@ int tt_team_peer_waiting(const struct tt_team *h, int peer)
     if (h == NULL || peer < 0 || peer >= h->nranks) return -1;
     int w = atomic_load_explicit(&h->boxes[peer]->waiting_for, memory_order_relaxed);
     return w >= 0 && w < h->nranks ? w : -1; /* the peer's memory: range-checked */
+}
+
+/* The point-to-point wait record in two words, a sequence lock on the first: the rank waited
+ * for + 1 in its low bits (0: no record, or being written), then whether it waits for that
+ * rank's Send, then the ticket; the second holds the count, the datatype and the both-ways
+ * flag. A record that does not fit (a ticket or count too large) is not published. Slow path
+ * only: sequentially consistent accesses, fences and all. */
+#define P2P_WAIT_PEER_BITS 20
+#define P2P_WAIT_SEND_BIT (1ull << P2P_WAIT_PEER_BITS)
+#define P2P_WAIT_TICKET_SHIFT (P2P_WAIT_PEER_BITS + 1)
+#define P2P_WAIT_COUNT_BITS 48
+#define P2P_WAIT_DTYPE_SHIFT P2P_WAIT_COUNT_BITS
+#define P2P_WAIT_BOTH_BIT (1ull << 63)
+
+void tt_team_set_p2p_wait(struct tt_team *h, const struct tt_team_p2p_wait *w)
+{
+    if (h == NULL || w->peer < 0 || w->peer >= h->nranks || w->peer >= 1 << P2P_WAIT_PEER_BITS ||
+        w->ticket >= 1ull << (64 - P2P_WAIT_TICKET_SHIFT) ||
+        (uint64_t)w->count >= 1ull << P2P_WAIT_COUNT_BITS || w->dtype < 0 || w->dtype > 127)
+        return;
+    uint64_t head = (uint64_t)(w->peer + 1) | (w->peer_send ? P2P_WAIT_SEND_BIT : 0) |
+                    w->ticket << P2P_WAIT_TICKET_SHIFT;
+    uint64_t body = (uint64_t)w->count | (uint64_t)w->dtype << P2P_WAIT_DTYPE_SHIFT |
+                    (w->both_ways ? P2P_WAIT_BOTH_BIT : 0);
+    atomic_store(&h->mine->p2p_wait[0], 0);
+    atomic_store(&h->mine->p2p_wait[1], body);
+    atomic_store(&h->mine->p2p_wait[0], head);
+}
+
+void tt_team_clear_p2p_wait(struct tt_team *h)
+{
+    if (h != NULL) atomic_store(&h->mine->p2p_wait[0], 0);
+}
+
+bool tt_team_peer_p2p_wait(const struct tt_team *h, int peer, struct tt_team_p2p_wait *w)
+{
+    if (h == NULL || peer < 0 || peer >= h->nranks || peer == h->rank) return false;
+    _Atomic uint64_t *rec = h->boxes[peer]->p2p_wait;
+    uint64_t head = atomic_load(&rec[0]), body = atomic_load(&rec[1]);
+    if (head == 0 || atomic_load(&rec[0]) != head) return false;
+    /* The peer's memory: it counts only when it names this member. */
+    if ((head & (P2P_WAIT_SEND_BIT - 1)) != (uint64_t)h->rank + 1) return false;
+    *w = (struct tt_team_p2p_wait){
+        .peer = h->rank,
+        .peer_send = (head & P2P_WAIT_SEND_BIT) != 0,
+        .ticket = head >> P2P_WAIT_TICKET_SHIFT,
+        .count = (size_t)(body & ((1ull << P2P_WAIT_COUNT_BITS) - 1)),
+        .dtype = (int)((body >> P2P_WAIT_DTYPE_SHIFT) & 127),
+        .both_ways = (body & P2P_WAIT_BOTH_BIT) != 0};
+    return true;
 }
 
 /* Host memory: peers' memory files mapped through pidfds, everything else by cross-memory

@@ -99,8 +99,9 @@ bool tt_team_peer_desc(const struct tt_team *h, int peer, struct tt_op_desc *d);
  * descriptor with tt_team_peer_desc, so a publication between the two is not slept through). */
 void tt_team_peer_desc_hint(const struct tt_team *h, int peer, struct tt_wait_hint *hint);
 
-/* Bytes of the reason a failed member leaves in its mailbox. */
-#define TT_TEAM_REASON_BYTES 184
+/* Bytes of the reason a failed member leaves in its mailbox (with its code, four cache lines:
+ * room for an operation's name and a sentence on the mismatch that failed it). */
+#define TT_TEAM_REASON_BYTES 248
 
 /* Creates this rank's mailbox with slots of `slot_bytes` payload bytes. */
 ncclResult_t tt_team_create(int rank, int nranks, uint64_t comm_hash, size_t slot_bytes,
@@ -196,6 +197,24 @@ int tt_team_peer_cpu(const struct tt_team *h, int peer, int *tid);
  * the rank that is stuck, not only the neighbour it reached through. Slow path only. */
 void tt_team_set_waiting(struct tt_team *h, int peer);
 int tt_team_peer_waiting(const struct tt_team *h, int peer);
+
+/* A point-to-point operation of this member that waits for a peer, published for the peers'
+ * stall checks (core/engine.c: a team AlltoAll that waits for this member while this member
+ * waits in the grouped Send/Recv form of it is a usage error). One record per member, set and
+ * cleared on the slow path only (a stall, a connection exchange). */
+struct tt_team_p2p_wait {
+    int peer;         /* the member waited for */
+    bool peer_send;   /* it waits for the peer's Send (it is the matching Recv), else its Recv */
+    uint64_t ticket;  /* the operation's place on that pair's lane, equal on both ends */
+    size_t count;     /* its elements and datatype */
+    int dtype;
+    bool both_ways;   /* its batch also holds the opposite operation with that peer, of the
+                         same count and datatype: one block of an AlltoAll's grouped form */
+};
+void tt_team_set_p2p_wait(struct tt_team *h, const struct tt_team_p2p_wait *w);
+void tt_team_clear_p2p_wait(struct tt_team *h);
+/* Whether `peer` published that it waits for this member, and its record in *w. */
+bool tt_team_peer_p2p_wait(const struct tt_team *h, int peer, struct tt_team_p2p_wait *w);
 
 /* Marks this member's communicator failed with its first error `code` (non-zero) and a short
  * reason, once, and wakes its sleepers: the other members' stalled waits see it within a
