@@ -7,7 +7,7 @@
 # TUTTI_TIMEOUT_MS makes a hang fail on the library's own deadline before tutti-run's --timeout,
 # which comes before CTest's.
 if(TARGET tutti-run)
-  foreach(t api_conformance p2p_stress stream_overlap events alltoallv)
+  foreach(t api_conformance p2p_stress stream_overlap events alltoallv p2p_first_contact)
     add_executable(${t} ${CMAKE_SOURCE_DIR}/tests/${t}.c)
     target_compile_options(${t} PRIVATE ${TUTTI_WARNINGS})
     target_link_libraries(${t} PRIVATE tutti m)
@@ -61,4 +61,12 @@ if(TARGET tutti-run)
                          p2p_stress --groups 1000 --seed 3 --prob 0.4)
   tutti_conformance_test(p2p_stress_n4_big 4 240 coll "${env}" p2p_stress --groups 200 --seed 4
                          --max-bytes 8388608)
+  # Ungrouped Send before Recv on both ranks of a pair at first contact: over shared memory at
+  # 2 and 3 ranks (one left alone), over TCP at 4; a hang fails on the short deadline.
+  tutti_conformance_test(p2p_first_contact_n2 2 60 coll "TUTTI_TIMEOUT_MS=10000"
+                         p2p_first_contact)
+  tutti_conformance_test(p2p_first_contact_n3 3 60 coll "TUTTI_TIMEOUT_MS=10000"
+                         p2p_first_contact)
+  tutti_conformance_test(p2p_first_contact_n4_tcp 4 60 coll
+                         "TUTTI_TIMEOUT_MS=10000;NCCL_SHM_DISABLE=1" p2p_first_contact)
 endif()

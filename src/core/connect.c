@@ -1,7 +1,9 @@
 /* Connections made after init: point-to-point ones on first use, and Tree's at init. A send to
  * peer p needs this rank's send side and p's receive side, set up at the same time: the
  * matching operation on p is in p's batch (NCCL requires matching sends and receives), so both
- * ranks reach this code for that pair.
+ * ranks reach this code for that pair. The first operation between two ranks connects both
+ * directions, so that whichever operation each rank issues first with the other (a Send on
+ * both, say, each before its Recv), the two exchanges are the same and meet.
  *
  * The exchange runs in four phases over every connection the batch needs, across all its
  * communicators at once, so that one thread driving several communicators (ncclCommInitAll)
@@ -44,6 +46,7 @@ struct need {
     struct tt_conn_info mine;
     struct tt_conn_info theirs;
     bool peer_failed; /* the exchange ended because the peer's communicator failed */
+    bool reverse;     /* point-to-point: the direction no task asked for, made with the other */
     /* Point-to-point: the first operation that needs it and its batch, for the mailbox
      * record (looked at only when the connection is really made). */
     const struct tt_task *task;
@@ -128,6 +131,9 @@ static ncclResult_t recv_p2p_info(struct need *n, uint32_t tag)
     struct tt_team *team = comm->st.team;
     if (team == NULL)
         return tt_bootstrap_recv(comm->bootstrap, n->peer, tag, &n->theirs, sizeof n->theirs);
+    if (n->reverse) /* no operation waits on this direction: nothing to publish */
+        return tt_bootstrap_recv_watched(comm->bootstrap, n->peer, tag, &n->theirs,
+                                         sizeof n->theirs, watch_peer, n);
     const struct tt_lane *lane = n->dir == TT_CONN_RECV ? &comm->p2p[n->peer].recv_lane
                                                         : &comm->p2p[n->peer].send_lane;
     struct tt_team_p2p_wait w = {
@@ -264,10 +270,17 @@ ncclResult_t tt_connect_batch(struct tt_batch *b)
     for (struct tt_task *t = b->head; t; t = t->next) {
         /* A failed communicator's tasks fail when they start; its peers may be gone. */
         if (!connects(t) || t->comm->st.async_error != ncclSuccess) continue;
+        /* Both directions with the peer at once, whichever the task needs: the peer does the
+         * same on its first operation with this rank, whatever that is, so two ranks that
+         * each send to the other first, outside a group (on different streams), meet in one
+         * exchange instead of each waiting for a receive the other has not issued yet. */
+        enum tt_conn_dir dir = t->op.coll == TT_COLL_SEND ? TT_CONN_SEND : TT_CONN_RECV;
+        add_need(needs, &count, (struct need){.comm = t->comm, .peer = t->peer, .dir = dir,
+                                              .task = t, .batch = b});
         add_need(needs, &count,
                  (struct need){.comm = t->comm, .peer = t->peer,
-                               .dir = t->op.coll == TT_COLL_SEND ? TT_CONN_SEND : TT_CONN_RECV,
-                               .task = t, .batch = b});
+                               .dir = dir == TT_CONN_SEND ? TT_CONN_RECV : TT_CONN_SEND,
+                               .task = t, .batch = b, .reverse = true});
     }
     if (count > 0) res = exchange(needs, count);
     for (int i = ncomms - 1; i >= 0; i--) pthread_mutex_unlock(&comms[i]->bootstrap_lock);
