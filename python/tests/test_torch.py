@@ -5,6 +5,7 @@ computed here from the ranks' inputs: all_reduce with every operator over every 
 (bool and complex included), broadcast, reduce, all_gather and reduce_scatter (lists and
 single tensors), all_to_all_single (equal and uneven splits), all_to_all of lists, gather,
 scatter, barrier, send/recv and isend/irecv in both directions at once, batch_isend_irecv,
+an irecv posted across an all_to_all of its size (run over TCP too: TUTTI_TORCH_TEST_ONLY),
 non-contiguous tensors, async_op with wait(), is_completed() and get_future() (on a group
 whose collectives all go through the host stream, and on one where small ones run inline, in
 issue order behind a queued large one), subgroups, the
@@ -290,6 +291,40 @@ def check_after_p2p(rank, n):
     assert torch.equal(t, torch.full((16,), float(n * (n - 1) // 2))), t
 
 
+def check_p2p_beside_all_to_all(rank, n):
+    """Point-to-point never takes a collective's data: once ranks 0 and 1 are connected, rank 0
+    posts an irecv from rank 1, then joins an all_to_all_single whose blocks have the receive's
+    size; rank 1 joins the all_to_all, then sends. Across hosts (TCP) an all_to_all is sends and
+    receives matched in issue order, so on one communicator the receive took rank 1's block and
+    the all_to_all rank 1's send (wrong data, no error); tutti.torch gives point-to-point a
+    communicator of its own, as ProcessGroupNCCL does."""
+    k = 4
+    if rank < 2:  # connected first: the irecv below then waits for nobody to set up
+        w = torch.zeros(1)
+        if rank == 0:
+            dist.send(w, dst=1)
+            dist.recv(w, src=1)
+        else:
+            dist.recv(w, src=0)
+            dist.send(w, dst=0)
+    inp = torch.arange(k * n, dtype=torch.float32) + 1000 * rank
+    out = torch.zeros(k * n)
+    if rank == 0:
+        got = torch.zeros(k)
+        r = dist.irecv(got, src=1)
+        dist.all_to_all_single(out, inp)
+        r.wait()
+        assert torch.equal(got, torch.full((k,), -1.0)), got
+    elif rank == 1:
+        dist.all_to_all_single(out, inp)
+        dist.send(torch.full((k,), -1.0), dst=0)
+    else:
+        dist.all_to_all_single(out, inp)
+    want = torch.cat([torch.arange(rank * k, rank * k + k, dtype=torch.float32) + 1000 * q
+                      for q in range(n)])
+    assert torch.equal(out, want), out
+
+
 def check_subgroups(rank, n):
     evens = list(range(0, n, 2))
     g = dist.new_group(evens)
@@ -398,6 +433,12 @@ def main():
     dist.init_process_group("tutti", init_method="file://" + rdzv, rank=rank, world_size=n)
     assert dist.get_backend() == "tutti", dist.get_backend()
     assert tutti_torch.extension() is not None
+    only = os.environ.get("TUTTI_TORCH_TEST_ONLY")
+    if only:  # one check, e.g. over TCP (tests/python.cmake)
+        globals()["check_" + only](rank, n)
+        dist.destroy_process_group()
+        print("rank %d: tutti.torch check %s passed" % (rank, only), flush=True)
+        return
     check_all_reduce(rank, n)
     check_async(rank, n)
     check_async(rank, n, async_group(n))
@@ -405,6 +446,7 @@ def main():
     check_collectives(rank, n)
     check_p2p(rank, n)
     check_after_p2p(rank, n)
+    check_p2p_beside_all_to_all(rank, n)
     check_subgroups(rank, n)
     check_allocator(rank, n)
     check_teardown(rank, n)

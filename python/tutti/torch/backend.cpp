@@ -393,8 +393,18 @@ class ProcessGroupTutti : public BackendBase {
       std::copy(raw.begin(), raw.end(), id.internal);
     }
     check(ncclCommInitRank(&comm_, size, id, rank), "ncclCommInitRank");
-    ncclResult_t res = tuttiStreamCreate(&coll_stream_);
+    // Point-to-point gets a communicator of its own, as ProcessGroupNCCL's does: sends and
+    // receives run on streams of their own, so they may be issued in another order than the
+    // collectives, and on one communicator an irecv posted before an all_to_all (whose blocks
+    // are sends and receives across hosts, matched in issue order) would take its block.
+    ncclResult_t res = ncclCommSplit(comm_, 0, rank, &p2p_comm_, nullptr);
     if (res != ncclSuccess) {
+      ncclCommAbort(comm_);
+      fail(res, "ncclCommSplit (the point-to-point communicator)");
+    }
+    res = tuttiStreamCreate(&coll_stream_);
+    if (res != ncclSuccess) {
+      ncclCommAbort(p2p_comm_);
       ncclCommAbort(comm_);
       fail(res, "tuttiStreamCreate");
     }
@@ -416,14 +426,17 @@ class ProcessGroupTutti : public BackendBase {
     // go; a failed communicator is aborted, a healthy one destroyed.
     for (auto& work : queue_) work->complete();
     queue_.clear();
-    ncclResult_t async = ncclSuccess;
-    ncclCommGetAsyncError(comm_, &async);
-    if (async != ncclSuccess && async != ncclInProgress) {
-      ncclCommAbort(comm_);
-      comm_ = nullptr;
+    for (ncclComm_t* c : {&p2p_comm_, &comm_}) {
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(*c, &async);
+      if (async != ncclSuccess && async != ncclInProgress) {
+        ncclCommAbort(*c);
+        *c = nullptr;
+      }
     }
     for (auto& kv : p2p_streams_) tuttiStreamDestroy(kv.second);
     if (coll_stream_ != nullptr) tuttiStreamDestroy(coll_stream_);
+    if (p2p_comm_ != nullptr) ncclCommDestroy(p2p_comm_);
     if (comm_ != nullptr) ncclCommDestroy(comm_);
   }
 
@@ -718,7 +731,7 @@ class ProcessGroupTutti : public BackendBase {
     Buf b = buf(p.stage(t, true, false), what);
     cudaStream_t stream = p2p_stream(dst, true);
     return issue(c10d::OpType::SEND, stream, std::move(p), [&](cudaStream_t s) {
-      return ncclSend(b.ptr, b.count, b.dtype, dst, comm_, s);
+      return ncclSend(b.ptr, b.count, b.dtype, dst, p2p_comm_, s);
     });
   }
 
@@ -731,7 +744,7 @@ class ProcessGroupTutti : public BackendBase {
     Buf b = buf(p.stage(t, false, true), what);
     cudaStream_t stream = p2p_stream(src, false);
     return issue(c10d::OpType::RECV, stream, std::move(p), [&](cudaStream_t s) {
-      return ncclRecv(b.ptr, b.count, b.dtype, src, comm_, s);
+      return ncclRecv(b.ptr, b.count, b.dtype, src, p2p_comm_, s);
     });
   }
 
@@ -792,7 +805,8 @@ class ProcessGroupTutti : public BackendBase {
                                                deadline, note_, false);
     ncclResult_t res = launch(stream);
     if (res != ncclSuccess) fail(res, op_name(type));
-    check(tuttiEventRecord(work->event(), comm_, stream), "tuttiEventRecord");
+    check(tuttiEventRecord(work->event(), coll ? comm_ : p2p_comm_, stream),
+          "tuttiEventRecord");
     work->set_stream(stream);
     bool wake;
     {
@@ -928,7 +942,9 @@ class ProcessGroupTutti : public BackendBase {
                " ms (the process group's timeout), and the communicator was revoked");
     timed_out_.store(true);
     tuttiCommDump(comm_);  // logs who waits for whom
+    tuttiCommDump(p2p_comm_);
     ncclCommRevoke(comm_, 0);
+    ncclCommRevoke(p2p_comm_, 0);
   }
 
   // The list's tensors, each shaped like `like`, laid end to end in one contiguous tensor.
@@ -981,6 +997,7 @@ class ProcessGroupTutti : public BackendBase {
   }
 
   ncclComm_t comm_ = nullptr;
+  ncclComm_t p2p_comm_ = nullptr;  // send and recv (split from comm_ at creation)
   cudaStream_t coll_stream_ = nullptr;
   std::map<int, cudaStream_t> p2p_streams_;
   std::chrono::milliseconds timeout_;
