@@ -45,7 +45,7 @@ core_level() {
         dispatch.c | dispatch.h) echo 3 ;;
         stream.c | stream.h) echo 4 ;;
         task.c | task.h | connect.c | connect.h | redop.c | redop.h | mem.c | mem.h | comm.h) echo 5 ;;
-        engine.c | engine.h) echo 6 ;;
+        engine.c | engine.h | forms.c | forms.h) echo 6 ;;
         state.c | state.h) echo 7 ;;
         *) return 1 ;;
     esac

@@ -23,6 +23,7 @@
 #include "core/connect.h"
 
 #include "core/comm.h"
+#include "core/forms.h"
 #include "transport/team.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -108,7 +109,7 @@ static int compare_comms(const void *a, const void *b)
 /* While a point-to-point exchange waits for a peer of this host: whether that peer's process
  * ended or its communicator failed (its mailbox), which ends the wait with the peer's error at
  * once. That is how a rank waiting here learns that the peer ran a team AlltoAll against its
- * grouped Send/Recv and failed (core/engine.c, forms_disagree). */
+ * grouped Send/Recv and failed (core/forms.c, tt_forms_check). */
 static ncclResult_t watch_peer(void *arg)
 {
     struct need *n = arg;
@@ -122,9 +123,8 @@ static ncclResult_t watch_peer(void *arg)
 }
 
 /* The peer's info for a point-to-point need, waited for with the peer watched, and with this
- * rank's wait published in its mailbox for the peer's stall check (core/engine.c,
- * forms_disagree): the operation it waits for is the peer's first on the lane this connection
- * serves. */
+ * rank's wait published in its mailbox for the peer's stall check (core/forms.c): the operation
+ * it waits for is the peer's first on the lane this connection serves. */
 static ncclResult_t recv_p2p_info(struct need *n, uint32_t tag)
 {
     struct ncclComm *comm = n->comm;
@@ -140,7 +140,7 @@ static ncclResult_t recv_p2p_info(struct need *n, uint32_t tag)
         .peer = n->peer, .peer_send = n->dir == TT_CONN_RECV,
         .ticket = atomic_load_explicit(&lane->next_ticket, memory_order_relaxed),
         .count = n->task->op.count, .dtype = (int)n->task->op.redop.dtype,
-        .both_ways = tt_engine_both_ways(n->batch, n->task)};
+        .both_ways = tt_forms_both_ways(n->batch, n->task)};
     tt_team_set_p2p_wait(team, &w);
     ncclResult_t res = tt_bootstrap_recv_watched(comm->bootstrap, n->peer, tag, &n->theirs,
                                                  sizeof n->theirs, watch_peer, n);

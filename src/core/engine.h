@@ -72,7 +72,7 @@ struct tt_batch {
     uint64_t gone_since_ns;       /* a peer it depends on was first seen gone (0: none) */
     bool published_wait;          /* it published whom it waits for in the team mailbox */
     int forms_peer;               /* the peer last seen waiting in point-to-point for an
-                                     operation this rank never issued (forms_disagree)... */
+                                     operation this rank never issued (tt_forms_check)... */
     uint64_t forms_since_ns;      /* ...since when (0: none seen) */
     ncclResult_t result;          /* the first task error, once the batch ended */
     struct tt_event_rec *events;  /* events recorded on this batch (core/event.c) */
@@ -108,9 +108,6 @@ ncclResult_t tt_engine_run(struct tt_batch *b);
 ncclResult_t tt_engine_run_task(struct tt_task *t);
 /* Fails the batch when it has not moved for the timeout or a communicator was aborted. */
 ncclResult_t tt_engine_check_stall(struct tt_batch *b);
-/* Whether the batch holds, besides the point-to-point task `t`, the opposite operation with
- * t's peer, of the same count and datatype (one block of an AlltoAll's grouped form). */
-bool tt_engine_both_ways(const struct tt_batch *b, const struct tt_task *t);
 /* Completes every event recorded on the ended batch `b` with its result (under the lock of
  * the stream that owns the batch). */
 void tt_engine_complete_events(struct tt_batch *b);
