@@ -4,7 +4,7 @@
  * of the host can later map the very same pages; a process-wide registry (under a mutex) maps
  * each block's address to its file and size, and ncclMemFree accepts only addresses found there.
  * In a CUDA build a thread with a current device gets device memory instead, as from NCCL (the
- * device layer's allocator, kept in a list of its own: never a memory file).
+ * device layer allocates it and keeps its list: never a memory file).
  *
  * A registration (ncclCommRegister, ncclCommWindowRegister) of ordinary memory moves the
  * buffer's whole pages into such a file too ("sharing" them), so that peers map them just the
@@ -92,61 +92,12 @@ static int sealed_file(const char *name, size_t bytes, bool reserve)
     return fd;
 }
 
-/* ncclMemAlloc's device memory (CUDA builds, a device current on the calling thread), kept
- * apart from the host blocks: it is never a host memory file, so tt_mem_region never meets it,
- * and peers reach it through device windows (CUDA IPC), not by mapping files. */
-struct dev_block {
-    void *ptr;
-    size_t bytes;
-    struct dev_block *next;
-};
-static struct dev_block *dev_blocks; /* under blocks_lock */
-
-static ncclResult_t dev_block_add(void *ptr, size_t bytes)
-{
-    struct dev_block *d = NULL;
-    ncclResult_t res = TT_CALLOC(&d, 1);
-    if (res != ncclSuccess) {
-        (void)tt_device_mem_free(ptr);
-        return res;
-    }
-    d->ptr = ptr;
-    d->bytes = bytes;
-    pthread_mutex_lock(&blocks_lock);
-    d->next = dev_blocks;
-    dev_blocks = d;
-    pthread_mutex_unlock(&blocks_lock);
-    TT_INFO(TT_SUB_ALLOC, "ncclMemAlloc: %zu bytes of device memory at %p", bytes, ptr);
-    return ncclSuccess;
-}
-
-/* Removes and frees the device block at `ptr`; false when there is none. */
-static bool dev_block_free(void *ptr, ncclResult_t *res)
-{
-    struct dev_block *d = NULL;
-    pthread_mutex_lock(&blocks_lock);
-    for (struct dev_block **p = &dev_blocks; *p != NULL; p = &(*p)->next) {
-        if ((*p)->ptr == ptr) {
-            d = *p;
-            *p = d->next;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&blocks_lock);
-    if (d == NULL) return false;
-    TT_INFO(TT_SUB_ALLOC, "ncclMemFree: %zu bytes of device memory at %p", d->bytes, ptr);
-    *res = tt_device_mem_free(ptr);
-    free(d);
-    return true;
-}
-
 ncclResult_t tt_mem_alloc(void **ptr, size_t bytes)
 {
     /* As NCCL: device memory on the current device when the thread has one. */
     void *dev = NULL;
     TT_TRY(tt_device_mem_alloc(&dev, bytes));
     if (dev != NULL) {
-        TT_TRY(dev_block_add(dev, bytes));
         *ptr = dev;
         return ncclSuccess;
     }
@@ -201,7 +152,7 @@ ncclResult_t tt_mem_free(void *ptr)
     }
     pthread_mutex_unlock(&blocks_lock);
     ncclResult_t res = ncclSuccess;
-    if (block == NULL && dev_block_free(ptr, &res)) return res;
+    if (block == NULL && tt_device_mem_free(ptr, &res)) return res;
     if (block == NULL)
         return TT_ERROR(ncclInvalidArgument,
                         "ncclMemFree: %p was not returned by ncclMemAlloc (or was freed already)",

@@ -94,8 +94,9 @@ int tt_device_current(void);
  * current (host builds, no driver, a thread without a context) *ptr is NULL and the call
  * succeeds: the caller allocates host memory instead. ncclUnhandledCudaError on CUDA's failure. */
 ncclResult_t tt_device_mem_alloc(void **ptr, size_t bytes);
-/* Frees what tt_device_mem_alloc returned. */
-ncclResult_t tt_device_mem_free(void *ptr);
+/* Frees `ptr` when tt_device_mem_alloc returned it and it is not freed yet (then true, *res
+ * saying how freeing went); false for any other pointer. The device layer keeps the list. */
+bool tt_device_mem_free(void *ptr, ncclResult_t *res);
 
 /* Host copies of an operation's device buffers (owned by the device layer once queued). */
 struct tt_device_stage;

@@ -64,9 +64,9 @@ ncclResult_t tt_device_mem_alloc(void **ptr, size_t bytes)
     return ncclSuccess;
 }
 
-ncclResult_t tt_device_mem_free(void *ptr)
+bool tt_device_mem_free(void *ptr, ncclResult_t *res)
 {
-    return TT_ERROR(ncclInternalError, "device memory in a build without CUDA");
+    return false;
 }
 
 /* Nothing is device memory in a host build, so nothing is staged. */

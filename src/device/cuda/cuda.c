@@ -81,21 +81,57 @@ int tt_device_current(void)
     return (int)dev;
 }
 
+/* ncclMemAlloc's device allocations, so that ncclMemFree knows them (and frees each once). */
+struct mem_block {
+    void *ptr;
+    size_t bytes;
+    struct mem_block *next;
+};
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mem_block *mem_blocks;
+
 ncclResult_t tt_device_mem_alloc(void **ptr, size_t bytes)
 {
     *ptr = NULL;
     /* A process that made a context has its driver loaded: take it now, not in 10 ms. */
     if (!tt_cuda_loaded()) tt_device_probe(false);
     if (tt_device_current() < 0) return ncclSuccess;
+    struct mem_block *m = calloc(1, sizeof *m);
+    if (m == NULL) return TT_ERROR(ncclSystemError, "ncclMemAlloc: out of memory");
     CUdeviceptr d = 0;
-    TT_TRY(TT_CU(tt_cu.cuMemAlloc(&d, bytes)));
-    *ptr = (void *)(uintptr_t)d;
+    ncclResult_t res = TT_CU(tt_cu.cuMemAlloc(&d, bytes));
+    if (res != ncclSuccess) {
+        free(m);
+        return res;
+    }
+    m->ptr = (void *)(uintptr_t)d;
+    m->bytes = bytes;
+    pthread_mutex_lock(&mem_lock);
+    m->next = mem_blocks;
+    mem_blocks = m;
+    pthread_mutex_unlock(&mem_lock);
+    TT_INFO(TT_SUB_ALLOC, "ncclMemAlloc: %zu bytes of device memory at %p", bytes, m->ptr);
+    *ptr = m->ptr;
     return ncclSuccess;
 }
 
-ncclResult_t tt_device_mem_free(void *ptr)
+bool tt_device_mem_free(void *ptr, ncclResult_t *res)
 {
-    return TT_CU(tt_cu.cuMemFree((CUdeviceptr)(uintptr_t)ptr));
+    struct mem_block *m = NULL;
+    pthread_mutex_lock(&mem_lock);
+    for (struct mem_block **p = &mem_blocks; *p != NULL; p = &(*p)->next) {
+        if ((*p)->ptr == ptr) {
+            m = *p;
+            *p = m->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&mem_lock);
+    if (m == NULL) return false;
+    TT_INFO(TT_SUB_ALLOC, "ncclMemFree: %zu bytes of device memory at %p", m->bytes, ptr);
+    *res = TT_CU(tt_cu.cuMemFree((CUdeviceptr)(uintptr_t)ptr));
+    free(m);
+    return true;
 }
 
 enum tt_mem_kind tt_device_mem_kind(const void *ptr)
