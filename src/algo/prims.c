@@ -3,6 +3,7 @@
  * cannot move (no incoming data, no credit) it returns, remembering the primitive and how much
  * of it is done, and the next call resumes there. A slice is all-or-nothing: it is computed only
  * once both its input slot and its output slot are in hand. */
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -173,13 +174,27 @@ static int op_sends(const struct tt_op *op, struct tt_conn **sends)
     return n;
 }
 
-/* Pushes the op's outgoing connections. */
-static ncclResult_t progress_sends(const struct tt_op *op)
+/* Pushes the op's outgoing connections. A socket wait on `hint` then also ends when one of
+ * them, left with bytes its socket would not take, can take more: sleeping on the receive
+ * alone would leave those bytes, which the peer may be waiting for, until the sleep's end. */
+static ncclResult_t progress_sends(const struct tt_op *op, struct tt_wait_hint *hint)
 {
     struct tt_conn *sends[TT_TREE_MAX_PEERS];
     int n = op_sends(op, sends);
-    for (int i = 0; i < n; i++)
-        if (sends[i]->transport->progress) TT_TRY(sends[i]->transport->progress(sends[i]));
+    for (int i = 0; i < n; i++) {
+        const struct tt_transport *t = sends[i]->transport;
+        if (t->progress) TT_TRY(t->progress(sends[i]));
+        if (t->send_wait_fd == NULL || hint->fd2 >= 0 || hint->word != NULL) continue;
+        int fd = t->send_wait_fd(sends[i]);
+        if (fd < 0) continue;
+        if (hint->fd < 0) {
+            hint->fd = fd;
+            hint->events = POLLOUT;
+        } else if (fd != hint->fd) {
+            hint->fd2 = fd;
+            hint->events2 = POLLOUT;
+        }
+    }
     return ncclSuccess;
 }
 
@@ -212,7 +227,7 @@ ncclResult_t tt_prims_step(struct tt_op *op, bool *done, bool *progressed,
             /* Socket transports need a push in both directions while we wait on one (Tree: on
              * every connection it sent on, since a partner of an earlier step may still wait
              * for those bytes). */
-            TT_TRY(progress_sends(op));
+            TT_TRY(progress_sends(op, hint));
             if (op->recv && op->recv->transport->progress)
                 TT_TRY(op->recv->transport->progress(op->recv));
             return ncclSuccess;
@@ -231,6 +246,11 @@ ncclResult_t tt_prims_step(struct tt_op *op, bool *done, bool *progressed,
         if (!c->transport->send_idle(c)) {
             op->waiting = TT_OP_WAIT_FLUSH;
             op->waiting_peer = c->peer;
+            if (c->transport->send_wait_fd != NULL) {
+                tt_wait_hint_clear(hint);
+                hint->fd = c->transport->send_wait_fd(c);
+                hint->events = POLLOUT;
+            }
             return ncclSuccess;
         }
     }

@@ -288,6 +288,12 @@ static ncclResult_t tcp_send_commit(struct tt_conn *conn, size_t bytes,
     return flush(conn, tc);
 }
 
+static int tcp_send_wait_fd(struct tt_conn *conn)
+{
+    struct tcp_conn *tc = conn->priv;
+    return tc->failed == ncclSuccess && tc->done < tc->posted ? sock_of(tc, tc->done)->fd : -1;
+}
+
 static bool tcp_send_idle(struct tt_conn *conn)
 {
     struct tcp_conn *tc = conn->priv;
@@ -460,6 +466,7 @@ const struct tt_transport tt_transport_tcp = {
     .send_acquire = tcp_send_acquire,
     .send_commit = tcp_send_commit,
     .send_idle = tcp_send_idle,
+    .send_wait_fd = tcp_send_wait_fd,
     .recv_peek = tcp_recv_peek,
     .recv_release = tcp_recv_release,
     .progress = tcp_progress,

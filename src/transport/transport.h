@@ -118,6 +118,9 @@ struct tt_transport {
     /* Sender: publish the acquired slot holding `bytes` (<= slot_bytes) bytes, with the
      * descriptor of the operation it belongs to (NULL: zeros). */
     ncclResult_t (*send_commit)(struct tt_conn *conn, size_t bytes, const struct tt_op_desc *desc);
+    /* Sender, optional: the socket to wait on for POLLOUT while committed bytes are still in
+     * this process (its buffers full), else -1. */
+    int (*send_wait_fd)(struct tt_conn *conn);
     /* Sender: true when everything committed has left this process (TCP: written to the
      * socket), so the caller may return to the user without a proxy thread. */
     bool (*send_idle)(struct tt_conn *conn);

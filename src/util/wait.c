@@ -68,8 +68,9 @@ void tt_backoff_pause(struct tt_backoff *b, const struct tt_wait_hint *hint)
     if (hint != NULL && hint->word != NULL && hint->sleepers != NULL) {
         futex_sleep(hint->word, hint->seen, hint->sleepers, us);
     } else if (hint != NULL && hint->fd >= 0) {
-        struct pollfd pfd = {.fd = hint->fd, .events = hint->events, .revents = 0};
-        poll(&pfd, 1, (int)((us + 999) / 1000));
+        struct pollfd pfd[2] = {{.fd = hint->fd, .events = hint->events, .revents = 0},
+                                {.fd = hint->fd2, .events = hint->events2, .revents = 0}};
+        poll(pfd, hint->fd2 >= 0 ? 2 : 1, (int)((us + 999) / 1000));
     } else {
         struct timespec ts = {.tv_sec = 0, .tv_nsec = us * 1000};
         nanosleep(&ts, NULL);

@@ -20,9 +20,13 @@ struct tt_wait_hint {
     _Atomic uint64_t *word;
     uint64_t seen;
     _Atomic uint32_t *sleepers;
-    /* Socket waits: fd and poll() events, or fd < 0. */
+    /* Socket waits: fd and poll() events, or fd < 0; and a second socket whose readiness also
+     * ends the wait (fd2 < 0: none), such as a send socket with bytes still to write while
+     * the op waits for data on another. */
     int fd;
     short events;
+    int fd2;
+    short events2;
 };
 
 static inline void tt_wait_hint_clear(struct tt_wait_hint *h)
@@ -32,6 +36,8 @@ static inline void tt_wait_hint_clear(struct tt_wait_hint *h)
     h->seen = 0;
     h->fd = -1;
     h->events = 0;
+    h->fd2 = -1;
+    h->events2 = 0;
 }
 
 struct tt_backoff {
