@@ -23,6 +23,7 @@
 #include "util/err.h"
 #include "util/log.h"
 #include "util/param.h"
+#include "util/trace.h"
 
 static const char *at(const void *base, size_t elements, size_t elt_bytes)
 {
@@ -143,10 +144,11 @@ static bool window_pair(ncclComm_t comm, const struct tt_coll_args *args, size_t
            tt_mem_device_window(comm, args->recvbuff, recv_bytes, wr, recv_off);
 }
 
-/* The device-direct path (device/device.h, core/setup.c): an AllReduce, ReduceScatter or
- * AllGather outside a group, on device buffers and a CUDA stream (or NULL), on a communicator
- * whose ranks are all GPU ranks of this host, is queued on the stream as GPU work that reads the
- * peers' device scratch directly; the host engine never sees it. *taken says whether it was. Every rank must then pass device
+/* The device-direct path (device/device.h, core/setup.c): a collective (not Send/Recv) outside
+ * a group, on device buffers and a CUDA stream (or NULL), on a communicator whose ranks are all
+ * GPU ranks of this host, is queued on the stream as GPU work that reads the peers' device
+ * scratch (or symmetric windows) directly; the host engine never sees it, and the statistics
+ * count it under algorithm "Device" with no time. *taken says whether it was. Every rank must then pass device
  * buffers (as NCCL requires); a rank that passes host buffers while the others pass device
  * buffers takes the staged path alone and both sides wait for each other forever. A failure
  * half-way through queueing fails the communicator (its peers' streams may wait on it). */
@@ -156,10 +158,38 @@ static ncclResult_t try_device_direct(ncclComm_t comm, const struct tt_coll_args
     *taken = false;
     if (args->count == 0 || tt_group_depth() > 0 || tt_stream_is_host(args->stream))
         return ncclSuccess;
-    if (tt_device_mem_kind(args->sendbuff) != TT_MEM_DEVICE ||
-        tt_device_mem_kind(args->recvbuff) != TT_MEM_DEVICE)
-        return ncclSuccess;
+    /* Decided on the buffers every rank passes, so that all take one path: a rooted
+     * collective's root-only buffer (NULL elsewhere, as NCCL allows) does not count. */
+    bool send_dev = tt_device_mem_kind(args->sendbuff) == TT_MEM_DEVICE;
+    bool recv_dev = tt_device_mem_kind(args->recvbuff) == TT_MEM_DEVICE;
+    bool everywhere_dev = args->coll == TT_COLL_BROADCAST || args->coll == TT_COLL_SCATTER
+                              ? recv_dev
+                          : args->coll == TT_COLL_REDUCE || args->coll == TT_COLL_GATHER
+                              ? send_dev
+                              : send_dev && recv_dev;
+    if (!everywhere_dev) return ncclSuccess;
     ncclResult_t res;
+    struct tt_device_team *team = comm->dev_team;
+    switch (args->coll) {
+    case TT_COLL_BROADCAST:
+        res = tt_device_team_broadcast(team, args->stream, args->sendbuff, args->recvbuff,
+                                       args->count, args->dtype, args->root);
+        goto queued;
+    case TT_COLL_GATHER:
+        res = tt_device_team_gather(team, args->stream, args->sendbuff, args->recvbuff,
+                                    args->count, args->dtype, args->root);
+        goto queued;
+    case TT_COLL_SCATTER:
+        res = tt_device_team_scatter(team, args->stream, args->sendbuff, args->recvbuff,
+                                     args->count, args->dtype, args->root);
+        goto queued;
+    case TT_COLL_ALLTOALL:
+        res = tt_device_team_alltoall(team, args->stream, args->sendbuff, args->recvbuff,
+                                      args->count, args->dtype);
+        goto queued;
+    default:
+        break;
+    }
     const struct tt_device_window *ws = NULL, *wr = NULL;
     size_t send_off = 0, recv_off = 0;
     size_t bytes = args->count * tt_dtype_bytes(args->dtype);
@@ -188,8 +218,11 @@ static ncclResult_t try_device_direct(ncclComm_t comm, const struct tt_coll_args
                                  .divisor = r.divisor};
     if (!tt_dtype_is_float(args->dtype)) op.scalar_f = 0.0;
     else op.scalar_u = 0;
-    if (args->coll == TT_COLL_REDUCESCATTER &&
-        window_pair(comm, args, all, bytes, &ws, &send_off, &wr, &recv_off))
+    if (args->coll == TT_COLL_REDUCE)
+        res = tt_device_team_reduce(team, args->stream, args->sendbuff, args->recvbuff,
+                                    args->count, &op, args->root, recv_dev);
+    else if (args->coll == TT_COLL_REDUCESCATTER &&
+             window_pair(comm, args, all, bytes, &ws, &send_off, &wr, &recv_off))
         res = tt_device_team_reduce_scatter_window(comm->dev_team, args->stream, ws, send_off,
                                                    wr, recv_off, args->count, &op);
     else if (args->coll == TT_COLL_REDUCESCATTER)
@@ -207,6 +240,9 @@ queued:
         tt_state_fail(&comm->st, res);
         return res;
     }
+    if (comm->trace != NULL) /* its time is the GPU's: not measured here */
+        tt_trace_count(comm->trace, tt_coll_name(args->coll), "Device",
+                       args->count * tt_dtype_bytes(args->dtype), 0);
     if (!comm->dev_team_logged) {
         comm->dev_team_logged = true;
         TT_INFO(TT_SUB_COLL, "%s of %zu elements runs device-direct (the first on this "
@@ -220,9 +256,8 @@ ncclResult_t tt_coll_run(ncclComm_t comm, const struct tt_coll_args *args)
 {
     if (!tt_state_usable(&comm->st))
         return tt_state_check_usable(&comm->st, tt_coll_name(args->coll));
-    if (comm->dev_team != NULL &&
-        (args->coll == TT_COLL_ALLREDUCE || args->coll == TT_COLL_REDUCESCATTER ||
-         args->coll == TT_COLL_ALLGATHER)) {
+    if (comm->dev_team != NULL && args->coll != TT_COLL_SEND && args->coll != TT_COLL_RECV &&
+        args->coll != TT_COLL_COPY) {
         bool taken;
         TT_TRY(try_device_direct(comm, args, &taken));
         if (taken) return ncclSuccess;

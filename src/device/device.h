@@ -234,6 +234,30 @@ ncclResult_t tt_device_team_all_gather(struct tt_device_team *t, cudaStream_t st
                                        const void *send, void *recv, size_t count,
                                        ncclDataType_t dtype);
 
+/* Broadcast, Reduce, Gather, Scatter (`count` per member, `root` a member) and AlltoAll
+ * (`count` per pair) over the same scratch and flags: the input goes into the scratch (the
+ * root's blocks for Scatter, every member's blocks for AlltoAll), and the members that receive
+ * copy out of the holder's scratch (the root reduces every member's for Reduce). The buffer
+ * only the root passes (Broadcast's and Scatter's send, Reduce's and Gather's recv) may be any
+ * memory cuMemcpyAsync accepts; recv_device says whether Reduce's root output is device memory
+ * (if not, the root reduces into its scratch and copies out). In place as NCCL defines it.
+ * Same rules as the AllReduce. */
+ncclResult_t tt_device_team_broadcast(struct tt_device_team *t, cudaStream_t stream,
+                                      const void *send, void *recv, size_t count,
+                                      ncclDataType_t dtype, int root);
+ncclResult_t tt_device_team_reduce(struct tt_device_team *t, cudaStream_t stream,
+                                   const void *send, void *recv, size_t count,
+                                   const struct tt_device_redop *op, int root, bool recv_device);
+ncclResult_t tt_device_team_gather(struct tt_device_team *t, cudaStream_t stream,
+                                   const void *send, void *recv, size_t count,
+                                   ncclDataType_t dtype, int root);
+ncclResult_t tt_device_team_scatter(struct tt_device_team *t, cudaStream_t stream,
+                                    const void *send, void *recv, size_t count,
+                                    ncclDataType_t dtype, int root);
+ncclResult_t tt_device_team_alltoall(struct tt_device_team *t, cudaStream_t stream,
+                                     const void *send, void *recv, size_t count,
+                                     ncclDataType_t dtype);
+
 /* Symmetric windows on device memory (direct.c, "Symmetric windows"): a window registered with
  * NCCL_WIN_COLL_SYMMETRIC over device memory, on a communicator with the device-direct path, is
  * mapped by every member at registration, and an AllReduce whose buffers lie in windows then

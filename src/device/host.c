@@ -122,6 +122,41 @@ ncclResult_t tt_device_team_all_gather(struct tt_device_team *t, cudaStream_t st
     return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
 }
 
+ncclResult_t tt_device_team_broadcast(struct tt_device_team *t, cudaStream_t stream,
+                                      const void *send, void *recv, size_t count,
+                                      ncclDataType_t dtype, int root)
+{
+    return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
+}
+
+ncclResult_t tt_device_team_reduce(struct tt_device_team *t, cudaStream_t stream,
+                                   const void *send, void *recv, size_t count,
+                                   const struct tt_device_redop *op, int root, bool recv_device)
+{
+    return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
+}
+
+ncclResult_t tt_device_team_gather(struct tt_device_team *t, cudaStream_t stream,
+                                   const void *send, void *recv, size_t count,
+                                   ncclDataType_t dtype, int root)
+{
+    return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
+}
+
+ncclResult_t tt_device_team_scatter(struct tt_device_team *t, cudaStream_t stream,
+                                    const void *send, void *recv, size_t count,
+                                    ncclDataType_t dtype, int root)
+{
+    return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
+}
+
+ncclResult_t tt_device_team_alltoall(struct tt_device_team *t, cudaStream_t stream,
+                                     const void *send, void *recv, size_t count,
+                                     ncclDataType_t dtype)
+{
+    return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
+}
+
 ncclResult_t tt_device_window_export(const void *buff, size_t bytes,
                                      struct tt_device_team_info *info)
 {

@@ -290,6 +290,116 @@ static void run_interleaved(struct ctx *x, int t, size_t count)
     }
 }
 
+/* Broadcast, Reduce, Gather, Scatter and AlltoAll on device buffers: out of place (how 0), in
+ * place at NCCL's offsets (how 1; not AlltoAll, which NCCL refuses), and out of place with the buffer only the root passes in host
+ * memory at the root and NULL on the other ranks (how 2), as NCCL allows. The path is decided
+ * on the buffer every rank passes, so all ranks take the device-direct path alike (or, in a
+ * mixed communicator, the staged one). A rank that receives nothing must find its buffer
+ * unchanged. */
+static long long rooted_issued[TH_NUM_ALL_COLLS];
+
+static void run_rooted_case(struct ctx *x, const struct th_case *c, int how)
+{
+    size_t elt = c->type->bytes, send_n = th_send_count(c), recv_n = th_recv_count(c);
+    size_t sb = send_n * elt, rb = recv_n * elt;
+    bool root = x->rank == c->root;
+    bool send_root_only = c->coll == TH_BROADCAST || c->coll == TH_SCATTER;
+    bool recv_root_only = c->coll == TH_REDUCE || c->coll == TH_GATHER;
+    unsigned char *img = malloc(sb), *want = malloc(rb);
+    if (img == NULL || want == NULL) exit(1);
+    th_fill_send(c, img);
+    bool expect = th_fill_expect(c, want, 0, recv_n);
+    unsigned char *s = NULL, *r = NULL, *body = NULL, *before = NULL;
+    bool s_host = false, r_host = false;
+    size_t body_bytes = sb > rb ? sb : rb;
+    if (how == 1) {
+        size_t off = th_inplace_offset(c) * elt;
+        body = dev_malloc(body_bytes);
+        if (body == NULL) exit(1);
+        th_fill_pattern(body, body_bytes, (uint32_t)c->seed + 2);
+        s = c->coll == TH_GATHER ? body + off : body;
+        r = c->coll == TH_GATHER ? body : body + off;
+        memcpy(s, img, sb);
+    } else {
+        s_host = how == 2 && send_root_only;
+        r_host = how == 2 && recv_root_only;
+        if (!(s_host && !root)) s = s_host ? malloc(sb) : dev_malloc(sb);
+        if (!(r_host && !root)) r = r_host ? malloc(rb) : dev_malloc(rb);
+        if ((s == NULL && !(s_host && !root)) || (r == NULL && !(r_host && !root))) exit(1);
+        if (s != NULL) memcpy(s, img, sb);
+        if (r != NULL) th_fill_pattern(r, rb, (uint32_t)c->seed + 5);
+    }
+    /* What the whole receive side must hold afterwards. */
+    unsigned char *whole = how == 1 ? body : r;
+    size_t whole_bytes = how == 1 ? body_bytes : rb;
+    if (whole != NULL) {
+        before = malloc(whole_bytes);
+        if (before == NULL) exit(1);
+        memcpy(before, whole, whole_bytes);
+        if (expect) memcpy(before + (r - whole), want, rb);
+    }
+    CHECK_NCCL(issue(x, c, s, r));
+    rooted_issued[c->coll]++;
+    stream_sync(x->stream);
+    static const char *const hows[] = {"out of place", "in place", "root-only buffer on the host"};
+    if (whole != NULL) check(x, c, hows[how], whole, before, whole_bytes);
+    if (how != 1 && s != NULL) check(x, c, "sendbuff unchanged", s, img, sb);
+    if (how == 1) dev_free(body);
+    if (how != 1 && s != NULL) (s_host ? free : dev_free)(s);
+    if (how != 1 && r != NULL) (r_host ? free : dev_free)(r);
+    free(before);
+    free(img);
+    free(want);
+}
+
+static void run_rooted(struct ctx *x)
+{
+    static const enum th_coll colls[] = {TH_BROADCAST, TH_REDUCE, TH_GATHER, TH_SCATTER,
+                                         TH_ALLTOALL};
+    static const size_t counts[] = {1, 7, 1031, 20001};
+    for (int t = 0; t < TH_NUM_DTYPES; t++)
+        for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++)
+            for (int op = 0; op < (colls[i] == TH_REDUCE ? TH_NUM_OPS : 1); op++)
+                for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+                    struct th_case c = make_case(x, t, op, counts[k],
+                                                 5003u * (unsigned)t + 211u * (unsigned)i +
+                                                     41u * (unsigned)op + k);
+                    c.coll = colls[i];
+                    c.root = (int)((k + (size_t)t) % (size_t)x->nranks);
+                    for (int how = 0; how < 3; how++)
+                        if (how != 1 || c.coll != TH_ALLTOALL) /* NCCL refuses it in place */
+                            run_rooted_case(x, &c, how);
+                }
+}
+
+/* The statistics (TUTTI_STATS=1) must count every rooted collective under "Device" when the
+ * device-direct path is on, and none there when it is off (a mixed communicator): proof of
+ * which path ran, not only that the results were right. */
+static void check_rooted_path(struct ctx *x, bool direct)
+{
+    static const struct { enum th_coll coll; const char *name; } names[] = {
+        {TH_BROADCAST, "Broadcast"}, {TH_REDUCE, "Reduce"}, {TH_GATHER, "Gather"},
+        {TH_SCATTER, "Scatter"},     {TH_ALLTOALL, "AlltoAll"},
+    };
+    tuttiCommStat_t rows[64];
+    int n = 0;
+    CHECK_NCCL(tuttiCommStats(x->comm, rows, 64, &n));
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        unsigned long long device = 0;
+        for (int j = 0; j < n && j < 64; j++)
+            if (strcmp(rows[j].collective, names[i].name) == 0 &&
+                strcmp(rows[j].algorithm, "Device") == 0)
+                device += rows[j].ops;
+        unsigned long long want = direct ? (unsigned long long)rooted_issued[names[i].coll] : 0;
+        x->cases++;
+        if (device != want) {
+            x->failures++;
+            fprintf(stderr, "rank %d: FAIL %s: %llu operations counted device-direct, %llu "
+                            "expected\n", x->rank, names[i].name, device, want);
+        }
+    }
+}
+
 /* Symmetric windows on device memory (--windows): AllReduce whose buffers lie in windows that
  * every rank registered reads and writes the peers' buffers in place (direct.c, "Symmetric
  * windows"). Every dtype x op, in place and out of place, at offsets inside the windows that
@@ -426,6 +536,7 @@ int main(int argc, char **argv)
     if (gpu) make_current();
     struct ctx x;
     memset(&x, 0, sizeof x);
+    setenv("TUTTI_STATS", "1", 0); /* check_rooted_path reads which path ran */
     CHECK_NCCL(tuttiCommInitFromEnv(&x.comm));
     CHECK_NCCL(ncclCommUserRank(x.comm, &x.rank));
     CHECK_NCCL(ncclCommCount(x.comm, &x.nranks));
@@ -496,6 +607,8 @@ int main(int argc, char **argv)
                     run_block_case(&x, &c, 1);
                 }
     if (!windows) {
+        run_rooted(&x);
+        check_rooted_path(&x, !mixed);
         run_premulsum(&x, 1031);
         run_premulsum(&x, 70001);
     }

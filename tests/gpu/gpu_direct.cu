@@ -1,4 +1,4 @@
-/* The device-direct AllReduce, ReduceScatter and AllGather (docs/cuda.md, "The device-direct path"; label cuda). Every rank
+/* The device-direct collectives (docs/cuda.md, "The device-direct path"; label cuda). Every rank
  * of a tutti-run job makes device 0 current before the communicator, so that all of them are GPU
  * ranks of one host and the communicator maps the ranks' device scratch through CUDA IPC. Run
  * with TUTTI_CUDA_DIRECT=2, so that init fails where the path cannot be set up: every AllReduce
@@ -9,6 +9,9 @@
  *     out of place (the send buffer must stay unchanged);
  *   - ReduceScatter (every op) and AllGather, device-direct as well, counts 1, 7, 1031 and
  *     65537 per rank, in place (NCCL's offsets) and out of place;
+ *   - Broadcast, Reduce (every op), Gather, Scatter and AlltoAll, counts 1, 7, 1031 and 65537,
+ *     every root in turn, in place, out of place, and with the root-only buffer in pageable
+ *     host memory (NULL on the other ranks); the statistics must count each as device-direct;
  *   - bursts: four AllReduces queued back to back on one stream before one synchronisation,
  *     every dtype, so that the scratch is reused while peers may still be a chunk behind;
  *   - a host-buffer AllReduce on the same communicator (the host engine, untouched);
@@ -220,6 +223,127 @@ static void run_burst(struct ctx *x, int t, size_t count)
     }
 }
 
+/* Broadcast, Reduce, Gather, Scatter and AlltoAll, device-direct too: out of place (how 0), in
+ * place at NCCL's offsets (how 1; not AlltoAll, which NCCL refuses), and out of place with the
+ * buffer only the root passes in pageable host memory at the root and NULL elsewhere (how 2).
+ * The whole receive side is compared: a rank that receives nothing keeps its buffer. */
+static long long rooted_issued[TH_NUM_ALL_COLLS];
+
+static ncclResult_t issue_rooted(struct ctx *x, const th_case *c, const void *s, void *r)
+{
+    ncclDataType_t dt = c->type->dtype;
+    switch (c->coll) {
+    case TH_BROADCAST: return ncclBroadcast(s, r, c->count, dt, c->root, x->comm, x->stream);
+    case TH_REDUCE: return ncclReduce(s, r, c->count, dt, c->op, c->root, x->comm, x->stream);
+    case TH_GATHER: return ncclGather(s, r, c->count, dt, c->root, x->comm, x->stream);
+    case TH_SCATTER: return ncclScatter(s, r, c->count, dt, c->root, x->comm, x->stream);
+    default: return ncclAlltoAll(s, r, c->count, dt, x->comm, x->stream);
+    }
+}
+
+static void run_rooted_case(struct ctx *x, const th_case *c, int how)
+{
+    size_t elt = c->type->bytes, send_n = th_send_count(c), recv_n = th_recv_count(c);
+    size_t sb = send_n * elt, rb = recv_n * elt, body_bytes = sb > rb ? sb : rb;
+    bool root = x->rank == c->root;
+    bool s_host = how == 2 && (c->coll == TH_BROADCAST || c->coll == TH_SCATTER);
+    bool r_host = how == 2 && (c->coll == TH_REDUCE || c->coll == TH_GATHER);
+    std::vector<unsigned char> img(sb), want(rb);
+    th_fill_send(c, img.data());
+    bool expect = th_fill_expect(c, want.data(), 0, recv_n);
+    unsigned char *s = NULL, *r = NULL, *body = NULL;
+    std::vector<unsigned char> after; /* the receive side's image afterwards */
+    if (how == 1) {
+        size_t off = th_inplace_offset(c) * elt;
+        after.resize(body_bytes);
+        th_fill_pattern(after.data(), body_bytes, (uint32_t)c->seed + 2);
+        size_t s_off = c->coll == TH_GATHER ? off : 0, r_off = c->coll == TH_GATHER ? 0 : off;
+        memcpy(after.data() + s_off, img.data(), sb);
+        CHECK_CUDA(cudaMalloc(&body, body_bytes));
+        CHECK_CUDA(cudaMemcpy(body, after.data(), body_bytes, cudaMemcpyHostToDevice));
+        s = body + s_off;
+        r = body + r_off;
+        if (expect) memcpy(after.data() + r_off, want.data(), rb);
+    } else {
+        if (s_host && root) s = (unsigned char *)malloc(sb);
+        else if (!s_host) CHECK_CUDA(cudaMalloc(&s, sb));
+        if (r_host && root) r = (unsigned char *)malloc(rb);
+        else if (!r_host) CHECK_CUDA(cudaMalloc(&r, rb));
+        if (s != NULL) CHECK_CUDA(cudaMemcpy(s, img.data(), sb, cudaMemcpyDefault));
+        if (r != NULL) {
+            after.resize(rb);
+            th_fill_pattern(after.data(), rb, (uint32_t)c->seed + 5);
+            CHECK_CUDA(cudaMemcpy(r, after.data(), rb, cudaMemcpyDefault));
+            if (expect) after = want;
+        }
+    }
+    CHECK_CUDA(cudaDeviceSynchronize()); /* the fills ran on the legacy stream */
+    CHECK_NCCL(issue_rooted(x, c, s, r));
+    rooted_issued[c->coll]++;
+    CHECK_CUDA(cudaStreamSynchronize(x->stream));
+    static const char *const hows[] = {"out of place", "in place", "root-only buffer on the host"};
+    unsigned long long bad = 0;
+    unsigned char *whole = how == 1 ? body : r;
+    if (whole != NULL && (how == 1 ? false : r_host)) {
+        bad += memcmp(whole, after.data(), after.size()) != 0; /* host memory: compare here */
+    } else if (whole != NULL) {
+        bad += mismatches(x, whole, after.data(), after.size());
+    }
+    if (how != 1 && s != NULL) {
+        if (s_host) bad += memcmp(s, img.data(), sb) != 0;
+        else bad += mismatches(x, s, img.data(), sb);
+    }
+    report(x, c, hows[how], bad);
+    if (body != NULL) CHECK_CUDA(cudaFree(body));
+    if (how != 1 && s != NULL) {
+        if (s_host) free(s);
+        else CHECK_CUDA(cudaFree(s));
+    }
+    if (how != 1 && r != NULL) {
+        if (r_host) free(r);
+        else CHECK_CUDA(cudaFree(r));
+    }
+}
+
+static void run_rooted(struct ctx *x)
+{
+    static const th_coll colls[] = {TH_BROADCAST, TH_REDUCE, TH_GATHER, TH_SCATTER, TH_ALLTOALL};
+    static const size_t counts[] = {1, 7, 1031, 65537};
+    for (int t = 0; t < TH_NUM_DTYPES; t++)
+        for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++)
+            for (int op = 0; op < (colls[i] == TH_REDUCE ? TH_NUM_OPS : 1); op++)
+                for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+                    th_case c = make_case(x, t, op, counts[k],
+                                          5003u * t + 211u * i + 41u * op + k);
+                    c.coll = colls[i];
+                    c.root = (int)((k + (size_t)t) % (size_t)x->nranks);
+                    for (int how = 0; how < 3; how++)
+                        if (how != 1 || c.coll != TH_ALLTOALL) run_rooted_case(x, &c, how);
+                }
+    /* TUTTI_STATS=1: every one of them must have run device-direct (algorithm "Device"). */
+    static const struct { th_coll coll; const char *name; } names[] = {
+        {TH_BROADCAST, "Broadcast"}, {TH_REDUCE, "Reduce"}, {TH_GATHER, "Gather"},
+        {TH_SCATTER, "Scatter"},     {TH_ALLTOALL, "AlltoAll"},
+    };
+    tuttiCommStat_t rows[64];
+    int n = 0;
+    CHECK_NCCL(tuttiCommStats(x->comm, rows, 64, &n));
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        unsigned long long device = 0;
+        for (int j = 0; j < n && j < 64; j++)
+            if (strcmp(rows[j].collective, names[i].name) == 0 &&
+                strcmp(rows[j].algorithm, "Device") == 0)
+                device += rows[j].ops;
+        x->cases++;
+        if (device != (unsigned long long)rooted_issued[names[i].coll]) {
+            x->failures++;
+            fprintf(stderr, "rank %d: FAIL %s: %llu operations counted device-direct, %lld "
+                            "issued\n", x->rank, names[i].name, device,
+                    rooted_issued[names[i].coll]);
+        }
+    }
+}
+
 /* Symmetric windows (--windows): AllReduce on buffers inside a window every rank registered
  * reads and writes the peers' windows in place (docs/cuda.md, "Symmetric windows"). Every dtype
  * x op, in place and out of place, at offsets every rank uses alike (odd counts one element in:
@@ -318,6 +442,7 @@ int main(int argc, char **argv)
     CHECK_CUDA(cudaSetDevice(0));
     CHECK_CUDA(cudaFree(0)); /* the primary context exists now */
     struct ctx x = {};
+    setenv("TUTTI_STATS", "1", 0); /* run_rooted reads which path ran */
     CHECK_NCCL(tuttiCommInitFromEnv(&x.comm));
     CHECK_NCCL(ncclCommUserRank(x.comm, &x.rank));
     CHECK_NCCL(ncclCommCount(x.comm, &x.nranks));
@@ -352,6 +477,7 @@ int main(int argc, char **argv)
                     run_block_case(&x, &c, false);
                     run_block_case(&x, &c, true);
                 }
+    if (!windows) run_rooted(&x);
     for (int t = 0; t < TH_NUM_DTYPES && !windows; t++) {
         run_burst(&x, t, 1031);
         run_burst(&x, t, 262147);

@@ -17,6 +17,9 @@
 #               tutti-perf -G -R 2 tables (part of all; about 1 minute)
 #   --phase mps the device-direct AllReduce table and the 4-rank matrix under CUDA MPS (1 minute)
 #   --phase winmps  the window AllReduce table and gpu_direct --windows under CUDA MPS
+#   --phase rooted  Broadcast, Reduce, Gather, Scatter and AlltoAll device-direct: gpu_direct at
+#               2-4 ranks, then each one's tutti-perf -G table at 2 ranks direct and staged
+#               (part of all through phase a's gpu_direct; the tables only here; 2-3 minutes)
 #
 # Phase a prints: the GPU and driver; tutti-info; unit_cuda_elementwise, gpu_reduce (the device
 # reduction kernels), gpu_ipc (IPC handles among 3 ranks); gpu_direct at 2, 3, 4 ranks with a
@@ -40,7 +43,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         --pack | --build | --no-build) mode=$1 ;;
         --phase) phase=${2:-all}; shift ;;
-        *) echo "usage: $0 [--pack|--build|--no-build] [--phase a|b|win|all|mps|winmps]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--pack|--build|--no-build] [--phase a|b|win|all|mps|winmps|rooted]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -144,6 +147,21 @@ if [ "$phase" = win ] || [ "$phase" = all ]; then
         -b 64M -e 256M -f 4 -n 20 -w 5 -c 1
     step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n 3 --timeout 200 "$B/tutti-perf" -G -R 2 \
         -b 1M -e 256M -f 16 -n 10 -w 3 -c 1
+fi
+if [ "$phase" = rooted ]; then
+    # The device-direct rooted collectives and AlltoAll (with everything else gpu_direct checks),
+    # then their speed on the device-direct path against the staged one, 2 ranks on one GPU.
+    for n in 2 3 4; do
+        step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_DIRECT_BYTES=65536 \
+            "$B/tutti-run" -n $n --timeout 150 "$B/gpu_direct"
+    done
+    step "$B/tutti-run" -n 3 --timeout 100 "$B/abi_gpu"
+    for coll in broadcast reduce gather scatter alltoall; do
+        step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n 2 --timeout 120 "$B/tutti-perf" -G \
+            -t $coll -b 1M -e 256M -f 16 -n 10 -w 3 -c 1
+        step env TUTTI_CUDA_DIRECT=0 "$B/tutti-run" -n 2 --timeout 120 "$B/tutti-perf" -G \
+            -t $coll -b 1M -e 16M -f 16 -n 5 -w 2 -c 1
+    done
 fi
 if [ "$phase" = mps ] || [ "$phase" = winmps ]; then
     export CUDA_MPS_PIPE_DIRECTORY=/tmp/tutti-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/tutti-mps-log

@@ -399,6 +399,156 @@ ncclResult_t tt_device_team_all_gather(struct tt_device_team *t, cudaStream_t st
     return ncclSuccess;
 }
 
+/* ---- The rooted collectives and AlltoAll over the scratch ------------------------------------
+ * The same chunks and flags as above: every member runs chunk_begin, chunk_ready and DONE for
+ * every chunk, whether it moves data in that chunk or not, so the sequence numbers stay equal.
+ * The buffer only the root passes (Broadcast's and Scatter's input, Reduce's and Gather's
+ * output) may be any memory the driver can copy to or from (cuMemcpyAsync infers the kind from
+ * the address); the core decides the path on the buffer every member passes
+ * (core/coll.c, try_device_direct), so a root with a host buffer there still takes the path
+ * its peers take. The members' own buffers are device memory. */
+
+static ncclResult_t copy(CUstream s, void *dst, const void *src, size_t bytes)
+{
+    if (dst == src || bytes == 0) return ncclSuccess;
+    return TT_CU(tt_cu.cuMemcpyAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src,
+                                     bytes, s));
+}
+
+static void *scratch_at(const struct tt_device_team *t, int member, size_t byte)
+{
+    return (void *)(uintptr_t)(t->base[member] + byte);
+}
+
+ncclResult_t tt_device_team_broadcast(struct tt_device_team *t, cudaStream_t stream,
+                                      const void *send, void *recv, size_t count,
+                                      ncclDataType_t dtype, int root)
+{
+    size_t elt = dtype_bytes(dtype);
+    CUstream s = (CUstream)stream;
+    TT_TRY(team_check(t, elt, dtype, s, recv));
+    size_t per_chunk = t->bytes / elt;
+    for (size_t off = 0; off < count; off += per_chunk) {
+        size_t c = count - off < per_chunk ? count - off : per_chunk, b = c * elt;
+        uint32_t seq;
+        TT_TRY(chunk_begin(t, s, &seq));
+        if (t->rank == root) TT_TRY(copy(s, scratch_at(t, root, 0), (const char *)send + off * elt, b));
+        TT_TRY(chunk_ready(t, s, seq));
+        const void *from = t->rank == root ? (const char *)send + off * elt : scratch_at(t, root, 0);
+        TT_TRY(copy(s, (char *)recv + off * elt, from, b)); /* the root in place: none */
+        TT_TRY(post(t, s, FLAG_DONE, seq));
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t tt_device_team_reduce(struct tt_device_team *t, cudaStream_t stream,
+                                   const void *send, void *recv, size_t count,
+                                   const struct tt_device_redop *op, int root, bool recv_device)
+{
+    size_t elt = dtype_bytes(op->dtype);
+    CUstream s = (CUstream)stream;
+    TT_TRY(team_check(t, elt, op->dtype, s, (void *)send));
+    /* Half the scratch holds the inputs; a root whose output is not device memory reduces into
+     * the other half of its own and copies out from there (no kernel writes host memory). */
+    size_t per_chunk = t->bytes / 2 / elt;
+    for (size_t off = 0; off < count; off += per_chunk) {
+        size_t c = count - off < per_chunk ? count - off : per_chunk;
+        uint32_t seq;
+        TT_TRY(chunk_begin(t, s, &seq));
+        TT_TRY(copy(s, scratch_at(t, t->rank, 0), (const char *)send + off * elt, c * elt));
+        TT_TRY(chunk_ready(t, s, seq));
+        if (t->rank == root) {
+            char *out = (char *)recv + off * elt;
+            char *dst = recv_device ? out : scratch_at(t, root, t->bytes / 2);
+            TT_TRY(reduce_members(t, s, op, dst, 0, c, elt));
+            if (!recv_device) TT_TRY(copy(s, out, dst, c * elt));
+        }
+        TT_TRY(post(t, s, FLAG_DONE, seq));
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t tt_device_team_gather(struct tt_device_team *t, cudaStream_t stream,
+                                   const void *send, void *recv, size_t count,
+                                   ncclDataType_t dtype, int root)
+{
+    size_t elt = dtype_bytes(dtype);
+    CUstream s = (CUstream)stream;
+    TT_TRY(team_check(t, elt, dtype, s, (void *)send));
+    size_t per_chunk = t->bytes / elt;
+    for (size_t off = 0; off < count; off += per_chunk) {
+        size_t c = count - off < per_chunk ? count - off : per_chunk, b = c * elt;
+        const char *in = (const char *)send + off * elt;
+        uint32_t seq;
+        TT_TRY(chunk_begin(t, s, &seq));
+        if (t->rank != root) TT_TRY(copy(s, scratch_at(t, t->rank, 0), in, b));
+        TT_TRY(chunk_ready(t, s, seq));
+        for (int p = 0; t->rank == root && p < t->nranks; p++) {
+            char *out = (char *)recv + ((size_t)p * count + off) * elt;
+            TT_TRY(copy(s, out, p == root ? in : scratch_at(t, p, 0), b)); /* in place: none */
+        }
+        TT_TRY(post(t, s, FLAG_DONE, seq));
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t tt_device_team_scatter(struct tt_device_team *t, cudaStream_t stream,
+                                    const void *send, void *recv, size_t count,
+                                    ncclDataType_t dtype, int root)
+{
+    size_t elt = dtype_bytes(dtype);
+    CUstream s = (CUstream)stream;
+    TT_TRY(team_check(t, elt, dtype, s, recv));
+    int n = t->nranks;
+    size_t per_chunk = t->bytes / elt / (size_t)n;
+    for (size_t off = 0; off < count; off += per_chunk) {
+        size_t c = count - off < per_chunk ? count - off : per_chunk, b = c * elt;
+        uint32_t seq;
+        TT_TRY(chunk_begin(t, s, &seq));
+        for (int q = 0; t->rank == root && q < n; q++)
+            if (q != root)
+                TT_TRY(copy(s, scratch_at(t, root, (size_t)q * b),
+                            (const char *)send + ((size_t)q * count + off) * elt, b));
+        TT_TRY(chunk_ready(t, s, seq));
+        char *out = (char *)recv + off * elt;
+        if (t->rank == root)
+            TT_TRY(copy(s, out, (const char *)send + ((size_t)root * count + off) * elt, b));
+        else
+            TT_TRY(copy(s, out, scratch_at(t, root, (size_t)t->rank * b), b));
+        TT_TRY(post(t, s, FLAG_DONE, seq));
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t tt_device_team_alltoall(struct tt_device_team *t, cudaStream_t stream,
+                                     const void *send, void *recv, size_t count,
+                                     ncclDataType_t dtype)
+{
+    size_t elt = dtype_bytes(dtype);
+    CUstream s = (CUstream)stream;
+    TT_TRY(team_check(t, elt, dtype, s, recv));
+    int n = t->nranks, me = t->rank;
+    size_t per_chunk = t->bytes / elt / (size_t)n;
+    for (size_t off = 0; off < count; off += per_chunk) {
+        size_t c = count - off < per_chunk ? count - off : per_chunk, b = c * elt;
+        uint32_t seq;
+        TT_TRY(chunk_begin(t, s, &seq));
+        for (int q = 0; q < n; q++)
+            if (q != me)
+                TT_TRY(copy(s, scratch_at(t, me, (size_t)q * b),
+                            (const char *)send + ((size_t)q * count + off) * elt, b));
+        TT_TRY(chunk_ready(t, s, seq));
+        for (int p = 0; p < n; p++) {
+            char *out = (char *)recv + ((size_t)p * count + off) * elt;
+            const void *from = p == me ? (const char *)send + ((size_t)me * count + off) * elt
+                                       : scratch_at(t, p, (size_t)me * b);
+            TT_TRY(copy(s, out, from, b));
+        }
+        TT_TRY(post(t, s, FLAG_DONE, seq));
+    }
+    return ncclSuccess;
+}
+
 /* ---- Symmetric windows ---------------------------------------------------------------------
  * A window registered on device memory with NCCL_WIN_COLL_SYMMETRIC is exported by every member
  * and mapped by every other at registration (collective, as in NCCL), so an AllReduce whose
