@@ -67,7 +67,8 @@ ncclResult_t tuttiCommDump(ncclComm_t comm);
  * logged at INFO when the communicator is destroyed. */
 typedef struct {
     const char *collective; /* "AllReduce", "Send", "Recv", ... (static text) */
-    const char *algorithm;  /* "Ring", "Tree", "OneShot", "Direct"; "P2P" for sends, receives */
+    const char *algorithm;  /* "Ring", "Tree", "OneShot", "Direct"; "P2P" for sends, receives;
+                               "Device" for device-direct operations (CUDA), timeNs 0 */
     uint64_t ops;
     uint64_t bytes;         /* the operations' buffer bytes (NCCL's count x datatype), summed */
     uint64_t timeNs;        /* their time on this rank, from start to completion, summed */

@@ -144,14 +144,14 @@ static bool window_pair(ncclComm_t comm, const struct tt_coll_args *args, size_t
            tt_mem_device_window(comm, args->recvbuff, recv_bytes, wr, recv_off);
 }
 
-/* The device-direct path (device/device.h, core/setup.c): a collective (not Send/Recv) outside
- * a group, on device buffers and a CUDA stream (or NULL), on a communicator whose ranks are all
- * GPU ranks of this host, is queued on the stream as GPU work that reads the peers' device
- * scratch (or symmetric windows) directly; the host engine never sees it, and the statistics
- * count it under algorithm "Device" with no time. *taken says whether it was. Every rank must then pass device
- * buffers (as NCCL requires); a rank that passes host buffers while the others pass device
- * buffers takes the staged path alone and both sides wait for each other forever. A failure
- * half-way through queueing fails the communicator (its peers' streams may wait on it). */
+/* The device-direct path (device/device.h, core/setup.c): a collective (not Send/Recv) outside a
+ * group, on device buffers and a CUDA stream (or NULL), on a communicator whose ranks are all GPU
+ * ranks of this host, is queued on the stream as GPU work that reads the peers' device scratch (or
+ * symmetric windows) directly; the host engine never sees it, and the statistics count it under
+ * algorithm "Device" with no time. *taken says whether it was. Every rank must then pass device
+ * buffers (as NCCL requires); a rank that passes host buffers while the others pass device buffers
+ * takes the staged path alone and both sides wait for each other forever. A failure half-way
+ * through queueing fails the communicator (its peers' streams may wait on it). */
 static ncclResult_t try_device_direct(ncclComm_t comm, const struct tt_coll_args *args,
                                       bool *taken)
 {

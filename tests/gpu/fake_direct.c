@@ -1,12 +1,13 @@
-/* The device-direct AllReduce end to end on a machine without a GPU, over the stand-in driver
+/* The device-direct collectives end to end on a machine without a GPU, over the stand-in driver
  * of tests/gpu/fake_cuda.c (label cuda): real processes exchange "IPC handles" at init, queue
  * the chunk protocol of src/device/cuda/direct.c on streams, wait on each other's flags and
  * reduce with the host builds of the device kernels' element functions. It checks the
  * protocol, the chunking, one-shot and two-shot, the reduction chains of every dtype x op and
  * the core's dispatch, bit for bit against the harness's exact reference, and, interleaved with
- * them on the same stream, the staged collectives (AllGather, ReduceScatter, Broadcast, Reduce,
- * AlltoAll, Gather, Scatter, Send/Recv:
- * pinned copies, the start/done words, the host engine). It says nothing about CUDA itself
+ * them on the same stream, the other collectives (device-direct too) and grouped Send/Recv
+ * (staged: pinned copies, the start/done words, the host engine); Broadcast, Reduce, Gather,
+ * Scatter and AlltoAll also on their own (run_rooted), with the statistics proving which path
+ * ran. It says nothing about CUDA itself
  * (gpu_direct and gpu_matrix do that on a GPU).
  *
  * Run under tutti-run with TUTTI_CUDA_LIBRARY naming the stand-in and TUTTI_CUDA_DIRECT=2 (init
@@ -176,8 +177,7 @@ static void run_burst(struct ctx *x, int t, size_t count)
     }
 }
 
-/* Staged collectives (AllGather, ReduceScatter, Broadcast, Reduce, AlltoAll, Gather, Scatter,
- * Send/Recv in a group: the host engine on pinned
+/* Every collective (device-direct) and Send/Recv in a group (staged: the host engine on pinned
  * copies, ordered by the start/done words) interleaved with device-direct AllReduces on one
  * stream, all queued before one synchronisation: the two paths must keep stream order. */
 static ncclResult_t issue(const struct ctx *x, const struct th_case *c, const void *s, void *r)
@@ -290,12 +290,12 @@ static void run_interleaved(struct ctx *x, int t, size_t count)
     }
 }
 
-/* Broadcast, Reduce, Gather, Scatter and AlltoAll on device buffers: out of place (how 0), in
- * place at NCCL's offsets (how 1; not AlltoAll, which NCCL refuses), and out of place with the buffer only the root passes in host
- * memory at the root and NULL on the other ranks (how 2), as NCCL allows. The path is decided
- * on the buffer every rank passes, so all ranks take the device-direct path alike (or, in a
- * mixed communicator, the staged one). A rank that receives nothing must find its buffer
- * unchanged. */
+/* Broadcast, Reduce, Gather, Scatter and AlltoAll on device buffers: out of place (how 0), in place
+ * at NCCL's offsets (how 1; not AlltoAll, which NCCL refuses), and out of place with the buffer
+ * only the root passes in host memory at the root and NULL on the other ranks (how 2), as NCCL
+ * allows. The path is decided on the buffer every rank passes, so all ranks take the device-direct
+ * path alike (or, in a mixed communicator, the staged one). A rank that receives nothing must find
+ * its buffer unchanged. */
 static long long rooted_issued[TH_NUM_ALL_COLLS];
 
 static void run_rooted_case(struct ctx *x, const struct th_case *c, int how)

@@ -1,5 +1,6 @@
-/* The device-direct path (device/device.h, "The device-direct path"): AllReduce among the GPU
- * ranks of one host, queued on the caller's CUDA stream and run by the GPU alone.
+/* The device-direct path (device/device.h, "The device-direct path"): collectives among the GPU
+ * ranks of one host, queued on the caller's CUDA stream and run by the GPU alone. The AllReduce
+ * is described here; the others (below) use the same chunks and flags.
  *
  * Each member owns one device allocation: a scratch of `bytes` and, behind it, three flag words
  * (READY, REDUCED, DONE), each on its own 128-byte line. Peers map it through a CUDA IPC handle
@@ -432,9 +433,10 @@ ncclResult_t tt_device_team_broadcast(struct tt_device_team *t, cudaStream_t str
         size_t c = count - off < per_chunk ? count - off : per_chunk, b = c * elt;
         uint32_t seq;
         TT_TRY(chunk_begin(t, s, &seq));
-        if (t->rank == root) TT_TRY(copy(s, scratch_at(t, root, 0), (const char *)send + off * elt, b));
+        const char *in = (const char *)send + off * elt;
+        if (t->rank == root) TT_TRY(copy(s, scratch_at(t, root, 0), in, b));
         TT_TRY(chunk_ready(t, s, seq));
-        const void *from = t->rank == root ? (const char *)send + off * elt : scratch_at(t, root, 0);
+        const void *from = t->rank == root ? in : scratch_at(t, root, 0);
         TT_TRY(copy(s, (char *)recv + off * elt, from, b)); /* the root in place: none */
         TT_TRY(post(t, s, FLAG_DONE, seq));
     }
