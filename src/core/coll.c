@@ -252,10 +252,66 @@ queued:
     return ncclSuccess;
 }
 
+ncclResult_t tt_coll_device_p2p(ncclComm_t *comms, int ncomms, cudaStream_t stream,
+                                struct tt_device_p2p *const *ops, const int *counts)
+{
+    for (int c = 0; c < ncomms; c++)
+        if (!tt_state_usable(&comms[c]->st))
+            return tt_state_check_usable(&comms[c]->st, "ncclGroupEnd");
+    for (size_t round = 0;; round++) {
+        bool more = false;
+        for (int phase = 0; phase < 2; phase++) /* every send of the round, then every receive */
+            for (int c = 0; c < ncomms; c++) {
+                bool any;
+                ncclResult_t res = tt_device_team_p2p_round(comms[c]->dev_team, stream, ops[c],
+                                                            counts[c], round, phase == 0, &any);
+                if (res != ncclSuccess) {
+                    tt_state_fail(&comms[c]->st, res);
+                    return res;
+                }
+                more = more || any;
+            }
+        if (!more) break;
+    }
+    for (int c = 0; c < ncomms; c++)
+        for (int i = 0; comms[c]->trace != NULL && i < counts[c]; i++)
+            tt_trace_count(comms[c]->trace,
+                           tt_coll_name(ops[c][i].send ? TT_COLL_SEND : TT_COLL_RECV), "Device",
+                           ops[c][i].bytes, 0);
+    return ncclSuccess;
+}
+
+/* A Send or Recv on the device-direct path: device buffer, a CUDA stream (or NULL), a
+ * communicator with the path; inside a group it waits for the group's end. *taken says whether
+ * it was taken. Each side decides on its own buffer: a send from device memory to a receive
+ * into host memory would wait forever (NCCL requires device buffers on both sides alike). */
+static ncclResult_t try_device_p2p(ncclComm_t comm, const struct tt_coll_args *args,
+                                   bool *taken)
+{
+    bool send = args->coll == TT_COLL_SEND;
+    void *buff = send ? (void *)args->sendbuff : args->recvbuff;
+    *taken = false;
+    if (args->count == 0 || tt_stream_is_host(args->stream) ||
+        tt_device_mem_kind(buff) != TT_MEM_DEVICE)
+        return ncclSuccess;
+    struct tt_device_p2p op = {.send = send, .peer = args->peer, .buff = buff,
+                               .bytes = args->count * tt_dtype_bytes(args->dtype)};
+    *taken = true;
+    if (tt_group_depth() > 0) return tt_group_add_device_p2p(comm, args, &op);
+    struct tt_device_p2p *ops = &op;
+    int one = 1;
+    return tt_coll_device_p2p(&comm, 1, args->stream, &ops, &one);
+}
+
 ncclResult_t tt_coll_run(ncclComm_t comm, const struct tt_coll_args *args)
 {
     if (!tt_state_usable(&comm->st))
         return tt_state_check_usable(&comm->st, tt_coll_name(args->coll));
+    if (comm->dev_team != NULL && (args->coll == TT_COLL_SEND || args->coll == TT_COLL_RECV)) {
+        bool taken;
+        TT_TRY(try_device_p2p(comm, args, &taken));
+        if (taken) return ncclSuccess;
+    }
     if (comm->dev_team != NULL && args->coll != TT_COLL_SEND && args->coll != TT_COLL_RECV &&
         args->coll != TT_COLL_COPY) {
         bool taken;

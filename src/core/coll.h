@@ -11,4 +11,11 @@
  * complete on return. */
 ncclResult_t tt_coll_run(ncclComm_t comm, const struct tt_coll_args *args);
 
+/* Queues device-direct Sends and Recvs on `stream`: for each of `ncomms` communicators, its
+ * counts[c] operations at ops[c] (a group's, each communicator's in issue order, or one alone),
+ * in rounds across all of them (device/device.h); a failure half-way fails the communicator. */
+struct tt_device_p2p;
+ncclResult_t tt_coll_device_p2p(ncclComm_t *comms, int ncomms, cudaStream_t stream,
+                                struct tt_device_p2p *const *ops, const int *counts);
+
 #endif

@@ -7,8 +7,10 @@
 
 #include "core/group.h"
 
+#include "core/coll.h"
 #include "core/comm.h"
 #include "core/dispatch.h"
+#include "device/device.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -23,6 +25,14 @@ struct group_state {
     struct deferred_wait *waits;
     int wait_count;
     int wait_cap;
+    struct device_p2p *p2p; /* device-direct Sends and Recvs, in issue order */
+    int p2p_count;
+    int p2p_cap;
+};
+
+struct device_p2p {
+    struct ncclComm *comm;
+    struct tt_device_p2p op;
 };
 
 /* Something the outermost end must wait for before it runs the group: a background init. */
@@ -45,6 +55,7 @@ ncclResult_t tt_group_start(void)
         group.stream = NULL;
         group.any_blocking = group.any_nonblocking = false;
         group.wait_count = 0;
+        group.p2p_count = 0;
     }
     group_depth_fast = ++group.depth;
     return ncclSuccess;
@@ -61,15 +72,11 @@ void tt_group_note_error(ncclResult_t res)
     if (group.depth > 0) remember(res);
 }
 
-ncclResult_t tt_group_add(struct ncclComm *comm, const struct tt_coll_args *args,
-                          tt_group_expand_fn expand, struct tt_device_stage *stages,
-                          bool device)
+/* NCCL's rules for every operation added: one stream per group, and blocking and nonblocking
+ * communicators not mixed. */
+static ncclResult_t admit(struct ncclComm *comm, const struct tt_coll_args *args)
 {
-    /* The group's batch owns the stages from here, also when this operation fails (the group
-     * is then discarded with them). */
-    tt_device_stage_join(&group.batch.stages, stages);
-    if (device) group.batch.device = true;
-    if (group.batch.count > 0 && args->stream != group.stream)
+    if ((group.batch.count > 0 || group.p2p_count > 0) && args->stream != group.stream)
         return remember(TT_ERROR(ncclInvalidUsage,
                                  "%s: all operations of a group must use the same stream",
                                  tt_coll_name(args->coll)));
@@ -80,7 +87,73 @@ ncclResult_t tt_group_add(struct ncclComm *comm, const struct tt_coll_args *args
                                  tt_coll_name(args->coll)));
     group.stream = args->stream;
     if (comm->blocking) group.any_blocking = true; else group.any_nonblocking = true;
+    return ncclSuccess;
+}
+
+ncclResult_t tt_group_add(struct ncclComm *comm, const struct tt_coll_args *args,
+                          tt_group_expand_fn expand, struct tt_device_stage *stages,
+                          bool device)
+{
+    /* The group's batch owns the stages from here, also when this operation fails (the group
+     * is then discarded with them). */
+    tt_device_stage_join(&group.batch.stages, stages);
+    if (device) group.batch.device = true;
+    TT_TRY(admit(comm, args));
     return remember(expand(&group.batch, comm, args));
+}
+
+ncclResult_t tt_group_add_device_p2p(struct ncclComm *comm, const struct tt_coll_args *args,
+                                     const struct tt_device_p2p *op)
+{
+    TT_TRY(admit(comm, args));
+    if (group.p2p_count == group.p2p_cap) {
+        int cap = group.p2p_cap ? 2 * group.p2p_cap : 16;
+        struct device_p2p *grown = realloc(group.p2p, (size_t)cap * sizeof *grown);
+        if (grown == NULL) return remember(TT_ERROR(ncclSystemError, "out of memory in a group"));
+        group.p2p = grown;
+        group.p2p_cap = cap;
+    }
+    group.p2p[group.p2p_count++] = (struct device_p2p){.comm = comm, .op = *op};
+    return ncclSuccess;
+}
+
+/* Queues the group's device-direct Sends and Recvs: each communicator's in issue order, in
+ * rounds across all of them (tt_coll_device_p2p). */
+static ncclResult_t run_device_p2p(cudaStream_t stream)
+{
+    int n = group.p2p_count;
+    struct tt_device_p2p *ops = malloc((size_t)n * sizeof *ops);
+    struct tt_device_p2p **starts = malloc((size_t)n * sizeof *starts);
+    struct ncclComm **comms = malloc((size_t)n * sizeof *comms);
+    int *counts = malloc((size_t)n * sizeof *counts);
+    ncclResult_t res = ncclSuccess;
+    if (ops == NULL || starts == NULL || comms == NULL || counts == NULL) {
+        res = TT_ERROR(ncclSystemError, "out of memory ending a group");
+        goto out;
+    }
+    int ncomms = 0, k = 0;
+    for (int i = 0; i < n; i++) {
+        struct ncclComm *comm = group.p2p[i].comm;
+        if (comm == NULL) continue; /* taken with an earlier one */
+        comms[ncomms] = comm;
+        starts[ncomms] = ops + k;
+        counts[ncomms] = 0;
+        for (int j = i; j < n; j++) {
+            if (group.p2p[j].comm != comm) continue;
+            ops[k++] = group.p2p[j].op;
+            counts[ncomms]++;
+            group.p2p[j].comm = NULL;
+        }
+        ncomms++;
+    }
+    res = tt_coll_device_p2p(comms, ncomms, stream, starts, counts);
+out:
+    free(ops);
+    free(starts);
+    free(comms);
+    free(counts);
+    group.p2p_count = 0;
+    return res;
 }
 
 ncclResult_t tt_group_add_wait(tt_group_wait_fn fn, void *arg)
@@ -116,6 +189,9 @@ static void discard(void)
     free(group.waits);
     group.waits = NULL;
     group.wait_cap = 0;
+    free(group.p2p);
+    group.p2p = NULL;
+    group.p2p_count = group.p2p_cap = 0;
 }
 
 ncclResult_t tt_group_end(void)
@@ -131,6 +207,15 @@ ncclResult_t tt_group_end(void)
         discard();
         return TT_ERROR(err, "ncclGroupEnd: the group failed (error %d); none of its "
                              "operations ran", (int)err);
+    }
+    if (group.p2p_count > 0) {
+        /* Before the staged operations, on every rank alike: the device-direct ones wait only
+         * for each other, never for staged work queued behind them. */
+        res = run_device_p2p(group.stream);
+        if (res != ncclSuccess) {
+            discard();
+            return res;
+        }
     }
     if (group.batch.count == 0) {
         discard();

@@ -25,6 +25,12 @@ int tt_group_depth(void);
 ncclResult_t tt_group_add(struct ncclComm *comm, const struct tt_coll_args *args,
                           tt_group_expand_fn expand, struct tt_device_stage *stages,
                           bool device);
+/* Defers a device-direct Send or Recv (core/coll.c) to the group end, which queues a
+ * communicator's such operations together, in issue order, before the group's other operations
+ * (tt_coll_device_p2p); the same rules on streams as tt_group_add. */
+struct tt_device_p2p;
+ncclResult_t tt_group_add_device_p2p(struct ncclComm *comm, const struct tt_coll_args *args,
+                                     const struct tt_device_p2p *op);
 /* Makes the outermost end call fn(arg) and wait for it before it runs the group (a background
  * init); its error fails the group. */
 ncclResult_t tt_group_add_wait(tt_group_wait_fn fn, void *arg);

@@ -257,6 +257,23 @@ ncclResult_t tt_device_team_alltoall(struct tt_device_team *t, cudaStream_t stre
                                      const void *send, void *recv, size_t count,
                                      ncclDataType_t dtype);
 
+/* Send and Recv in a group (or alone) on device buffers: `ops` in issue order, queued on
+ * a stream through per-pair slots behind the scratch and per-pair flags (direct.c, "Send and
+ * Recv"). A member's operations to a peer, and from a peer, must match the peer's in order and
+ * size, as NCCL requires. */
+struct tt_device_p2p {
+    bool send;
+    int peer;
+    void *buff;
+    size_t bytes;
+};
+/* Queues round `round` of `ops`: the round-th chunk of each peer's sequence of sends (send
+ * true) or of receives; *any says whether there was one. A caller queues round 0's sends of
+ * every communicator of a group, then its receives, then round 1's, until none has any. */
+ncclResult_t tt_device_team_p2p_round(struct tt_device_team *t, cudaStream_t stream,
+                                      const struct tt_device_p2p *ops, int nops, size_t round,
+                                      bool send, bool *any);
+
 /* Symmetric windows on device memory (direct.c, "Symmetric windows"): a window registered with
  * NCCL_WIN_COLL_SYMMETRIC over device memory, on a communicator with the device-direct path, is
  * mapped by every member at registration, and an AllReduce whose buffers lie in windows then

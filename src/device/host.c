@@ -157,6 +157,14 @@ ncclResult_t tt_device_team_alltoall(struct tt_device_team *t, cudaStream_t stre
     return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
 }
 
+ncclResult_t tt_device_team_p2p_round(struct tt_device_team *t, cudaStream_t stream,
+                                      const struct tt_device_p2p *ops, int nops, size_t round,
+                                      bool send, bool *any)
+{
+    *any = false;
+    return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
+}
+
 ncclResult_t tt_device_window_export(const void *buff, size_t bytes,
                                      struct tt_device_team_info *info)
 {

@@ -297,6 +297,7 @@ static void run_interleaved(struct ctx *x, int t, size_t count)
  * path alike (or, in a mixed communicator, the staged one). A rank that receives nothing must find
  * its buffer unchanged. */
 static long long rooted_issued[TH_NUM_ALL_COLLS];
+static long long p2p_sends, p2p_recvs; /* run_p2p's, for check_rooted_path */
 
 static void run_rooted_case(struct ctx *x, const struct th_case *c, int how)
 {
@@ -372,8 +373,8 @@ static void run_rooted(struct ctx *x)
                 }
 }
 
-/* The statistics (TUTTI_STATS=1) must count every rooted collective under "Device" when the
- * device-direct path is on, and none there when it is off (a mixed communicator): proof of
+/* The statistics (TUTTI_STATS=1) must count every rooted collective, Send and Recv under "Device"
+ * when the device-direct path is on, and none there when it is off (a mixed communicator): proof of
  * which path ran, not only that the results were right. */
 static void check_rooted_path(struct ctx *x, bool direct)
 {
@@ -396,6 +397,135 @@ static void check_rooted_path(struct ctx *x, bool direct)
             x->failures++;
             fprintf(stderr, "rank %d: FAIL %s: %llu operations counted device-direct, %llu "
                             "expected\n", x->rank, names[i].name, device, want);
+        }
+    }
+    /* Sends and receives: run_p2p's (run_interleaved's come later). */
+    for (int i = 0; i < 2; i++) {
+        const char *name = i == 0 ? "Send" : "Recv";
+        unsigned long long device = 0, want = direct ? (unsigned long long)(i == 0 ? p2p_sends
+                                                                                    : p2p_recvs)
+                                                     : 0;
+        for (int j = 0; j < n && j < 64; j++)
+            if (strcmp(rows[j].collective, name) == 0 && strcmp(rows[j].algorithm, "Device") == 0)
+                device += rows[j].ops;
+        x->cases++;
+        if (device != want) {
+            x->failures++;
+            fprintf(stderr, "rank %d: FAIL %s: %llu operations counted device-direct, %llu "
+                            "expected\n", x->rank, name, device, want);
+        }
+    }
+}
+
+/* Send and Recv on device buffers (device-direct: per-pair slots and flags): in a group, a ring
+ * exchange; two sends to the same peer in one group, matched in order; tuttiAlltoAllV with
+ * uneven counts (a group of a Send and a Recv per peer, this rank included); and alone, one
+ * direction at a time. Counts up to 20001 elements take several chunks of a 64 KiB scratch's
+ * slots. Data: every element a function of (sender, receiver, operation, index), checked
+ * exactly; receive buffers are filled with a pattern first. */
+static uint32_t p2p_word(int from, int to, int op, size_t i)
+{
+    return (uint32_t)from * 2654435761u ^ (uint32_t)to * 40503u ^ (uint32_t)op * 977u ^
+           (uint32_t)i * 2246822519u;
+}
+
+static uint32_t *p2p_buffer(size_t count, int from, int to, int op)
+{
+    uint32_t *b = dev_malloc(count * 4 + 4);
+    if (b == NULL) exit(1);
+    for (size_t i = 0; i < count; i++) b[i] = from < 0 ? 0xdeadbeefu : p2p_word(from, to, op, i);
+    return b;
+}
+
+static size_t p2p_wrong(const struct ctx *x, const uint32_t *got, size_t count, int from, int op)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < count; i++) bad += got[i] != p2p_word(from, x->rank, op, i);
+    return bad;
+}
+
+static void p2p_check(struct ctx *x, const char *how, const uint32_t *got, size_t count,
+                      int from, int op)
+{
+    size_t bad = p2p_wrong(x, got, count, from, op);
+    x->cases++;
+    if (bad == 0) return;
+    x->failures++;
+    fprintf(stderr, "rank %d: FAIL %s from rank %d, %zu elements: %zu wrong\n", x->rank, how,
+            from, count, bad);
+}
+
+static void run_p2p(struct ctx *x)
+{
+    int n = x->nranks, me = x->rank, next = (me + 1) % n, prev = (me + n - 1) % n;
+    cudaStream_t st = (cudaStream_t)x->stream;
+    static const size_t counts[] = {1, 7, 1031, 20001};
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+        size_t c = counts[k];
+        /* A ring in a group. */
+        uint32_t *s = p2p_buffer(c, me, next, 1), *r = p2p_buffer(c, -1, 0, 0);
+        CHECK_NCCL(ncclGroupStart());
+        CHECK_NCCL(ncclSend(s, c, ncclUint32, next, x->comm, st));
+        CHECK_NCCL(ncclRecv(r, c, ncclUint32, prev, x->comm, st));
+        CHECK_NCCL(ncclGroupEnd());
+        p2p_sends++, p2p_recvs++;
+        stream_sync(x->stream);
+        p2p_check(x, "ring in a group", r, c, prev, 1);
+        dev_free(s);
+        dev_free(r);
+        /* Two sends to the next rank in one group, of different sizes, received in order. */
+        uint32_t *s1 = p2p_buffer(c, me, next, 2), *s2 = p2p_buffer(c + 3, me, next, 3);
+        uint32_t *r1 = p2p_buffer(c, -1, 0, 0), *r2 = p2p_buffer(c + 3, -1, 0, 0);
+        CHECK_NCCL(ncclGroupStart());
+        CHECK_NCCL(ncclRecv(r1, c, ncclUint32, prev, x->comm, st));
+        CHECK_NCCL(ncclSend(s1, c, ncclUint32, next, x->comm, st));
+        CHECK_NCCL(ncclSend(s2, c + 3, ncclUint32, next, x->comm, st));
+        CHECK_NCCL(ncclRecv(r2, c + 3, ncclUint32, prev, x->comm, st));
+        CHECK_NCCL(ncclGroupEnd());
+        p2p_sends += 2, p2p_recvs += 2;
+        stream_sync(x->stream);
+        p2p_check(x, "first of two in a group", r1, c, prev, 2);
+        p2p_check(x, "second of two in a group", r2, c + 3, prev, 3);
+        dev_free(s1), dev_free(s2), dev_free(r1), dev_free(r2);
+        /* tuttiAlltoAllV: rank a sends c + a + 2b elements to rank b. */
+        size_t sc[64], sd[64], rc[64], rd[64], stot = 0, rtot = 0;
+        for (int p = 0; p < n; p++) {
+            sc[p] = c + (size_t)me + 2 * (size_t)p, sd[p] = stot, stot += sc[p];
+            rc[p] = c + (size_t)p + 2 * (size_t)me, rd[p] = rtot, rtot += rc[p];
+        }
+        uint32_t *sv = dev_malloc(stot * 4), *rv = dev_malloc(rtot * 4);
+        if (sv == NULL || rv == NULL) exit(1);
+        for (int p = 0; p < n; p++)
+            for (size_t i = 0; i < sc[p]; i++) sv[sd[p] + i] = p2p_word(me, p, 4, i);
+        memset(rv, 0xa5, rtot * 4);
+        CHECK_NCCL(tuttiAlltoAllV(sv, sc, sd, rv, rc, rd, ncclUint32, x->comm, st));
+        p2p_sends += n, p2p_recvs += n;
+        stream_sync(x->stream);
+        for (int p = 0; p < n; p++) p2p_check(x, "tuttiAlltoAllV", rv + rd[p], rc[p], p, 4);
+        dev_free(sv);
+        dev_free(rv);
+        /* Alone, outside a group: rank 0 to every other rank in turn (one check per rank, so
+         * that every rank counts as many). */
+        size_t alone_bad = 0;
+        for (int p = 1; p < n; p++) {
+            if (me != 0 && me != p) continue;
+            uint32_t *b = me == 0 ? p2p_buffer(c, 0, p, 5) : p2p_buffer(c, -1, 0, 0);
+            if (me == 0) {
+                CHECK_NCCL(ncclSend(b, c, ncclUint32, p, x->comm, st));
+                p2p_sends++;
+            } else {
+                CHECK_NCCL(ncclRecv(b, c, ncclUint32, 0, x->comm, st));
+                p2p_recvs++;
+            }
+            stream_sync(x->stream);
+            if (me == p) alone_bad += p2p_wrong(x, b, c, 0, 5);
+            dev_free(b);
+        }
+        x->cases++;
+        if (alone_bad != 0) {
+            x->failures++;
+            fprintf(stderr, "rank %d: FAIL Recv alone from rank 0, %zu elements: %zu wrong\n",
+                    me, c, alone_bad);
         }
     }
 }
@@ -608,6 +738,7 @@ int main(int argc, char **argv)
                 }
     if (!windows) {
         run_rooted(&x);
+        run_p2p(&x);
         check_rooted_path(&x, !mixed);
         run_premulsum(&x, 1031);
         run_premulsum(&x, 70001);

@@ -12,6 +12,9 @@
  *   - Broadcast, Reduce (every op), Gather, Scatter and AlltoAll, counts 1, 7, 1031 and 65537,
  *     every root in turn, in place, out of place, and with the root-only buffer in pageable
  *     host memory (NULL on the other ranks); the statistics must count each as device-direct;
+ *   - Send and Recv: a ring in a group, two sends to one peer in a group, tuttiAlltoAllV with
+ *     uneven counts, and alone, counts up to 65537 (several chunks of the slots), each proved
+ *     device-direct by the statistics;
  *   - bursts: four AllReduces queued back to back on one stream before one synchronisation,
  *     every dtype, so that the scratch is reused while peers may still be a chunk behind;
  *   - a host-buffer AllReduce on the same communicator (the host engine, untouched);
@@ -228,6 +231,7 @@ static void run_burst(struct ctx *x, int t, size_t count)
  * buffer only the root passes in pageable host memory at the root and NULL elsewhere (how 2).
  * The whole receive side is compared: a rank that receives nothing keeps its buffer. */
 static long long rooted_issued[TH_NUM_ALL_COLLS];
+static long long p2p_sends, p2p_recvs; /* run_p2p's */
 
 static ncclResult_t issue_rooted(struct ctx *x, const th_case *c, const void *s, void *r)
 {
@@ -320,7 +324,12 @@ static void run_rooted(struct ctx *x)
                     for (int how = 0; how < 3; how++)
                         if (how != 1 || c.coll != TH_ALLTOALL) run_rooted_case(x, &c, how);
                 }
-    /* TUTTI_STATS=1: every one of them must have run device-direct (algorithm "Device"). */
+}
+
+/* TUTTI_STATS=1: every rooted collective, AlltoAll, Send and Recv that run_rooted and run_p2p
+ * issued must have run device-direct (algorithm "Device"). */
+static void check_device_path(struct ctx *x)
+{
     static const struct { th_coll coll; const char *name; } names[] = {
         {TH_BROADCAST, "Broadcast"}, {TH_REDUCE, "Reduce"}, {TH_GATHER, "Gather"},
         {TH_SCATTER, "Scatter"},     {TH_ALLTOALL, "AlltoAll"},
@@ -341,6 +350,139 @@ static void run_rooted(struct ctx *x)
                             "issued\n", x->rank, names[i].name, device,
                     rooted_issued[names[i].coll]);
         }
+    }
+    for (int i = 0; i < 2; i++) {
+        const char *name = i == 0 ? "Send" : "Recv";
+        long long want = i == 0 ? p2p_sends : p2p_recvs;
+        unsigned long long device = 0;
+        for (int j = 0; j < n && j < 64; j++)
+            if (strcmp(rows[j].collective, name) == 0 && strcmp(rows[j].algorithm, "Device") == 0)
+                device += rows[j].ops;
+        x->cases++;
+        if (device != (unsigned long long)want) {
+            x->failures++;
+            fprintf(stderr, "rank %d: FAIL %s: %llu operations counted device-direct, %lld "
+                            "issued\n", x->rank, name, device, want);
+        }
+    }
+}
+
+/* Send and Recv on device buffers, device-direct (per-pair slots and flags): a ring in a group,
+ * two sends to the same peer in one group matched in order, tuttiAlltoAllV with uneven counts,
+ * and alone, one direction at a time; counts up to 65537 take several chunks of a 64 KiB
+ * scratch's slots. Each element is a function of (sender, receiver, operation, index). */
+static uint32_t p2p_word(int from, int to, int op, size_t i)
+{
+    return (uint32_t)from * 2654435761u ^ (uint32_t)to * 40503u ^ (uint32_t)op * 977u ^
+           (uint32_t)i * 2246822519u;
+}
+
+/* A device buffer of `count` words: sender `from`'s data for `to`, or (from < 0) a pattern. */
+static uint32_t *p2p_buffer(size_t count, int from, int to, int op)
+{
+    std::vector<uint32_t> h(count + 1);
+    for (size_t i = 0; i < count; i++) h[i] = from < 0 ? 0xdeadbeefu : p2p_word(from, to, op, i);
+    uint32_t *d;
+    CHECK_CUDA(cudaMalloc(&d, (count + 1) * 4));
+    CHECK_CUDA(cudaMemcpy(d, h.data(), (count + 1) * 4, cudaMemcpyHostToDevice));
+    return d;
+}
+
+static unsigned long long p2p_wrong(struct ctx *x, const uint32_t *got, size_t count, int from,
+                                    int op)
+{
+    std::vector<uint32_t> want(count);
+    for (size_t i = 0; i < count; i++) want[i] = p2p_word(from, x->rank, op, i);
+    return mismatches(x, got, want.data(), count * 4);
+}
+
+static void p2p_report(struct ctx *x, const char *how, unsigned long long bad, int from,
+                       size_t count)
+{
+    x->cases++;
+    if (bad == 0) return;
+    x->failures++;
+    fprintf(stderr, "rank %d: FAIL %s from rank %d, %zu elements: %llu bytes differ\n", x->rank,
+            how, from, count, bad);
+}
+
+static void run_p2p(struct ctx *x)
+{
+    int n = x->nranks, me = x->rank, next = (me + 1) % n, prev = (me + n - 1) % n;
+    cudaStream_t st = x->stream;
+    static const size_t counts[] = {1, 7, 1031, 65537};
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+        size_t c = counts[k];
+        uint32_t *s = p2p_buffer(c, me, next, 1), *r = p2p_buffer(c, -1, 0, 0);
+        CHECK_CUDA(cudaDeviceSynchronize()); /* the fills ran on the legacy stream */
+        CHECK_NCCL(ncclGroupStart());
+        CHECK_NCCL(ncclSend(s, c, ncclUint32, next, x->comm, st));
+        CHECK_NCCL(ncclRecv(r, c, ncclUint32, prev, x->comm, st));
+        CHECK_NCCL(ncclGroupEnd());
+        p2p_sends++, p2p_recvs++;
+        CHECK_CUDA(cudaStreamSynchronize(st));
+        p2p_report(x, "ring in a group", p2p_wrong(x, r, c, prev, 1), prev, c);
+        CHECK_CUDA(cudaFree(s));
+        CHECK_CUDA(cudaFree(r));
+        uint32_t *s1 = p2p_buffer(c, me, next, 2), *s2 = p2p_buffer(c + 3, me, next, 3);
+        uint32_t *r1 = p2p_buffer(c, -1, 0, 0), *r2 = p2p_buffer(c + 3, -1, 0, 0);
+        CHECK_CUDA(cudaDeviceSynchronize());
+        CHECK_NCCL(ncclGroupStart());
+        CHECK_NCCL(ncclRecv(r1, c, ncclUint32, prev, x->comm, st));
+        CHECK_NCCL(ncclSend(s1, c, ncclUint32, next, x->comm, st));
+        CHECK_NCCL(ncclSend(s2, c + 3, ncclUint32, next, x->comm, st));
+        CHECK_NCCL(ncclRecv(r2, c + 3, ncclUint32, prev, x->comm, st));
+        CHECK_NCCL(ncclGroupEnd());
+        p2p_sends += 2, p2p_recvs += 2;
+        CHECK_CUDA(cudaStreamSynchronize(st));
+        p2p_report(x, "first of two in a group", p2p_wrong(x, r1, c, prev, 2), prev, c);
+        p2p_report(x, "second of two in a group", p2p_wrong(x, r2, c + 3, prev, 3), prev, c + 3);
+        CHECK_CUDA(cudaFree(s1));
+        CHECK_CUDA(cudaFree(s2));
+        CHECK_CUDA(cudaFree(r1));
+        CHECK_CUDA(cudaFree(r2));
+        /* tuttiAlltoAllV: rank a sends c + a + 2b elements to rank b. */
+        std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
+        size_t stot = 0, rtot = 0;
+        for (int p = 0; p < n; p++) {
+            sc[p] = c + (size_t)me + 2 * (size_t)p, sd[p] = stot, stot += sc[p];
+            rc[p] = c + (size_t)p + 2 * (size_t)me, rd[p] = rtot, rtot += rc[p];
+        }
+        std::vector<uint32_t> hv(stot);
+        for (int p = 0; p < n; p++)
+            for (size_t i = 0; i < sc[p]; i++) hv[sd[p] + i] = p2p_word(me, p, 4, i);
+        uint32_t *sv, *rv;
+        CHECK_CUDA(cudaMalloc(&sv, stot * 4));
+        CHECK_CUDA(cudaMalloc(&rv, rtot * 4));
+        CHECK_CUDA(cudaMemcpy(sv, hv.data(), stot * 4, cudaMemcpyHostToDevice));
+        CHECK_CUDA(cudaMemset(rv, 0xa5, rtot * 4));
+        CHECK_CUDA(cudaDeviceSynchronize());
+        CHECK_NCCL(tuttiAlltoAllV(sv, sc.data(), sd.data(), rv, rc.data(), rd.data(), ncclUint32,
+                                  x->comm, st));
+        p2p_sends += n, p2p_recvs += n;
+        CHECK_CUDA(cudaStreamSynchronize(st));
+        for (int p = 0; p < n; p++)
+            p2p_report(x, "tuttiAlltoAllV", p2p_wrong(x, rv + rd[p], rc[p], p, 4), p, rc[p]);
+        CHECK_CUDA(cudaFree(sv));
+        CHECK_CUDA(cudaFree(rv));
+        /* Alone, outside a group: rank 0 to every other rank in turn (one check per rank). */
+        unsigned long long alone_bad = 0;
+        for (int p = 1; p < n; p++) {
+            if (me != 0 && me != p) continue;
+            uint32_t *b = me == 0 ? p2p_buffer(c, 0, p, 5) : p2p_buffer(c, -1, 0, 0);
+            CHECK_CUDA(cudaDeviceSynchronize());
+            if (me == 0) {
+                CHECK_NCCL(ncclSend(b, c, ncclUint32, p, x->comm, st));
+                p2p_sends++;
+            } else {
+                CHECK_NCCL(ncclRecv(b, c, ncclUint32, 0, x->comm, st));
+                p2p_recvs++;
+            }
+            CHECK_CUDA(cudaStreamSynchronize(st));
+            if (me == p) alone_bad += p2p_wrong(x, b, c, 0, 5);
+            CHECK_CUDA(cudaFree(b));
+        }
+        p2p_report(x, "Recv alone", alone_bad, 0, c);
     }
 }
 
@@ -477,7 +619,11 @@ int main(int argc, char **argv)
                     run_block_case(&x, &c, false);
                     run_block_case(&x, &c, true);
                 }
-    if (!windows) run_rooted(&x);
+    if (!windows) {
+        run_rooted(&x);
+        run_p2p(&x);
+        check_device_path(&x);
+    }
     for (int t = 0; t < TH_NUM_DTYPES && !windows; t++) {
         run_burst(&x, t, 1031);
         run_burst(&x, t, 262147);

@@ -17,7 +17,7 @@
 #               tutti-perf -G -R 2 tables (part of all; about 1 minute)
 #   --phase mps the device-direct AllReduce table and the 4-rank matrix under CUDA MPS (1 minute)
 #   --phase winmps  the window AllReduce table and gpu_direct --windows under CUDA MPS
-#   --phase rooted  Broadcast, Reduce, Gather, Scatter and AlltoAll device-direct: gpu_direct at
+#   --phase rooted  Broadcast, Reduce, Gather, Scatter, AlltoAll, Send/Recv device-direct: gpu_direct at
 #               2-4 ranks, then each one's tutti-perf -G table at 2 ranks direct and staged
 #               (part of all through phase a's gpu_direct; the tables only here; 2-3 minutes)
 #
@@ -156,7 +156,7 @@ if [ "$phase" = rooted ]; then
             "$B/tutti-run" -n $n --timeout 150 "$B/gpu_direct"
     done
     step "$B/tutti-run" -n 3 --timeout 100 "$B/abi_gpu"
-    for coll in broadcast reduce gather scatter alltoall; do
+    for coll in broadcast reduce gather scatter alltoall sendrecv; do
         step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n 2 --timeout 120 "$B/tutti-perf" -G \
             -t $coll -b 1M -e 256M -f 16 -n 10 -w 3 -c 1
         step env TUTTI_CUDA_DIRECT=0 "$B/tutti-run" -n 2 --timeout 120 "$B/tutti-perf" -G \

@@ -35,7 +35,11 @@
 
 enum { FLAG_READY, FLAG_REDUCED, FLAG_DONE, FLAG_COUNT };
 #define FLAG_STRIDE 128
-#define FLAGS_BYTES (FLAG_COUNT * FLAG_STRIDE)
+/* Behind the collectives' flags, the point-to-point ones: SENT(q), the chunks this member put
+ * in its slot for member q, then ACK(q), the chunks it took out of q's slot for it. */
+#define FLAG_SENT(q) (FLAG_COUNT + (q))
+#define FLAG_ACK(q) (FLAG_COUNT + TT_DEVICE_TEAM_MAX + (q))
+#define FLAGS_BYTES ((FLAG_COUNT + 2 * TT_DEVICE_TEAM_MAX) * FLAG_STRIDE)
 /* Two-shot segments start on this many bytes (the kernels' loads stay aligned). */
 #define SEGMENT_ALIGN 256
 /* How long destroy waits for the peers to finish reading this member's scratch. */
@@ -48,12 +52,14 @@ struct tt_device_team {
     bool retained;      /* ctx is the device's primary context, retained by create */
     CUstream poll;      /* a non-blocking stream of its own: destroy reads flags on it, never
                            queued behind a user stream that may wait forever */
-    CUdeviceptr mine;   /* this member's allocation: scratch, then the flags */
-    size_t bytes;       /* scratch bytes */
+    CUdeviceptr mine;   /* this member's allocation: scratch, point-to-point slots, flags */
+    size_t bytes;       /* scratch bytes; as many again for the point-to-point slots */
     CUdeviceptr base[TT_DEVICE_TEAM_MAX]; /* every member's allocation, in this process */
     bool mapped[TT_DEVICE_TEAM_MAX];      /* base[p] was opened from an IPC handle */
     struct tt_device_ipc_handle handles[TT_DEVICE_TEAM_MAX];
     uint64_t chunks;    /* chunks queued so far; the flags carry its low 32 bits */
+    uint64_t sent[TT_DEVICE_TEAM_MAX];     /* point-to-point chunks queued to each member */
+    uint64_t received[TT_DEVICE_TEAM_MAX]; /* and from each member */
     bool one_gpu;       /* every member on the same physical GPU (PCI address) */
 };
 
@@ -104,9 +110,11 @@ ncclResult_t tt_device_team_create(int device, size_t bytes, struct tt_device_te
     }
     t->ctx = cur;
     if (res == ncclSuccess) res = TT_CU(tt_cu.cuStreamCreate(&t->poll, CU_STREAM_NON_BLOCKING));
-    if (res == ncclSuccess) res = TT_CU(tt_cu.cuMemAlloc(&t->mine, t->bytes + FLAGS_BYTES));
     if (res == ncclSuccess)
-        res = TT_CU(tt_cu.cuMemsetD32(t->mine + t->bytes, 0, FLAGS_BYTES / sizeof(uint32_t)));
+        res = TT_CU(tt_cu.cuMemAlloc(&t->mine, 2 * t->bytes + FLAGS_BYTES));
+    if (res == ncclSuccess)
+        res = TT_CU(tt_cu.cuMemsetD32(t->mine + 2 * t->bytes, 0,
+                                      FLAGS_BYTES / sizeof(uint32_t)));
     if (res == ncclSuccess)
         res = tt_device_ipc_export((const void *)(uintptr_t)t->mine, &info->handle);
     if (res != ncclSuccess) {
@@ -161,24 +169,40 @@ ncclResult_t tt_device_team_attach(struct tt_device_team *t, int rank, int nrank
 
 static CUdeviceptr flag_at(const struct tt_device_team *t, int member, int which)
 {
-    return t->base[member] + t->bytes + (size_t)which * FLAG_STRIDE;
+    return t->base[member] + 2 * t->bytes + (size_t)which * FLAG_STRIDE;
 }
 
-/* Whether every member's DONE, this one's included, reached the last chunk queued: then no
- * queued work touches this member's scratch any more. Read on the team's own stream. */
+/* Reads member p's flag `which` on the team's own stream into *v; false when that failed. */
+static bool read_flag(const struct tt_device_team *t, int p, int which, uint32_t *v)
+{
+    return tt_cu.cuMemcpyDtoHAsync(v, flag_at(t, p, which), sizeof *v, t->poll) ==
+               CUDA_SUCCESS &&
+           tt_cu.cuStreamSynchronize(t->poll) == CUDA_SUCCESS;
+}
+
+/* Whether every member's DONE, this one's included, reached the last chunk queued, and every
+ * member took every point-to-point chunk this one put in its slots (ACK): then no queued work
+ * touches this member's memory any more. */
 static bool all_done(const struct tt_device_team *t)
 {
-    uint32_t want = (uint32_t)t->chunks;
     for (int p = 0; p < t->nranks; p++) {
         if (t->base[p] == 0) continue;
         uint32_t v = 0;
-        if (tt_cu.cuMemcpyDtoHAsync(&v, flag_at(t, p, FLAG_DONE), sizeof v, t->poll) !=
-                CUDA_SUCCESS ||
-            tt_cu.cuStreamSynchronize(t->poll) != CUDA_SUCCESS)
+        if (!read_flag(t, p, FLAG_DONE, &v))
             return p != t->rank; /* a peer's memory gone: nobody reads ours through it */
-        if ((int32_t)(v - want) < 0) return false;
+        if ((int32_t)(v - (uint32_t)t->chunks) < 0) return false;
+        if (t->sent[p] == 0) continue;
+        if (!read_flag(t, p, FLAG_ACK(t->rank), &v)) return p != t->rank;
+        if ((int32_t)(v - (uint32_t)t->sent[p]) < 0) return false;
     }
     return true;
+}
+
+static bool any_queued(const struct tt_device_team *t)
+{
+    bool any = t->chunks > 0;
+    for (int p = 0; p < t->nranks; p++) any = any || t->sent[p] > 0;
+    return any;
 }
 
 void tt_device_team_destroy(struct tt_device_team *t)
@@ -188,7 +212,7 @@ void tt_device_team_destroy(struct tt_device_team *t)
     (void)tt_cu.cuCtxGetCurrent(&cur);
     if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(t->ctx);
     bool free_mine = t->mine != 0;
-    if (t->chunks > 0 && t->nranks > 0) {
+    if (t->nranks > 0 && any_queued(t)) {
         /* Not cuCtxSynchronize: a stream whose wait never ends (a peer died, or was aborted)
          * would hold destroy forever. Bounded; on time-out the scratch is left allocated. */
         struct timespec ts;
@@ -547,6 +571,78 @@ ncclResult_t tt_device_team_alltoall(struct tt_device_team *t, cudaStream_t stre
             TT_TRY(copy(s, out, from, b));
         }
         TT_TRY(post(t, s, FLAG_DONE, seq));
+    }
+    return ncclSuccess;
+}
+
+/* ---- Send and Recv ---------------------------------------------------------------------------
+ * Behind the scratch, each member has one slot per member (bytes / nranks, 256-byte aligned) in
+ * which it puts what it sends there, a chunk at a time: wait ACK(me) of the receiver >= the
+ * previous chunk to it (its slot is free), copy in, post SENT(receiver). The receiver waits
+ * SENT(me) of the sender >= the chunk, copies out of the sender's slot, posts ACK(sender). The
+ * flags of a pair count its chunks, in the order both sides queue them: a group's operations
+ * to one peer, and from one peer, are one sequence in issue order (NCCL's matching rule), each
+ * operation cut into slot-sized chunks. A group is queued in rounds (core/group.c): round k
+ * queues the k-th chunk of every send sequence of every communicator in the group, then the
+ * k-th of every receive sequence. A send in round k waits only for an ACK of round k - 1,
+ * which its receiver queued before anything of round k, and a receive only for a send of round
+ * k, which every rank queued before any receive of round k: no two ranks' streams can wait on
+ * each other in a circle. */
+
+static size_t p2p_slot(const struct tt_device_team *t)
+{
+    return t->bytes / (size_t)t->nranks & ~(size_t)(SEGMENT_ALIGN - 1);
+}
+
+/* The k-th chunk of the sequence of operations of `ops` in direction `send` with peer `peer`:
+ * false when the sequence has fewer chunks. */
+static bool p2p_chunk(const struct tt_device_p2p *ops, int nops, bool send, int peer, size_t slot,
+                      size_t k, char **buff, size_t *bytes)
+{
+    for (int i = 0; i < nops; i++) {
+        if (ops[i].send != send || ops[i].peer != peer || ops[i].bytes == 0) continue;
+        size_t chunks = (ops[i].bytes + slot - 1) / slot;
+        if (k >= chunks) {
+            k -= chunks;
+            continue;
+        }
+        *buff = (char *)ops[i].buff + k * slot;
+        *bytes = ops[i].bytes - k * slot < slot ? ops[i].bytes - k * slot : slot;
+        return true;
+    }
+    return false;
+}
+
+ncclResult_t tt_device_team_p2p_round(struct tt_device_team *t, cudaStream_t stream,
+                                      const struct tt_device_p2p *ops, int nops, size_t round,
+                                      bool send, bool *any)
+{
+    *any = false;
+    if (nops == 0) return ncclSuccess;
+    if (t->nranks < 2)
+        return TT_ERROR(ncclInternalError, "device-direct path on a team not attached");
+    CUstream s = (CUstream)stream;
+    TT_TRY(tt_cuda_ensure_context(ops[0].buff, s));
+    int me = t->rank;
+    size_t slot = p2p_slot(t);
+    for (int p = 0; p < t->nranks; p++) {
+        char *buff;
+        size_t b;
+        if (!p2p_chunk(ops, nops, send, p, slot, round, &buff, &b)) continue;
+        *any = true;
+        if (send) {
+            uint32_t seq = (uint32_t)++t->sent[p];
+            TT_TRY(TT_CU(tt_cu.cuStreamWaitValue32(s, flag_at(t, p, FLAG_ACK(me)), seq - 1,
+                                                   CU_STREAM_WAIT_VALUE_GEQ)));
+            TT_TRY(copy(s, scratch_at(t, me, t->bytes + (size_t)p * slot), buff, b));
+            TT_TRY(post(t, s, FLAG_SENT(p), seq));
+        } else {
+            uint32_t seq = (uint32_t)++t->received[p];
+            TT_TRY(TT_CU(tt_cu.cuStreamWaitValue32(s, flag_at(t, p, FLAG_SENT(me)), seq,
+                                                   CU_STREAM_WAIT_VALUE_GEQ)));
+            TT_TRY(copy(s, buff, scratch_at(t, p, t->bytes + (size_t)me * slot), b));
+            TT_TRY(post(t, s, FLAG_ACK(p), seq));
+        }
     }
     return ncclSuccess;
 }
