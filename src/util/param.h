@@ -124,7 +124,7 @@
       "over CUDA IPC (1), never (0: staged), or must (2: init fails where it cannot; tests)")      \
     X(cuda_direct_bytes, "TUTTI_CUDA_DIRECT_BYTES", INT, 33554432, 65536, 1073741824,              \
       "CUDA builds: device scratch per rank for the device-direct path (larger operations go "     \
-      "through it in chunks)")                                                                     \
+      "through it in chunks; as much again holds the Send/Recv slots)")                           \
     X(cuda_oneshot_bytes, "TUTTI_CUDA_ONESHOT_BYTES", INT, 262144, 0, 1073741824,                  \
       "CUDA builds: device-direct AllReduce up to this many bytes is one-shot, larger two-shot")   \
     X(cuda_window_fold, "TUTTI_CUDA_WINDOW_FOLD", INT, 0, 0, 2,                                    \
