@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_path.h"
 #include "harness.h"
 #include "nccl.h"
 #include "tutti.h"
@@ -378,41 +379,19 @@ static void run_rooted(struct ctx *x)
  * which path ran, not only that the results were right. */
 static void check_rooted_path(struct ctx *x, bool direct)
 {
-    static const struct { enum th_coll coll; const char *name; } names[] = {
-        {TH_BROADCAST, "Broadcast"}, {TH_REDUCE, "Reduce"}, {TH_GATHER, "Gather"},
-        {TH_SCATTER, "Scatter"},     {TH_ALLTOALL, "AlltoAll"},
+    const struct { const char *name; long long issued; } ops[] = {
+        {"Broadcast", rooted_issued[TH_BROADCAST]}, {"Reduce", rooted_issued[TH_REDUCE]},
+        {"Gather", rooted_issued[TH_GATHER]},       {"Scatter", rooted_issued[TH_SCATTER]},
+        {"AlltoAll", rooted_issued[TH_ALLTOALL]},   {"Send", p2p_sends},
+        {"Recv", p2p_recvs},
     };
-    tuttiCommStat_t rows[64];
-    int n = 0;
-    CHECK_NCCL(tuttiCommStats(x->comm, rows, 64, &n));
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        unsigned long long device = 0;
-        for (int j = 0; j < n && j < 64; j++)
-            if (strcmp(rows[j].collective, names[i].name) == 0 &&
-                strcmp(rows[j].algorithm, "Device") == 0)
-                device += rows[j].ops;
-        unsigned long long want = direct ? (unsigned long long)rooted_issued[names[i].coll] : 0;
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        long long got = device_path_ops(x->comm, ops[i].name), want = direct ? ops[i].issued : 0;
         x->cases++;
-        if (device != want) {
+        if (got != want) {
             x->failures++;
-            fprintf(stderr, "rank %d: FAIL %s: %llu operations counted device-direct, %llu "
-                            "expected\n", x->rank, names[i].name, device, want);
-        }
-    }
-    /* Sends and receives: run_p2p's (run_interleaved's come later). */
-    for (int i = 0; i < 2; i++) {
-        const char *name = i == 0 ? "Send" : "Recv";
-        unsigned long long device = 0, want = direct ? (unsigned long long)(i == 0 ? p2p_sends
-                                                                                    : p2p_recvs)
-                                                     : 0;
-        for (int j = 0; j < n && j < 64; j++)
-            if (strcmp(rows[j].collective, name) == 0 && strcmp(rows[j].algorithm, "Device") == 0)
-                device += rows[j].ops;
-        x->cases++;
-        if (device != want) {
-            x->failures++;
-            fprintf(stderr, "rank %d: FAIL %s: %llu operations counted device-direct, %llu "
-                            "expected\n", x->rank, name, device, want);
+            fprintf(stderr, "rank %d: FAIL %s: %lld operations counted device-direct, %lld "
+                            "expected\n", x->rank, ops[i].name, got, want);
         }
     }
 }
@@ -423,24 +402,19 @@ static void check_rooted_path(struct ctx *x, bool direct)
  * direction at a time. Counts up to 20001 elements take several chunks of a 64 KiB scratch's
  * slots. Data: every element a function of (sender, receiver, operation, index), checked
  * exactly; receive buffers are filled with a pattern first. */
-static uint32_t p2p_word(int from, int to, int op, size_t i)
-{
-    return (uint32_t)from * 2654435761u ^ (uint32_t)to * 40503u ^ (uint32_t)op * 977u ^
-           (uint32_t)i * 2246822519u;
-}
-
 static uint32_t *p2p_buffer(size_t count, int from, int to, int op)
 {
     uint32_t *b = dev_malloc(count * 4 + 4);
     if (b == NULL) exit(1);
-    for (size_t i = 0; i < count; i++) b[i] = from < 0 ? 0xdeadbeefu : p2p_word(from, to, op, i);
+    for (size_t i = 0; i < count; i++)
+        b[i] = from < 0 ? 0xdeadbeefu : device_path_word(from, to, op, i);
     return b;
 }
 
 static size_t p2p_wrong(const struct ctx *x, const uint32_t *got, size_t count, int from, int op)
 {
     size_t bad = 0;
-    for (size_t i = 0; i < count; i++) bad += got[i] != p2p_word(from, x->rank, op, i);
+    for (size_t i = 0; i < count; i++) bad += got[i] != device_path_word(from, x->rank, op, i);
     return bad;
 }
 
@@ -496,7 +470,7 @@ static void run_p2p(struct ctx *x)
         uint32_t *sv = dev_malloc(stot * 4), *rv = dev_malloc(rtot * 4);
         if (sv == NULL || rv == NULL) exit(1);
         for (int p = 0; p < n; p++)
-            for (size_t i = 0; i < sc[p]; i++) sv[sd[p] + i] = p2p_word(me, p, 4, i);
+            for (size_t i = 0; i < sc[p]; i++) sv[sd[p] + i] = device_path_word(me, p, 4, i);
         memset(rv, 0xa5, rtot * 4);
         CHECK_NCCL(tuttiAlltoAllV(sv, sc, sd, rv, rc, rd, ncclUint32, x->comm, st));
         p2p_sends += n, p2p_recvs += n;

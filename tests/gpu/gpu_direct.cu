@@ -33,6 +33,7 @@
 
 extern "C" {
 #include "harness.h"
+#include "device_path.h"
 #include "nccl.h"
 #include "tutti.h"
 }
@@ -330,39 +331,19 @@ static void run_rooted(struct ctx *x)
  * issued must have run device-direct (algorithm "Device"). */
 static void check_device_path(struct ctx *x)
 {
-    static const struct { th_coll coll; const char *name; } names[] = {
-        {TH_BROADCAST, "Broadcast"}, {TH_REDUCE, "Reduce"}, {TH_GATHER, "Gather"},
-        {TH_SCATTER, "Scatter"},     {TH_ALLTOALL, "AlltoAll"},
+    const struct { const char *name; long long issued; } ops[] = {
+        {"Broadcast", rooted_issued[TH_BROADCAST]}, {"Reduce", rooted_issued[TH_REDUCE]},
+        {"Gather", rooted_issued[TH_GATHER]},       {"Scatter", rooted_issued[TH_SCATTER]},
+        {"AlltoAll", rooted_issued[TH_ALLTOALL]},   {"Send", p2p_sends},
+        {"Recv", p2p_recvs},
     };
-    tuttiCommStat_t rows[64];
-    int n = 0;
-    CHECK_NCCL(tuttiCommStats(x->comm, rows, 64, &n));
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        unsigned long long device = 0;
-        for (int j = 0; j < n && j < 64; j++)
-            if (strcmp(rows[j].collective, names[i].name) == 0 &&
-                strcmp(rows[j].algorithm, "Device") == 0)
-                device += rows[j].ops;
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        long long got = device_path_ops(x->comm, ops[i].name);
         x->cases++;
-        if (device != (unsigned long long)rooted_issued[names[i].coll]) {
+        if (got != ops[i].issued) {
             x->failures++;
-            fprintf(stderr, "rank %d: FAIL %s: %llu operations counted device-direct, %lld "
-                            "issued\n", x->rank, names[i].name, device,
-                    rooted_issued[names[i].coll]);
-        }
-    }
-    for (int i = 0; i < 2; i++) {
-        const char *name = i == 0 ? "Send" : "Recv";
-        long long want = i == 0 ? p2p_sends : p2p_recvs;
-        unsigned long long device = 0;
-        for (int j = 0; j < n && j < 64; j++)
-            if (strcmp(rows[j].collective, name) == 0 && strcmp(rows[j].algorithm, "Device") == 0)
-                device += rows[j].ops;
-        x->cases++;
-        if (device != (unsigned long long)want) {
-            x->failures++;
-            fprintf(stderr, "rank %d: FAIL %s: %llu operations counted device-direct, %lld "
-                            "issued\n", x->rank, name, device, want);
+            fprintf(stderr, "rank %d: FAIL %s: %lld operations counted device-direct, %lld "
+                            "issued\n", x->rank, ops[i].name, got, ops[i].issued);
         }
     }
 }
@@ -371,17 +352,12 @@ static void check_device_path(struct ctx *x)
  * two sends to the same peer in one group matched in order, tuttiAlltoAllV with uneven counts,
  * and alone, one direction at a time; counts up to 65537 take several chunks of a 64 KiB
  * scratch's slots. Each element is a function of (sender, receiver, operation, index). */
-static uint32_t p2p_word(int from, int to, int op, size_t i)
-{
-    return (uint32_t)from * 2654435761u ^ (uint32_t)to * 40503u ^ (uint32_t)op * 977u ^
-           (uint32_t)i * 2246822519u;
-}
-
 /* A device buffer of `count` words: sender `from`'s data for `to`, or (from < 0) a pattern. */
 static uint32_t *p2p_buffer(size_t count, int from, int to, int op)
 {
     std::vector<uint32_t> h(count + 1);
-    for (size_t i = 0; i < count; i++) h[i] = from < 0 ? 0xdeadbeefu : p2p_word(from, to, op, i);
+    for (size_t i = 0; i < count; i++)
+        h[i] = from < 0 ? 0xdeadbeefu : device_path_word(from, to, op, i);
     uint32_t *d;
     CHECK_CUDA(cudaMalloc(&d, (count + 1) * 4));
     CHECK_CUDA(cudaMemcpy(d, h.data(), (count + 1) * 4, cudaMemcpyHostToDevice));
@@ -392,7 +368,7 @@ static unsigned long long p2p_wrong(struct ctx *x, const uint32_t *got, size_t c
                                     int op)
 {
     std::vector<uint32_t> want(count);
-    for (size_t i = 0; i < count; i++) want[i] = p2p_word(from, x->rank, op, i);
+    for (size_t i = 0; i < count; i++) want[i] = device_path_word(from, x->rank, op, i);
     return mismatches(x, got, want.data(), count * 4);
 }
 
@@ -450,7 +426,7 @@ static void run_p2p(struct ctx *x)
         }
         std::vector<uint32_t> hv(stot);
         for (int p = 0; p < n; p++)
-            for (size_t i = 0; i < sc[p]; i++) hv[sd[p] + i] = p2p_word(me, p, 4, i);
+            for (size_t i = 0; i < sc[p]; i++) hv[sd[p] + i] = device_path_word(me, p, 4, i);
         uint32_t *sv, *rv;
         CHECK_CUDA(cudaMalloc(&sv, stot * 4));
         CHECK_CUDA(cudaMalloc(&rv, rtot * 4));
