@@ -144,30 +144,30 @@ static bool window_pair(ncclComm_t comm, const struct tt_coll_args *args, size_t
            tt_mem_device_window(comm, args->recvbuff, recv_bytes, wr, recv_off);
 }
 
-/* The device-direct path (device/device.h, core/setup.c): a collective (not Send/Recv) outside a
- * group, on device buffers and a CUDA stream (or NULL), on a communicator whose ranks are all GPU
- * ranks of this host, is queued on the stream as GPU work that reads the peers' device scratch (or
- * symmetric windows) directly; the host engine never sees it, and the statistics count it under
- * algorithm "Device" with no time. *taken says whether it was. Every rank must then pass device
- * buffers (as NCCL requires); a rank that passes host buffers while the others pass device buffers
- * takes the staged path alone and both sides wait for each other forever. A failure half-way
- * through queueing fails the communicator (its peers' streams may wait on it). */
-static ncclResult_t try_device_direct(ncclComm_t comm, const struct tt_coll_args *args,
-                                      bool *taken)
+/* The device-direct path (device/device.h, core/setup.c): a collective on device buffers and a
+ * CUDA stream (or NULL), on a communicator whose ranks are all GPU ranks of this host, is queued
+ * on the stream as GPU work that reads the peers' device scratch (or symmetric windows)
+ * directly; the host engine never sees it, and the statistics count it under algorithm "Device"
+ * with no time. Inside a group it waits for the group's end (core/group.c). Every rank must
+ * pass device buffers (as NCCL requires); a rank that passes host buffers while the others pass
+ * device buffers takes the staged path alone and both sides wait for each other forever. */
+static bool device_direct_eligible(const struct tt_coll_args *args)
 {
-    *taken = false;
-    if (args->count == 0 || tt_group_depth() > 0 || tt_stream_is_host(args->stream))
-        return ncclSuccess;
+    if (args->count == 0 || tt_stream_is_host(args->stream)) return false;
     /* Decided on the buffers every rank passes, so that all take one path: a rooted
      * collective's root-only buffer (NULL elsewhere, as NCCL allows) does not count. */
     bool send_dev = tt_device_mem_kind(args->sendbuff) == TT_MEM_DEVICE;
     bool recv_dev = tt_device_mem_kind(args->recvbuff) == TT_MEM_DEVICE;
-    bool everywhere_dev = args->coll == TT_COLL_BROADCAST || args->coll == TT_COLL_SCATTER
-                              ? recv_dev
-                          : args->coll == TT_COLL_REDUCE || args->coll == TT_COLL_GATHER
-                              ? send_dev
-                              : send_dev && recv_dev;
-    if (!everywhere_dev) return ncclSuccess;
+    return args->coll == TT_COLL_BROADCAST || args->coll == TT_COLL_SCATTER ? recv_dev
+           : args->coll == TT_COLL_REDUCE || args->coll == TT_COLL_GATHER   ? send_dev
+                                                                          : send_dev && recv_dev;
+}
+
+ncclResult_t tt_coll_device_direct(ncclComm_t comm, const struct tt_coll_args *args)
+{
+    if (!tt_state_usable(&comm->st))
+        return tt_state_check_usable(&comm->st, tt_coll_name(args->coll));
+    bool recv_dev = tt_device_mem_kind(args->recvbuff) == TT_MEM_DEVICE;
     ncclResult_t res;
     struct tt_device_team *team = comm->dev_team;
     switch (args->coll) {
@@ -248,8 +248,19 @@ queued:
         TT_INFO(TT_SUB_COLL, "%s of %zu elements runs device-direct (the first on this "
                              "communicator)", tt_coll_name(args->coll), args->count);
     }
-    *taken = true;
     return ncclSuccess;
+}
+
+ncclResult_t tt_coll_group_staged(ncclComm_t comm, const struct tt_coll_args *args)
+{
+    struct tt_coll_args staged;
+    struct tt_device_stage *stages = NULL;
+    bool device = false;
+    if (tt_device_active()) {
+        TT_TRY(stage_device(comm, args, &staged, &stages, &device));
+        args = &staged;
+    }
+    return tt_group_add(comm, args, expand, stages, device);
 }
 
 ncclResult_t tt_coll_device_p2p(ncclComm_t *comms, int ncomms, cudaStream_t stream,
@@ -313,11 +324,11 @@ ncclResult_t tt_coll_run(ncclComm_t comm, const struct tt_coll_args *args)
         if (taken) return ncclSuccess;
     }
     if (comm->dev_team != NULL && args->coll != TT_COLL_SEND && args->coll != TT_COLL_RECV &&
-        args->coll != TT_COLL_COPY) {
-        bool taken;
-        TT_TRY(try_device_direct(comm, args, &taken));
-        if (taken) return ncclSuccess;
+        args->coll != TT_COLL_COPY && device_direct_eligible(args)) {
+        if (tt_group_depth() > 0) return tt_group_add_device_coll(comm, args);
+        return tt_coll_device_direct(comm, args);
     }
+    if (tt_group_depth() > 0) return tt_coll_group_staged(comm, args);
     struct tt_coll_args staged;
     struct tt_device_stage *stages = NULL;
     bool device = false;
@@ -325,7 +336,6 @@ ncclResult_t tt_coll_run(ncclComm_t comm, const struct tt_coll_args *args)
         TT_TRY(stage_device(comm, args, &staged, &stages, &device));
         args = &staged;
     }
-    if (tt_group_depth() > 0) return tt_group_add(comm, args, expand, stages, device);
 
     bool async = device || args->stream != NULL || !comm->blocking;
     if (!async && !expands(args->coll)) {

@@ -11,6 +11,13 @@
  * complete on return. */
 ncclResult_t tt_coll_run(ncclComm_t comm, const struct tt_coll_args *args);
 
+/* Queues a collective on the device-direct path (its eligibility decided by tt_coll_run); a
+ * failure half-way fails the communicator, whose peers' streams may wait on it. */
+ncclResult_t tt_coll_device_direct(ncclComm_t comm, const struct tt_coll_args *args);
+/* Adds a collective to the current group on the staged path (its device buffers copied through
+ * pinned host memory): what tt_coll_run does inside a group for one not device-direct. */
+ncclResult_t tt_coll_group_staged(ncclComm_t comm, const struct tt_coll_args *args);
+
 /* Queues device-direct Sends and Recvs on `stream`: for each of `ncomms` communicators, its
  * counts[c] operations at ops[c] (a group's, each communicator's in issue order, or one alone),
  * in rounds across all of them (device/device.h); a failure half-way fails the communicator. */

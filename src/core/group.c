@@ -28,6 +28,14 @@ struct group_state {
     struct device_p2p *p2p; /* device-direct Sends and Recvs, in issue order */
     int p2p_count;
     int p2p_cap;
+    struct device_coll *colls; /* device-direct collectives, in issue order */
+    int coll_count;
+    int coll_cap;
+};
+
+struct device_coll {
+    struct ncclComm *comm;
+    struct tt_coll_args args;
 };
 
 struct device_p2p {
@@ -56,6 +64,7 @@ ncclResult_t tt_group_start(void)
         group.any_blocking = group.any_nonblocking = false;
         group.wait_count = 0;
         group.p2p_count = 0;
+        group.coll_count = 0;
     }
     group_depth_fast = ++group.depth;
     return ncclSuccess;
@@ -114,6 +123,34 @@ ncclResult_t tt_group_add_device_p2p(struct ncclComm *comm, const struct tt_coll
         group.p2p_cap = cap;
     }
     group.p2p[group.p2p_count++] = (struct device_p2p){.comm = comm, .op = *op};
+    return ncclSuccess;
+}
+
+ncclResult_t tt_group_add_device_coll(struct ncclComm *comm, const struct tt_coll_args *args)
+{
+    TT_TRY(admit(comm, args));
+    if (group.coll_count == group.coll_cap) {
+        int cap = group.coll_cap ? 2 * group.coll_cap : 16;
+        struct device_coll *grown = realloc(group.colls, (size_t)cap * sizeof *grown);
+        if (grown == NULL) return remember(TT_ERROR(ncclSystemError, "out of memory in a group"));
+        group.colls = grown;
+        group.coll_cap = cap;
+    }
+    group.colls[group.coll_count++] = (struct device_coll){.comm = comm, .args = *args};
+    return ncclSuccess;
+}
+
+/* When the group's device-direct collectives span several communicators, they are staged
+ * instead (tt_group_add_device_coll): added to the batch here. */
+static ncclResult_t stage_device_colls_if_mixed(void)
+{
+    bool mixed = false;
+    for (int i = 1; i < group.coll_count; i++)
+        mixed = mixed || group.colls[i].comm != group.colls[0].comm;
+    if (!mixed) return ncclSuccess;
+    for (int i = 0; i < group.coll_count; i++)
+        TT_TRY(remember(tt_coll_group_staged(group.colls[i].comm, &group.colls[i].args)));
+    group.coll_count = 0;
     return ncclSuccess;
 }
 
@@ -192,6 +229,9 @@ static void discard(void)
     free(group.p2p);
     group.p2p = NULL;
     group.p2p_count = group.p2p_cap = 0;
+    free(group.colls);
+    group.colls = NULL;
+    group.coll_count = group.coll_cap = 0;
 }
 
 ncclResult_t tt_group_end(void)
@@ -208,14 +248,21 @@ ncclResult_t tt_group_end(void)
         return TT_ERROR(err, "ncclGroupEnd: the group failed (error %d); none of its "
                              "operations ran", (int)err);
     }
-    if (group.p2p_count > 0) {
-        /* Before the staged operations, on every rank alike: the device-direct ones wait only
-         * for each other, never for staged work queued behind them. */
-        res = run_device_p2p(group.stream);
-        if (res != ncclSuccess) {
-            discard();
-            return res;
-        }
+    res = stage_device_colls_if_mixed();
+    if (res != ncclSuccess) {
+        discard();
+        return TT_ERROR(res, "ncclGroupEnd: the group failed (error %d); none of its "
+                             "operations ran", (int)res);
+    }
+    /* The device-direct operations before the staged ones, on every rank alike: they wait only
+     * for each other, never for staged work queued behind them; Sends and Recvs first, in
+     * rounds, then the collectives of the one communicator in issue order. */
+    if (group.p2p_count > 0) res = run_device_p2p(group.stream);
+    for (int i = 0; i < group.coll_count && res == ncclSuccess; i++)
+        res = tt_coll_device_direct(group.colls[i].comm, &group.colls[i].args);
+    if (res != ncclSuccess) {
+        discard();
+        return res;
     }
     if (group.batch.count == 0) {
         discard();

@@ -31,6 +31,11 @@ ncclResult_t tt_group_add(struct ncclComm *comm, const struct tt_coll_args *args
 struct tt_device_p2p;
 ncclResult_t tt_group_add_device_p2p(struct ncclComm *comm, const struct tt_coll_args *args,
                                      const struct tt_device_p2p *op);
+/* Defers a device-direct collective to the group end. There, when the group's device-direct
+ * collectives all belong to one communicator, they are queued in issue order after its
+ * device-direct Sends and Recvs; across several communicators ranks could queue them in
+ * different orders and wait on each other, so they are then staged instead. */
+ncclResult_t tt_group_add_device_coll(struct ncclComm *comm, const struct tt_coll_args *args);
 /* Makes the outermost end call fn(arg) and wait for it before it runs the group (a background
  * init); its error fails the group. */
 ncclResult_t tt_group_add_wait(tt_group_wait_fn fn, void *arg);

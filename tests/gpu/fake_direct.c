@@ -59,6 +59,7 @@ struct ctx {
     int rank, nranks;
     void *stream;
     long long cases, failures;
+    bool direct; /* the device-direct path is on (not --mixed) */
 };
 
 static void check(struct ctx *x, const struct th_case *c, const char *how, const void *got,
@@ -253,7 +254,25 @@ static void run_block_case(struct ctx *x, const struct th_case *c, int inplace)
     run_block_case_in(x, c, inplace, NULL, 0, 0);
 }
 
-static void run_interleaved(struct ctx *x, int t, size_t count)
+/* Every operation the statistics counted device-direct on `comm`, all collectives together. */
+static long long device_total(ncclComm_t comm, bool p2p)
+{
+    static const char *const colls[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast",
+                                        "Reduce",    "AlltoAll",  "Gather",        "Scatter"};
+    long long n = 0;
+    if (p2p) return device_path_ops(comm, "Send") + device_path_ops(comm, "Recv");
+    for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++)
+        n += device_path_ops(comm, colls[i]);
+    return n;
+}
+
+/* The sequence below, queued before one synchronisation; grouped: inside one group (Send/Recv
+ * in a group nested in it), and with `other` not NULL, its AllReduces on that communicator
+ * (a split of x->comm). The statistics must show which path ran: every collective
+ * device-direct, or, with two communicators in the group, none (staged); Send/Recv
+ * device-direct always. */
+static void run_interleaved_on(struct ctx *x, int t, size_t count, bool grouped,
+                               ncclComm_t other)
 {
     static const enum th_coll seq[] = {TH_ALLGATHER, TH_ALLREDUCE, TH_REDUCESCATTER, TH_ALLREDUCE,
                                        TH_BROADCAST, TH_ALLREDUCE, TH_REDUCE, TH_ALLREDUCE,
@@ -279,8 +298,31 @@ static void run_interleaved(struct ctx *x, int t, size_t count)
         memcpy(r[i], before[i], rb);
         expect[i] = th_fill_expect(&c[i], want[i], 0, th_recv_count(&c[i]));
     }
-    for (int i = 0; i < K; i++) CHECK_NCCL(issue(x, &c[i], s[i], r[i]));
+    long long colls_before = device_total(x->comm, false), p2p_before = device_total(x->comm, true);
+    long long other_before = other != NULL ? device_total(other, false) : 0;
+    struct ctx y = *x;
+    y.comm = other;
+    if (grouped) CHECK_NCCL(ncclGroupStart());
+    for (int i = 0; i < K; i++)
+        CHECK_NCCL(issue(other != NULL && c[i].coll == TH_ALLREDUCE ? &y : x, &c[i], s[i], r[i]));
+    if (grouped) CHECK_NCCL(ncclGroupEnd());
     stream_sync(x->stream);
+    if (grouped) {
+        long long colls = device_total(x->comm, false) - colls_before;
+        long long p2p = device_total(x->comm, true) - p2p_before;
+        long long others = other != NULL ? device_total(other, false) - other_before : 0;
+        long long want_colls = x->direct && other == NULL ? K - 1 : 0;
+        long long want_p2p = x->direct ? 2 : 0;
+        x->cases++;
+        if (colls != want_colls || others != 0 || p2p != want_p2p) {
+            x->failures++;
+            fprintf(stderr, "rank %d: FAIL a group%s: %lld collectives and %lld sends and "
+                            "receives device-direct (and %lld on the other communicator), "
+                            "%lld and %lld expected\n", x->rank,
+                    other != NULL ? " on two communicators" : "", colls, p2p, others,
+                    want_colls, want_p2p);
+        }
+    }
     for (int i = 0; i < K; i++) {
         size_t rb = th_recv_count(&c[i]) * th_dtypes[t].bytes;
         check(x, &c[i], th_coll_name(c[i].coll), r[i], expect[i] ? want[i] : before[i], rb);
@@ -289,6 +331,11 @@ static void run_interleaved(struct ctx *x, int t, size_t count)
         free(want[i]);
         free(before[i]);
     }
+}
+
+static void run_interleaved(struct ctx *x, int t, size_t count)
+{
+    run_interleaved_on(x, t, count, false, NULL);
 }
 
 /* Broadcast, Reduce, Gather, Scatter and AlltoAll on device buffers: out of place (how 0), in place
@@ -678,6 +725,7 @@ int main(int argc, char **argv)
     }
     memset(m, 0x5a, 1 << 16);
     CHECK_NCCL(ncclMemFree(m));
+    x.direct = !mixed;
     if (gpu) {
         x.stream = stream_create();
     } else {
@@ -725,6 +773,15 @@ int main(int argc, char **argv)
     for (int t = 0; t < TH_NUM_DTYPES && !windows; t++) {
         run_interleaved(&x, t, 1031);
         run_interleaved(&x, t, 70001);
+        run_interleaved_on(&x, t, 70001, true, NULL);
+    }
+    if (!windows) {
+        /* A group whose collectives span two communicators: staged, still right. */
+        ncclComm_t other;
+        CHECK_NCCL(ncclCommSplit(x.comm, 0, x.rank, &other, NULL));
+        run_interleaved_on(&x, 0, 1031, true, other);
+        run_interleaved_on(&x, 7, 70001, true, other);
+        CHECK_NCCL(ncclCommDestroy(other));
     }
 
     long long totals[2] = {x.cases, x.failures};
