@@ -25,22 +25,18 @@ struct group_state {
     struct deferred_wait *waits;
     int wait_count;
     int wait_cap;
-    struct device_p2p *p2p; /* device-direct Sends and Recvs, in issue order */
-    int p2p_count;
-    int p2p_cap;
-    struct device_coll *colls; /* device-direct collectives, in issue order */
-    int coll_count;
-    int coll_cap;
+    struct device_op *dev; /* device-direct operations, in issue order */
+    int dev_count;
+    int dev_cap;
 };
 
-struct device_coll {
-    struct ncclComm *comm;
+/* A device-direct operation deferred to the group end (core/coll.c decided it): a Send or Recv
+ * (p2p), or a collective (args). */
+struct device_op {
+    struct ncclComm *comm; /* NULL once queued or staged */
+    bool is_p2p;
+    struct tt_device_p2p p2p;
     struct tt_coll_args args;
-};
-
-struct device_p2p {
-    struct ncclComm *comm;
-    struct tt_device_p2p op;
 };
 
 /* Something the outermost end must wait for before it runs the group: a background init. */
@@ -63,8 +59,7 @@ ncclResult_t tt_group_start(void)
         group.stream = NULL;
         group.any_blocking = group.any_nonblocking = false;
         group.wait_count = 0;
-        group.p2p_count = 0;
-        group.coll_count = 0;
+        group.dev_count = 0;
     }
     group_depth_fast = ++group.depth;
     return ncclSuccess;
@@ -85,7 +80,7 @@ void tt_group_note_error(ncclResult_t res)
  * communicators not mixed. */
 static ncclResult_t admit(struct ncclComm *comm, const struct tt_coll_args *args)
 {
-    if ((group.batch.count > 0 || group.p2p_count > 0) && args->stream != group.stream)
+    if ((group.batch.count > 0 || group.dev_count > 0) && args->stream != group.stream)
         return remember(TT_ERROR(ncclInvalidUsage,
                                  "%s: all operations of a group must use the same stream",
                                  tt_coll_name(args->coll)));
@@ -111,46 +106,48 @@ ncclResult_t tt_group_add(struct ncclComm *comm, const struct tt_coll_args *args
     return remember(expand(&group.batch, comm, args));
 }
 
+static ncclResult_t add_device_op(const struct device_op *op, const struct tt_coll_args *args)
+{
+    TT_TRY(admit(op->comm, args));
+    if (group.dev_count == group.dev_cap) {
+        int cap = group.dev_cap ? 2 * group.dev_cap : 16;
+        struct device_op *grown = realloc(group.dev, (size_t)cap * sizeof *grown);
+        if (grown == NULL) return remember(TT_ERROR(ncclSystemError, "out of memory in a group"));
+        group.dev = grown;
+        group.dev_cap = cap;
+    }
+    group.dev[group.dev_count++] = *op;
+    return ncclSuccess;
+}
+
 ncclResult_t tt_group_add_device_p2p(struct ncclComm *comm, const struct tt_coll_args *args,
                                      const struct tt_device_p2p *op)
 {
-    TT_TRY(admit(comm, args));
-    if (group.p2p_count == group.p2p_cap) {
-        int cap = group.p2p_cap ? 2 * group.p2p_cap : 16;
-        struct device_p2p *grown = realloc(group.p2p, (size_t)cap * sizeof *grown);
-        if (grown == NULL) return remember(TT_ERROR(ncclSystemError, "out of memory in a group"));
-        group.p2p = grown;
-        group.p2p_cap = cap;
-    }
-    group.p2p[group.p2p_count++] = (struct device_p2p){.comm = comm, .op = *op};
-    return ncclSuccess;
+    return add_device_op(&(struct device_op){.comm = comm, .is_p2p = true, .p2p = *op}, args);
 }
 
 ncclResult_t tt_group_add_device_coll(struct ncclComm *comm, const struct tt_coll_args *args)
 {
-    TT_TRY(admit(comm, args));
-    if (group.coll_count == group.coll_cap) {
-        int cap = group.coll_cap ? 2 * group.coll_cap : 16;
-        struct device_coll *grown = realloc(group.colls, (size_t)cap * sizeof *grown);
-        if (grown == NULL) return remember(TT_ERROR(ncclSystemError, "out of memory in a group"));
-        group.colls = grown;
-        group.coll_cap = cap;
-    }
-    group.colls[group.coll_count++] = (struct device_coll){.comm = comm, .args = *args};
-    return ncclSuccess;
+    return add_device_op(&(struct device_op){.comm = comm, .args = *args}, args);
 }
 
 /* When the group's device-direct collectives span several communicators, they are staged
  * instead (tt_group_add_device_coll): added to the batch here. */
 static ncclResult_t stage_device_colls_if_mixed(void)
 {
+    struct ncclComm *first = NULL;
     bool mixed = false;
-    for (int i = 1; i < group.coll_count; i++)
-        mixed = mixed || group.colls[i].comm != group.colls[0].comm;
-    if (!mixed) return ncclSuccess;
-    for (int i = 0; i < group.coll_count; i++)
-        TT_TRY(remember(tt_coll_group_staged(group.colls[i].comm, &group.colls[i].args)));
-    group.coll_count = 0;
+    for (int i = 0; i < group.dev_count; i++) {
+        if (group.dev[i].is_p2p) continue;
+        if (first == NULL) first = group.dev[i].comm;
+        mixed = mixed || group.dev[i].comm != first;
+    }
+    for (int i = 0; mixed && i < group.dev_count; i++) {
+        struct device_op *d = &group.dev[i];
+        if (d->is_p2p) continue;
+        TT_TRY(remember(tt_coll_group_staged(d->comm, &d->args)));
+        d->comm = NULL;
+    }
     return ncclSuccess;
 }
 
@@ -158,7 +155,7 @@ static ncclResult_t stage_device_colls_if_mixed(void)
  * rounds across all of them (tt_coll_device_p2p). */
 static ncclResult_t run_device_p2p(cudaStream_t stream)
 {
-    int n = group.p2p_count;
+    int n = group.dev_count;
     struct tt_device_p2p *ops = malloc((size_t)n * sizeof *ops);
     struct tt_device_p2p **starts = malloc((size_t)n * sizeof *starts);
     struct ncclComm **comms = malloc((size_t)n * sizeof *comms);
@@ -170,26 +167,25 @@ static ncclResult_t run_device_p2p(cudaStream_t stream)
     }
     int ncomms = 0, k = 0;
     for (int i = 0; i < n; i++) {
-        struct ncclComm *comm = group.p2p[i].comm;
-        if (comm == NULL) continue; /* taken with an earlier one */
+        struct ncclComm *comm = group.dev[i].comm;
+        if (!group.dev[i].is_p2p || comm == NULL) continue; /* taken with an earlier one */
         comms[ncomms] = comm;
         starts[ncomms] = ops + k;
         counts[ncomms] = 0;
         for (int j = i; j < n; j++) {
-            if (group.p2p[j].comm != comm) continue;
-            ops[k++] = group.p2p[j].op;
+            if (!group.dev[j].is_p2p || group.dev[j].comm != comm) continue;
+            ops[k++] = group.dev[j].p2p;
             counts[ncomms]++;
-            group.p2p[j].comm = NULL;
+            group.dev[j].comm = NULL;
         }
         ncomms++;
     }
-    res = tt_coll_device_p2p(comms, ncomms, stream, starts, counts);
+    if (ncomms > 0) res = tt_coll_device_p2p(comms, ncomms, stream, starts, counts);
 out:
     free(ops);
     free(starts);
     free(comms);
     free(counts);
-    group.p2p_count = 0;
     return res;
 }
 
@@ -226,12 +222,9 @@ static void discard(void)
     free(group.waits);
     group.waits = NULL;
     group.wait_cap = 0;
-    free(group.p2p);
-    group.p2p = NULL;
-    group.p2p_count = group.p2p_cap = 0;
-    free(group.colls);
-    group.colls = NULL;
-    group.coll_count = group.coll_cap = 0;
+    free(group.dev);
+    group.dev = NULL;
+    group.dev_count = group.dev_cap = 0;
 }
 
 ncclResult_t tt_group_end(void)
@@ -257,9 +250,10 @@ ncclResult_t tt_group_end(void)
     /* The device-direct operations before the staged ones, on every rank alike: they wait only
      * for each other, never for staged work queued behind them; Sends and Recvs first, in
      * rounds, then the collectives of the one communicator in issue order. */
-    if (group.p2p_count > 0) res = run_device_p2p(group.stream);
-    for (int i = 0; i < group.coll_count && res == ncclSuccess; i++)
-        res = tt_coll_device_direct(group.colls[i].comm, &group.colls[i].args);
+    if (group.dev_count > 0) res = run_device_p2p(group.stream);
+    for (int i = 0; i < group.dev_count && res == ncclSuccess; i++)
+        if (group.dev[i].comm != NULL) /* a collective neither staged nor queued yet */
+            res = tt_coll_device_direct(group.dev[i].comm, &group.dev[i].args);
     if (res != ncclSuccess) {
         discard();
         return res;

@@ -776,6 +776,28 @@ int main(int argc, char **argv)
         run_interleaved_on(&x, t, 70001, true, NULL);
     }
     if (!windows) {
+        /* One stream per group, device-direct operations included: the second is refused and
+         * the group fails, on every rank alike, with nothing queued. */
+        float *g = dev_malloc(64);
+        cudaStream_t st2 = NULL; /* a CPU rank (--mixed): a Tutti host stream */
+        if (gpu) st2 = (cudaStream_t)stream_create();
+        else CHECK_NCCL(tuttiStreamCreate(&st2));
+        if (g == NULL) exit(1);
+        memset(g, 0, 64);
+        CHECK_NCCL(ncclGroupStart());
+        CHECK_NCCL(ncclAllReduce(g, g, 16, ncclFloat32, ncclSum, x.comm, (cudaStream_t)x.stream));
+        ncclResult_t second = ncclAllReduce(g, g, 16, ncclFloat32, ncclSum, x.comm, st2);
+        ncclResult_t end = ncclGroupEnd();
+        x.cases++;
+        if (second != ncclInvalidUsage || end == ncclSuccess) {
+            x.failures++;
+            fprintf(stderr, "rank %d: FAIL a group on two streams: %s, then %s at its end\n",
+                    x.rank, ncclGetErrorString(second), ncclGetErrorString(end));
+        }
+        dev_free(g);
+        if (!gpu) CHECK_NCCL(tuttiStreamDestroy(st2));
+    }
+    if (!windows) {
         /* A group whose collectives span two communicators: staged, still right. */
         ncclComm_t other;
         CHECK_NCCL(ncclCommSplit(x.comm, 0, x.rank, &other, NULL));
