@@ -151,16 +151,25 @@ static bool window_pair(ncclComm_t comm, const struct tt_coll_args *args, size_t
  * with no time. Inside a group it waits for the group's end (core/group.c). Every rank must
  * pass device buffers (as NCCL requires); a rank that passes host buffers while the others pass
  * device buffers takes the staged path alone and both sides wait for each other forever. */
+static bool is_p2p(enum tt_coll coll)
+{
+    return coll == TT_COLL_SEND || coll == TT_COLL_RECV;
+}
+
 static bool device_direct_eligible(const struct tt_coll_args *args)
 {
-    if (args->count == 0 || tt_stream_is_host(args->stream)) return false;
+    if (args->count == 0 || tt_stream_is_host(args->stream) || args->coll == TT_COLL_COPY)
+        return false;
     /* Decided on the buffers every rank passes, so that all take one path: a rooted
-     * collective's root-only buffer (NULL elsewhere, as NCCL allows) does not count. */
+     * collective's root-only buffer (NULL elsewhere, as NCCL allows) does not count. A Send or
+     * Recv decides on its own buffer (NCCL requires device buffers on both sides alike). */
     bool send_dev = tt_device_mem_kind(args->sendbuff) == TT_MEM_DEVICE;
     bool recv_dev = tt_device_mem_kind(args->recvbuff) == TT_MEM_DEVICE;
-    return args->coll == TT_COLL_BROADCAST || args->coll == TT_COLL_SCATTER ? recv_dev
-           : args->coll == TT_COLL_REDUCE || args->coll == TT_COLL_GATHER   ? send_dev
-                                                                          : send_dev && recv_dev;
+    switch (args->coll) {
+    case TT_COLL_BROADCAST: case TT_COLL_SCATTER: case TT_COLL_RECV: return recv_dev;
+    case TT_COLL_REDUCE: case TT_COLL_GATHER: case TT_COLL_SEND: return send_dev;
+    default: return send_dev && recv_dev;
+    }
 }
 
 ncclResult_t tt_coll_device_direct(ncclComm_t comm, const struct tt_coll_args *args)
@@ -263,22 +272,52 @@ ncclResult_t tt_coll_group_staged(ncclComm_t comm, const struct tt_coll_args *ar
     return tt_group_add(comm, args, expand, stages, device);
 }
 
-ncclResult_t tt_coll_device_p2p(ncclComm_t *comms, int ncomms, cudaStream_t stream,
-                                struct tt_device_p2p *const *ops, const int *counts)
+ncclResult_t tt_coll_device_p2p(struct tt_coll_deferred *ops, int n, cudaStream_t stream)
 {
-    for (int c = 0; c < ncomms; c++)
-        if (!tt_state_usable(&comms[c]->st))
-            return tt_state_check_usable(&comms[c]->st, "ncclGroupEnd");
-    for (size_t round = 0;; round++) {
+    /* Each communicator's operations, in the device layer's terms, gathered in issue order. */
+    struct tt_device_p2p *p2p = malloc((size_t)n * sizeof *p2p);
+    struct tt_device_p2p **starts = malloc((size_t)n * sizeof *starts);
+    struct ncclComm **comms = malloc((size_t)n * sizeof *comms);
+    int *counts = malloc((size_t)n * sizeof *counts);
+    ncclResult_t res = ncclSuccess;
+    if (p2p == NULL || starts == NULL || comms == NULL || counts == NULL) {
+        res = TT_ERROR(ncclSystemError, "out of memory queueing device sends and receives");
+        goto out;
+    }
+    int ncomms = 0, k = 0;
+    for (int i = 0; i < n; i++) {
+        struct ncclComm *comm = ops[i].comm;
+        if (comm == NULL || !is_p2p(ops[i].args.coll)) continue; /* or taken with an earlier */
+        if (!tt_state_usable(&comm->st)) {
+            res = tt_state_check_usable(&comm->st, tt_coll_name(ops[i].args.coll));
+            goto out;
+        }
+        comms[ncomms] = comm;
+        starts[ncomms] = p2p + k;
+        counts[ncomms] = 0;
+        for (int j = i; j < n; j++) {
+            const struct tt_coll_args *a = &ops[j].args;
+            if (ops[j].comm != comm || !is_p2p(a->coll)) continue;
+            bool send = a->coll == TT_COLL_SEND;
+            p2p[k++] = (struct tt_device_p2p){
+                .send = send, .peer = a->peer,
+                .buff = send ? (void *)a->sendbuff : a->recvbuff,
+                .bytes = a->count * tt_dtype_bytes(a->dtype)};
+            counts[ncomms]++;
+            ops[j].comm = NULL;
+        }
+        ncomms++;
+    }
+    for (size_t round = 0; ncomms > 0; round++) {
         bool more = false;
         for (int phase = 0; phase < 2; phase++) /* every send of the round, then every receive */
             for (int c = 0; c < ncomms; c++) {
                 bool any;
-                ncclResult_t res = tt_device_team_p2p_round(comms[c]->dev_team, stream, ops[c],
-                                                            counts[c], round, phase == 0, &any);
+                res = tt_device_team_p2p_round(comms[c]->dev_team, stream, starts[c], counts[c],
+                                               round, phase == 0, &any);
                 if (res != ncclSuccess) {
                     tt_state_fail(&comms[c]->st, res);
-                    return res;
+                    goto out;
                 }
                 more = more || any;
             }
@@ -287,46 +326,25 @@ ncclResult_t tt_coll_device_p2p(ncclComm_t *comms, int ncomms, cudaStream_t stre
     for (int c = 0; c < ncomms; c++)
         for (int i = 0; comms[c]->trace != NULL && i < counts[c]; i++)
             tt_trace_count(comms[c]->trace,
-                           tt_coll_name(ops[c][i].send ? TT_COLL_SEND : TT_COLL_RECV), "Device",
-                           ops[c][i].bytes, 0);
-    return ncclSuccess;
-}
-
-/* A Send or Recv on the device-direct path: device buffer, a CUDA stream (or NULL), a
- * communicator with the path; inside a group it waits for the group's end. *taken says whether
- * it was taken. Each side decides on its own buffer: a send from device memory to a receive
- * into host memory would wait forever (NCCL requires device buffers on both sides alike). */
-static ncclResult_t try_device_p2p(ncclComm_t comm, const struct tt_coll_args *args,
-                                   bool *taken)
-{
-    bool send = args->coll == TT_COLL_SEND;
-    void *buff = send ? (void *)args->sendbuff : args->recvbuff;
-    *taken = false;
-    if (args->count == 0 || tt_stream_is_host(args->stream) ||
-        tt_device_mem_kind(buff) != TT_MEM_DEVICE)
-        return ncclSuccess;
-    struct tt_device_p2p op = {.send = send, .peer = args->peer, .buff = buff,
-                               .bytes = args->count * tt_dtype_bytes(args->dtype)};
-    *taken = true;
-    if (tt_group_depth() > 0) return tt_group_add_device_p2p(comm, args, &op);
-    struct tt_device_p2p *ops = &op;
-    int one = 1;
-    return tt_coll_device_p2p(&comm, 1, args->stream, &ops, &one);
+                           tt_coll_name(starts[c][i].send ? TT_COLL_SEND : TT_COLL_RECV),
+                           "Device", starts[c][i].bytes, 0);
+out:
+    free(p2p);
+    free(starts);
+    free(comms);
+    free(counts);
+    return res;
 }
 
 ncclResult_t tt_coll_run(ncclComm_t comm, const struct tt_coll_args *args)
 {
     if (!tt_state_usable(&comm->st))
         return tt_state_check_usable(&comm->st, tt_coll_name(args->coll));
-    if (comm->dev_team != NULL && (args->coll == TT_COLL_SEND || args->coll == TT_COLL_RECV)) {
-        bool taken;
-        TT_TRY(try_device_p2p(comm, args, &taken));
-        if (taken) return ncclSuccess;
-    }
-    if (comm->dev_team != NULL && args->coll != TT_COLL_SEND && args->coll != TT_COLL_RECV &&
-        args->coll != TT_COLL_COPY && device_direct_eligible(args)) {
-        if (tt_group_depth() > 0) return tt_group_add_device_coll(comm, args);
-        return tt_coll_device_direct(comm, args);
+    if (comm->dev_team != NULL && device_direct_eligible(args)) {
+        if (tt_group_depth() > 0) return tt_group_add_device(comm, args);
+        if (!is_p2p(args->coll)) return tt_coll_device_direct(comm, args);
+        struct tt_coll_deferred one = {.comm = comm, .args = *args};
+        return tt_coll_device_p2p(&one, 1, args->stream);
     }
     if (tt_group_depth() > 0) return tt_coll_group_staged(comm, args);
     struct tt_coll_args staged;

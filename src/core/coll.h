@@ -18,11 +18,15 @@ ncclResult_t tt_coll_device_direct(ncclComm_t comm, const struct tt_coll_args *a
  * pinned host memory): what tt_coll_run does inside a group for one not device-direct. */
 ncclResult_t tt_coll_group_staged(ncclComm_t comm, const struct tt_coll_args *args);
 
-/* Queues device-direct Sends and Recvs on `stream`: for each of `ncomms` communicators, its
- * counts[c] operations at ops[c] (a group's, each communicator's in issue order, or one alone),
- * in rounds across all of them (device/device.h); a failure half-way fails the communicator. */
-struct tt_device_p2p;
-ncclResult_t tt_coll_device_p2p(ncclComm_t *comms, int ncomms, cudaStream_t stream,
-                                struct tt_device_p2p *const *ops, const int *counts);
+/* A device-direct operation a group deferred to its end (core/group.c); comm NULL once it was
+ * queued or staged. */
+struct tt_coll_deferred {
+    struct ncclComm *comm;
+    struct tt_coll_args args;
+};
+/* Queues the device-direct Sends and Recvs among `ops` (the others are skipped) on `stream`:
+ * each communicator's in issue order, in rounds across all of them (device/device.h), and marks
+ * them queued; a failure half-way fails the communicator. */
+ncclResult_t tt_coll_device_p2p(struct tt_coll_deferred *ops, int n, cudaStream_t stream);
 
 #endif

@@ -10,7 +10,6 @@
 #include "core/coll.h"
 #include "core/comm.h"
 #include "core/dispatch.h"
-#include "device/device.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -25,18 +24,9 @@ struct group_state {
     struct deferred_wait *waits;
     int wait_count;
     int wait_cap;
-    struct device_op *dev; /* device-direct operations, in issue order */
+    struct tt_coll_deferred *dev; /* device-direct operations, in issue order */
     int dev_count;
     int dev_cap;
-};
-
-/* A device-direct operation deferred to the group end (core/coll.c decided it): a Send or Recv
- * (p2p), or a collective (args). */
-struct device_op {
-    struct ncclComm *comm; /* NULL once queued or staged */
-    bool is_p2p;
-    struct tt_device_p2p p2p;
-    struct tt_coll_args args;
 };
 
 /* Something the outermost end must wait for before it runs the group: a background init. */
@@ -106,87 +96,42 @@ ncclResult_t tt_group_add(struct ncclComm *comm, const struct tt_coll_args *args
     return remember(expand(&group.batch, comm, args));
 }
 
-static ncclResult_t add_device_op(const struct device_op *op, const struct tt_coll_args *args)
+ncclResult_t tt_group_add_device(struct ncclComm *comm, const struct tt_coll_args *args)
 {
-    TT_TRY(admit(op->comm, args));
+    TT_TRY(admit(comm, args));
     if (group.dev_count == group.dev_cap) {
         int cap = group.dev_cap ? 2 * group.dev_cap : 16;
-        struct device_op *grown = realloc(group.dev, (size_t)cap * sizeof *grown);
+        struct tt_coll_deferred *grown = realloc(group.dev, (size_t)cap * sizeof *grown);
         if (grown == NULL) return remember(TT_ERROR(ncclSystemError, "out of memory in a group"));
         group.dev = grown;
         group.dev_cap = cap;
     }
-    group.dev[group.dev_count++] = *op;
+    group.dev[group.dev_count++] = (struct tt_coll_deferred){.comm = comm, .args = *args};
     return ncclSuccess;
 }
 
-ncclResult_t tt_group_add_device_p2p(struct ncclComm *comm, const struct tt_coll_args *args,
-                                     const struct tt_device_p2p *op)
+static bool is_collective(const struct tt_coll_deferred *d)
 {
-    return add_device_op(&(struct device_op){.comm = comm, .is_p2p = true, .p2p = *op}, args);
-}
-
-ncclResult_t tt_group_add_device_coll(struct ncclComm *comm, const struct tt_coll_args *args)
-{
-    return add_device_op(&(struct device_op){.comm = comm, .args = *args}, args);
+    return d->comm != NULL && d->args.coll != TT_COLL_SEND && d->args.coll != TT_COLL_RECV;
 }
 
 /* When the group's device-direct collectives span several communicators, they are staged
- * instead (tt_group_add_device_coll): added to the batch here. */
+ * instead (tt_group_add_device): added to the batch here. */
 static ncclResult_t stage_device_colls_if_mixed(void)
 {
     struct ncclComm *first = NULL;
     bool mixed = false;
     for (int i = 0; i < group.dev_count; i++) {
-        if (group.dev[i].is_p2p) continue;
+        if (!is_collective(&group.dev[i])) continue;
         if (first == NULL) first = group.dev[i].comm;
         mixed = mixed || group.dev[i].comm != first;
     }
     for (int i = 0; mixed && i < group.dev_count; i++) {
-        struct device_op *d = &group.dev[i];
-        if (d->is_p2p) continue;
-        TT_TRY(remember(tt_coll_group_staged(d->comm, &d->args)));
-        d->comm = NULL;
+        if (!is_collective(&group.dev[i])) continue;
+        TT_TRY(remember(tt_coll_group_staged(group.dev[i].comm, &group.dev[i].args)));
+        group.dev[i].comm = NULL;
     }
     return ncclSuccess;
-}
-
-/* Queues the group's device-direct Sends and Recvs: each communicator's in issue order, in
- * rounds across all of them (tt_coll_device_p2p). */
-static ncclResult_t run_device_p2p(cudaStream_t stream)
-{
-    int n = group.dev_count;
-    struct tt_device_p2p *ops = malloc((size_t)n * sizeof *ops);
-    struct tt_device_p2p **starts = malloc((size_t)n * sizeof *starts);
-    struct ncclComm **comms = malloc((size_t)n * sizeof *comms);
-    int *counts = malloc((size_t)n * sizeof *counts);
-    ncclResult_t res = ncclSuccess;
-    if (ops == NULL || starts == NULL || comms == NULL || counts == NULL) {
-        res = TT_ERROR(ncclSystemError, "out of memory ending a group");
-        goto out;
-    }
-    int ncomms = 0, k = 0;
-    for (int i = 0; i < n; i++) {
-        struct ncclComm *comm = group.dev[i].comm;
-        if (!group.dev[i].is_p2p || comm == NULL) continue; /* taken with an earlier one */
-        comms[ncomms] = comm;
-        starts[ncomms] = ops + k;
-        counts[ncomms] = 0;
-        for (int j = i; j < n; j++) {
-            if (!group.dev[j].is_p2p || group.dev[j].comm != comm) continue;
-            ops[k++] = group.dev[j].p2p;
-            counts[ncomms]++;
-            group.dev[j].comm = NULL;
-        }
-        ncomms++;
-    }
-    if (ncomms > 0) res = tt_coll_device_p2p(comms, ncomms, stream, starts, counts);
-out:
-    free(ops);
-    free(starts);
-    free(comms);
-    free(counts);
-    return res;
 }
 
 ncclResult_t tt_group_add_wait(tt_group_wait_fn fn, void *arg)
@@ -250,9 +195,9 @@ ncclResult_t tt_group_end(void)
     /* The device-direct operations before the staged ones, on every rank alike: they wait only
      * for each other, never for staged work queued behind them; Sends and Recvs first, in
      * rounds, then the collectives of the one communicator in issue order. */
-    if (group.dev_count > 0) res = run_device_p2p(group.stream);
+    if (group.dev_count > 0) res = tt_coll_device_p2p(group.dev, group.dev_count, group.stream);
     for (int i = 0; i < group.dev_count && res == ncclSuccess; i++)
-        if (group.dev[i].comm != NULL) /* a collective neither staged nor queued yet */
+        if (is_collective(&group.dev[i])) /* neither staged nor queued yet */
             res = tt_coll_device_direct(group.dev[i].comm, &group.dev[i].args);
     if (res != ncclSuccess) {
         discard();

@@ -25,17 +25,12 @@ int tt_group_depth(void);
 ncclResult_t tt_group_add(struct ncclComm *comm, const struct tt_coll_args *args,
                           tt_group_expand_fn expand, struct tt_device_stage *stages,
                           bool device);
-/* Defers a device-direct Send or Recv (core/coll.c) to the group end, which queues a
- * communicator's such operations together, in issue order, before the group's other operations
- * (tt_coll_device_p2p); the same rules on streams as tt_group_add. */
-struct tt_device_p2p;
-ncclResult_t tt_group_add_device_p2p(struct ncclComm *comm, const struct tt_coll_args *args,
-                                     const struct tt_device_p2p *op);
-/* Defers a device-direct collective to the group end. There, when the group's device-direct
- * collectives all belong to one communicator, they are queued in issue order after its
- * device-direct Sends and Recvs; across several communicators ranks could queue them in
- * different orders and wait on each other, so they are then staged instead. */
-ncclResult_t tt_group_add_device_coll(struct ncclComm *comm, const struct tt_coll_args *args);
+/* Defers a device-direct operation (core/coll.c decided it) to the group end, with the same
+ * rules on streams as tt_group_add. There, before the staged operations, the Sends and Recvs
+ * are queued in rounds (tt_coll_device_p2p), then the collectives in issue order; but when the
+ * collectives span several communicators, ranks could queue them in different orders and wait
+ * on each other, so they are staged instead. */
+ncclResult_t tt_group_add_device(struct ncclComm *comm, const struct tt_coll_args *args);
 /* Makes the outermost end call fn(arg) and wait for it before it runs the group (a background
  * init); its error fails the group. */
 ncclResult_t tt_group_add_wait(tt_group_wait_fn fn, void *arg);
