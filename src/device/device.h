@@ -162,19 +162,20 @@ ncclResult_t tt_device_ipc_open(const struct tt_device_ipc_handle *h, void **ptr
 /* Unmaps what tt_device_ipc_open returned (the same pointer). */
 ncclResult_t tt_device_ipc_close(void *ptr, const struct tt_device_ipc_handle *h);
 
-/* The device-direct path (device/cuda/direct.c): collectives among the GPU ranks of one host, moved
- * and reduced by the GPU itself, without the host engine. Each member allocates a device scratch
- * buffer with three flag words behind it, exports it with a CUDA IPC handle, and maps every peer's
- * (the core allgathers the infos at init). An AllReduce is then a sequence queued on the caller's
- * CUDA stream: copy the input into the own scratch, write the own READY flag (cuStreamWriteValue32,
- * a fenced write), wait until every peer's READY flag reached the operation (cuStreamWaitValue32 on
- * the mapped flags: the stream waits in the GPU's front end, no kernel spins, so ranks sharing one
- * GPU cannot starve each other), reduce with the reduction kernels reading the peers' scratch
- * directly, and write DONE, which a peer waits for before it overwrites its scratch for the next
- * operation. One-shot: every rank reduces the whole buffer. Two-shot: each rank reduces one
- * segment, publishes it in its scratch (REDUCED flag), and copies the others' segments from their
- * scratch. Larger operations go through the scratch in chunks. Flags count operations (uint32,
- * wrapping compares), every rank queues the same sequence, so they agree without talking. */
+/* The device-direct path (device/cuda/direct.c, rooted.c, window.c): collectives among the GPU
+ * ranks of one host, moved and reduced by the GPU itself, without the host engine. Each member
+ * allocates a device scratch buffer, as much again for Send/Recv slots and flag words behind them,
+ * exports it with a CUDA IPC handle, and maps every peer's (the core allgathers the infos at init).
+ * An AllReduce is then a sequence queued on the caller's CUDA stream: copy the input into the own
+ * scratch, write the own READY flag (cuStreamWriteValue32, a fenced write), wait until every peer's
+ * READY flag reached the operation (cuStreamWaitValue32 on the mapped flags: the stream waits in
+ * the GPU's front end, no kernel spins, so ranks sharing one GPU cannot starve each other), reduce
+ * with the reduction kernels reading the peers' scratch directly, and write DONE, which a peer
+ * waits for before it overwrites its scratch for the next operation. One-shot: every rank reduces
+ * the whole buffer. Two-shot: each rank reduces one segment, publishes it in its scratch (REDUCED
+ * flag), and copies the others' segments from their scratch. Larger operations go through the
+ * scratch in chunks. Flags count operations (uint32, wrapping compares), every rank queues the same
+ * sequence, so they agree without talking. */
 #ifdef TUTTI_CUDA
 #define TT_DEVICE_DIRECT_BUILD 1
 #else
@@ -258,7 +259,7 @@ ncclResult_t tt_device_team_alltoall(struct tt_device_team *t, cudaStream_t stre
                                      ncclDataType_t dtype);
 
 /* Send and Recv in a group (or alone) on device buffers: `ops` in issue order, queued on
- * a stream through per-pair slots behind the scratch and per-pair flags (direct.c, "Send and
+ * a stream through per-pair slots behind the scratch and per-pair flags (rooted.c, "Send and
  * Recv"). A member's operations to a peer, and from a peer, must match the peer's in order and
  * size, as NCCL requires. */
 struct tt_device_p2p {
@@ -274,7 +275,7 @@ ncclResult_t tt_device_team_p2p_round(struct tt_device_team *t, cudaStream_t str
                                       const struct tt_device_p2p *ops, int nops, size_t round,
                                       bool send, bool *any);
 
-/* Symmetric windows on device memory (direct.c, "Symmetric windows"): a window registered with
+/* Symmetric windows on device memory (window.c, "Symmetric windows"): a window registered with
  * NCCL_WIN_COLL_SYMMETRIC over device memory, on a communicator with the device-direct path, is
  * mapped by every member at registration, and an AllReduce whose buffers lie in windows then
  * reads and writes every member's buffers in place: no scratch, no copies. Registration is
