@@ -11,13 +11,13 @@
 #include "util/log.h"
 
 /* ---- The rooted collectives and AlltoAll over the scratch ------------------------------------
- * The same chunks and flags as above: every member runs chunk_begin, chunk_ready and DONE for
- * every chunk, whether it moves data in that chunk or not, so the sequence numbers stay equal.
- * The buffer only the root passes (Broadcast's and Scatter's input, Reduce's and Gather's
- * output) may be any memory the driver can copy to or from (cuMemcpyAsync infers the kind from
- * the address); the core decides the path on the buffer every member passes
- * (core/coll.c, device_direct_eligible), so a root with a host buffer there still takes the path
- * its peers take. The members' own buffers are device memory. */
+ * The same chunks and flags as direct.c's: every member runs tt_dteam_chunk_begin, chunk_ready and
+ * DONE for every chunk, whether it moves data in that chunk or not, so the sequence numbers stay
+ * equal. The buffer only the root passes (Broadcast's and Scatter's input, Reduce's and Gather's
+ * output) may be any memory the driver can copy to or from (cuMemcpyAsync infers the kind from the
+ * address); the core decides the path on the buffer every member passes (core/coll.c,
+ * device_direct_eligible), so a root with a host buffer there still takes the path its peers take.
+ * The members' own buffers are device memory. */
 
 ncclResult_t tt_device_team_broadcast(struct tt_device_team *t, cudaStream_t stream,
                                       const void *send, void *recv, size_t count,
