@@ -552,7 +552,7 @@ static void run_p2p(struct ctx *x)
 }
 
 /* Symmetric windows on device memory (--windows): AllReduce whose buffers lie in windows that
- * every rank registered reads and writes the peers' buffers in place (direct.c, "Symmetric
+ * every rank registered reads and writes the peers' buffers in place (window.c, "Symmetric
  * windows"). Every dtype x op, in place and out of place, at offsets inside the windows that
  * every rank uses alike (one of them not 16-byte aligned), a burst of operations queued before
  * one synchronisation, and scratch AllReduces on plain device buffers in between, which share

@@ -1,4 +1,4 @@
-/* The window collectives' kernel contract (device/cuda/direct.c, "Symmetric windows"), shared by
+/* The window collectives' kernel contract (device/cuda/window.c, "Symmetric windows"), shared by
  * reduce.cu, which builds the kernels, module.c, which launches them, and the stand-in driver
  * of the tests, which runs the same folds on the host.
  *
