@@ -50,6 +50,11 @@ if(TUTTI_CUDA AND TARGET tutti-run)
            COMMAND $<TARGET_FILE:tutti-run> -n 3 --timeout 280 $<TARGET_FILE:gpu_direct>)
   set_tests_properties(gpu_direct_twoshot_3 PROPERTIES ENVIRONMENT
                        "TUTTI_CUDA_DIRECT=2;TUTTI_CUDA_ONESHOT_BYTES=0")
+  add_test(NAME gpu_direct_ring_3
+           COMMAND $<TARGET_FILE:tutti-run> -n 3 --timeout 280 $<TARGET_FILE:gpu_direct>
+                   --allreduce)
+  set_tests_properties(gpu_direct_ring_3 PROPERTIES ENVIRONMENT
+                       "TUTTI_CUDA_DIRECT=2;TUTTI_CUDA_DIRECT_BYTES=65536;NCCL_ALGO=Ring")
   foreach(n 2 3)
     add_test(NAME gpu_direct_windows_${n}
              COMMAND $<TARGET_FILE:tutti-run> -n ${n} --timeout 280 $<TARGET_FILE:gpu_direct>
@@ -58,7 +63,7 @@ if(TUTTI_CUDA AND TARGET tutti-run)
                          "TUTTI_CUDA_DIRECT=2;TUTTI_TIMEOUT_MS=60000")
   endforeach()
   set_tests_properties(gpu_direct_2 gpu_direct_3 gpu_direct_4 gpu_direct_oneshot_3
-                       gpu_direct_twoshot_3 gpu_direct_windows_2 gpu_direct_windows_3
+                       gpu_direct_twoshot_3 gpu_direct_ring_3 gpu_direct_windows_2 gpu_direct_windows_3
                        PROPERTIES LABELS cuda TIMEOUT 300
                        SKIP_RETURN_CODE 77 PROCESSORS 2)
 
@@ -92,6 +97,14 @@ if(TUTTI_CUDA AND TARGET tutti-run)
              COMMAND $<TARGET_FILE:tutti-run> -n ${n} --timeout 200 $<TARGET_FILE:fake_direct>)
     set_tests_properties(cuda_direct_fake_${n} PROPERTIES LABELS cuda TIMEOUT 240 PROCESSORS 2
       ENVIRONMENT "TUTTI_CUDA_LIBRARY=$<TARGET_FILE:tutti_fake_cuda>;TUTTI_CUDA_DIRECT=2;TUTTI_CUDA_DIRECT_BYTES=65536;TUTTI_CUDA_ONESHOT_BYTES=${oneshot};TUTTI_TIMEOUT_MS=60000")
+  endforeach()
+  # The device ring (NCCL_ALGO=Ring), AllReduce alone; a 64 KiB scratch takes 70001 elements in
+  # several chunks, and 2 ranks give the ring no forwarding step.
+  foreach(n 2 3 4)
+    add_test(NAME cuda_direct_fake_ring_${n}
+             COMMAND $<TARGET_FILE:tutti-run> -n ${n} --timeout 200 $<TARGET_FILE:fake_direct> --allreduce)
+    set_tests_properties(cuda_direct_fake_ring_${n} PROPERTIES LABELS cuda TIMEOUT 240 PROCESSORS 2
+      ENVIRONMENT "TUTTI_CUDA_LIBRARY=$<TARGET_FILE:tutti_fake_cuda>;TUTTI_CUDA_DIRECT=2;TUTTI_CUDA_DIRECT_BYTES=65536;NCCL_ALGO=Ring;TUTTI_TIMEOUT_MS=60000")
   endforeach()
   # Symmetric windows on device memory: AllReduce reads and writes the peers' windows in place.
   # The stand-in puts every rank on one GPU, so rank 0 folds it all; _split_ forces a share each.

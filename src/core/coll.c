@@ -172,6 +172,24 @@ static bool device_direct_eligible(const struct tt_coll_args *args)
     }
 }
 
+/* NCCL_ALGO's say over device-direct AllReduce: a list that allows Ring but neither OneShot
+ * nor Direct runs the ring through the scratch (symmetric windows too); OneShot alone runs
+ * one-shot at every size, Direct alone two-shot; otherwise (unset included) one-shot up to
+ * TUTTI_CUDA_ONESHOT_BYTES, two-shot above. */
+static bool device_ring(const struct ncclComm *comm)
+{
+    const bool *allowed = comm->tune.algo_allowed[TT_COLL_ALLREDUCE];
+    return allowed[TT_ALGO_RING] && !allowed[TT_ALGO_ONESHOT] && !allowed[TT_ALGO_DIRECT];
+}
+
+static size_t device_oneshot_bytes(const struct ncclComm *comm)
+{
+    const bool *allowed = comm->tune.algo_allowed[TT_COLL_ALLREDUCE];
+    if (allowed[TT_ALGO_ONESHOT] && !allowed[TT_ALGO_DIRECT]) return SIZE_MAX;
+    if (allowed[TT_ALGO_DIRECT] && !allowed[TT_ALGO_ONESHOT]) return 0;
+    return (size_t)tt_param_cuda_oneshot_bytes();
+}
+
 ncclResult_t tt_coll_device_direct(ncclComm_t comm, const struct tt_coll_args *args)
 {
     if (!tt_state_usable(&comm->st))
@@ -237,13 +255,16 @@ ncclResult_t tt_coll_device_direct(ncclComm_t comm, const struct tt_coll_args *a
     else if (args->coll == TT_COLL_REDUCESCATTER)
         res = tt_device_team_reduce_scatter(comm->dev_team, args->stream, args->sendbuff,
                                             args->recvbuff, args->count, &op);
+    else if (device_ring(comm))
+        res = tt_device_team_allreduce_ring(team, args->stream, args->sendbuff, args->recvbuff,
+                                            args->count, &op);
     else if (window_pair(comm, args, bytes, bytes, &ws, &send_off, &wr, &recv_off))
         res = tt_device_team_allreduce_window(comm->dev_team, args->stream, ws, send_off, wr,
                                               recv_off, args->count, &op);
     else
         res = tt_device_team_allreduce(comm->dev_team, args->stream, args->sendbuff,
                                        args->recvbuff, args->count, &op,
-                                       (size_t)tt_param_cuda_oneshot_bytes());
+                                       device_oneshot_bytes(comm));
 queued:
     if (res != ncclSuccess) {
         tt_state_fail(&comm->st, res);

@@ -220,6 +220,14 @@ struct tt_device_redop {
 ncclResult_t tt_device_team_allreduce(struct tt_device_team *t, cudaStream_t stream,
                                       const void *send, void *recv, size_t count,
                                       const struct tt_device_redop *op, size_t oneshot_bytes);
+/* The same AllReduce as a ring (NCCL_ALGO=Ring): each chunk is cut into one segment per member;
+ * in n - 1 steps every member folds the partial sum its left neighbour published into its own
+ * input and publishes the result, then the n finished segments travel once around the ring.
+ * Each member reads its left neighbour's memory only (a ring of links between several GPUs).
+ * Every member gets the same bits: each segment is reduced once, by one member. */
+ncclResult_t tt_device_team_allreduce_ring(struct tt_device_team *t, cudaStream_t stream,
+                                           const void *send, void *recv, size_t count,
+                                           const struct tt_device_redop *op);
 
 /* Queues a ReduceScatter (`count` elements received per member; recv == send + rank * count in
  * place) or an AllGather (`count` elements sent per member; send == recv + rank * count in

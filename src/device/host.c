@@ -108,6 +108,13 @@ ncclResult_t tt_device_team_allreduce(struct tt_device_team *t, cudaStream_t str
     return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
 }
 
+ncclResult_t tt_device_team_allreduce_ring(struct tt_device_team *t, cudaStream_t stream,
+                                           const void *send, void *recv, size_t count,
+                                           const struct tt_device_redop *op)
+{
+    return TT_ERROR(ncclInvalidUsage, "the device-direct path needs a CUDA build of Tutti");
+}
+
 ncclResult_t tt_device_team_reduce_scatter(struct tt_device_team *t, cudaStream_t stream,
                                            const void *send, void *recv, size_t count,
                                            const struct tt_device_redop *op)

@@ -13,7 +13,8 @@
  * Run under tutti-run with TUTTI_CUDA_LIBRARY naming the stand-in and TUTTI_CUDA_DIRECT=2 (init
  * fails unless every rank mapped every other's scratch). With --mixed the odd ranks are CPU
  * ranks (host buffers, stream NULL): the path is off and everything is staged; run it with
- * TUTTI_CUDA_DIRECT=1. Each rank opens the stand-in first, as
+ * TUTTI_CUDA_DIRECT=1. --allreduce runs the AllReduce cases alone (the ring, under
+ * NCCL_ALGO=Ring). --windows runs them on symmetric windows. Each rank opens the stand-in first, as
  * a CUDA program has its driver loaded, and makes its context current before the communicator. */
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -660,6 +661,9 @@ int main(int argc, char **argv)
 {
     bool mixed = argc > 1 && strcmp(argv[1], "--mixed") == 0;
     bool windows = argc > 1 && strcmp(argv[1], "--windows") == 0;
+    /* --allreduce: the AllReduce cases alone (run under NCCL_ALGO=Ring for the ring). */
+    bool allreduce_only = argc > 1 && strcmp(argv[1], "--allreduce") == 0;
+    bool full = !windows && !allreduce_only;
     const char *lib = getenv("TUTTI_CUDA_LIBRARY");
     void *h = lib != NULL ? dlopen(lib, RTLD_NOW | RTLD_GLOBAL) : NULL;
     if (h == NULL) {
@@ -747,7 +751,7 @@ int main(int argc, char **argv)
             }
     /* Per-member blocks: 20001 elements still take several chunks of a 64 KiB scratch. */
     static const size_t block_counts[] = {1, 7, 1031, 20001};
-    for (int t = 0; t < TH_NUM_DTYPES && !windows; t++)
+    for (int t = 0; t < TH_NUM_DTYPES && full; t++)
         for (int op = 0; op < TH_NUM_OPS; op++)
             for (size_t k = 0; k < sizeof block_counts / sizeof block_counts[0]; k++)
                 for (int coll = 0; coll < 2; coll++) {
@@ -758,10 +762,12 @@ int main(int argc, char **argv)
                     run_block_case(&x, &c, 0);
                     run_block_case(&x, &c, 1);
                 }
-    if (!windows) {
+    if (full) {
         run_rooted(&x);
         run_p2p(&x);
         check_rooted_path(&x, !mixed);
+    }
+    if (!windows) {
         run_premulsum(&x, 1031);
         run_premulsum(&x, 70001);
     }
@@ -770,12 +776,12 @@ int main(int argc, char **argv)
         run_burst(&x, t, 70001);
     }
 
-    for (int t = 0; t < TH_NUM_DTYPES && !windows; t++) {
+    for (int t = 0; t < TH_NUM_DTYPES && full; t++) {
         run_interleaved(&x, t, 1031);
         run_interleaved(&x, t, 70001);
         run_interleaved_on(&x, t, 70001, true, NULL);
     }
-    if (!windows) {
+    if (full) {
         /* One stream per group, device-direct operations included: the second is refused and
          * the group fails, on every rank alike, with nothing queued. */
         float *g = dev_malloc(64);
@@ -797,7 +803,7 @@ int main(int argc, char **argv)
         dev_free(g);
         if (!gpu) CHECK_NCCL(tuttiStreamDestroy(st2));
     }
-    if (!windows) {
+    if (full) {
         /* A group whose collectives span two communicators: staged, still right. */
         ncclComm_t other;
         CHECK_NCCL(ncclCommSplit(x.comm, 0, x.rank, &other, NULL));
@@ -815,9 +821,10 @@ int main(int argc, char **argv)
     }
     if (x.rank == 0)
         printf("fake_direct: %d ranks%s: %lld checks, %lld failed\n", x.nranks,
-               mixed     ? " (odd ranks on the CPU, all staged)"
-               : windows ? " (symmetric windows)"
-                         : "",
+               mixed            ? " (odd ranks on the CPU, all staged)"
+               : windows        ? " (symmetric windows)"
+               : allreduce_only ? " (AllReduce alone)"
+                                : "",
                totals[0], totals[1]);
     CHECK_NCCL(ncclCommDestroy(x.comm));
     return totals[1] == 0 ? 0 : 1;

@@ -549,6 +549,9 @@ static void run_windows(struct ctx *x)
 int main(int argc, char **argv)
 {
     bool windows = argc > 1 && strcmp(argv[1], "--windows") == 0;
+    /* --allreduce: the AllReduce cases and bursts alone (the ring, under NCCL_ALGO=Ring). */
+    bool allreduce_only = argc > 1 && strcmp(argv[1], "--allreduce") == 0;
+    bool full = !windows && !allreduce_only;
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
     if (e != cudaSuccess || ndev == 0) {
@@ -584,7 +587,7 @@ int main(int argc, char **argv)
                 run_case(&x, &c, true);
             }
     static const size_t block_counts[] = {1, 7, 1031, 65537};
-    for (int t = 0; t < TH_NUM_DTYPES && !windows; t++)
+    for (int t = 0; t < TH_NUM_DTYPES && full; t++)
         for (int op = 0; op < TH_NUM_OPS; op++)
             for (size_t k = 0; k < sizeof block_counts / sizeof block_counts[0]; k++)
                 for (int coll = 0; coll < 2; coll++) {
@@ -595,7 +598,7 @@ int main(int argc, char **argv)
                     run_block_case(&x, &c, false);
                     run_block_case(&x, &c, true);
                 }
-    if (!windows) {
+    if (full) {
         run_rooted(&x);
         run_p2p(&x);
         check_device_path(&x);
@@ -617,7 +620,8 @@ int main(int argc, char **argv)
     }
     if (x.rank == 0)
         printf("gpu_direct: %d ranks%s: %lld cases, %lld failed\n", x.nranks,
-               windows ? " (symmetric windows)" : "", totals[0], totals[1]);
+               windows ? " (symmetric windows)" : allreduce_only ? " (AllReduce alone)" : "",
+               totals[0], totals[1]);
     CHECK_NCCL(ncclCommDestroy(x.comm));
     return totals[1] == 0 ? 0 : 1;
 }

@@ -17,6 +17,9 @@
 #               tutti-perf -G -R 2 tables (part of all; about 1 minute)
 #   --phase mps the device-direct AllReduce table and the 4-rank matrix under CUDA MPS (1 minute)
 #   --phase winmps  the window AllReduce table and gpu_direct --windows under CUDA MPS
+#   --phase ring    the device ring AllReduce (NCCL_ALGO=Ring): gpu_direct --allreduce at 2-4 ranks
+#               and its tutti-perf -G table at 2 and 4 ranks (part of all through phase a's
+#               3-rank run; the tables only here; about 1 minute)
 #   --phase rooted  Broadcast, Reduce, Gather, Scatter, AlltoAll, Send/Recv device-direct: gpu_direct at
 #               2-4 ranks, then each one's tutti-perf -G table at 2 ranks direct and staged
 #               (part of all through phase a's gpu_direct; the tables only here; 2-3 minutes)
@@ -43,7 +46,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         --pack | --build | --no-build) mode=$1 ;;
         --phase) phase=${2:-all}; shift ;;
-        *) echo "usage: $0 [--pack|--build|--no-build] [--phase a|b|win|all|mps|winmps|rooted]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--pack|--build|--no-build] [--phase a|b|win|all|mps|winmps|rooted|ring]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -108,6 +111,8 @@ if [ "$phase" = a ] || [ "$phase" = all ]; then
         "$B/tutti-run" -n 3 --timeout 150 "$B/gpu_direct"
     step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_ONESHOT_BYTES=0 \
         "$B/tutti-run" -n 3 --timeout 150 "$B/gpu_direct"
+    step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_DIRECT_BYTES=65536 NCCL_ALGO=Ring \
+        "$B/tutti-run" -n 3 --timeout 150 "$B/gpu_direct" --allreduce
     # Drop-in: built against NVIDIA's nccl.h, linked with -lnccl (lib/nccl-compat).
     step "$B/tutti-run" -n 3 --timeout 100 "$B/abi_gpu"
     # The figure of the acceptance: AllReduce busbw at 256 MiB, 2 ranks on one GPU, against the
@@ -147,6 +152,20 @@ if [ "$phase" = win ] || [ "$phase" = all ]; then
         -b 64M -e 256M -f 4 -n 20 -w 5 -c 1
     step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n 3 --timeout 200 "$B/tutti-perf" -G -R 2 \
         -b 1M -e 256M -f 16 -n 10 -w 3 -c 1
+fi
+if [ "$phase" = ring ]; then
+    # The ring (NCCL_ALGO=Ring): correctness at 2-4 ranks with a 64 KiB scratch (many chunks),
+    # then its AllReduce table beside the default one-shot/two-shot choice, 2 and 4 ranks.
+    for n in 2 3 4; do
+        step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_DIRECT_BYTES=65536 NCCL_ALGO=Ring \
+            "$B/tutti-run" -n $n --timeout 150 "$B/gpu_direct" --allreduce
+    done
+    for n in 2 4; do
+        step env TUTTI_CUDA_DIRECT=2 NCCL_ALGO=Ring "$B/tutti-run" -n $n --timeout 120 \
+            "$B/tutti-perf" -G -b 1M -e 256M -f 16 -n 10 -w 3 -c 1
+        step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n $n --timeout 120 "$B/tutti-perf" -G \
+            -b 1M -e 256M -f 16 -n 10 -w 3 -c 1
+    done
 fi
 if [ "$phase" = rooted ]; then
     # The device-direct rooted collectives and AlltoAll (with everything else gpu_direct checks),

@@ -311,6 +311,97 @@ ncclResult_t tt_device_team_allreduce(struct tt_device_team *t, cudaStream_t str
     return ncclSuccess;
 }
 
+/* The ring. A chunk of c elements is cut into n segments (tt_dteam_segment); the first half
+ * of the scratch holds the reduce-scatter's partial sums, the second half the finished
+ * segments as they travel, each segment at its own offset. With l = r - 1 and j = r - k (mod n),
+ * member r queues, base being the STEP count before the chunk:
+ *   k = 0:          partial[r] = in[r] (premultiplied for PREMULSUM); post STEP = base + 1
+ *   k = 1 .. n-2:   wait STEP(l) >= base + k; partial[j] = in[j] OP l.partial[j];
+ *                   post STEP = base + k + 1
+ *   k = n-1:        wait STEP(l) >= base + n - 1; done[j] = in[j] OP l.partial[j] (the last
+ *                   operation of avg divides); recv[j] = done[j]; post STEP = base + n
+ * then, with j = r + 1 - k, the finished segments go round:
+ *   k = 1 .. n-1:   wait STEP(l) >= base + n + k - 1; recv[j] = l.done[j];
+ *                   below n-1 also done[j] = l.done[j] and post STEP = base + n + k
+ * Member l wrote what member r reads at exactly the step r waits for, since every member queues
+ * the same steps. The chunk's DONE (wait for every peer's before the scratch is reused) is the
+ * other collectives'. */
+static size_t ring_half(const struct tt_device_team *t)
+{
+    return (t->bytes / 2) & ~(size_t)(SEGMENT_ALIGN - 1);
+}
+
+static ncclResult_t ring_chunk(struct tt_device_team *t, CUstream s, const char *send,
+                               char *recv, size_t c, size_t elt, const struct tt_device_redop *op)
+{
+    cudaStream_t st = (cudaStream_t)s;
+    int n = t->nranks, r = t->rank, l = (r + n - 1) % n;
+    size_t half = ring_half(t);
+    uint32_t seq, base = (uint32_t)t->steps;
+    TT_TRY(tt_dteam_chunk_begin(t, s, &seq));
+    t->steps += 2 * (uint64_t)n - 2;
+    for (int k = 0; k < n; k++) {
+        int j = (r - k + n) % n;
+        size_t lo, hi;
+        tt_dteam_segment(c, elt, n, j, &lo, &hi);
+        char *partial = tt_dteam_scratch_at(t, r, lo * elt);
+        char *done = tt_dteam_scratch_at(t, r, half + lo * elt);
+        if (k > 0) TT_TRY(TT_CU(tt_cu.cuStreamWaitValue32(s, tt_dteam_flag_at(t, l, FLAG_STEP),
+                                                          base + (uint32_t)k,
+                                                          CU_STREAM_WAIT_VALUE_GEQ)));
+        if (hi > lo && k == 0 && op->red == TT_DEVICE_RED_PREMULSUM)
+            TT_TRY(tt_device_reduce(st, op->dtype, TT_DEVICE_RED_PREMUL, op->scalar_f,
+                                    op->scalar_u, op->divisor, partial, send + lo * elt, NULL,
+                                    hi - lo));
+        else if (hi > lo && k == 0)
+            TT_TRY(tt_dteam_copy(s, partial, send + lo * elt, (hi - lo) * elt));
+        else if (hi > lo) {
+            enum tt_device_red red = op->red;
+            if (red == TT_DEVICE_RED_SUMDIV && k < n - 1) red = TT_DEVICE_RED_SUM;
+            TT_TRY(tt_device_reduce(st, op->dtype, red, op->scalar_f, op->scalar_u, op->divisor,
+                                    k < n - 1 ? partial : done, send + lo * elt,
+                                    tt_dteam_scratch_at(t, l, lo * elt), hi - lo));
+            if (k == n - 1) TT_TRY(tt_dteam_copy(s, recv + lo * elt, done, (hi - lo) * elt));
+        }
+        TT_TRY(TT_CU(tt_cu.cuStreamWriteValue32(s, tt_dteam_flag_at(t, r, FLAG_STEP),
+                                                base + (uint32_t)k + 1,
+                                                CU_STREAM_WRITE_VALUE_DEFAULT)));
+    }
+    for (int k = 1; k < n; k++) {
+        int j = (r + 1 - k + n) % n;
+        size_t lo, hi;
+        tt_dteam_segment(c, elt, n, j, &lo, &hi);
+        const char *from = tt_dteam_scratch_at(t, l, half + lo * elt);
+        TT_TRY(TT_CU(tt_cu.cuStreamWaitValue32(s, tt_dteam_flag_at(t, l, FLAG_STEP),
+                                               base + (uint32_t)(n + k - 1),
+                                               CU_STREAM_WAIT_VALUE_GEQ)));
+        TT_TRY(tt_dteam_copy(s, recv + lo * elt, from, (hi - lo) * elt));
+        if (k == n - 1) break;
+        TT_TRY(tt_dteam_copy(s, tt_dteam_scratch_at(t, r, half + lo * elt), from,
+                             (hi - lo) * elt));
+        TT_TRY(TT_CU(tt_cu.cuStreamWriteValue32(s, tt_dteam_flag_at(t, r, FLAG_STEP),
+                                                base + (uint32_t)(n + k),
+                                                CU_STREAM_WRITE_VALUE_DEFAULT)));
+    }
+    return tt_dteam_post(t, s, FLAG_DONE, seq);
+}
+
+ncclResult_t tt_device_team_allreduce_ring(struct tt_device_team *t, cudaStream_t stream,
+                                           const void *send, void *recv, size_t count,
+                                           const struct tt_device_redop *op)
+{
+    size_t elt = tt_dteam_dtype_bytes(op->dtype);
+    CUstream s = (CUstream)stream;
+    TT_TRY(tt_dteam_check(t, elt, op->dtype, s, recv));
+    size_t per_chunk = ring_half(t) / elt;
+    for (size_t off = 0; off < count; off += per_chunk) {
+        size_t c = count - off < per_chunk ? count - off : per_chunk;
+        TT_TRY(ring_chunk(t, s, (const char *)send + off * elt, (char *)recv + off * elt, c, elt,
+                          op));
+    }
+    return ncclSuccess;
+}
+
 ncclResult_t tt_dteam_chunk_begin(struct tt_device_team *t, CUstream s, uint32_t *seq)
 {
     *seq = (uint32_t)++t->chunks;

@@ -8,7 +8,8 @@
 
 #include "device/cuda/driver.h"
 
-enum { FLAG_READY, FLAG_REDUCED, FLAG_DONE, FLAG_COUNT };
+/* STEP counts the ring's steps (direct.c), apart from the chunks the others count. */
+enum { FLAG_READY, FLAG_REDUCED, FLAG_DONE, FLAG_STEP, FLAG_COUNT };
 #define FLAG_STRIDE 128
 /* Behind the collectives' flags, the point-to-point ones: SENT(q), the chunks this member put
  * in its slot for member q, then ACK(q), the chunks it took out of q's slot for it. */
@@ -33,6 +34,7 @@ struct tt_device_team {
     bool mapped[TT_DEVICE_TEAM_MAX];      /* base[p] was opened from an IPC handle */
     struct tt_device_ipc_handle handles[TT_DEVICE_TEAM_MAX];
     uint64_t chunks;    /* chunks queued so far; the flags carry its low 32 bits */
+    uint64_t steps;     /* ring steps queued so far (FLAG_STEP) */
     uint64_t sent[TT_DEVICE_TEAM_MAX];     /* point-to-point chunks queued to each member */
     uint64_t received[TT_DEVICE_TEAM_MAX]; /* and from each member */
     bool one_gpu;       /* every member on the same physical GPU (PCI address) */
