@@ -119,6 +119,8 @@ static void comm_free(struct ncclComm *comm)
     free(comm->st.pidfds);
     if (comm->st.flight != NULL) pthread_mutex_destroy(&comm->st.flight->lock);
     free(comm->st.flight);
+    /* Aborted: the device streams stop waiting for peers first, and run out (device.h). */
+    if (atomic_load(&comm->st.abort)) tt_device_team_release(comm->dev_team);
     tt_mem_close_device_windows(comm);
     tt_device_team_destroy(comm->dev_team);
     tt_team_destroy(comm->team);

@@ -203,6 +203,12 @@ ncclResult_t tt_device_team_attach(struct tt_device_team *t, int rank, int nrank
 /* Waits (bounded) until every peer finished reading this member's scratch, unmaps the peers',
  * frees it. Accepts NULL. */
 void tt_device_team_destroy(struct tt_device_team *t);
+/* For ncclCommAbort, before destroy: when work is still queued on the team, writes every flag
+ * this member's streams may wait for past it (the peers' flags, through the mappings), again
+ * until this member's own flags show its streams ran out (at most 2 s), so no stream of this
+ * rank waits for a dead or stuck peer any more; what they compute is undefined, as with NCCL's
+ * aborted kernels. Destroy then leaves the allocation in place (a peer may still read it). */
+void tt_device_team_release(struct tt_device_team *t);
 
 /* An AllReduce's reduction for the device-direct path, the resolved form of reduce.h's struct
  * tt_redop in the device layer's terms: red is SUM, PROD, MAX, MIN, PREMULSUM (sum of scalar *

@@ -101,6 +101,10 @@ void tt_device_team_destroy(struct tt_device_team *t)
 {
 }
 
+void tt_device_team_release(struct tt_device_team *t)
+{
+}
+
 ncclResult_t tt_device_team_allreduce(struct tt_device_team *t, cudaStream_t stream,
                                       const void *send, void *recv, size_t count,
                                       const struct tt_device_redop *op, size_t oneshot_bytes)

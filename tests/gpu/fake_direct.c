@@ -14,14 +14,18 @@
  * fails unless every rank mapped every other's scratch). With --mixed the odd ranks are CPU
  * ranks (host buffers, stream NULL): the path is off and everything is staged; run it with
  * TUTTI_CUDA_DIRECT=1. --allreduce runs the AllReduce cases alone (the ring, under
- * NCCL_ALGO=Ring). --windows runs them on symmetric windows. Each rank opens the stand-in first, as
+ * NCCL_ALGO=Ring). --windows runs them on symmetric windows. --abort (2 ranks) checks that
+ * ncclCommAbort releases a stream waiting for a peer that takes no part. Each rank opens the stand-in first, as
  * a CUDA program has its driver loaded, and makes its context current before the communicator. */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "device_path.h"
 #include "harness.h"
@@ -657,12 +661,64 @@ static void run_windows(struct ctx *x)
     dev_free(odd);
 }
 
+/* --abort, 2 ranks: rank 1 takes no part (a stuck peer); rank 0 queues a device-direct
+ * AllReduce, a Send larger than a slot and a Recv from rank 1 on its stream, which then waits
+ * for rank 1's flags. Another thread aborts the communicator after 300 ms, as a watchdog
+ * would: the stream must then run out (its results are undefined), within the release's 2 s
+ * bound. Without the release the stream waits forever and tutti-run's timeout fails the test. */
+static ncclComm_t abort_comm;
+static ncclResult_t abort_rc = ncclInternalError;
+static void *abort_later(void *arg)
+{
+    (void)arg;
+    usleep(300000);
+    abort_rc = ncclCommAbort(abort_comm);
+    return NULL;
+}
+
+static int run_abort(struct ctx *x)
+{
+    if (x->nranks != 2) {
+        fprintf(stderr, "fake_direct --abort: run it with 2 ranks\n");
+        return 1;
+    }
+    if (x->rank == 1) {
+        sleep(3);
+        CHECK_NCCL(ncclCommAbort(x->comm));
+        return 0;
+    }
+    size_t count = 70001, bytes = count * 4;
+    float *s = dev_malloc(bytes), *r = dev_malloc(bytes);
+    if (s == NULL || r == NULL) exit(1);
+    memset(s, 0, bytes);
+    cudaStream_t st = (cudaStream_t)x->stream;
+    CHECK_NCCL(ncclAllReduce(s, r, count, ncclFloat32, ncclSum, x->comm, st));
+    CHECK_NCCL(ncclSend(s, count, ncclFloat32, 1, x->comm, st));
+    CHECK_NCCL(ncclRecv(r, count, ncclFloat32, 1, x->comm, st));
+    abort_comm = x->comm;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pthread_t th;
+    if (pthread_create(&th, NULL, abort_later, NULL) != 0) exit(1);
+    stream_sync(x->stream);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    pthread_join(th, NULL);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    bool ok = abort_rc == ncclSuccess && secs >= 0.3 && secs < 10.0;
+    printf("fake_direct --abort: the stream ran out %.2f s after the work was queued (abort at "
+           "0.3 s: %s): %s\n", secs, ncclGetErrorString(abort_rc), ok ? "passed" : "FAILED");
+    dev_free(s);
+    dev_free(r);
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     bool mixed = argc > 1 && strcmp(argv[1], "--mixed") == 0;
     bool windows = argc > 1 && strcmp(argv[1], "--windows") == 0;
     /* --allreduce: the AllReduce cases alone (run under NCCL_ALGO=Ring for the ring). */
     bool allreduce_only = argc > 1 && strcmp(argv[1], "--allreduce") == 0;
+    bool abort_test = argc > 1 && strcmp(argv[1], "--abort") == 0;
     bool full = !windows && !allreduce_only;
     const char *lib = getenv("TUTTI_CUDA_LIBRARY");
     void *h = lib != NULL ? dlopen(lib, RTLD_NOW | RTLD_GLOBAL) : NULL;
@@ -739,6 +795,7 @@ int main(int argc, char **argv)
         x.stream = NULL;
     }
 
+    if (abort_test) return run_abort(&x);
     if (windows) run_windows(&x);
     static const size_t counts[] = {1, 7, 1031, 70001};
     for (int t = 0; t < TH_NUM_DTYPES && !windows; t++)

@@ -167,11 +167,88 @@ bool tt_dteam_all_done(const struct tt_device_team *t)
     return true;
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static bool any_queued(const struct tt_device_team *t)
 {
     bool any = t->chunks > 0;
     for (int p = 0; p < t->nranks; p++) any = any || t->sent[p] > 0;
     return any;
+}
+
+/* A value past every wait on a count of n (the waits compare wrapping, GEQ). */
+static uint32_t ahead(uint64_t n)
+{
+    return (uint32_t)n + 0x40000000u;
+}
+
+/* Writes, on the team's own stream, every peer flag that this member's queued work may wait
+ * for, past anything queued: the collectives' READY, REDUCED, DONE and STEP, and the
+ * point-to-point SENT and ACK towards this member. False once CUDA failed. */
+static bool force_peers(const struct tt_device_team *t)
+{
+    CUresult rc = CUDA_SUCCESS;
+    for (int p = 0; p < t->nranks && rc == CUDA_SUCCESS; p++) {
+        if (p == t->rank || t->base[p] == 0) continue;
+        const struct { int which; uint32_t v; } w[] = {
+            {FLAG_READY, ahead(t->chunks)}, {FLAG_REDUCED, ahead(t->chunks)},
+            {FLAG_DONE, ahead(t->chunks)}, {FLAG_STEP, ahead(t->steps)},
+            {FLAG_SENT(t->rank), ahead(t->received[p])}, {FLAG_ACK(t->rank), ahead(t->sent[p])}};
+        for (size_t i = 0; i < sizeof w / sizeof w[0] && rc == CUDA_SUCCESS; i++)
+            rc = tt_cu.cuStreamWriteValue32(t->poll, tt_dteam_flag_at(t, p, w[i].which), w[i].v,
+                                            CU_STREAM_WRITE_VALUE_DEFAULT);
+    }
+    return rc == CUDA_SUCCESS && tt_cu.cuStreamSynchronize(t->poll) == CUDA_SUCCESS;
+}
+
+/* Whether this member's own queued work has ended: its own flags, which only its streams
+ * write, reached everything it queued. */
+static bool own_drained(const struct tt_device_team *t)
+{
+    uint32_t v = 0;
+    int me = t->rank;
+    if (t->chunks > 0 && (!read_flag(t, me, FLAG_DONE, &v) || (int32_t)(v - (uint32_t)t->chunks) < 0))
+        return false;
+    if (t->steps > 0 && (!read_flag(t, me, FLAG_STEP, &v) || (int32_t)(v - (uint32_t)t->steps) < 0))
+        return false;
+    for (int p = 0; p < t->nranks; p++) {
+        if (t->sent[p] > 0 && (!read_flag(t, me, FLAG_SENT(p), &v) ||
+                               (int32_t)(v - (uint32_t)t->sent[p]) < 0))
+            return false;
+        if (t->received[p] > 0 && (!read_flag(t, me, FLAG_ACK(p), &v) ||
+                                   (int32_t)(v - (uint32_t)t->received[p]) < 0))
+            return false;
+    }
+    return true;
+}
+
+void tt_device_team_release(struct tt_device_team *t)
+{
+    if (t == NULL || t->nranks == 0 || !any_queued(t)) return;
+    CUcontext cur = NULL;
+    (void)tt_cu.cuCtxGetCurrent(&cur);
+    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(t->ctx);
+    if (!tt_dteam_all_done(t)) {
+        /* A live peer's stream may write its flags lower again as its work goes on: forced
+         * until this member's own streams have run out, bounded. */
+        uint64_t start = now_ns();
+        bool drained = false;
+        while (!drained && now_ns() - start < ABORT_RELEASE_NS) {
+            if (!force_peers(t)) break; /* CUDA failed (a peer's memory gone?): so do streams */
+            drained = own_drained(t);
+            if (!drained) usleep(1000);
+        }
+        TT_WARN("device-direct path: aborted with work queued; its streams %s, their results are "
+                "undefined, and this rank's device scratch is left allocated (a peer may still "
+                "read it)", drained ? "were released and ran out" : "were released");
+        t->keep = true;
+    }
+    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(cur);
 }
 
 void tt_device_team_destroy(struct tt_device_team *t)
@@ -180,17 +257,13 @@ void tt_device_team_destroy(struct tt_device_team *t)
     CUcontext cur = NULL;
     (void)tt_cu.cuCtxGetCurrent(&cur);
     if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(t->ctx);
-    bool free_mine = t->mine != 0;
-    if (t->nranks > 0 && any_queued(t)) {
+    bool free_mine = t->mine != 0 && !t->keep;
+    if (t->nranks > 0 && any_queued(t) && !t->keep) {
         /* Not cuCtxSynchronize: a stream whose wait never ends (a peer died, or was aborted)
          * would hold destroy forever. Bounded; on time-out the scratch is left allocated. */
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t start = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec, now = start;
+        uint64_t start = now_ns();
         while (!tt_dteam_all_done(t)) {
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-            if (now - start > DESTROY_WAIT_NS) {
+            if (now_ns() - start > DESTROY_WAIT_NS) {
                 TT_WARN("device-direct path: the AllReduces queued did not all end within %llu s "
                         "(a peer failed?); this rank's device scratch is left allocated",
                         (unsigned long long)(DESTROY_WAIT_NS / 1000000000ull));

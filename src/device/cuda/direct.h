@@ -20,6 +20,8 @@ enum { FLAG_READY, FLAG_REDUCED, FLAG_DONE, FLAG_STEP, FLAG_COUNT };
 #define SEGMENT_ALIGN 256
 /* How long destroy waits for the peers to finish reading this member's scratch. */
 #define DESTROY_WAIT_NS 10000000000ull
+/* How long abort keeps releasing this member's streams (tt_device_team_abort). */
+#define ABORT_RELEASE_NS 2000000000ull
 
 struct tt_device_team {
     int rank, nranks;
@@ -38,6 +40,7 @@ struct tt_device_team {
     uint64_t sent[TT_DEVICE_TEAM_MAX];     /* point-to-point chunks queued to each member */
     uint64_t received[TT_DEVICE_TEAM_MAX]; /* and from each member */
     bool one_gpu;       /* every member on the same physical GPU (PCI address) */
+    bool keep;          /* abort left work queued: the allocation is not freed */
 };
 
 size_t tt_dteam_dtype_bytes(ncclDataType_t dtype);
