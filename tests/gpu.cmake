@@ -106,11 +106,14 @@ if(TUTTI_CUDA AND TARGET tutti-run)
     set_tests_properties(cuda_direct_fake_ring_${n} PROPERTIES LABELS cuda TIMEOUT 240 PROCESSORS 2
       ENVIRONMENT "TUTTI_CUDA_LIBRARY=$<TARGET_FILE:tutti_fake_cuda>;TUTTI_CUDA_DIRECT=2;TUTTI_CUDA_DIRECT_BYTES=65536;NCCL_ALGO=Ring;TUTTI_TIMEOUT_MS=60000")
   endforeach()
-  # ncclCommAbort from another thread releases a device stream waiting for a stuck peer.
-  add_test(NAME cuda_direct_fake_abort_2
-           COMMAND $<TARGET_FILE:tutti-run> -n 2 --timeout 60 $<TARGET_FILE:fake_direct> --abort)
-  set_tests_properties(cuda_direct_fake_abort_2 PROPERTIES LABELS cuda TIMEOUT 90 PROCESSORS 2
-    ENVIRONMENT "TUTTI_CUDA_LIBRARY=$<TARGET_FILE:tutti_fake_cuda>;TUTTI_CUDA_DIRECT=2;TUTTI_CUDA_DIRECT_BYTES=65536;TUTTI_TIMEOUT_MS=60000")
+  # ncclCommAbort from another thread releases a device stream waiting for a stuck peer; the
+  # device watchdog releases it by itself when the peer's process ends.
+  foreach(mode abort dead)
+    add_test(NAME cuda_direct_fake_${mode}_2
+             COMMAND $<TARGET_FILE:tutti-run> -n 2 --timeout 60 $<TARGET_FILE:fake_direct> --${mode})
+    set_tests_properties(cuda_direct_fake_${mode}_2 PROPERTIES LABELS cuda TIMEOUT 90 PROCESSORS 2
+      ENVIRONMENT "TUTTI_CUDA_LIBRARY=$<TARGET_FILE:tutti_fake_cuda>;TUTTI_CUDA_DIRECT=2;TUTTI_CUDA_DIRECT_BYTES=65536;TUTTI_TIMEOUT_MS=60000")
+  endforeach()
   # Symmetric windows on device memory: AllReduce reads and writes the peers' windows in place.
   # The stand-in puts every rank on one GPU, so rank 0 folds it all; _split_ forces a share each.
   add_test(NAME cuda_direct_fake_windows_split_3

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "algo/fault.h"
@@ -222,6 +223,8 @@ static bool p2p_issued(void *arg, int peer, bool send, uint64_t ticket)
 }
 
 /* Everything init does after the communicator exists: bootstrap, peers, ring, barrier. */
+static void watch_device(struct ncclComm *comm);
+
 static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
 {
     /* As in NCCL: with NCCL_COMM_ID every rank derives the same id, and rank 0 hosts the root. */
@@ -270,6 +273,7 @@ static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
      * instead of surfacing in the first collective. */
     TT_TRY(tt_bootstrap_barrier(comm->bootstrap));
     tt_team_unlink(comm->team); /* every peer has mapped it: nothing may leak in /dev/shm */
+    if (comm->dev_team != NULL) watch_device(comm);
     TT_INFO(TT_SUB_INIT, "comm %p rank %d nranks %d pid %d ready", (void *)comm, comm->st.rank,
             comm->st.nranks, (int)getpid());
     return ncclSuccess;
@@ -425,6 +429,77 @@ static void comm_release(struct ncclComm *comm)
     /* Out of memory for the list: the communicator is leaked rather than freed under a user. */
     if (nzombies < zombies_cap) zombies[nzombies++] = comm;
     pthread_mutex_unlock(&zombies_lock);
+}
+
+/* ---- The device watchdog -----------------------------------------------------------------
+ * Device-direct work (CUDA builds) waits for its peers inside the GPU, where no host wait sees
+ * a peer die. Once a process has a communicator on that path, a thread looks every 100 ms at
+ * every such communicator: it marks itself in a call (so none it looks at is freed under it),
+ * picks under the registry's lock those with a gone peer (tt_state_gone_peer: its process
+ * ended, or its communicator failed; one poll over pidfds, no CUDA), and outside the lock fails
+ * those whose device work has not all run (ncclRemoteError) and releases their streams
+ * (tt_device_team_release). */
+#define WATCH_PERIOD_NS 100000000L
+#define WATCH_BATCH 16
+
+static void watch_pass(void)
+{
+    TT_CALL_SCOPE;
+    struct ncclComm *gone[WATCH_BATCH];
+    int peers[WATCH_BATCH], n = 0;
+    ncclResult_t codes[WATCH_BATCH];
+    char whys[WATCH_BATCH][96];
+    pthread_mutex_lock(&registry_lock);
+    for (size_t i = 0; i < registry_count && n < WATCH_BATCH; i++) {
+        struct ncclComm *c = registry[i];
+        if (!atomic_load_explicit(&c->dev_watched, memory_order_acquire) || c->dev_released)
+            continue;
+        peers[n] = tt_state_gone_peer(&c->st, -1, &codes[n], whys[n], sizeof whys[n]);
+        if (peers[n] >= 0) gone[n++] = c;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    for (int i = 0; i < n; i++) {
+        struct ncclComm *c = gone[i];
+        if (!tt_device_team_waiting(c->dev_team)) continue;
+        c->dev_released = true;
+        (void)TT_ERROR(codes[i], "comm %p rank %d: rank %d %s while device work was queued on "
+                       "the GPU: the communicator fails and its CUDA streams are released "
+                       "(their results are undefined)", (void *)c, c->st.rank, peers[i],
+                       whys[i]);
+        tt_state_fail(&c->st, codes[i]);
+        tt_device_team_release(c->dev_team);
+    }
+}
+
+static void *device_watch(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        struct timespec ts = {0, WATCH_PERIOD_NS};
+        nanosleep(&ts, NULL);
+        watch_pass();
+    }
+    return NULL;
+}
+
+static void watch_start(void)
+{
+    pthread_t th;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&th, &attr, device_watch, NULL) != 0)
+        TT_WARN("cannot start the device watchdog: a dead peer leaves device-direct streams "
+                "waiting until ncclCommAbort");
+    pthread_attr_destroy(&attr);
+}
+
+/* From now on the watchdog (started by the first call in the process) looks at `comm`. */
+static void watch_device(struct ncclComm *comm)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, watch_start);
+    atomic_store_explicit(&comm->dev_watched, true, memory_order_release);
 }
 
 ncclResult_t tt_comm_destroy(ncclComm_t comm)

@@ -209,6 +209,9 @@ void tt_device_team_destroy(struct tt_device_team *t);
  * rank waits for a dead or stuck peer any more; what they compute is undefined, as with NCCL's
  * aborted kernels. Destroy then leaves the allocation in place (a peer may still read it). */
 void tt_device_team_release(struct tt_device_team *t);
+/* Whether work this member queued on the team has not all run yet (its own flags, read on the
+ * team's stream; any thread). False for NULL. */
+bool tt_device_team_waiting(struct tt_device_team *t);
 
 /* An AllReduce's reduction for the device-direct path, the resolved form of reduce.h's struct
  * tt_redop in the device layer's terms: red is SUM, PROD, MAX, MIN, PREMULSUM (sum of scalar *

@@ -105,6 +105,11 @@ void tt_device_team_release(struct tt_device_team *t)
 {
 }
 
+bool tt_device_team_waiting(struct tt_device_team *t)
+{
+    return false;
+}
+
 ncclResult_t tt_device_team_allreduce(struct tt_device_team *t, cudaStream_t stream,
                                       const void *send, void *recv, size_t count,
                                       const struct tt_device_redop *op, size_t oneshot_bytes)

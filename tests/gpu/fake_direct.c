@@ -15,7 +15,8 @@
  * ranks (host buffers, stream NULL): the path is off and everything is staged; run it with
  * TUTTI_CUDA_DIRECT=1. --allreduce runs the AllReduce cases alone (the ring, under
  * NCCL_ALGO=Ring). --windows runs them on symmetric windows. --abort (2 ranks) checks that
- * ncclCommAbort releases a stream waiting for a peer that takes no part. Each rank opens the stand-in first, as
+ * ncclCommAbort releases a stream waiting for a peer that takes no part, --dead that the
+ * device watchdog does when that peer's process ends. Each rank opens the stand-in first, as
  * a CUDA program has its driver loaded, and makes its context current before the communicator. */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -665,7 +666,9 @@ static void run_windows(struct ctx *x)
  * AllReduce, a Send larger than a slot and a Recv from rank 1 on its stream, which then waits
  * for rank 1's flags. Another thread aborts the communicator after 300 ms, as a watchdog
  * would: the stream must then run out (its results are undefined), within the release's 2 s
- * bound. Without the release the stream waits forever and tutti-run's timeout fails the test. */
+ * bound. --dead: rank 1 exits instead, and nobody aborts: Tutti's device watchdog must see the
+ * death, fail the communicator (ncclRemoteError) and release the stream by itself. Without
+ * the release the stream waits forever and tutti-run's timeout fails the test. */
 static ncclComm_t abort_comm;
 static ncclResult_t abort_rc = ncclInternalError;
 static void *abort_later(void *arg)
@@ -676,13 +679,14 @@ static void *abort_later(void *arg)
     return NULL;
 }
 
-static int run_abort(struct ctx *x)
+static int run_abort(struct ctx *x, bool dead)
 {
     if (x->nranks != 2) {
-        fprintf(stderr, "fake_direct --abort: run it with 2 ranks\n");
+        fprintf(stderr, "fake_direct --abort/--dead: run it with 2 ranks\n");
         return 1;
     }
     if (x->rank == 1) {
+        if (dead) _exit(0); /* no destroy, no goodbye: the process is simply gone */
         sleep(3);
         CHECK_NCCL(ncclCommAbort(x->comm));
         return 0;
@@ -699,14 +703,26 @@ static int run_abort(struct ctx *x)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     pthread_t th;
-    if (pthread_create(&th, NULL, abort_later, NULL) != 0) exit(1);
+    if (!dead && pthread_create(&th, NULL, abort_later, NULL) != 0) exit(1);
     stream_sync(x->stream);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    pthread_join(th, NULL);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    bool ok = abort_rc == ncclSuccess && secs >= 0.3 && secs < 10.0;
-    printf("fake_direct --abort: the stream ran out %.2f s after the work was queued (abort at "
-           "0.3 s: %s): %s\n", secs, ncclGetErrorString(abort_rc), ok ? "passed" : "FAILED");
+    bool ok;
+    if (dead) {
+        ncclResult_t async = ncclSuccess;
+        CHECK_NCCL(ncclCommGetAsyncError(x->comm, &async));
+        ok = async == ncclRemoteError && secs < 10.0;
+        printf("fake_direct --dead: the stream ran out %.2f s after the work was queued, with "
+               "rank 1 dead; ncclCommGetAsyncError: %s: %s\n", secs, ncclGetErrorString(async),
+               ok ? "passed" : "FAILED");
+        CHECK_NCCL(ncclCommAbort(x->comm));
+    } else {
+        pthread_join(th, NULL);
+        ok = abort_rc == ncclSuccess && secs >= 0.3 && secs < 10.0;
+        printf("fake_direct --abort: the stream ran out %.2f s after the work was queued (abort "
+               "at 0.3 s: %s): %s\n", secs, ncclGetErrorString(abort_rc),
+               ok ? "passed" : "FAILED");
+    }
     dev_free(s);
     dev_free(r);
     return ok ? 0 : 1;
@@ -719,6 +735,7 @@ int main(int argc, char **argv)
     /* --allreduce: the AllReduce cases alone (run under NCCL_ALGO=Ring for the ring). */
     bool allreduce_only = argc > 1 && strcmp(argv[1], "--allreduce") == 0;
     bool abort_test = argc > 1 && strcmp(argv[1], "--abort") == 0;
+    bool dead_test = argc > 1 && strcmp(argv[1], "--dead") == 0;
     bool full = !windows && !allreduce_only;
     const char *lib = getenv("TUTTI_CUDA_LIBRARY");
     void *h = lib != NULL ? dlopen(lib, RTLD_NOW | RTLD_GLOBAL) : NULL;
@@ -795,7 +812,7 @@ int main(int argc, char **argv)
         x.stream = NULL;
     }
 
-    if (abort_test) return run_abort(&x);
+    if (abort_test || dead_test) return run_abort(&x, dead_test);
     if (windows) run_windows(&x);
     static const size_t counts[] = {1, 7, 1031, 70001};
     for (int t = 0; t < TH_NUM_DTYPES && !windows; t++)

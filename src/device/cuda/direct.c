@@ -177,7 +177,7 @@ static uint64_t now_ns(void)
 static bool any_queued(const struct tt_device_team *t)
 {
     bool any = t->chunks > 0;
-    for (int p = 0; p < t->nranks; p++) any = any || t->sent[p] > 0;
+    for (int p = 0; p < t->nranks; p++) any = any || t->sent[p] > 0 || t->received[p] > 0;
     return any;
 }
 
@@ -206,25 +206,36 @@ static bool force_peers(const struct tt_device_team *t)
     return rc == CUDA_SUCCESS && tt_cu.cuStreamSynchronize(t->poll) == CUDA_SUCCESS;
 }
 
+/* Whether this member's own flag `which` reached `count` (its low 32 bits); true for 0. */
+static bool own_reached(const struct tt_device_team *t, int which, uint64_t count)
+{
+    uint32_t v = 0;
+    return count == 0 ||
+           (read_flag(t, t->rank, which, &v) && (int32_t)(v - (uint32_t)count) >= 0);
+}
+
 /* Whether this member's own queued work has ended: its own flags, which only its streams
  * write, reached everything it queued. */
 static bool own_drained(const struct tt_device_team *t)
 {
-    uint32_t v = 0;
-    int me = t->rank;
-    if (t->chunks > 0 && (!read_flag(t, me, FLAG_DONE, &v) || (int32_t)(v - (uint32_t)t->chunks) < 0))
+    if (!own_reached(t, FLAG_DONE, t->chunks) || !own_reached(t, FLAG_STEP, t->steps))
         return false;
-    if (t->steps > 0 && (!read_flag(t, me, FLAG_STEP, &v) || (int32_t)(v - (uint32_t)t->steps) < 0))
-        return false;
-    for (int p = 0; p < t->nranks; p++) {
-        if (t->sent[p] > 0 && (!read_flag(t, me, FLAG_SENT(p), &v) ||
-                               (int32_t)(v - (uint32_t)t->sent[p]) < 0))
+    for (int p = 0; p < t->nranks; p++)
+        if (!own_reached(t, FLAG_SENT(p), t->sent[p]) ||
+            !own_reached(t, FLAG_ACK(p), t->received[p]))
             return false;
-        if (t->received[p] > 0 && (!read_flag(t, me, FLAG_ACK(p), &v) ||
-                                   (int32_t)(v - (uint32_t)t->received[p]) < 0))
-            return false;
-    }
     return true;
+}
+
+bool tt_device_team_waiting(struct tt_device_team *t)
+{
+    if (t == NULL || t->nranks == 0 || !any_queued(t)) return false;
+    CUcontext cur = NULL;
+    (void)tt_cu.cuCtxGetCurrent(&cur);
+    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(t->ctx);
+    bool waiting = !own_drained(t);
+    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(cur);
+    return waiting;
 }
 
 void tt_device_team_release(struct tt_device_team *t)
@@ -233,19 +244,20 @@ void tt_device_team_release(struct tt_device_team *t)
     CUcontext cur = NULL;
     (void)tt_cu.cuCtxGetCurrent(&cur);
     if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(t->ctx);
-    if (!tt_dteam_all_done(t)) {
-        /* A live peer's stream may write its flags lower again as its work goes on: forced
-         * until this member's own streams have run out, bounded. */
-        uint64_t start = now_ns();
-        bool drained = false;
-        while (!drained && now_ns() - start < ABORT_RELEASE_NS) {
-            if (!force_peers(t)) break; /* CUDA failed (a peer's memory gone?): so do streams */
-            drained = own_drained(t);
-            if (!drained) usleep(1000);
-        }
-        TT_WARN("device-direct path: aborted with work queued; its streams %s, their results are "
-                "undefined, and this rank's device scratch is left allocated (a peer may still "
-                "read it)", drained ? "were released and ran out" : "were released");
+    bool waiting = !own_drained(t), read = !tt_dteam_all_done(t);
+    /* A live peer's stream may write its flags lower again as its work goes on: forced until
+     * this member's own streams have run out, bounded. */
+    uint64_t start = now_ns();
+    bool drained = !waiting;
+    while (!drained && now_ns() - start < ABORT_RELEASE_NS) {
+        if (!force_peers(t)) break; /* CUDA failed (a peer's memory gone?): so do the streams */
+        drained = own_drained(t);
+        if (!drained) usleep(1000);
+    }
+    if (waiting || read) {
+        TT_WARN("device-direct path: released with work queued (its streams %s; results "
+                "undefined); this rank's device scratch is left allocated, a peer may still "
+                "read it", !waiting ? "had run out" : drained ? "ran out" : "did not all end");
         t->keep = true;
     }
     if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(cur);

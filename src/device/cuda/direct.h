@@ -35,10 +35,12 @@ struct tt_device_team {
     CUdeviceptr base[TT_DEVICE_TEAM_MAX]; /* every member's allocation, in this process */
     bool mapped[TT_DEVICE_TEAM_MAX];      /* base[p] was opened from an IPC handle */
     struct tt_device_ipc_handle handles[TT_DEVICE_TEAM_MAX];
-    uint64_t chunks;    /* chunks queued so far; the flags carry its low 32 bits */
-    uint64_t steps;     /* ring steps queued so far (FLAG_STEP) */
-    uint64_t sent[TT_DEVICE_TEAM_MAX];     /* point-to-point chunks queued to each member */
-    uint64_t received[TT_DEVICE_TEAM_MAX]; /* and from each member */
+    /* The counts of what was queued, atomic: the device watchdog (core/comm.c) reads them
+     * from its thread while the caller's thread queues more. */
+    _Atomic uint64_t chunks; /* chunks queued so far; the flags carry its low 32 bits */
+    _Atomic uint64_t steps;  /* ring steps queued so far (FLAG_STEP) */
+    _Atomic uint64_t sent[TT_DEVICE_TEAM_MAX];     /* point-to-point chunks queued to each member */
+    _Atomic uint64_t received[TT_DEVICE_TEAM_MAX]; /* and from each member */
     bool one_gpu;       /* every member on the same physical GPU (PCI address) */
     bool keep;          /* abort left work queued: the allocation is not freed */
 };
