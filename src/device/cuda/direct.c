@@ -416,6 +416,14 @@ static size_t ring_half(const struct tt_device_team *t)
     return (t->bytes / 2) & ~(size_t)(SEGMENT_ALIGN - 1);
 }
 
+/* Queues a wait until member `member`'s STEP reached `step`. */
+static ncclResult_t wait_step(const struct tt_device_team *t, CUstream s, int member,
+                              uint32_t step)
+{
+    return TT_CU(tt_cu.cuStreamWaitValue32(s, tt_dteam_flag_at(t, member, FLAG_STEP), step,
+                                           CU_STREAM_WAIT_VALUE_GEQ));
+}
+
 static ncclResult_t ring_chunk(struct tt_device_team *t, CUstream s, const char *send,
                                char *recv, size_t c, size_t elt, const struct tt_device_redop *op)
 {
@@ -431,9 +439,7 @@ static ncclResult_t ring_chunk(struct tt_device_team *t, CUstream s, const char 
         tt_dteam_segment(c, elt, n, j, &lo, &hi);
         char *partial = tt_dteam_scratch_at(t, r, lo * elt);
         char *done = tt_dteam_scratch_at(t, r, half + lo * elt);
-        if (k > 0) TT_TRY(TT_CU(tt_cu.cuStreamWaitValue32(s, tt_dteam_flag_at(t, l, FLAG_STEP),
-                                                          base + (uint32_t)k,
-                                                          CU_STREAM_WAIT_VALUE_GEQ)));
+        if (k > 0) TT_TRY(wait_step(t, s, l, base + (uint32_t)k));
         if (hi > lo && k == 0 && op->red == TT_DEVICE_RED_PREMULSUM)
             TT_TRY(tt_device_reduce(st, op->dtype, TT_DEVICE_RED_PREMUL, op->scalar_f,
                                     op->scalar_u, op->divisor, partial, send + lo * elt, NULL,
@@ -448,25 +454,19 @@ static ncclResult_t ring_chunk(struct tt_device_team *t, CUstream s, const char 
                                     tt_dteam_scratch_at(t, l, lo * elt), hi - lo));
             if (k == n - 1) TT_TRY(tt_dteam_copy(s, recv + lo * elt, done, (hi - lo) * elt));
         }
-        TT_TRY(TT_CU(tt_cu.cuStreamWriteValue32(s, tt_dteam_flag_at(t, r, FLAG_STEP),
-                                                base + (uint32_t)k + 1,
-                                                CU_STREAM_WRITE_VALUE_DEFAULT)));
+        TT_TRY(tt_dteam_post(t, s, FLAG_STEP, base + (uint32_t)k + 1));
     }
     for (int k = 1; k < n; k++) {
         int j = (r + 1 - k + n) % n;
         size_t lo, hi;
         tt_dteam_segment(c, elt, n, j, &lo, &hi);
         const char *from = tt_dteam_scratch_at(t, l, half + lo * elt);
-        TT_TRY(TT_CU(tt_cu.cuStreamWaitValue32(s, tt_dteam_flag_at(t, l, FLAG_STEP),
-                                               base + (uint32_t)(n + k - 1),
-                                               CU_STREAM_WAIT_VALUE_GEQ)));
+        TT_TRY(wait_step(t, s, l, base + (uint32_t)(n + k - 1)));
         TT_TRY(tt_dteam_copy(s, recv + lo * elt, from, (hi - lo) * elt));
         if (k == n - 1) break;
         TT_TRY(tt_dteam_copy(s, tt_dteam_scratch_at(t, r, half + lo * elt), from,
                              (hi - lo) * elt));
-        TT_TRY(TT_CU(tt_cu.cuStreamWriteValue32(s, tt_dteam_flag_at(t, r, FLAG_STEP),
-                                                base + (uint32_t)(n + k),
-                                                CU_STREAM_WRITE_VALUE_DEFAULT)));
+        TT_TRY(tt_dteam_post(t, s, FLAG_STEP, base + (uint32_t)(n + k)));
     }
     return tt_dteam_post(t, s, FLAG_DONE, seq);
 }
