@@ -101,17 +101,24 @@ if(TUTTI_CUDA AND TARGET tutti-run)
   # The device ring (NCCL_ALGO=Ring), AllReduce alone; a 64 KiB scratch takes 70001 elements in
   # several chunks, and 2 ranks give the ring no forwarding step.
   foreach(n 2 3 4)
+    set(what --allreduce)
+    if(n EQUAL 3)
+      set(what "") # everything: the ring between every other collective and Send/Recv
+    endif()
     add_test(NAME cuda_direct_fake_ring_${n}
-             COMMAND $<TARGET_FILE:tutti-run> -n ${n} --timeout 200 $<TARGET_FILE:fake_direct> --allreduce)
+             COMMAND $<TARGET_FILE:tutti-run> -n ${n} --timeout 200 $<TARGET_FILE:fake_direct> ${what})
     set_tests_properties(cuda_direct_fake_ring_${n} PROPERTIES LABELS cuda TIMEOUT 240 PROCESSORS 2
       ENVIRONMENT "TUTTI_CUDA_LIBRARY=$<TARGET_FILE:tutti_fake_cuda>;TUTTI_CUDA_DIRECT=2;TUTTI_CUDA_DIRECT_BYTES=65536;NCCL_ALGO=Ring;TUTTI_TIMEOUT_MS=60000")
   endforeach()
-  # ncclCommAbort from another thread releases a device stream waiting for a stuck peer; the
-  # device watchdog releases it by itself when the peer's process ends.
-  foreach(mode abort dead)
-    add_test(NAME cuda_direct_fake_${mode}_2
-             COMMAND $<TARGET_FILE:tutti-run> -n 2 --timeout 60 $<TARGET_FILE:fake_direct> --${mode})
-    set_tests_properties(cuda_direct_fake_${mode}_2 PROPERTIES LABELS cuda TIMEOUT 90 PROCESSORS 2
+  # Streams waiting for a failed peer are released: by ncclCommAbort from another thread
+  # (abort), by the device watchdog when the peer's process ends (dead), and a rank released by
+  # a peer's abort learns that its result is void (third). fake_direct's run_failure.
+  foreach(cfg "abort;2" "dead;3" "third;3")
+    list(GET cfg 0 mode)
+    list(GET cfg 1 n)
+    add_test(NAME cuda_direct_fake_${mode}_${n}
+             COMMAND $<TARGET_FILE:tutti-run> -n ${n} --timeout 60 $<TARGET_FILE:fake_direct> --${mode})
+    set_tests_properties(cuda_direct_fake_${mode}_${n} PROPERTIES LABELS cuda TIMEOUT 90 PROCESSORS 2
       ENVIRONMENT "TUTTI_CUDA_LIBRARY=$<TARGET_FILE:tutti_fake_cuda>;TUTTI_CUDA_DIRECT=2;TUTTI_CUDA_DIRECT_BYTES=65536;TUTTI_TIMEOUT_MS=60000")
   endforeach()
   # Symmetric windows on device memory: AllReduce reads and writes the peers' windows in place.

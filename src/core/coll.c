@@ -362,6 +362,11 @@ ncclResult_t tt_coll_run(ncclComm_t comm, const struct tt_coll_args *args)
     if (!tt_state_usable(&comm->st))
         return tt_state_check_usable(&comm->st, tt_coll_name(args->coll));
     if (comm->dev_team != NULL && device_direct_eligible(args)) {
+        /* After a failure its streams may have been released (core/comm.c): nothing more. */
+        if (comm->st.async_error != ncclSuccess)
+            return TT_ERROR(comm->st.async_error, "%s: rank %d's communicator failed earlier "
+                            "(ncclCommGetAsyncError says why): abort it",
+                            tt_coll_name(args->coll), comm->st.rank);
         if (tt_group_depth() > 0) return tt_group_add_device(comm, args);
         if (!is_p2p(args->coll)) return tt_coll_device_direct(comm, args);
         struct tt_coll_deferred one = {.comm = comm, .args = *args};

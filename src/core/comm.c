@@ -23,6 +23,7 @@
 #include "core/redop.h"
 #include "core/setup.h"
 #include "core/stream.h"
+#include "transport/team.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -120,8 +121,6 @@ static void comm_free(struct ncclComm *comm)
     free(comm->st.pidfds);
     if (comm->st.flight != NULL) pthread_mutex_destroy(&comm->st.flight->lock);
     free(comm->st.flight);
-    /* Aborted: the device streams stop waiting for peers first, and run out (device.h). */
-    if (atomic_load(&comm->st.abort)) tt_device_team_release(comm->dev_team);
     tt_mem_close_device_windows(comm);
     tt_device_team_destroy(comm->dev_team);
     tt_team_destroy(comm->team);
@@ -442,32 +441,56 @@ static void comm_release(struct ncclComm *comm)
 #define WATCH_PERIOD_NS 100000000L
 #define WATCH_BATCH 16
 
+/* Releases the device streams of `comm` (tt_device_team_release), once. The release also lets
+ * the peers' streams past the flags it forces, so their communicators must learn that this one
+ * failed: the team is marked failed first (`reason`, or the latched error's message). */
+static void release_device(struct ncclComm *comm, ncclResult_t res, const char *reason)
+{
+    if (atomic_exchange(&comm->dev_released, true)) return;
+    if (reason != NULL) tt_team_set_failed(comm->st.team, (int)res, reason);
+    else tt_state_fail(&comm->st, res);
+    tt_device_team_release(comm->dev_team);
+}
+
+/* A gone peer of a communicator with device work, seen by ncclCommGetAsyncError or the
+ * watchdog: fails it (ncclRemoteError, or the peer's own code), naming the peer. */
+static int device_peer_gone(struct ncclComm *c, ncclResult_t *code)
+{
+    char why[96];
+    int peer = tt_state_gone_peer(&c->st, -1, code, why, sizeof why);
+    if (peer < 0) return -1;
+    (void)TT_ERROR(*code, "comm %p rank %d: rank %d %s while device-direct work was queued on "
+                          "the GPU: the communicator fails and its CUDA streams are released "
+                          "(their results are undefined)", (void *)c, c->st.rank, peer, why);
+    tt_state_fail(&c->st, *code);
+    return peer;
+}
+
 static void watch_pass(void)
 {
     TT_CALL_SCOPE;
     struct ncclComm *gone[WATCH_BATCH];
-    int peers[WATCH_BATCH], n = 0;
     ncclResult_t codes[WATCH_BATCH];
-    char whys[WATCH_BATCH][96];
+    int n = 0;
     pthread_mutex_lock(&registry_lock);
     for (size_t i = 0; i < registry_count && n < WATCH_BATCH; i++) {
         struct ncclComm *c = registry[i];
-        if (!atomic_load_explicit(&c->dev_watched, memory_order_acquire) || c->dev_released)
+        if (!atomic_load_explicit(&c->dev_watched, memory_order_acquire) ||
+            atomic_load(&c->dev_released))
             continue;
-        peers[n] = tt_state_gone_peer(&c->st, -1, &codes[n], whys[n], sizeof whys[n]);
-        if (peers[n] >= 0) gone[n++] = c;
+        ncclResult_t code = ncclRemoteError;
+        char why[8];
+        if (c->st.async_error != ncclSuccess ||
+            tt_state_gone_peer(&c->st, -1, &code, why, sizeof why) >= 0)
+            gone[n++] = c;
     }
     pthread_mutex_unlock(&registry_lock);
     for (int i = 0; i < n; i++) {
         struct ncclComm *c = gone[i];
-        if (!tt_device_team_waiting(c->dev_team)) continue;
-        c->dev_released = true;
-        (void)TT_ERROR(codes[i], "comm %p rank %d: rank %d %s while device work was queued on "
-                       "the GPU: the communicator fails and its CUDA streams are released "
-                       "(their results are undefined)", (void *)c, c->st.rank, peers[i],
-                       whys[i]);
-        tt_state_fail(&c->st, codes[i]);
-        tt_device_team_release(c->dev_team);
+        if (!tt_device_team_busy(c->dev_team)) continue;
+        codes[i] = c->st.async_error;
+        if (codes[i] == ncclSuccess && device_peer_gone(c, &codes[i]) < 0) continue;
+        release_device(c, c->st.async_error, NULL);
     }
 }
 
@@ -514,6 +537,16 @@ ncclResult_t tt_comm_abort(ncclComm_t comm)
 {
     /* The flag makes the init thread, the engine and every waiter give up within one sleep. */
     atomic_store(&comm->st.abort, 1);
+    /* Device streams wait in the GPU, where no flag reaches: released here, before anything
+     * else, since the teardown may wait for other threads first (and they for the streams). */
+    if (atomic_load_explicit(&comm->dev_watched, memory_order_acquire) &&
+        tt_device_team_busy(comm->dev_team)) {
+        char reason[96];
+        snprintf(reason, sizeof reason, "rank %d aborted with device-direct work queued",
+                 comm->st.rank);
+        TT_INFO(TT_SUB_INIT, "comm %p: %s: its CUDA streams are released", (void *)comm, reason);
+        release_device(comm, ncclRemoteError, reason);
+    }
     registry_remove(comm);
     comm_release(comm);
     return ncclSuccess;
@@ -554,6 +587,10 @@ ncclResult_t tt_comm_async_error(ncclComm_t comm)
 {
     if (atomic_load(&comm->st.phase) == TT_COMM_INITIALIZING) return ncclInProgress;
     if (comm->st.async_error != ncclSuccess) return comm->st.async_error;
+    ncclResult_t code;
+    if (atomic_load_explicit(&comm->dev_watched, memory_order_acquire) &&
+        device_peer_gone(comm, &code) >= 0) /* the watchdog releases the streams */
+        return comm->st.async_error;
     if (comm->background != NULL && tt_stream_pending(comm->background) > 0) return ncclInProgress;
     return ncclSuccess;
 }

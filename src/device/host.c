@@ -105,7 +105,7 @@ void tt_device_team_release(struct tt_device_team *t)
 {
 }
 
-bool tt_device_team_waiting(struct tt_device_team *t)
+bool tt_device_team_busy(struct tt_device_team *t)
 {
     return false;
 }

@@ -14,9 +14,8 @@
  * fails unless every rank mapped every other's scratch). With --mixed the odd ranks are CPU
  * ranks (host buffers, stream NULL): the path is off and everything is staged; run it with
  * TUTTI_CUDA_DIRECT=1. --allreduce runs the AllReduce cases alone (the ring, under
- * NCCL_ALGO=Ring). --windows runs them on symmetric windows. --abort (2 ranks) checks that
- * ncclCommAbort releases a stream waiting for a peer that takes no part, --dead that the
- * device watchdog does when that peer's process ends. Each rank opens the stand-in first, as
+ * NCCL_ALGO=Ring). --windows runs them on symmetric windows. --abort, --dead and --third
+ * check that streams waiting for a failed peer are released (run_failure). Each rank opens the stand-in first, as
  * a CUDA program has its driver loaded, and makes its context current before the communicator. */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -662,13 +661,18 @@ static void run_windows(struct ctx *x)
     dev_free(odd);
 }
 
-/* --abort, 2 ranks: rank 1 takes no part (a stuck peer); rank 0 queues a device-direct
+/* Failure tests of the device-direct path, where streams wait for peers inside the GPU.
+ * --abort, 2 ranks: rank 1 takes no part (a stuck peer); rank 0 queues a device-direct
  * AllReduce, a Send larger than a slot and a Recv from rank 1 on its stream, which then waits
  * for rank 1's flags. Another thread aborts the communicator after 300 ms, as a watchdog
- * would: the stream must then run out (its results are undefined), within the release's 2 s
- * bound. --dead: rank 1 exits instead, and nobody aborts: Tutti's device watchdog must see the
- * death, fail the communicator (ncclRemoteError) and release the stream by itself. Without
- * the release the stream waits forever and tutti-run's timeout fails the test. */
+ * would: the stream must then run out (its results are undefined).
+ * --dead, n ranks: the last rank exits, nobody aborts: Tutti's device watchdog must see the
+ * death, fail the communicator and release every survivor's stream by itself.
+ * --third, 3 ranks: rank 2 takes no part, rank 0 aborts, rank 1 never does: rank 0's release
+ * lets rank 1's stream run out too, so rank 1 must learn that its result is not valid.
+ * In --dead and --third every survivor that did not abort must then see ncclRemoteError from
+ * ncclCommGetAsyncError, and its next device-direct operation must be refused. Without the
+ * release the streams wait forever and tutti-run's timeout fails the test. */
 static ncclComm_t abort_comm;
 static ncclResult_t abort_rc = ncclInternalError;
 static void *abort_later(void *arg)
@@ -679,49 +683,57 @@ static void *abort_later(void *arg)
     return NULL;
 }
 
-static int run_abort(struct ctx *x, bool dead)
+enum fail_mode { FAIL_ABORT, FAIL_DEAD, FAIL_THIRD };
+
+static int run_failure(struct ctx *x, enum fail_mode mode)
 {
-    if (x->nranks != 2) {
-        fprintf(stderr, "fake_direct --abort/--dead: run it with 2 ranks\n");
+    int idle = mode == FAIL_DEAD ? x->nranks - 1 : mode == FAIL_THIRD ? 2 : 1;
+    if ((mode == FAIL_ABORT && x->nranks != 2) || (mode == FAIL_THIRD && x->nranks != 3)) {
+        fprintf(stderr, "fake_direct: --abort runs with 2 ranks, --third with 3\n");
         return 1;
     }
-    if (x->rank == 1) {
-        if (dead) _exit(0); /* no destroy, no goodbye: the process is simply gone */
+    if (x->rank == idle) {
+        if (mode == FAIL_DEAD) _exit(0); /* no destroy, no goodbye: the process is gone */
         sleep(3);
         CHECK_NCCL(ncclCommAbort(x->comm));
         return 0;
     }
+    bool aborts = x->rank == 0 && mode != FAIL_DEAD;
     size_t count = 70001, bytes = count * 4;
     float *s = dev_malloc(bytes), *r = dev_malloc(bytes);
     if (s == NULL || r == NULL) exit(1);
     memset(s, 0, bytes);
     cudaStream_t st = (cudaStream_t)x->stream;
     CHECK_NCCL(ncclAllReduce(s, r, count, ncclFloat32, ncclSum, x->comm, st));
-    CHECK_NCCL(ncclSend(s, count, ncclFloat32, 1, x->comm, st));
-    CHECK_NCCL(ncclRecv(r, count, ncclFloat32, 1, x->comm, st));
+    if (mode == FAIL_ABORT) {
+        CHECK_NCCL(ncclSend(s, count, ncclFloat32, 1, x->comm, st));
+        CHECK_NCCL(ncclRecv(r, count, ncclFloat32, 1, x->comm, st));
+    }
     abort_comm = x->comm;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     pthread_t th;
-    if (!dead && pthread_create(&th, NULL, abort_later, NULL) != 0) exit(1);
+    if (aborts && pthread_create(&th, NULL, abort_later, NULL) != 0) exit(1);
     stream_sync(x->stream);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    bool ok;
-    if (dead) {
+    bool ok = secs < 10.0;
+    if (aborts) {
+        pthread_join(th, NULL);
+        ok = ok && abort_rc == ncclSuccess && secs >= 0.3;
+        printf("fake_direct: rank %d's stream ran out %.2f s after the work was queued (it "
+               "aborted at 0.3 s: %s): %s\n", x->rank, secs, ncclGetErrorString(abort_rc),
+               ok ? "passed" : "FAILED");
+    } else {
         ncclResult_t async = ncclSuccess;
         CHECK_NCCL(ncclCommGetAsyncError(x->comm, &async));
-        ok = async == ncclRemoteError && secs < 10.0;
-        printf("fake_direct --dead: the stream ran out %.2f s after the work was queued, with "
-               "rank 1 dead; ncclCommGetAsyncError: %s: %s\n", secs, ncclGetErrorString(async),
-               ok ? "passed" : "FAILED");
+        ncclResult_t next = ncclAllReduce(s, r, count, ncclFloat32, ncclSum, x->comm, st);
+        ok = ok && async == ncclRemoteError && next != ncclSuccess;
+        printf("fake_direct: rank %d's stream ran out %.2f s after the work was queued, rank %d "
+               "%s; ncclCommGetAsyncError: %s; the next AllReduce: %s: %s\n", x->rank, secs,
+               mode == FAIL_DEAD ? idle : 0, mode == FAIL_DEAD ? "dead" : "aborted",
+               ncclGetErrorString(async), ncclGetErrorString(next), ok ? "passed" : "FAILED");
         CHECK_NCCL(ncclCommAbort(x->comm));
-    } else {
-        pthread_join(th, NULL);
-        ok = abort_rc == ncclSuccess && secs >= 0.3 && secs < 10.0;
-        printf("fake_direct --abort: the stream ran out %.2f s after the work was queued (abort "
-               "at 0.3 s: %s): %s\n", secs, ncclGetErrorString(abort_rc),
-               ok ? "passed" : "FAILED");
     }
     dev_free(s);
     dev_free(r);
@@ -734,8 +746,11 @@ int main(int argc, char **argv)
     bool windows = argc > 1 && strcmp(argv[1], "--windows") == 0;
     /* --allreduce: the AllReduce cases alone (run under NCCL_ALGO=Ring for the ring). */
     bool allreduce_only = argc > 1 && strcmp(argv[1], "--allreduce") == 0;
-    bool abort_test = argc > 1 && strcmp(argv[1], "--abort") == 0;
-    bool dead_test = argc > 1 && strcmp(argv[1], "--dead") == 0;
+    int fail_mode = argc < 2                          ? -1
+                    : strcmp(argv[1], "--abort") == 0 ? FAIL_ABORT
+                    : strcmp(argv[1], "--dead") == 0  ? FAIL_DEAD
+                    : strcmp(argv[1], "--third") == 0 ? FAIL_THIRD
+                                                      : -1;
     bool full = !windows && !allreduce_only;
     const char *lib = getenv("TUTTI_CUDA_LIBRARY");
     void *h = lib != NULL ? dlopen(lib, RTLD_NOW | RTLD_GLOBAL) : NULL;
@@ -812,7 +827,7 @@ int main(int argc, char **argv)
         x.stream = NULL;
     }
 
-    if (abort_test || dead_test) return run_abort(&x, dead_test);
+    if (fail_mode >= 0) return run_failure(&x, (enum fail_mode)fail_mode);
     if (windows) run_windows(&x);
     static const size_t counts[] = {1, 7, 1031, 70001};
     for (int t = 0; t < TH_NUM_DTYPES && !windows; t++)

@@ -22,6 +22,7 @@
  *   post DONE = seq
  * Every member reduces in rank order, so all get the same bits. The reductions are the kernels
  * of reduce.cu (tt_device_reduce), binary, chained: n - 1 launches for n members. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -71,6 +72,7 @@ ncclResult_t tt_device_team_create(int device, size_t bytes, struct tt_device_te
     struct tt_device_team *t = calloc(1, sizeof *t);
     if (t == NULL) return TT_ERROR(ncclSystemError, "out of memory for the device team");
     t->bytes = (bytes + SEGMENT_ALIGN - 1) & ~(size_t)(SEGMENT_ALIGN - 1);
+    pthread_mutex_init(&t->release_lock, NULL);
     ncclResult_t res = TT_CU(tt_cu.cuDeviceGet(&t->dev, device));
     CUcontext cur = NULL;
     if (res == ncclSuccess) res = TT_CU(tt_cu.cuCtxGetCurrent(&cur));
@@ -144,12 +146,41 @@ CUdeviceptr tt_dteam_flag_at(const struct tt_device_team *t, int member, int whi
     return t->base[member] + 2 * t->bytes + (size_t)which * FLAG_STRIDE;
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Waits, at most POLL_WAIT_NS, for the team's own stream to run out. Queried, not synchronized:
+ * on a GPU whose streams share few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) it may sit
+ * behind a user stream's wait that never ends. */
+static bool poll_done(const struct tt_device_team *t)
+{
+    uint64_t start = now_ns();
+    for (unsigned i = 0;; i++) {
+        CUresult rc = tt_cu.cuStreamQuery(t->poll);
+        if (rc == CUDA_SUCCESS) return true;
+        if (rc != CUDA_ERROR_NOT_READY || now_ns() - start > POLL_WAIT_NS) return false;
+        if (i > 64) usleep(50);
+    }
+}
+
 /* Reads member p's flag `which` on the team's own stream into *v; false when that failed. */
 static bool read_flag(const struct tt_device_team *t, int p, int which, uint32_t *v)
 {
     return tt_cu.cuMemcpyDtoHAsync(v, tt_dteam_flag_at(t, p, which), sizeof *v, t->poll) ==
                CUDA_SUCCESS &&
-           tt_cu.cuStreamSynchronize(t->poll) == CUDA_SUCCESS;
+           poll_done(t);
+}
+
+/* Whether a flag read `v` shows a real count of at least `count`. A value far ahead of it
+ * (2^29 or more) was written by a release (tt_device_team_release), not by a stream, and says
+ * nothing about the stream's progress. */
+static bool reached(uint32_t v, uint64_t count)
+{
+    return v - (uint32_t)count < 0x20000000u;
 }
 
 bool tt_dteam_all_done(const struct tt_device_team *t)
@@ -159,19 +190,12 @@ bool tt_dteam_all_done(const struct tt_device_team *t)
         uint32_t v = 0;
         if (!read_flag(t, p, FLAG_DONE, &v))
             return p != t->rank; /* a peer's memory gone: nobody reads ours through it */
-        if ((int32_t)(v - (uint32_t)t->chunks) < 0) return false;
+        if (!reached(v, t->chunks)) return false;
         if (t->sent[p] == 0) continue;
         if (!read_flag(t, p, FLAG_ACK(t->rank), &v)) return p != t->rank;
-        if ((int32_t)(v - (uint32_t)t->sent[p]) < 0) return false;
+        if (!reached(v, t->sent[p])) return false;
     }
     return true;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static bool any_queued(const struct tt_device_team *t)
@@ -203,19 +227,19 @@ static bool force_peers(const struct tt_device_team *t)
             rc = tt_cu.cuStreamWriteValue32(t->poll, tt_dteam_flag_at(t, p, w[i].which), w[i].v,
                                             CU_STREAM_WRITE_VALUE_DEFAULT);
     }
-    return rc == CUDA_SUCCESS && tt_cu.cuStreamSynchronize(t->poll) == CUDA_SUCCESS;
+    return rc == CUDA_SUCCESS && poll_done(t);
 }
 
 /* Whether this member's own flag `which` reached `count` (its low 32 bits); true for 0. */
 static bool own_reached(const struct tt_device_team *t, int which, uint64_t count)
 {
     uint32_t v = 0;
-    return count == 0 ||
-           (read_flag(t, t->rank, which, &v) && (int32_t)(v - (uint32_t)count) >= 0);
+    return count == 0 || (read_flag(t, t->rank, which, &v) && reached(v, count));
 }
 
-/* Whether this member's own queued work has ended: its own flags, which only its streams
- * write, reached everything it queued. */
+/* Whether this member's own queued work has ended: its own flags reached everything it
+ * queued. Only its streams write them real counts; a peer's release may have written them far
+ * ahead, which reads as not ended (the release then goes on to its bound). */
 static bool own_drained(const struct tt_device_team *t)
 {
     if (!own_reached(t, FLAG_DONE, t->chunks) || !own_reached(t, FLAG_STEP, t->steps))
@@ -227,20 +251,22 @@ static bool own_drained(const struct tt_device_team *t)
     return true;
 }
 
-bool tt_device_team_waiting(struct tt_device_team *t)
+bool tt_device_team_busy(struct tt_device_team *t)
 {
     if (t == NULL || t->nranks == 0 || !any_queued(t)) return false;
     CUcontext cur = NULL;
     (void)tt_cu.cuCtxGetCurrent(&cur);
     if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(t->ctx);
-    bool waiting = !own_drained(t);
+    bool busy = !own_drained(t) || !tt_dteam_all_done(t);
     if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(cur);
-    return waiting;
+    return busy;
 }
 
 void tt_device_team_release(struct tt_device_team *t)
 {
     if (t == NULL || t->nranks == 0 || !any_queued(t)) return;
+    /* The watchdog and an abort may release at once: one after the other. */
+    pthread_mutex_lock(&t->release_lock);
     CUcontext cur = NULL;
     (void)tt_cu.cuCtxGetCurrent(&cur);
     if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(t->ctx);
@@ -257,10 +283,11 @@ void tt_device_team_release(struct tt_device_team *t)
     if (waiting || read) {
         TT_WARN("device-direct path: released with work queued (its streams %s; results "
                 "undefined); this rank's device scratch is left allocated, a peer may still "
-                "read it", !waiting ? "had run out" : drained ? "ran out" : "did not all end");
+                "read it", !waiting ? "had run out" : drained ? "ran out" : "may not all have ended");
         t->keep = true;
     }
     if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(cur);
+    pthread_mutex_unlock(&t->release_lock);
 }
 
 void tt_device_team_destroy(struct tt_device_team *t)
@@ -292,6 +319,7 @@ void tt_device_team_destroy(struct tt_device_team *t)
     if (t->poll != NULL) (void)tt_cu.cuStreamDestroy(t->poll);
     if (t->retained && free_mine) (void)tt_cu.cuDevicePrimaryCtxRelease(t->dev);
     if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(cur);
+    pthread_mutex_destroy(&t->release_lock);
     free(t);
 }
 
@@ -461,12 +489,16 @@ static ncclResult_t ring_chunk(struct tt_device_team *t, CUstream s, const char 
         size_t lo, hi;
         tt_dteam_segment(c, elt, n, j, &lo, &hi);
         const char *from = tt_dteam_scratch_at(t, l, half + lo * elt);
+        char *done = tt_dteam_scratch_at(t, r, half + lo * elt);
         TT_TRY(wait_step(t, s, l, base + (uint32_t)(n + k - 1)));
-        TT_TRY(tt_dteam_copy(s, recv + lo * elt, from, (hi - lo) * elt));
-        if (k == n - 1) break;
-        TT_TRY(tt_dteam_copy(s, tt_dteam_scratch_at(t, r, half + lo * elt), from,
-                             (hi - lo) * elt));
+        if (k == n - 1) {
+            TT_TRY(tt_dteam_copy(s, recv + lo * elt, from, (hi - lo) * elt));
+            break;
+        }
+        /* One read of the neighbour's memory: into my scratch, then locally into recv. */
+        TT_TRY(tt_dteam_copy(s, done, from, (hi - lo) * elt));
         TT_TRY(tt_dteam_post(t, s, FLAG_STEP, base + (uint32_t)(n + k)));
+        TT_TRY(tt_dteam_copy(s, recv + lo * elt, done, (hi - lo) * elt));
     }
     return tt_dteam_post(t, s, FLAG_DONE, seq);
 }

@@ -4,6 +4,8 @@
 #ifndef TT_DEVICE_CUDA_DIRECT_H
 #define TT_DEVICE_CUDA_DIRECT_H
 
+#include <pthread.h>
+
 #include "device/device.h"
 
 #include "device/cuda/driver.h"
@@ -20,8 +22,10 @@ enum { FLAG_READY, FLAG_REDUCED, FLAG_DONE, FLAG_STEP, FLAG_COUNT };
 #define SEGMENT_ALIGN 256
 /* How long destroy waits for the peers to finish reading this member's scratch. */
 #define DESTROY_WAIT_NS 10000000000ull
-/* How long abort keeps releasing this member's streams (tt_device_team_abort). */
-#define ABORT_RELEASE_NS 2000000000ull
+/* How long a release keeps forcing the peers' flags (tt_device_team_release), and how long
+ * one read or write of flags on the team's own stream may take. */
+#define ABORT_RELEASE_NS 500000000ull
+#define POLL_WAIT_NS 100000000ull
 
 struct tt_device_team {
     int rank, nranks;
@@ -42,7 +46,8 @@ struct tt_device_team {
     _Atomic uint64_t sent[TT_DEVICE_TEAM_MAX];     /* point-to-point chunks queued to each member */
     _Atomic uint64_t received[TT_DEVICE_TEAM_MAX]; /* and from each member */
     bool one_gpu;       /* every member on the same physical GPU (PCI address) */
-    bool keep;          /* abort left work queued: the allocation is not freed */
+    bool keep;          /* released with work queued: the allocation is not freed */
+    pthread_mutex_t release_lock;
 };
 
 size_t tt_dteam_dtype_bytes(ncclDataType_t dtype);

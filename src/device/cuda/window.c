@@ -86,7 +86,7 @@ void tt_device_window_close(struct tt_device_team *t, struct tt_device_window *w
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t start = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-    while (t->chunks > 0 && !tt_dteam_all_done(t)) {
+    while (t->chunks > 0 && !t->keep && !tt_dteam_all_done(t)) {
         clock_gettime(CLOCK_MONOTONIC, &ts);
         if ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - start >
             DESTROY_WAIT_NS) {
@@ -97,6 +97,10 @@ void tt_device_window_close(struct tt_device_team *t, struct tt_device_window *w
             return;
         }
         usleep(100);
+    }
+    if (t->keep) { /* released with work queued: a kernel may still use the mappings */
+        free(w);
+        return;
     }
     for (int p = 0; p < t->nranks; p++)
         if (w->mapped[p])
