@@ -190,10 +190,27 @@ static size_t device_oneshot_bytes(const struct ncclComm *comm)
     return (size_t)tt_param_cuda_oneshot_bytes();
 }
 
+/* After a failure the streams may have been released (core/comm.c): no more device work. */
+static ncclResult_t device_usable(const struct ncclComm *comm, enum tt_coll coll)
+{
+    if (!tt_state_usable(&comm->st)) return tt_state_check_usable(&comm->st, tt_coll_name(coll));
+    if (comm->st.async_error != ncclSuccess || atomic_load(&comm->dev_released))
+        return TT_ERROR(comm->st.async_error != ncclSuccess ? comm->st.async_error
+                                                             : ncclRemoteError,
+                        "%s: rank %d's communicator failed earlier (ncclCommGetAsyncError says "
+                        "why): abort it", tt_coll_name(coll), comm->st.rank);
+    return ncclSuccess;
+}
+
+/* Work queued while the watchdog or an abort released the team: released too. */
+static void release_if_released(struct ncclComm *comm)
+{
+    if (atomic_load(&comm->dev_released)) tt_device_team_release(comm->dev_team);
+}
+
 ncclResult_t tt_coll_device_direct(ncclComm_t comm, const struct tt_coll_args *args)
 {
-    if (!tt_state_usable(&comm->st))
-        return tt_state_check_usable(&comm->st, tt_coll_name(args->coll));
+    TT_TRY(device_usable(comm, args->coll));
     bool recv_dev = tt_device_mem_kind(args->recvbuff) == TT_MEM_DEVICE;
     ncclResult_t res;
     struct tt_device_team *team = comm->dev_team;
@@ -270,6 +287,7 @@ queued:
         tt_state_fail(&comm->st, res);
         return res;
     }
+    release_if_released(comm);
     if (comm->trace != NULL) /* its time is the GPU's: not measured here */
         tt_trace_count(comm->trace, tt_coll_name(args->coll), "Device",
                        args->count * tt_dtype_bytes(args->dtype), 0);
@@ -309,10 +327,8 @@ ncclResult_t tt_coll_device_p2p(struct tt_coll_deferred *ops, int n, cudaStream_
     for (int i = 0; i < n; i++) {
         struct ncclComm *comm = ops[i].comm;
         if (comm == NULL || !is_p2p(ops[i].args.coll)) continue; /* or taken with an earlier */
-        if (!tt_state_usable(&comm->st)) {
-            res = tt_state_check_usable(&comm->st, tt_coll_name(ops[i].args.coll));
-            goto out;
-        }
+        res = device_usable(comm, ops[i].args.coll);
+        if (res != ncclSuccess) goto out;
         comms[ncomms] = comm;
         starts[ncomms] = p2p + k;
         counts[ncomms] = 0;
@@ -344,6 +360,7 @@ ncclResult_t tt_coll_device_p2p(struct tt_coll_deferred *ops, int n, cudaStream_
             }
         if (!more) break;
     }
+    for (int c = 0; c < ncomms; c++) release_if_released(comms[c]);
     for (int c = 0; c < ncomms; c++)
         for (int i = 0; comms[c]->trace != NULL && i < counts[c]; i++)
             tt_trace_count(comms[c]->trace,
@@ -362,11 +379,6 @@ ncclResult_t tt_coll_run(ncclComm_t comm, const struct tt_coll_args *args)
     if (!tt_state_usable(&comm->st))
         return tt_state_check_usable(&comm->st, tt_coll_name(args->coll));
     if (comm->dev_team != NULL && device_direct_eligible(args)) {
-        /* After a failure its streams may have been released (core/comm.c): nothing more. */
-        if (comm->st.async_error != ncclSuccess)
-            return TT_ERROR(comm->st.async_error, "%s: rank %d's communicator failed earlier "
-                            "(ncclCommGetAsyncError says why): abort it",
-                            tt_coll_name(args->coll), comm->st.rank);
         if (tt_group_depth() > 0) return tt_group_add_device(comm, args);
         if (!is_p2p(args->coll)) return tt_coll_device_direct(comm, args);
         struct tt_coll_deferred one = {.comm = comm, .args = *args};

@@ -96,6 +96,8 @@ static bool registry_has(const struct ncclComm *comm)
     return found;
 }
 
+static void release_for_abort(struct ncclComm *comm);
+
 static void comm_free(struct ncclComm *comm)
 {
     if (comm == NULL) return;
@@ -121,6 +123,7 @@ static void comm_free(struct ncclComm *comm)
     free(comm->st.pidfds);
     if (comm->st.flight != NULL) pthread_mutex_destroy(&comm->st.flight->lock);
     free(comm->st.flight);
+    if (atomic_load(&comm->st.abort)) release_for_abort(comm); /* queued during the abort */
     tt_mem_close_device_windows(comm);
     tt_device_team_destroy(comm->dev_team);
     tt_team_destroy(comm->team);
@@ -441,57 +444,107 @@ static void comm_release(struct ncclComm *comm)
 #define WATCH_PERIOD_NS 100000000L
 #define WATCH_BATCH 16
 
-/* Releases the device streams of `comm` (tt_device_team_release), once. The release also lets
- * the peers' streams past the flags it forces, so their communicators must learn that this one
- * failed: the team is marked failed first (`reason`, or the latched error's message). */
+/* Releases the device streams of `comm` (tt_device_team_release). A release that forces
+ * flags (this rank's own work still waits) also lets the peers' streams past them, so their
+ * communicators must learn that this one failed: the team is marked failed first, once
+ * (`reason`, or, without one, the latched error `res` through tt_state_fail). With only the
+ * peers still reading this rank's memory, nothing is forced or marked: the scratch is kept. */
 static void release_device(struct ncclComm *comm, ncclResult_t res, const char *reason)
 {
-    if (atomic_exchange(&comm->dev_released, true)) return;
-    if (reason != NULL) tt_team_set_failed(comm->st.team, (int)res, reason);
-    else tt_state_fail(&comm->st, res);
+    /* From here on device work is refused, and work that raced in is released too (coll.c). */
+    atomic_store(&comm->dev_released, true);
+    int state = tt_device_team_state(comm->dev_team);
+    if (state == TT_DEVICE_TEAM_IDLE) return;
+    if (state == TT_DEVICE_TEAM_WAITING && !atomic_exchange(&comm->dev_marked, true)) {
+        if (reason != NULL) tt_team_set_failed(comm->st.team, (int)res, reason);
+        else tt_state_fail(&comm->st, res);
+    }
     tt_device_team_release(comm->dev_team);
 }
 
-/* A gone peer of a communicator with device work, seen by ncclCommGetAsyncError or the
- * watchdog: fails it (ncclRemoteError, or the peer's own code), naming the peer. */
-static int device_peer_gone(struct ncclComm *c, ncclResult_t *code)
+/* Abort's release: before anything else, and again in the teardown (work another thread
+ * queued meanwhile). */
+static void release_for_abort(struct ncclComm *comm)
 {
-    char why[96];
-    int peer = tt_state_gone_peer(&c->st, -1, code, why, sizeof why);
-    if (peer < 0) return -1;
-    (void)TT_ERROR(*code, "comm %p rank %d: rank %d %s while device-direct work was queued on "
-                          "the GPU: the communicator fails and its CUDA streams are released "
-                          "(their results are undefined)", (void *)c, c->st.rank, peer, why);
-    tt_state_fail(&c->st, *code);
-    return peer;
+    if (!atomic_load_explicit(&comm->dev_watched, memory_order_acquire) ||
+        !tt_device_team_used(comm->dev_team))
+        return;
+    char reason[96];
+    snprintf(reason, sizeof reason, "rank %d aborted with device-direct work queued",
+             comm->st.rank);
+    release_device(comm, ncclRemoteError, reason);
+}
+
+/* A peer of `c` whose communicator failed (its mark in the local team; no process check, no
+ * CUDA): -1 if none. A peer that released its device streams marked itself so, and its
+ * forced flags may have let this rank's device work past data not yet there. */
+static int device_peer_failed(const struct ncclComm *c, ncclResult_t *code, char *why,
+                              size_t bytes)
+{
+    for (int p = 0; p < c->st.nranks; p++) {
+        int failed = tt_team_peer_failed(c->st.team, p, why, bytes);
+        if (failed != 0) {
+            *code = failed == ncclInvalidUsage ? ncclInvalidUsage : ncclRemoteError;
+            return p;
+        }
+    }
+    return -1;
+}
+
+/* Fails `c` for peer `peer` that `why` (ncclRemoteError or the peer's own code). */
+static void device_fail(struct ncclComm *c, int peer, ncclResult_t code, const char *why)
+{
+    (void)TT_ERROR(code, "comm %p rank %d: rank %d %s with device-direct work queued on the "
+                         "GPU: the communicator fails and its CUDA streams are released "
+                         "(results of the device work since are undefined)",
+                   (void *)c, c->st.rank, peer, why);
+    tt_state_fail(&c->st, code);
+}
+
+/* The watchdog's look at one communicator that queued device work: a peer that failed (it
+ * may have released flags under this rank's work) fails it at once; a peer whose process
+ * ended fails it when its device work is not all done (a peer that destroyed its
+ * communicator and exited after the last operation is no failure). Then releases. */
+static void watch_comm(struct ncclComm *c)
+{
+    char why[TT_TEAM_REASON_BYTES + 16];
+    ncclResult_t code = ncclRemoteError;
+    if (c->st.async_error == ncclSuccess) {
+        int peer = device_peer_failed(c, &code, why, sizeof why);
+        if (peer >= 0) {
+            char text[sizeof why + 16];
+            snprintf(text, sizeof text, "failed (%s)", why);
+            device_fail(c, peer, code, text);
+        } else {
+            peer = tt_state_gone_peer(&c->st, -1, &code, why, sizeof why);
+            if (peer < 0 || tt_device_team_state(c->dev_team) == TT_DEVICE_TEAM_IDLE) return;
+            device_fail(c, peer, code, why);
+        }
+    }
+    release_device(c, c->st.async_error, NULL);
 }
 
 static void watch_pass(void)
 {
     TT_CALL_SCOPE;
-    struct ncclComm *gone[WATCH_BATCH];
-    ncclResult_t codes[WATCH_BATCH];
+    static size_t cursor; /* this thread's alone: where the last pass stopped */
+    struct ncclComm *picked[WATCH_BATCH];
     int n = 0;
     pthread_mutex_lock(&registry_lock);
-    for (size_t i = 0; i < registry_count && n < WATCH_BATCH; i++) {
-        struct ncclComm *c = registry[i];
+    for (size_t k = 0; k < registry_count && n < WATCH_BATCH; k++) {
+        struct ncclComm *c = registry[(cursor + k) % registry_count];
         if (!atomic_load_explicit(&c->dev_watched, memory_order_acquire) ||
-            atomic_load(&c->dev_released))
+            atomic_load(&c->dev_released) || !tt_device_team_used(c->dev_team))
             continue;
-        ncclResult_t code = ncclRemoteError;
+        ncclResult_t code;
         char why[8];
         if (c->st.async_error != ncclSuccess ||
             tt_state_gone_peer(&c->st, -1, &code, why, sizeof why) >= 0)
-            gone[n++] = c;
+            picked[n++] = c;
     }
+    if (registry_count > 0) cursor = (cursor + WATCH_BATCH) % registry_count;
     pthread_mutex_unlock(&registry_lock);
-    for (int i = 0; i < n; i++) {
-        struct ncclComm *c = gone[i];
-        if (!tt_device_team_busy(c->dev_team)) continue;
-        codes[i] = c->st.async_error;
-        if (codes[i] == ncclSuccess && device_peer_gone(c, &codes[i]) < 0) continue;
-        release_device(c, c->st.async_error, NULL);
-    }
+    for (int i = 0; i < n; i++) watch_comm(picked[i]);
 }
 
 static void *device_watch(void *arg)
@@ -539,14 +592,7 @@ ncclResult_t tt_comm_abort(ncclComm_t comm)
     atomic_store(&comm->st.abort, 1);
     /* Device streams wait in the GPU, where no flag reaches: released here, before anything
      * else, since the teardown may wait for other threads first (and they for the streams). */
-    if (atomic_load_explicit(&comm->dev_watched, memory_order_acquire) &&
-        tt_device_team_busy(comm->dev_team)) {
-        char reason[96];
-        snprintf(reason, sizeof reason, "rank %d aborted with device-direct work queued",
-                 comm->st.rank);
-        TT_INFO(TT_SUB_INIT, "comm %p: %s: its CUDA streams are released", (void *)comm, reason);
-        release_device(comm, ncclRemoteError, reason);
-    }
+    release_for_abort(comm);
     registry_remove(comm);
     comm_release(comm);
     return ncclSuccess;
@@ -587,10 +633,19 @@ ncclResult_t tt_comm_async_error(ncclComm_t comm)
 {
     if (atomic_load(&comm->st.phase) == TT_COMM_INITIALIZING) return ncclInProgress;
     if (comm->st.async_error != ncclSuccess) return comm->st.async_error;
-    ncclResult_t code;
+    /* A peer that released its device streams may have let this rank's device work past
+     * data not yet there: said here at once (the watchdog releases the streams). */
     if (atomic_load_explicit(&comm->dev_watched, memory_order_acquire) &&
-        device_peer_gone(comm, &code) >= 0) /* the watchdog releases the streams */
-        return comm->st.async_error;
+        tt_device_team_used(comm->dev_team)) {
+        ncclResult_t code = ncclRemoteError;
+        char why[TT_TEAM_REASON_BYTES + 16], text[TT_TEAM_REASON_BYTES + 32];
+        int peer = device_peer_failed(comm, &code, why, sizeof why);
+        if (peer >= 0) {
+            snprintf(text, sizeof text, "failed (%s)", why);
+            device_fail(comm, peer, code, text);
+            return comm->st.async_error;
+        }
+    }
     if (comm->background != NULL && tt_stream_pending(comm->background) > 0) return ncclInProgress;
     return ncclSuccess;
 }

@@ -211,9 +211,14 @@ void tt_device_team_destroy(struct tt_device_team *t);
  * as with NCCL's aborted kernels. Destroy then leaves the allocation and the windows' mappings
  * in place (a peer may still use them). Any thread; concurrent calls run one after the other. */
 void tt_device_team_release(struct tt_device_team *t);
-/* Whether work this member queued on the team may not all have run, or a peer may still read
- * its memory (the flags, read on the team's own stream; any thread). False for NULL. */
-bool tt_device_team_busy(struct tt_device_team *t);
+/* Where the team's queued work stands (the flags, read on the team's own stream; any thread):
+ * IDLE (nothing queued, all of it ran and no peer reads this member's memory any more, or
+ * NULL), READ (this member's work ran, a peer may still read its memory), WAITING (this
+ * member's own work may not all have run). A flag a release forced reads as "not run". */
+enum { TT_DEVICE_TEAM_IDLE, TT_DEVICE_TEAM_READ, TT_DEVICE_TEAM_WAITING };
+int tt_device_team_state(struct tt_device_team *t);
+/* Whether anything was ever queued on the team (no CUDA call). False for NULL. */
+bool tt_device_team_used(const struct tt_device_team *t);
 
 /* An AllReduce's reduction for the device-direct path, the resolved form of reduce.h's struct
  * tt_redop in the device layer's terms: red is SUM, PROD, MAX, MIN, PREMULSUM (sum of scalar *

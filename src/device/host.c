@@ -105,7 +105,12 @@ void tt_device_team_release(struct tt_device_team *t)
 {
 }
 
-bool tt_device_team_busy(struct tt_device_team *t)
+int tt_device_team_state(struct tt_device_team *t)
+{
+    return TT_DEVICE_TEAM_IDLE;
+}
+
+bool tt_device_team_used(const struct tt_device_team *t)
 {
     return false;
 }

@@ -725,9 +725,15 @@ static int run_failure(struct ctx *x, enum fail_mode mode)
                "aborted at 0.3 s: %s): %s\n", x->rank, secs, ncclGetErrorString(abort_rc),
                ok ? "passed" : "FAILED");
     } else {
-        ncclResult_t async = ncclSuccess;
+        /* --third: the watchdog alone must fail the communicator (no polling first), so the
+         * next operation is refused; --dead: ncclCommGetAsyncError must say it first. */
+        ncclResult_t async = ncclSuccess, next = ncclSuccess;
+        if (mode == FAIL_THIRD) {
+            usleep(400000);
+            next = ncclAllReduce(s, r, count, ncclFloat32, ncclSum, x->comm, st);
+        }
         CHECK_NCCL(ncclCommGetAsyncError(x->comm, &async));
-        ncclResult_t next = ncclAllReduce(s, r, count, ncclFloat32, ncclSum, x->comm, st);
+        if (mode != FAIL_THIRD) next = ncclAllReduce(s, r, count, ncclFloat32, ncclSum, x->comm, st);
         ok = ok && async == ncclRemoteError && next != ncclSuccess;
         printf("fake_direct: rank %d's stream ran out %.2f s after the work was queued, rank %d "
                "%s; ncclCommGetAsyncError: %s; the next AllReduce: %s: %s\n", x->rank, secs,

@@ -84,6 +84,13 @@ ncclResult_t tt_device_team_create(int device, size_t bytes, struct tt_device_te
     }
     t->ctx = cur;
     if (res == ncclSuccess) res = TT_CU(tt_cu.cuStreamCreate(&t->poll, CU_STREAM_NON_BLOCKING));
+    if (res == ncclSuccess) {
+        t->reader = calloc(1, sizeof *t->reader);
+        if (t->reader == NULL) res = TT_ERROR(ncclSystemError, "out of memory for the team");
+        else pthread_mutex_init(&t->reader->lock, NULL);
+    }
+    if (res == ncclSuccess)
+        res = TT_CU(tt_cu.cuMemHostAlloc((void **)&t->reader->word, 64, 0));
     if (res == ncclSuccess)
         res = TT_CU(tt_cu.cuMemAlloc(&t->mine, 2 * t->bytes + FLAGS_BYTES));
     if (res == ncclSuccess)
@@ -153,26 +160,50 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Waits, at most POLL_WAIT_NS, for the team's own stream to run out. Queried, not synchronized:
- * on a GPU whose streams share few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS) it may sit
- * behind a user stream's wait that never ends. */
-static bool poll_done(const struct tt_device_team *t)
+/* Waits, at most POLL_WAIT_NS, for the team's own stream to run out: 1 it did, 0 not yet,
+ * -1 CUDA failed. Queried, not synchronized: on a GPU whose streams share few hardware queues
+ * (CUDA_DEVICE_MAX_CONNECTIONS) it may sit behind a user stream's wait that never ends. */
+static int poll_done(const struct tt_device_team *t)
 {
     uint64_t start = now_ns();
     for (unsigned i = 0;; i++) {
         CUresult rc = tt_cu.cuStreamQuery(t->poll);
-        if (rc == CUDA_SUCCESS) return true;
-        if (rc != CUDA_ERROR_NOT_READY || now_ns() - start > POLL_WAIT_NS) return false;
+        if (rc == CUDA_SUCCESS) return 1;
+        if (rc != CUDA_ERROR_NOT_READY) return -1;
+        if (now_ns() - start > POLL_WAIT_NS) return 0;
         if (i > 64) usleep(50);
     }
 }
 
-/* Reads member p's flag `which` on the team's own stream into *v; false when that failed. */
-static bool read_flag(const struct tt_device_team *t, int p, int which, uint32_t *v)
+enum { READ_FAILED = -1, READ_UNKNOWN = 0, READ_OK = 1 };
+
+/* Reads member p's flag `which` on the team's own stream into *v, through a pinned word of the
+ * team (a copy into pageable memory would block the caller until it ran). READ_UNKNOWN when the
+ * stream did not get to it in time (the copy stays pending, and the word is not reused until
+ * the stream ran out), READ_FAILED when CUDA failed. Any thread: one read at a time. */
+static int read_flag(const struct tt_device_team *t, int p, int which, uint32_t *v)
 {
-    return tt_cu.cuMemcpyDtoHAsync(v, tt_dteam_flag_at(t, p, which), sizeof *v, t->poll) ==
-               CUDA_SUCCESS &&
-           poll_done(t);
+    struct tt_dteam_reader *rd = t->reader;
+    pthread_mutex_lock(&rd->lock);
+    int res = READ_UNKNOWN;
+    if (rd->pending) {
+        int done = poll_done(t);
+        if (done < 0) res = READ_FAILED;
+        rd->pending = done == 0;
+    }
+    if (!rd->pending && res != READ_FAILED) {
+        if (tt_cu.cuMemcpyDtoHAsync(rd->word, tt_dteam_flag_at(t, p, which), sizeof *rd->word,
+                                    t->poll) != CUDA_SUCCESS) {
+            res = READ_FAILED;
+        } else {
+            int done = poll_done(t);
+            rd->pending = done == 0;
+            res = done > 0 ? READ_OK : done == 0 ? READ_UNKNOWN : READ_FAILED;
+            if (done > 0) *v = *(volatile uint32_t *)rd->word;
+        }
+    }
+    pthread_mutex_unlock(&rd->lock);
+    return res;
 }
 
 /* Whether a flag read `v` shows a real count of at least `count`. A value far ahead of it
@@ -188,12 +219,14 @@ bool tt_dteam_all_done(const struct tt_device_team *t)
     for (int p = 0; p < t->nranks; p++) {
         if (t->base[p] == 0) continue;
         uint32_t v = 0;
-        if (!read_flag(t, p, FLAG_DONE, &v))
+        int r = read_flag(t, p, FLAG_DONE, &v);
+        if (r == READ_FAILED)
             return p != t->rank; /* a peer's memory gone: nobody reads ours through it */
-        if (!reached(v, t->chunks)) return false;
+        if (r == READ_UNKNOWN || !reached(v, t->chunks)) return false;
         if (t->sent[p] == 0) continue;
-        if (!read_flag(t, p, FLAG_ACK(t->rank), &v)) return p != t->rank;
-        if (!reached(v, t->sent[p])) return false;
+        r = read_flag(t, p, FLAG_ACK(t->rank), &v);
+        if (r == READ_FAILED) return p != t->rank;
+        if (r == READ_UNKNOWN || !reached(v, t->sent[p])) return false;
     }
     return true;
 }
@@ -227,14 +260,15 @@ static bool force_peers(const struct tt_device_team *t)
             rc = tt_cu.cuStreamWriteValue32(t->poll, tt_dteam_flag_at(t, p, w[i].which), w[i].v,
                                             CU_STREAM_WRITE_VALUE_DEFAULT);
     }
-    return rc == CUDA_SUCCESS && poll_done(t);
+    /* Not waited for again when it does not run in time: the next pass writes again. */
+    return rc == CUDA_SUCCESS && poll_done(t) >= 0;
 }
 
 /* Whether this member's own flag `which` reached `count` (its low 32 bits); true for 0. */
 static bool own_reached(const struct tt_device_team *t, int which, uint64_t count)
 {
     uint32_t v = 0;
-    return count == 0 || (read_flag(t, t->rank, which, &v) && reached(v, count));
+    return count == 0 || (read_flag(t, t->rank, which, &v) == READ_OK && reached(v, count));
 }
 
 /* Whether this member's own queued work has ended: its own flags reached everything it
@@ -251,15 +285,22 @@ static bool own_drained(const struct tt_device_team *t)
     return true;
 }
 
-bool tt_device_team_busy(struct tt_device_team *t)
+bool tt_device_team_used(const struct tt_device_team *t)
 {
-    if (t == NULL || t->nranks == 0 || !any_queued(t)) return false;
+    return t != NULL && t->nranks > 0 && any_queued(t);
+}
+
+int tt_device_team_state(struct tt_device_team *t)
+{
+    if (!tt_device_team_used(t)) return TT_DEVICE_TEAM_IDLE;
     CUcontext cur = NULL;
     (void)tt_cu.cuCtxGetCurrent(&cur);
     if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(t->ctx);
-    bool busy = !own_drained(t) || !tt_dteam_all_done(t);
+    int state = !own_drained(t)        ? TT_DEVICE_TEAM_WAITING
+                : !tt_dteam_all_done(t) ? TT_DEVICE_TEAM_READ
+                                        : TT_DEVICE_TEAM_IDLE;
     if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(cur);
-    return busy;
+    return state;
 }
 
 void tt_device_team_release(struct tt_device_team *t)
@@ -284,7 +325,7 @@ void tt_device_team_release(struct tt_device_team *t)
         TT_WARN("device-direct path: released with work queued (its streams %s; results "
                 "undefined); this rank's device scratch is left allocated, a peer may still "
                 "read it", !waiting ? "had run out" : drained ? "ran out" : "may not all have ended");
-        t->keep = true;
+        atomic_store(&t->keep, true);
     }
     if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(cur);
     pthread_mutex_unlock(&t->release_lock);
@@ -320,6 +361,13 @@ void tt_device_team_destroy(struct tt_device_team *t)
     if (t->retained && free_mine) (void)tt_cu.cuDevicePrimaryCtxRelease(t->dev);
     if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(cur);
     pthread_mutex_destroy(&t->release_lock);
+    if (t->reader != NULL) {
+        /* A copy still pending may land in the word yet: then it is left to the process. */
+        if (t->reader->word != NULL && !t->reader->pending)
+            (void)tt_cu.cuMemFreeHost(t->reader->word);
+        pthread_mutex_destroy(&t->reader->lock);
+        free(t->reader);
+    }
     free(t);
 }
 

@@ -5,6 +5,7 @@
 #define TT_DEVICE_CUDA_DIRECT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "device/device.h"
 
@@ -27,6 +28,13 @@ enum { FLAG_READY, FLAG_REDUCED, FLAG_DONE, FLAG_STEP, FLAG_COUNT };
 #define ABORT_RELEASE_NS 500000000ull
 #define POLL_WAIT_NS 100000000ull
 
+/* One pinned word that flags are read into, and whether a copy into it is still pending. */
+struct tt_dteam_reader {
+    pthread_mutex_t lock;
+    uint32_t *word;
+    bool pending;
+};
+
 struct tt_device_team {
     int rank, nranks;
     CUdevice dev;
@@ -46,8 +54,9 @@ struct tt_device_team {
     _Atomic uint64_t sent[TT_DEVICE_TEAM_MAX];     /* point-to-point chunks queued to each member */
     _Atomic uint64_t received[TT_DEVICE_TEAM_MAX]; /* and from each member */
     bool one_gpu;       /* every member on the same physical GPU (PCI address) */
-    bool keep;          /* released with work queued: the allocation is not freed */
+    _Atomic bool keep;  /* released with work queued: the allocation is not freed */
     pthread_mutex_t release_lock;
+    struct tt_dteam_reader *reader; /* reads flags on `poll` (direct.c read_flag) */
 };
 
 size_t tt_dteam_dtype_bytes(ncclDataType_t dtype);
