@@ -205,7 +205,7 @@ static ncclResult_t device_usable(const struct ncclComm *comm, enum tt_coll coll
 /* Work queued while the watchdog or an abort released the team: released too. */
 static void release_if_released(struct ncclComm *comm)
 {
-    if (atomic_load(&comm->dev_released)) tt_device_team_release(comm->dev_team);
+    if (atomic_load(&comm->dev_released) && comm->dev_release != NULL) comm->dev_release(comm);
 }
 
 ncclResult_t tt_coll_device_direct(ncclComm_t comm, const struct tt_coll_args *args)
@@ -285,6 +285,7 @@ ncclResult_t tt_coll_device_direct(ncclComm_t comm, const struct tt_coll_args *a
 queued:
     if (res != ncclSuccess) {
         tt_state_fail(&comm->st, res);
+        release_if_released(comm);
         return res;
     }
     release_if_released(comm);

@@ -444,35 +444,40 @@ static void comm_release(struct ncclComm *comm)
 #define WATCH_PERIOD_NS 100000000L
 #define WATCH_BATCH 16
 
-/* Releases the device streams of `comm` (tt_device_team_release). A release that forces
- * flags (this rank's own work still waits) also lets the peers' streams past them, so their
- * communicators must learn that this one failed: the team is marked failed first, once
- * (`reason`, or, without one, the latched error `res` through tt_state_fail). With only the
- * peers still reading this rank's memory, nothing is forced or marked: the scratch is kept. */
-static void release_device(struct ncclComm *comm, ncclResult_t res, const char *reason)
+/* Before a release forces flags (which lets the peers' streams past them too), the peers must
+ * be able to learn that this rank failed: its team mark, once. A latched error marked it
+ * already (tt_state_fail); else this is an abort, or work that raced one. */
+static void mark_failed(void *arg)
 {
-    /* From here on device work is refused, and work that raced in is released too (coll.c). */
+    struct ncclComm *comm = arg;
+    if (atomic_exchange(&comm->dev_marked, true) || comm->st.async_error != ncclSuccess) return;
+    char reason[96];
+    snprintf(reason, sizeof reason, "rank %d aborted with device-direct work queued",
+             comm->st.rank);
+    tt_team_set_failed(comm->st.team, ncclRemoteError, reason);
+}
+
+/* Releases the device streams of `comm` (tt_device_team_release, marking the team first if it
+ * forces anything). From here on device work is refused, and work that raced in is released
+ * too (core/coll.c calls comm->dev_release). */
+static void release_device(struct ncclComm *comm)
+{
     atomic_store(&comm->dev_released, true);
-    int state = tt_device_team_state(comm->dev_team);
-    if (state == TT_DEVICE_TEAM_IDLE) return;
-    if (state == TT_DEVICE_TEAM_WAITING && !atomic_exchange(&comm->dev_marked, true)) {
-        if (reason != NULL) tt_team_set_failed(comm->st.team, (int)res, reason);
-        else tt_state_fail(&comm->st, res);
-    }
-    tt_device_team_release(comm->dev_team);
+    tt_device_team_release(comm->dev_team, mark_failed, comm);
 }
 
 /* Abort's release: before anything else, and again in the teardown (work another thread
- * queued meanwhile). */
+ * queued meanwhile). A stream that is merely slow gets a moment first, so that an abort at a
+ * healthy shutdown fails nobody. */
 static void release_for_abort(struct ncclComm *comm)
 {
     if (!atomic_load_explicit(&comm->dev_watched, memory_order_acquire) ||
         !tt_device_team_used(comm->dev_team))
         return;
-    char reason[96];
-    snprintf(reason, sizeof reason, "rank %d aborted with device-direct work queued",
-             comm->st.rank);
-    release_device(comm, ncclRemoteError, reason);
+    for (int i = 0; i < 4 && tt_device_team_state(comm->dev_team) == TT_DEVICE_TEAM_WAITING;
+         i++)
+        usleep(50000);
+    release_device(comm);
 }
 
 /* A peer of `c` whose communicator failed (its mark in the local team; no process check, no
@@ -516,12 +521,17 @@ static void watch_comm(struct ncclComm *c)
             snprintf(text, sizeof text, "failed (%s)", why);
             device_fail(c, peer, code, text);
         } else {
+            /* A peer that exited after its last operation is no failure: only work of this
+             * rank that involves it, still waiting on two looks 0.2 s apart (a read that did
+             * not run in time counts as waiting), fails the communicator. */
             peer = tt_state_gone_peer(&c->st, -1, &code, why, sizeof why);
-            if (peer < 0 || tt_device_team_state(c->dev_team) == TT_DEVICE_TEAM_IDLE) return;
+            if (peer < 0 || !tt_device_team_waits_on(c->dev_team, peer)) return;
+            usleep(200000);
+            if (!tt_device_team_waits_on(c->dev_team, peer)) return;
             device_fail(c, peer, code, why);
         }
     }
-    release_device(c, c->st.async_error, NULL);
+    release_device(c);
 }
 
 static void watch_pass(void)
@@ -575,6 +585,7 @@ static void watch_device(struct ncclComm *comm)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, watch_start);
+    comm->dev_release = release_device;
     atomic_store_explicit(&comm->dev_watched, true, memory_order_release);
 }
 

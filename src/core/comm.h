@@ -98,6 +98,7 @@ struct ncclComm {
     _Atomic bool dev_watched;   /* set once dev_team is ready: the device watchdog looks */
     _Atomic bool dev_released;  /* its device streams were released (core/comm.c) */
     _Atomic bool dev_marked;    /* and the team told that this rank failed */
+    void (*dev_release)(struct ncclComm *comm); /* releases again: work that raced a release */
     pthread_mutex_t tables_lock;   /* guards redops and regs */
     struct tt_redop_table *redops; /* user ops; NULL until the first is created */
     struct tt_reg_table *regs;     /* registrations and windows; NULL until the first */

@@ -203,14 +203,18 @@ ncclResult_t tt_device_team_attach(struct tt_device_team *t, int rank, int nrank
 /* Waits (bounded) until every peer finished reading this member's scratch, unmaps the peers',
  * frees it. Accepts NULL. */
 void tt_device_team_destroy(struct tt_device_team *t);
-/* Releases this member's streams (ncclCommAbort, the device watchdog): when work is still
- * queued on the team, writes every flag this member's streams may wait for past it (the peers'
- * flags, through the mappings; which releases the peers' waits on them too, so the caller
- * first marks the communicator failed for every rank to see), again until this member's own
- * flags show its streams ran out, at most 0.5 s. What the released work computes is undefined,
- * as with NCCL's aborted kernels. Destroy then leaves the allocation and the windows' mappings
- * in place (a peer may still use them). Any thread; concurrent calls run one after the other. */
-void tt_device_team_release(struct tt_device_team *t);
+/* Releases this member's streams (ncclCommAbort, the device watchdog): when this member's own
+ * work may not all have run, calls mark(arg) (the caller tells the peers that this rank
+ * failed: the forcing lets their streams past these flags too), then writes every flag this
+ * member's streams may wait for past it (the peers' flags, through the mappings), again until
+ * this member's own flags show its streams ran out, at most 0.5 s. What the released work
+ * computes is undefined, as with NCCL's aborted kernels. Destroy then leaves the allocation
+ * and the windows' mappings in place (a peer may still use them). Nothing happens when this
+ * member's work all ran. Any thread; concurrent calls run one after the other. */
+void tt_device_team_release(struct tt_device_team *t, void (*mark)(void *), void *arg);
+/* Whether work this member queued that involves `peer` may not all have run: a collective
+ * (every member takes part), or a Send to or Recv from it (own flags only; any thread). */
+bool tt_device_team_waits_on(struct tt_device_team *t, int peer);
 /* Where the team's queued work stands (the flags, read on the team's own stream; any thread):
  * IDLE (nothing queued, all of it ran and no peer reads this member's memory any more, or
  * NULL), READ (this member's work ran, a peer may still read its memory), WAITING (this

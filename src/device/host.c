@@ -101,8 +101,13 @@ void tt_device_team_destroy(struct tt_device_team *t)
 {
 }
 
-void tt_device_team_release(struct tt_device_team *t)
+void tt_device_team_release(struct tt_device_team *t, void (*mark)(void *), void *arg)
 {
+}
+
+bool tt_device_team_waits_on(struct tt_device_team *t, int peer)
+{
+    return false;
 }
 
 int tt_device_team_state(struct tt_device_team *t)

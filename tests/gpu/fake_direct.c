@@ -729,7 +729,7 @@ static int run_failure(struct ctx *x, enum fail_mode mode)
          * next operation is refused; --dead: ncclCommGetAsyncError must say it first. */
         ncclResult_t async = ncclSuccess, next = ncclSuccess;
         if (mode == FAIL_THIRD) {
-            usleep(400000);
+            usleep(1500000); /* the watchdog looks every 0.1 s; generous for a loaded CI */
             next = ncclAllReduce(s, r, count, ncclFloat32, ncclSum, x->comm, st);
         }
         CHECK_NCCL(ncclCommGetAsyncError(x->comm, &async));

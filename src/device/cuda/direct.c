@@ -90,7 +90,8 @@ ncclResult_t tt_device_team_create(int device, size_t bytes, struct tt_device_te
         else pthread_mutex_init(&t->reader->lock, NULL);
     }
     if (res == ncclSuccess)
-        res = TT_CU(tt_cu.cuMemHostAlloc((void **)&t->reader->word, 64, 0));
+        res = TT_CU(tt_cu.cuMemHostAlloc((void **)&t->reader->word, 64,
+                                         CU_MEMHOSTALLOC_PORTABLE));
     if (res == ncclSuccess)
         res = TT_CU(tt_cu.cuMemAlloc(&t->mine, 2 * t->bytes + FLAGS_BYTES));
     if (res == ncclSuccess)
@@ -303,7 +304,20 @@ int tt_device_team_state(struct tt_device_team *t)
     return state;
 }
 
-void tt_device_team_release(struct tt_device_team *t)
+bool tt_device_team_waits_on(struct tt_device_team *t, int peer)
+{
+    if (!tt_device_team_used(t) || peer < 0 || peer >= t->nranks) return false;
+    CUcontext cur = NULL;
+    (void)tt_cu.cuCtxGetCurrent(&cur);
+    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(t->ctx);
+    bool waits = !own_reached(t, FLAG_DONE, t->chunks) || !own_reached(t, FLAG_STEP, t->steps) ||
+                 !own_reached(t, FLAG_SENT(peer), t->sent[peer]) ||
+                 !own_reached(t, FLAG_ACK(peer), t->received[peer]);
+    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(cur);
+    return waits;
+}
+
+void tt_device_team_release(struct tt_device_team *t, void (*mark)(void *), void *arg)
 {
     if (t == NULL || t->nranks == 0 || !any_queued(t)) return;
     /* The watchdog and an abort may release at once: one after the other. */
@@ -311,21 +325,23 @@ void tt_device_team_release(struct tt_device_team *t)
     CUcontext cur = NULL;
     (void)tt_cu.cuCtxGetCurrent(&cur);
     if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(t->ctx);
-    bool waiting = !own_drained(t), read = !tt_dteam_all_done(t);
-    /* A live peer's stream may write its flags lower again as its work goes on: forced until
-     * this member's own streams have run out, bounded. */
-    uint64_t start = now_ns();
-    bool drained = !waiting;
-    while (!drained && now_ns() - start < ABORT_RELEASE_NS) {
-        if (!force_peers(t)) break; /* CUDA failed (a peer's memory gone?): so do the streams */
-        drained = own_drained(t);
-        if (!drained) usleep(1000);
-    }
-    if (waiting || read) {
-        TT_WARN("device-direct path: released with work queued (its streams %s; results "
-                "undefined); this rank's device scratch is left allocated, a peer may still "
-                "read it", !waiting ? "had run out" : drained ? "ran out" : "may not all have ended");
-        atomic_store(&t->keep, true);
+    bool waiting = !own_drained(t);
+    if (waiting) {
+        /* Forcing lets the peers' streams past too: they must learn first (the caller's mark).
+         * A live peer's stream may write its flags lower again as its work goes on: forced
+         * until this member's own streams have run out, bounded. */
+        if (mark != NULL) mark(arg);
+        uint64_t start = now_ns();
+        bool drained = false;
+        while (!drained && now_ns() - start < ABORT_RELEASE_NS) {
+            if (!force_peers(t)) break; /* CUDA failed (a peer's memory gone?): so do streams */
+            drained = own_drained(t);
+            if (!drained) usleep(1000);
+        }
+        if (!atomic_exchange(&t->keep, true))
+            TT_WARN("device-direct path: released with work queued (its streams %s; results "
+                    "undefined); this rank's device scratch is left allocated, a peer may still "
+                    "read it", drained ? "ran out" : "may not all have ended");
     }
     if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(cur);
     pthread_mutex_unlock(&t->release_lock);
@@ -358,9 +374,6 @@ void tt_device_team_destroy(struct tt_device_team *t)
             (void)tt_device_ipc_close((void *)(uintptr_t)t->base[p], &t->handles[p]);
     if (free_mine) (void)tt_cu.cuMemFree(t->mine);
     if (t->poll != NULL) (void)tt_cu.cuStreamDestroy(t->poll);
-    if (t->retained && free_mine) (void)tt_cu.cuDevicePrimaryCtxRelease(t->dev);
-    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(cur);
-    pthread_mutex_destroy(&t->release_lock);
     if (t->reader != NULL) {
         /* A copy still pending may land in the word yet: then it is left to the process. */
         if (t->reader->word != NULL && !t->reader->pending)
@@ -368,6 +381,9 @@ void tt_device_team_destroy(struct tt_device_team *t)
         pthread_mutex_destroy(&t->reader->lock);
         free(t->reader);
     }
+    if (t->retained && free_mine) (void)tt_cu.cuDevicePrimaryCtxRelease(t->dev);
+    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(cur);
+    pthread_mutex_destroy(&t->release_lock);
     free(t);
 }
 

@@ -78,11 +78,23 @@ ncclResult_t tt_device_window_open(struct tt_device_team *t, const void *buff,
     return ncclSuccess;
 }
 
+static void window_close_in_context(struct tt_device_team *t, struct tt_device_window *w);
+
 void tt_device_window_close(struct tt_device_team *t, struct tt_device_window *w)
 {
     if (w == NULL) return;
     /* Deregistration is collective too: once every member's DONE reached the last operation
-     * queued, no queued kernel reads or writes a window any more. Bounded, as destroy. */
+     * queued, no queued kernel reads or writes a window any more. Bounded, as destroy; the
+     * flags are read in the team's context. */
+    CUcontext cur = NULL;
+    (void)tt_cu.cuCtxGetCurrent(&cur);
+    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(t->ctx);
+    window_close_in_context(t, w);
+    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(cur);
+}
+
+static void window_close_in_context(struct tt_device_team *t, struct tt_device_window *w)
+{
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t start = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
