@@ -50,6 +50,19 @@ static uint32_t pci_of(CUdevice dev)
            (uint32_t)(device & 0xff);
 }
 
+CUcontext tt_dteam_enter(const struct tt_device_team *t)
+{
+    CUcontext cur = NULL;
+    (void)tt_cu.cuCtxGetCurrent(&cur);
+    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(t->ctx);
+    return cur;
+}
+
+void tt_dteam_leave(const struct tt_device_team *t, CUcontext cur)
+{
+    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(cur);
+}
+
 size_t tt_dteam_dtype_bytes(ncclDataType_t dtype)
 {
     switch (dtype) {
@@ -294,26 +307,22 @@ bool tt_device_team_used(const struct tt_device_team *t)
 int tt_device_team_state(struct tt_device_team *t)
 {
     if (!tt_device_team_used(t)) return TT_DEVICE_TEAM_IDLE;
-    CUcontext cur = NULL;
-    (void)tt_cu.cuCtxGetCurrent(&cur);
-    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(t->ctx);
+    CUcontext cur = tt_dteam_enter(t);
     int state = !own_drained(t)        ? TT_DEVICE_TEAM_WAITING
                 : !tt_dteam_all_done(t) ? TT_DEVICE_TEAM_READ
                                         : TT_DEVICE_TEAM_IDLE;
-    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(cur);
+    tt_dteam_leave(t, cur);
     return state;
 }
 
 bool tt_device_team_waits_on(struct tt_device_team *t, int peer)
 {
     if (!tt_device_team_used(t) || peer < 0 || peer >= t->nranks) return false;
-    CUcontext cur = NULL;
-    (void)tt_cu.cuCtxGetCurrent(&cur);
-    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(t->ctx);
+    CUcontext cur = tt_dteam_enter(t);
     bool waits = !own_reached(t, FLAG_DONE, t->chunks) || !own_reached(t, FLAG_STEP, t->steps) ||
                  !own_reached(t, FLAG_SENT(peer), t->sent[peer]) ||
                  !own_reached(t, FLAG_ACK(peer), t->received[peer]);
-    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(cur);
+    tt_dteam_leave(t, cur);
     return waits;
 }
 
@@ -322,9 +331,7 @@ void tt_device_team_release(struct tt_device_team *t, void (*mark)(void *), void
     if (t == NULL || t->nranks == 0 || !any_queued(t)) return;
     /* The watchdog and an abort may release at once: one after the other. */
     pthread_mutex_lock(&t->release_lock);
-    CUcontext cur = NULL;
-    (void)tt_cu.cuCtxGetCurrent(&cur);
-    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(t->ctx);
+    CUcontext cur = tt_dteam_enter(t);
     bool waiting = !own_drained(t);
     if (waiting) {
         /* Forcing lets the peers' streams past too: they must learn first (the caller's mark).
@@ -343,16 +350,14 @@ void tt_device_team_release(struct tt_device_team *t, void (*mark)(void *), void
                     "undefined); this rank's device scratch is left allocated, a peer may still "
                     "read it", drained ? "ran out" : "may not all have ended");
     }
-    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(cur);
+    tt_dteam_leave(t, cur);
     pthread_mutex_unlock(&t->release_lock);
 }
 
 void tt_device_team_destroy(struct tt_device_team *t)
 {
     if (t == NULL) return;
-    CUcontext cur = NULL;
-    (void)tt_cu.cuCtxGetCurrent(&cur);
-    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(t->ctx);
+    CUcontext cur = tt_dteam_enter(t);
     bool free_mine = t->mine != 0 && !t->keep;
     if (t->nranks > 0 && any_queued(t) && !t->keep) {
         /* Not cuCtxSynchronize: a stream whose wait never ends (a peer died, or was aborted)
@@ -382,7 +387,7 @@ void tt_device_team_destroy(struct tt_device_team *t)
         free(t->reader);
     }
     if (t->retained && free_mine) (void)tt_cu.cuDevicePrimaryCtxRelease(t->dev);
-    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(cur);
+    tt_dteam_leave(t, cur);
     pthread_mutex_destroy(&t->release_lock);
     free(t);
 }

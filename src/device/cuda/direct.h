@@ -60,6 +60,10 @@ struct tt_device_team {
 };
 
 size_t tt_dteam_dtype_bytes(ncclDataType_t dtype);
+/* Makes the team's context current (host calls from any thread); returns the one to restore
+ * with tt_dteam_leave. */
+CUcontext tt_dteam_enter(const struct tt_device_team *t);
+void tt_dteam_leave(const struct tt_device_team *t, CUcontext cur);
 /* The address, in this process, of member `member`'s flag `which`. */
 CUdeviceptr tt_dteam_flag_at(const struct tt_device_team *t, int member, int which);
 /* Whether every member's DONE, this one's included, reached the last chunk queued, and every

@@ -86,11 +86,9 @@ void tt_device_window_close(struct tt_device_team *t, struct tt_device_window *w
     /* Deregistration is collective too: once every member's DONE reached the last operation
      * queued, no queued kernel reads or writes a window any more. Bounded, as destroy; the
      * flags are read in the team's context. */
-    CUcontext cur = NULL;
-    (void)tt_cu.cuCtxGetCurrent(&cur);
-    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(t->ctx);
+    CUcontext cur = tt_dteam_enter(t);
     window_close_in_context(t, w);
-    if (t->ctx != NULL && cur != t->ctx) (void)tt_cu.cuCtxSetCurrent(cur);
+    tt_dteam_leave(t, cur);
 }
 
 static void window_close_in_context(struct tt_device_team *t, struct tt_device_window *w)
