@@ -190,7 +190,7 @@ static size_t device_oneshot_bytes(const struct ncclComm *comm)
     return (size_t)tt_param_cuda_oneshot_bytes();
 }
 
-/* After a failure the streams may have been released (core/comm.c): no more device work. */
+/* After a failure the streams may have been released (core/watch.c): no more device work. */
 static ncclResult_t device_usable(const struct ncclComm *comm, enum tt_coll coll)
 {
     if (!tt_state_usable(&comm->st)) return tt_state_check_usable(&comm->st, tt_coll_name(coll));

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "algo/fault.h"
@@ -23,7 +22,7 @@
 #include "core/redop.h"
 #include "core/setup.h"
 #include "core/stream.h"
-#include "transport/team.h"
+#include "core/watch.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/param.h"
@@ -96,8 +95,6 @@ static bool registry_has(const struct ncclComm *comm)
     return found;
 }
 
-static void release_for_abort(struct ncclComm *comm);
-
 static void comm_free(struct ncclComm *comm)
 {
     if (comm == NULL) return;
@@ -123,7 +120,7 @@ static void comm_free(struct ncclComm *comm)
     free(comm->st.pidfds);
     if (comm->st.flight != NULL) pthread_mutex_destroy(&comm->st.flight->lock);
     free(comm->st.flight);
-    if (atomic_load(&comm->st.abort)) release_for_abort(comm); /* queued during the abort */
+    if (atomic_load(&comm->st.abort)) tt_watch_release_for_abort(comm); /* queued meanwhile */
     tt_mem_close_device_windows(comm);
     tt_device_team_destroy(comm->dev_team);
     tt_team_destroy(comm->team);
@@ -225,8 +222,6 @@ static bool p2p_issued(void *arg, int peer, bool send, uint64_t ticket)
 }
 
 /* Everything init does after the communicator exists: bootstrap, peers, ring, barrier. */
-static void watch_device(struct ncclComm *comm);
-
 static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
 {
     /* As in NCCL: with NCCL_COMM_ID every rank derives the same id, and rank 0 hosts the root. */
@@ -275,7 +270,7 @@ static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
      * instead of surfacing in the first collective. */
     TT_TRY(tt_bootstrap_barrier(comm->bootstrap));
     tt_team_unlink(comm->team); /* every peer has mapped it: nothing may leak in /dev/shm */
-    if (comm->dev_team != NULL) watch_device(comm);
+    if (comm->dev_team != NULL) tt_watch_device(comm);
     TT_INFO(TT_SUB_INIT, "comm %p rank %d nranks %d pid %d ready", (void *)comm, comm->st.rank,
             comm->st.nranks, (int)getpid());
     return ncclSuccess;
@@ -433,160 +428,18 @@ static void comm_release(struct ncclComm *comm)
     pthread_mutex_unlock(&zombies_lock);
 }
 
-/* ---- The device watchdog -----------------------------------------------------------------
- * Device-direct work (CUDA builds) waits for its peers inside the GPU, where no host wait sees
- * a peer die. Once a process has a communicator on that path, a thread looks every 100 ms at
- * every such communicator: it marks itself in a call (so none it looks at is freed under it),
- * picks under the registry's lock those with a gone peer (tt_state_gone_peer: its process
- * ended, or its communicator failed; one poll over pidfds, no CUDA), and outside the lock fails
- * those whose device work has not all run (ncclRemoteError) and releases their streams
- * (tt_device_team_release). */
-#define WATCH_PERIOD_NS 100000000L
-#define WATCH_BATCH 16
-
-/* Before a release forces flags (which lets the peers' streams past them too), the peers must
- * be able to learn that this rank failed: its team mark, once. A latched error marked it
- * already (tt_state_fail); else this is an abort, or work that raced one. */
-static void mark_failed(void *arg)
+size_t tt_comm_pick(bool (*want)(struct ncclComm *comm), struct ncclComm **out, size_t max,
+                    size_t *cursor)
 {
-    struct ncclComm *comm = arg;
-    if (atomic_exchange(&comm->dev_marked, true) || comm->st.async_error != ncclSuccess) return;
-    char reason[96];
-    snprintf(reason, sizeof reason, "rank %d aborted with device-direct work queued",
-             comm->st.rank);
-    tt_team_set_failed(comm->st.team, ncclRemoteError, reason);
-}
-
-/* Releases the device streams of `comm` (tt_device_team_release, marking the team first if it
- * forces anything). From here on device work is refused, and work that raced in is released
- * too (core/coll.c calls comm->dev_release). */
-static void release_device(struct ncclComm *comm)
-{
-    atomic_store(&comm->dev_released, true);
-    tt_device_team_release(comm->dev_team, mark_failed, comm);
-}
-
-/* Abort's release: before anything else, and again in the teardown (work another thread
- * queued meanwhile). A stream that is merely slow gets a moment first, so that an abort at a
- * healthy shutdown fails nobody. */
-static void release_for_abort(struct ncclComm *comm)
-{
-    if (!atomic_load_explicit(&comm->dev_watched, memory_order_acquire) ||
-        !tt_device_team_used(comm->dev_team))
-        return;
-    for (int i = 0; i < 4 && tt_device_team_state(comm->dev_team) == TT_DEVICE_TEAM_WAITING;
-         i++)
-        usleep(50000);
-    release_device(comm);
-}
-
-/* A peer of `c` whose communicator failed (its mark in the local team; no process check, no
- * CUDA): -1 if none. A peer that released its device streams marked itself so, and its
- * forced flags may have let this rank's device work past data not yet there. */
-static int device_peer_failed(const struct ncclComm *c, ncclResult_t *code, char *why,
-                              size_t bytes)
-{
-    for (int p = 0; p < c->st.nranks; p++) {
-        int failed = tt_team_peer_failed(c->st.team, p, why, bytes);
-        if (failed != 0) {
-            *code = failed == ncclInvalidUsage ? ncclInvalidUsage : ncclRemoteError;
-            return p;
-        }
-    }
-    return -1;
-}
-
-/* Fails `c` for peer `peer` that `why` (ncclRemoteError or the peer's own code). */
-static void device_fail(struct ncclComm *c, int peer, ncclResult_t code, const char *why)
-{
-    (void)TT_ERROR(code, "comm %p rank %d: rank %d %s with device-direct work queued on the "
-                         "GPU: the communicator fails and its CUDA streams are released "
-                         "(results of the device work since are undefined)",
-                   (void *)c, c->st.rank, peer, why);
-    tt_state_fail(&c->st, code);
-}
-
-/* The watchdog's look at one communicator that queued device work: a peer that failed (it
- * may have released flags under this rank's work) fails it at once; a peer whose process
- * ended fails it when its device work is not all done (a peer that destroyed its
- * communicator and exited after the last operation is no failure). Then releases. */
-static void watch_comm(struct ncclComm *c)
-{
-    char why[TT_TEAM_REASON_BYTES + 16];
-    ncclResult_t code = ncclRemoteError;
-    if (c->st.async_error == ncclSuccess) {
-        int peer = device_peer_failed(c, &code, why, sizeof why);
-        if (peer >= 0) {
-            char text[sizeof why + 16];
-            snprintf(text, sizeof text, "failed (%s)", why);
-            device_fail(c, peer, code, text);
-        } else {
-            /* A peer that exited after its last operation is no failure: only work of this
-             * rank that involves it, still waiting on two looks 0.2 s apart (a read that did
-             * not run in time counts as waiting), fails the communicator. */
-            peer = tt_state_gone_peer(&c->st, -1, &code, why, sizeof why);
-            if (peer < 0 || !tt_device_team_waits_on(c->dev_team, peer)) return;
-            usleep(200000);
-            if (!tt_device_team_waits_on(c->dev_team, peer)) return;
-            device_fail(c, peer, code, why);
-        }
-    }
-    release_device(c);
-}
-
-static void watch_pass(void)
-{
-    TT_CALL_SCOPE;
-    static size_t cursor; /* this thread's alone: where the last pass stopped */
-    struct ncclComm *picked[WATCH_BATCH];
-    int n = 0;
+    size_t n = 0;
     pthread_mutex_lock(&registry_lock);
-    for (size_t k = 0; k < registry_count && n < WATCH_BATCH; k++) {
-        struct ncclComm *c = registry[(cursor + k) % registry_count];
-        if (!atomic_load_explicit(&c->dev_watched, memory_order_acquire) ||
-            atomic_load(&c->dev_released) || !tt_device_team_used(c->dev_team))
-            continue;
-        ncclResult_t code;
-        char why[8];
-        if (c->st.async_error != ncclSuccess ||
-            tt_state_gone_peer(&c->st, -1, &code, why, sizeof why) >= 0)
-            picked[n++] = c;
+    for (size_t k = 0; k < registry_count && n < max; k++) {
+        struct ncclComm *c = registry[(*cursor + k) % registry_count];
+        if (want(c)) out[n++] = c;
     }
-    if (registry_count > 0) cursor = (cursor + WATCH_BATCH) % registry_count;
+    if (registry_count > 0) *cursor = (*cursor + max) % registry_count;
     pthread_mutex_unlock(&registry_lock);
-    for (int i = 0; i < n; i++) watch_comm(picked[i]);
-}
-
-static void *device_watch(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        struct timespec ts = {0, WATCH_PERIOD_NS};
-        nanosleep(&ts, NULL);
-        watch_pass();
-    }
-    return NULL;
-}
-
-static void watch_start(void)
-{
-    pthread_t th;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&th, &attr, device_watch, NULL) != 0)
-        TT_WARN("cannot start the device watchdog: a dead peer leaves device-direct streams "
-                "waiting until ncclCommAbort");
-    pthread_attr_destroy(&attr);
-}
-
-/* From now on the watchdog (started by the first call in the process) looks at `comm`. */
-static void watch_device(struct ncclComm *comm)
-{
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, watch_start);
-    comm->dev_release = release_device;
-    atomic_store_explicit(&comm->dev_watched, true, memory_order_release);
+    return n;
 }
 
 ncclResult_t tt_comm_destroy(ncclComm_t comm)
@@ -603,7 +456,7 @@ ncclResult_t tt_comm_abort(ncclComm_t comm)
     atomic_store(&comm->st.abort, 1);
     /* Device streams wait in the GPU, where no flag reaches: released here, before anything
      * else, since the teardown may wait for other threads first (and they for the streams). */
-    release_for_abort(comm);
+    tt_watch_release_for_abort(comm);
     registry_remove(comm);
     comm_release(comm);
     return ncclSuccess;
@@ -646,17 +499,7 @@ ncclResult_t tt_comm_async_error(ncclComm_t comm)
     if (comm->st.async_error != ncclSuccess) return comm->st.async_error;
     /* A peer that released its device streams may have let this rank's device work past
      * data not yet there: said here at once (the watchdog releases the streams). */
-    if (atomic_load_explicit(&comm->dev_watched, memory_order_acquire) &&
-        tt_device_team_used(comm->dev_team)) {
-        ncclResult_t code = ncclRemoteError;
-        char why[TT_TEAM_REASON_BYTES + 16], text[TT_TEAM_REASON_BYTES + 32];
-        int peer = device_peer_failed(comm, &code, why, sizeof why);
-        if (peer >= 0) {
-            snprintf(text, sizeof text, "failed (%s)", why);
-            device_fail(comm, peer, code, text);
-            return comm->st.async_error;
-        }
-    }
+    if (tt_watch_peer_failed(comm)) return comm->st.async_error;
     if (comm->background != NULL && tt_stream_pending(comm->background) > 0) return ncclInProgress;
     return ncclSuccess;
 }

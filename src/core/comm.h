@@ -96,7 +96,7 @@ struct ncclComm {
                                         this host (device/device.h; core/setup.c) */
     bool dev_team_logged;       /* its first AllReduce was logged */
     _Atomic bool dev_watched;   /* set once dev_team is ready: the device watchdog looks */
-    _Atomic bool dev_released;  /* its device streams were released (core/comm.c) */
+    _Atomic bool dev_released;  /* its device streams were released (core/watch.c) */
     _Atomic bool dev_marked;    /* and the team told that this rank failed */
     void (*dev_release)(struct ncclComm *comm); /* releases again: work that raced a release */
     pthread_mutex_t tables_lock;   /* guards redops and regs */

@@ -4,6 +4,9 @@
 #ifndef TT_CORE_LIFECYCLE_H
 #define TT_CORE_LIFECYCLE_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include "nccl.h"
 #include "tutti.h"
 
@@ -35,6 +38,12 @@ ncclResult_t tt_comm_finalize(ncclComm_t comm);
 /* ncclCommRevoke: operations in flight fail, new ones are refused; the communicator may still
  * be shrunk, split from, destroyed or aborted. */
 ncclResult_t tt_comm_revoke(ncclComm_t comm);
+
+/* Up to `max` live communicators for which want(comm) holds (called under the registry's lock:
+ * no blocking there), taken from `*cursor` on, which moves on by `max`. The caller must be in
+ * a call (TT_CALL_SCOPE) so that none is freed under it. */
+size_t tt_comm_pick(bool (*want)(struct ncclComm *comm), struct ncclComm **out, size_t max,
+                    size_t *cursor);
 
 /* tuttiCommDump: logs the communicator's stalled operations (core/state.h). */
 ncclResult_t tt_comm_dump(ncclComm_t comm);

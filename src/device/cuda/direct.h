@@ -47,7 +47,7 @@ struct tt_device_team {
     CUdeviceptr base[TT_DEVICE_TEAM_MAX]; /* every member's allocation, in this process */
     bool mapped[TT_DEVICE_TEAM_MAX];      /* base[p] was opened from an IPC handle */
     struct tt_device_ipc_handle handles[TT_DEVICE_TEAM_MAX];
-    /* The counts of what was queued, atomic: the device watchdog (core/comm.c) reads them
+    /* The counts of what was queued, atomic: the device watchdog (core/watch.c) reads them
      * from its thread while the caller's thread queues more. */
     _Atomic uint64_t chunks; /* chunks queued so far; the flags carry its low 32 bits */
     _Atomic uint64_t steps;  /* ring steps queued so far (FLAG_STEP) */
