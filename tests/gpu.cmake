@@ -66,6 +66,17 @@ if(TUTTI_CUDA AND TARGET tutti-run)
                        gpu_direct_twoshot_3 gpu_direct_ring_3 gpu_direct_windows_2 gpu_direct_windows_3
                        PROPERTIES LABELS cuda TIMEOUT 300
                        SKIP_RETURN_CODE 77 PROCESSORS 2)
+  # Streams waiting for a failed peer run out, with real CUDA (fake_direct's failure tests
+  # over the stand-in driver check the same without a GPU).
+  foreach(cfg "abort;2" "dead;3" "third;3")
+    list(GET cfg 0 mode)
+    list(GET cfg 1 n)
+    add_test(NAME gpu_direct_${mode}_${n}
+             COMMAND $<TARGET_FILE:tutti-run> -n ${n} --timeout 60 $<TARGET_FILE:gpu_direct> --${mode})
+    set_tests_properties(gpu_direct_${mode}_${n} PROPERTIES LABELS cuda TIMEOUT 90
+      SKIP_RETURN_CODE 77 PROCESSORS 2
+      ENVIRONMENT "TUTTI_CUDA_DIRECT=2;TUTTI_CUDA_DIRECT_BYTES=65536;TUTTI_TIMEOUT_MS=60000")
+  endforeach()
 
   # tutti-perf's device mode, checked (-c 1), a few sizes: skipped without a GPU.
   add_test(NAME gpu_perf_check

@@ -19,16 +19,21 @@
  *     every dtype, so that the scratch is reused while peers may still be a chunk behind;
  *   - a host-buffer AllReduce on the same communicator (the host engine, untouched);
  *   - with --windows, AllReduce, ReduceScatter and AllGather on symmetric windows instead, in
- *     memory from ncclMemAlloc, which must be device memory (run_windows).
+ *     memory from ncclMemAlloc, which must be device memory (run_windows);
+ *   - with --abort, --dead or --third, that streams waiting for a failed peer run out
+ *     (run_failure).
  * The ctest variants force one-shot (TUTTI_CUDA_ONESHOT_BYTES large), two-shot (0), and small
  * scratch (TUTTI_CUDA_DIRECT_BYTES=65536: a 2 MiB operation goes through it in 32 chunks).
  * Without a usable GPU every rank exits 77 (skipped). */
 #include <cuda_runtime.h>
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <vector>
 
 extern "C" {
@@ -546,8 +551,103 @@ static void run_windows(struct ctx *x)
     CHECK_NCCL(ncclMemFree(pool));
 }
 
+/* Failure on the device-direct path, with real CUDA (fake_direct's run_failure checks the same
+ * over the stand-in driver; docs/cuda.md, "When a peer fails"). A stream waiting inside a
+ * kernel for a peer's flag must run out:
+ * --abort, 2 ranks: rank 1 takes no part (a stuck peer); rank 0 queues an AllReduce, a Send and
+ * a Recv with rank 1, and another thread aborts the communicator after 300 ms.
+ * --dead, n ranks: the last rank exits without a word; the survivors' device watchdog must fail
+ * the communicator and release their streams by itself.
+ * --third, 3 ranks: rank 2 takes no part, rank 0 aborts, rank 1 never does: rank 0's release
+ * frees rank 1's stream, and rank 1 must learn that its result is not valid.
+ * Survivors that did not abort must see ncclRemoteError and have the next operation refused. */
+static ncclComm_t abort_comm;
+static ncclResult_t abort_rc = ncclInternalError;
+static void *abort_later(void *)
+{
+    usleep(300000);
+    abort_rc = ncclCommAbort(abort_comm);
+    return NULL;
+}
+
+enum fail_mode { FAIL_ABORT, FAIL_DEAD, FAIL_THIRD };
+
+static int run_failure(struct ctx *x, enum fail_mode mode)
+{
+    int idle = mode == FAIL_DEAD ? x->nranks - 1 : mode == FAIL_THIRD ? 2 : 1;
+    if ((mode == FAIL_ABORT && x->nranks != 2) || (mode == FAIL_THIRD && x->nranks != 3)) {
+        fprintf(stderr, "gpu_direct: --abort runs with 2 ranks, --third with 3\n");
+        return 1;
+    }
+    if (x->rank == idle) {
+        if (mode == FAIL_DEAD) _exit(0); /* no destroy, no goodbye: the process is gone */
+        sleep(3);
+        CHECK_NCCL(ncclCommAbort(x->comm));
+        return 0;
+    }
+    bool aborts = x->rank == 0 && mode != FAIL_DEAD;
+    size_t count = 70001, bytes = count * 4;
+    float *s, *r;
+    CHECK_CUDA(cudaMalloc(&s, bytes));
+    CHECK_CUDA(cudaMalloc(&r, bytes));
+    CHECK_CUDA(cudaMemset(s, 0, bytes));
+    CHECK_NCCL(ncclAllReduce(s, r, count, ncclFloat32, ncclSum, x->comm, x->stream));
+    if (mode == FAIL_ABORT) {
+        CHECK_NCCL(ncclSend(s, count, ncclFloat32, 1, x->comm, x->stream));
+        CHECK_NCCL(ncclRecv(r, count, ncclFloat32, 1, x->comm, x->stream));
+    }
+    abort_comm = x->comm;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pthread_t th;
+    if (aborts && pthread_create(&th, NULL, abort_later, NULL) != 0) exit(1);
+    cudaError_t sync = cudaStreamSynchronize(x->stream);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    bool ok = secs < 10.0 && sync == cudaSuccess;
+    if (aborts) {
+        pthread_join(th, NULL);
+        ok = ok && abort_rc == ncclSuccess && secs >= 0.3;
+        printf("gpu_direct: rank %d's stream ran out %.3f s after the work was queued (%s; it "
+               "aborted at 0.3 s: %s): %s\n", x->rank, secs, cudaGetErrorString(sync),
+               ncclGetErrorString(abort_rc), ok ? "passed" : "FAILED");
+    } else {
+        ncclResult_t async = ncclSuccess, next = ncclSuccess;
+        if (mode == FAIL_THIRD) {
+            usleep(1500000); /* the watchdog looks every 0.1 s */
+            next = ncclAllReduce(s, r, count, ncclFloat32, ncclSum, x->comm, x->stream);
+        }
+        CHECK_NCCL(ncclCommGetAsyncError(x->comm, &async));
+        if (mode != FAIL_THIRD)
+            next = ncclAllReduce(s, r, count, ncclFloat32, ncclSum, x->comm, x->stream);
+        ok = ok && async == ncclRemoteError && next != ncclSuccess;
+        printf("gpu_direct: rank %d's stream ran out %.3f s after the work was queued (%s), "
+               "rank %d %s; ncclCommGetAsyncError: %s; the next AllReduce: %s: %s\n", x->rank,
+               secs, cudaGetErrorString(sync), mode == FAIL_DEAD ? idle : 0,
+               mode == FAIL_DEAD ? "dead" : "aborted", ncclGetErrorString(async),
+               ncclGetErrorString(next), ok ? "passed" : "FAILED");
+        CHECK_NCCL(ncclCommAbort(x->comm));
+    }
+    /* The CUDA context must still work after the release. */
+    cudaError_t after = cudaMemset(r, 0, bytes);
+    if (after == cudaSuccess) after = cudaDeviceSynchronize();
+    if (after != cudaSuccess) {
+        printf("gpu_direct: rank %d: CUDA after the release: %s: FAILED\n", x->rank,
+               cudaGetErrorString(after));
+        ok = false;
+    }
+    cudaFree(s);
+    cudaFree(r);
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
+    int fail_mode = argc < 2                          ? -1
+                    : strcmp(argv[1], "--abort") == 0 ? FAIL_ABORT
+                    : strcmp(argv[1], "--dead") == 0  ? FAIL_DEAD
+                    : strcmp(argv[1], "--third") == 0 ? FAIL_THIRD
+                                                      : -1;
     bool windows = argc > 1 && strcmp(argv[1], "--windows") == 0;
     /* --allreduce: the AllReduce cases and bursts alone (the ring, under NCCL_ALGO=Ring). */
     bool allreduce_only = argc > 1 && strcmp(argv[1], "--allreduce") == 0;
@@ -577,6 +677,7 @@ int main(int argc, char **argv)
     CHECK_CUDA(cudaStreamCreateWithFlags(&x.stream, cudaStreamNonBlocking));
     CHECK_CUDA(cudaMalloc(&x.d_count, sizeof *x.d_count));
 
+    if (fail_mode >= 0) return run_failure(&x, (enum fail_mode)fail_mode);
     if (windows) run_windows(&x);
     static const size_t counts[] = {1, 7, 1031, 262147};
     for (int t = 0; t < TH_NUM_DTYPES && !windows; t++)

@@ -20,6 +20,10 @@
 #   --phase ring    the device ring AllReduce (NCCL_ALGO=Ring): gpu_direct --allreduce at 2-4 ranks
 #               and its tutti-perf -G table at 2 and 4 ranks (part of all through phase a's
 #               3-rank run; the tables only here; about 1 minute)
+#   --phase fail    streams waiting for a failed peer run out: gpu_direct --abort (2 ranks), --dead
+#               (3 and 2), --third (3); under a minute
+#   --phase check   fail, then the ring at 2-4 ranks, gpu_direct at 2 and 4, abi_gpu and the
+#               AllReduce tables (default and ring) at 2 ranks: a short pass after changes (3-4 min)
 #   --phase rooted  Broadcast, Reduce, Gather, Scatter, AlltoAll, Send/Recv device-direct: gpu_direct at
 #               2-4 ranks, then each one's tutti-perf -G table at 2 ranks direct and staged
 #               (part of all through phase a's gpu_direct; the tables only here; 2-3 minutes)
@@ -46,7 +50,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         --pack | --build | --no-build) mode=$1 ;;
         --phase) phase=${2:-all}; shift ;;
-        *) echo "usage: $0 [--pack|--build|--no-build] [--phase a|b|win|all|mps|winmps|rooted|ring]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--pack|--build|--no-build] [--phase a|b|win|all|mps|winmps|rooted|ring|fail|check]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -166,6 +170,31 @@ if [ "$phase" = ring ]; then
         step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n $n --timeout 120 "$B/tutti-perf" -G \
             -b 1M -e 256M -f 16 -n 10 -w 3 -c 1
     done
+fi
+if [ "$phase" = fail ] || [ "$phase" = check ]; then
+    # Streams waiting inside a kernel for a failed peer run out: an abort from another thread,
+    # a peer's process that ends, a peer's abort releasing a third rank (docs/cuda.md).
+    for cfg in abort:2 dead:3 third:3 dead:2; do
+        step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_DIRECT_BYTES=65536 TUTTI_TIMEOUT_MS=60000 \
+            "$B/tutti-run" -n "${cfg#*:}" --timeout 30 "$B/gpu_direct" "--${cfg%:*}"
+    done
+fi
+if [ "$phase" = check ]; then
+    # One short pass over what changed since the last GPU run: the ring at 2-4 ranks, the
+    # default path at 2 and 4, and the 256 MiB figure.
+    for n in 2 3 4; do
+        step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_DIRECT_BYTES=65536 NCCL_ALGO=Ring \
+            "$B/tutti-run" -n $n --timeout 150 "$B/gpu_direct" --allreduce
+    done
+    for n in 2 4; do
+        step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_DIRECT_BYTES=65536 \
+            "$B/tutti-run" -n $n --timeout 150 "$B/gpu_direct"
+    done
+    step "$B/tutti-run" -n 3 --timeout 100 "$B/abi_gpu"
+    step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n 2 --timeout 200 "$B/tutti-perf" -G \
+        -b 16 -e 256M -f 4 -n 20 -w 5 -c 1
+    step env TUTTI_CUDA_DIRECT=2 NCCL_ALGO=Ring "$B/tutti-run" -n 2 --timeout 120 \
+        "$B/tutti-perf" -G -b 1M -e 256M -f 16 -n 10 -w 3 -c 1
 fi
 if [ "$phase" = rooted ]; then
     # The device-direct rooted collectives and AlltoAll (with everything else gpu_direct checks),
