@@ -739,7 +739,17 @@ static int run_failure(struct ctx *x, enum fail_mode mode)
                "%s; ncclCommGetAsyncError: %s; the next AllReduce: %s: %s\n", x->rank, secs,
                mode == FAIL_DEAD ? idle : 0, mode == FAIL_DEAD ? "dead" : "aborted",
                ncclGetErrorString(async), ncclGetErrorString(next), ok ? "passed" : "FAILED");
+        struct timespec a0, a1;
+        clock_gettime(CLOCK_MONOTONIC, &a0);
         CHECK_NCCL(ncclCommAbort(x->comm));
+        clock_gettime(CLOCK_MONOTONIC, &a1);
+        double abort_secs = (double)(a1.tv_sec - a0.tv_sec) +
+                            1e-9 * (double)(a1.tv_nsec - a0.tv_nsec);
+        if (abort_secs > 5.0) { /* it must not wait for a peer that never comes */
+            printf("fake_direct: rank %d: ncclCommAbort took %.2f s: FAILED\n", x->rank,
+                   abort_secs);
+            ok = false;
+        }
     }
     dev_free(s);
     dev_free(r);

@@ -566,11 +566,43 @@ static ncclResult_t abort_rc = ncclInternalError;
 static void *abort_later(void *)
 {
     usleep(300000);
+    fprintf(stderr, "gpu_direct: rank %d: another thread aborts\n", g_rank);
     abort_rc = ncclCommAbort(abort_comm);
+    fprintf(stderr, "gpu_direct: rank %d: the abort returned %s\n", g_rank,
+            ncclGetErrorString(abort_rc));
     return NULL;
 }
 
 enum fail_mode { FAIL_ABORT, FAIL_DEAD, FAIL_THIRD };
+
+static const char *stage = "started";
+
+/* A failure test that has not ended after 8 s shows where each of its threads waits (its
+ * name, the function of the operating system's kernel it sleeps in, its system call) and
+ * exits, so that the report says more than tutti-run's time-out. */
+static void *sentinel(void *)
+{
+    sleep(8);
+    fprintf(stderr, "gpu_direct: rank %d still running after 8 s (last: %s); its threads:\n",
+            g_rank, stage);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "cd /proc/%d/task && for t in *; do echo \"  $t $(cat $t/comm) "
+             "$(cat $t/wchan) syscall $(cut -d' ' -f1 $t/syscall)\"; done >&2", (int)getpid());
+    if (system(cmd) != 0) fprintf(stderr, "gpu_direct: cannot list the threads\n");
+    _exit(3);
+    return NULL;
+}
+
+static struct timespec g_t0; /* when run_failure began */
+static double since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + 1e-9 * (double)(t.tv_nsec - t0->tv_nsec);
+}
+#define STAGE(what)                                                                                \
+    (stage = (what), fprintf(stderr, "gpu_direct: rank %d at %.3f s: %s\n", g_rank, since(&g_t0),\
+                             stage))
 
 static int run_failure(struct ctx *x, enum fail_mode mode)
 {
@@ -579,10 +611,15 @@ static int run_failure(struct ctx *x, enum fail_mode mode)
         fprintf(stderr, "gpu_direct: --abort runs with 2 ranks, --third with 3\n");
         return 1;
     }
+    clock_gettime(CLOCK_MONOTONIC, &g_t0);
+    pthread_t watch;
+    if (pthread_create(&watch, NULL, sentinel, NULL) != 0) exit(1);
     if (x->rank == idle) {
         if (mode == FAIL_DEAD) _exit(0); /* no destroy, no goodbye: the process is gone */
         sleep(3);
+        STAGE("the idle rank aborts");
         CHECK_NCCL(ncclCommAbort(x->comm));
+        STAGE("the idle rank aborted");
         return 0;
     }
     bool aborts = x->rank == 0 && mode != FAIL_DEAD;
@@ -597,16 +634,18 @@ static int run_failure(struct ctx *x, enum fail_mode mode)
         CHECK_NCCL(ncclRecv(r, count, ncclFloat32, 1, x->comm, x->stream));
     }
     abort_comm = x->comm;
-    struct timespec t0, t1;
+    STAGE("queued; synchronizing the stream");
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     pthread_t th;
     if (aborts && pthread_create(&th, NULL, abort_later, NULL) != 0) exit(1);
     cudaError_t sync = cudaStreamSynchronize(x->stream);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    double secs = since(&t0);
+    STAGE("the stream ran out");
     bool ok = secs < 10.0 && sync == cudaSuccess;
     if (aborts) {
         pthread_join(th, NULL);
+        STAGE("the abort returned");
         ok = ok && abort_rc == ncclSuccess && secs >= 0.3;
         printf("gpu_direct: rank %d's stream ran out %.3f s after the work was queued (%s; it "
                "aborted at 0.3 s: %s): %s\n", x->rank, secs, cudaGetErrorString(sync),
@@ -626,7 +665,17 @@ static int run_failure(struct ctx *x, enum fail_mode mode)
                secs, cudaGetErrorString(sync), mode == FAIL_DEAD ? idle : 0,
                mode == FAIL_DEAD ? "dead" : "aborted", ncclGetErrorString(async),
                ncclGetErrorString(next), ok ? "passed" : "FAILED");
+        STAGE("aborting");
+        struct timespec a0;
+        clock_gettime(CLOCK_MONOTONIC, &a0);
         CHECK_NCCL(ncclCommAbort(x->comm));
+        double abort_secs = since(&a0);
+        STAGE("aborted");
+        if (abort_secs > 5.0) { /* it must not wait for a peer that never comes */
+            printf("gpu_direct: rank %d: ncclCommAbort took %.2f s: FAILED\n", x->rank,
+                   abort_secs);
+            ok = false;
+        }
     }
     /* The CUDA context must still work after the release. */
     cudaError_t after = cudaMemset(r, 0, bytes);
@@ -638,6 +687,7 @@ static int run_failure(struct ctx *x, enum fail_mode mode)
     }
     cudaFree(s);
     cudaFree(r);
+    STAGE("done");
     return ok ? 0 : 1;
 }
 
@@ -662,6 +712,7 @@ int main(int argc, char **argv)
     /* Device 0 current before the communicator: every rank is a GPU rank of this host. */
     CHECK_CUDA(cudaSetDevice(0));
     CHECK_CUDA(cudaFree(0)); /* the primary context exists now */
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a hang must not swallow what was printed */
     struct ctx x = {};
     setenv("TUTTI_STATS", "1", 0); /* run_rooted reads which path ran */
     CHECK_NCCL(tuttiCommInitFromEnv(&x.comm));

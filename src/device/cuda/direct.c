@@ -97,6 +97,8 @@ ncclResult_t tt_device_team_create(int device, size_t bytes, struct tt_device_te
     }
     t->ctx = cur;
     if (res == ncclSuccess) res = TT_CU(tt_cu.cuStreamCreate(&t->poll, CU_STREAM_NON_BLOCKING));
+    /* The kernels now, before any stream of the team waits for a peer (module.c). */
+    if (res == ncclSuccess) res = tt_device_kernels_load();
     if (res == ncclSuccess) {
         t->reader = calloc(1, sizeof *t->reader);
         if (t->reader == NULL) res = TT_ERROR(ncclSystemError, "out of memory for the team");
@@ -339,16 +341,38 @@ void tt_device_team_release(struct tt_device_team *t, void (*mark)(void *), void
          * until this member's own streams have run out, bounded. */
         if (mark != NULL) mark(arg);
         uint64_t start = now_ns();
-        bool drained = false;
+        bool drained = false, forced = true;
+        unsigned passes = 0;
         while (!drained && now_ns() - start < ABORT_RELEASE_NS) {
-            if (!force_peers(t)) break; /* CUDA failed (a peer's memory gone?): so do streams */
+            passes++;
+            forced = force_peers(t);
+            if (!forced) break; /* CUDA failed (a peer's memory gone?): so do streams */
             drained = own_drained(t);
             if (!drained) usleep(1000);
         }
+        uint32_t done = 0;
+        int read = read_flag(t, t->rank, FLAG_DONE, &done);
+        TT_INFO(TT_SUB_RAS, "device-direct release: rank %d, %u passes in %.1f ms, forcing %s, "
+                "own streams %s; own DONE %s %u of %llu chunks", t->rank, passes,
+                (double)(now_ns() - start) / 1e6, forced ? "queued" : "failed",
+                drained ? "ran out" : "still waiting",
+                read == READ_OK ? "reads" : read == READ_UNKNOWN ? "unknown, last" : "failed,",
+                done, (unsigned long long)t->chunks);
         if (!atomic_exchange(&t->keep, true))
             TT_WARN("device-direct path: released with work queued (its streams %s; results "
                     "undefined); this rank's device scratch is left allocated, a peer may still "
                     "read it", drained ? "ran out" : "may not all have ended");
+    } else if (!atomic_load(&t->keep)) {
+        /* Nothing of this member waits, but a peer may still read its scratch, or never come
+         * (the failure that brought this release): the destroy would wait DESTROY_WAIT_NS for
+         * it. Briefly here instead; then the scratch is left allocated, and destroy waits not. */
+        uint64_t start = now_ns();
+        bool done;
+        while (!(done = tt_dteam_all_done(t)) && now_ns() - start < ABORT_RELEASE_NS)
+            usleep(1000);
+        if (!done) atomic_store(&t->keep, true);
+        TT_INFO(TT_SUB_RAS, "device-direct release: rank %d, own streams ran out already; the "
+                "peers' %s", t->rank, done ? "too" : "may not have: the scratch is left allocated");
     }
     tt_dteam_leave(t, cur);
     pthread_mutex_unlock(&t->release_lock);

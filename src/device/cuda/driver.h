@@ -88,6 +88,10 @@ ncclResult_t tt_cuda_error_at(CUresult res, const char *call, const char *file, 
  * device 0's primary context, as the runtime would. */
 ncclResult_t tt_cuda_ensure_context(const void *ptr, CUstream stream);
 
+/* Loads the reduction kernels (module.c) into the current context, every one of them, unless
+ * done already: before anything is queued that waits for a peer (direct.c). */
+ncclResult_t tt_device_kernels_load(void);
+
 /* Queues the window AllReduce's fold of `args` (sym.h) on `stream`: the kernel
  * tt_cuda_sym_<dtype>_<op> (module.c). `red` is one of SUM .. SUMDIV; `elt` the dtype's size. */
 struct tt_sym_args;

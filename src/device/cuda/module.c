@@ -47,37 +47,69 @@ static struct {
 static int nloaded;
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Looks kernel [dtype][red] up in loaded[i] (load_lock held); the driver loads its code now. */
+static CUresult get_function(int i, int dtype, int red, bool sym)
+{
+    CUfunction *fn = sym ? &loaded[i].sym[dtype][red] : &loaded[i].fn[dtype][red];
+    if (*fn != NULL) return CUDA_SUCCESS;
+    char name[64];
+    snprintf(name, sizeof name, "tt_cuda_%s%s_%s", sym ? "sym_" : "", dtype_stems[dtype],
+             red_names[red]);
+    return tt_cu.cuModuleGetFunction(fn, loaded[i].module, name);
+}
+
+/* The index in `loaded` of the current context's module, loading it and every kernel in it on
+ * first use (load_lock held). Every kernel at once: under lazy loading (CUDA_MODULE_LOADING,
+ * the default since CUDA 12.2) a kernel's code is loaded when its function is looked up, and
+ * that may wait for the context's work to finish. Looked up between a stream's wait for a
+ * peer's flag and the launch behind it, it would then wait for the peer inside the call: a
+ * peer that never comes (a dead rank, the failure tests) would hold the host thread forever,
+ * out of reach of the watchdog and of ncclCommAbort. */
+static ncclResult_t module_for(CUcontext ctx, int *out)
+{
+    int i = 0;
+    while (i < nloaded && loaded[i].ctx != ctx) i++;
+    if (i < nloaded) {
+        *out = i;
+        return ncclSuccess;
+    }
+    if (nloaded == MAX_CONTEXTS)
+        return TT_ERROR(ncclInternalError, "more than %d CUDA contexts in one process",
+                        MAX_CONTEXTS);
+    TT_TRY(TT_CU(tt_cu.cuModuleLoadData(&loaded[i].module, tt_cuda_reduce_fatbin)));
+    loaded[i].ctx = ctx;
+    nloaded++;
+    for (int t = 0; t < ncclNumTypes; t++)
+        for (int red = 0; red < TT_DEVICE_RED_COUNT; red++) {
+            /* A missing kernel fails later, where it is asked for, with its name. */
+            (void)get_function(i, t, red, false);
+            if (red <= TT_DEVICE_RED_SUMDIV) (void)get_function(i, t, red, true);
+        }
+    *out = i;
+    return ncclSuccess;
+}
+
+ncclResult_t tt_device_kernels_load(void)
+{
+    CUcontext ctx = NULL;
+    TT_TRY(TT_CU(tt_cu.cuCtxGetCurrent(&ctx)));
+    pthread_mutex_lock(&load_lock);
+    int i;
+    ncclResult_t res = module_for(ctx, &i);
+    pthread_mutex_unlock(&load_lock);
+    return res;
+}
+
 static ncclResult_t kernel_for(ncclDataType_t dtype, enum tt_device_red red, bool sym,
                                CUfunction *out)
 {
     CUcontext ctx = NULL;
     TT_TRY(TT_CU(tt_cu.cuCtxGetCurrent(&ctx)));
     pthread_mutex_lock(&load_lock);
-    int i = 0;
-    while (i < nloaded && loaded[i].ctx != ctx) i++;
-    ncclResult_t res = ncclSuccess;
-    if (i == nloaded) {
-        if (nloaded == MAX_CONTEXTS) {
-            res = TT_ERROR(ncclInternalError, "more than %d CUDA contexts in one process",
-                           MAX_CONTEXTS);
-        } else {
-            res = TT_CU(tt_cu.cuModuleLoadData(&loaded[i].module, tt_cuda_reduce_fatbin));
-            if (res == ncclSuccess) {
-                loaded[i].ctx = ctx;
-                nloaded++;
-            }
-        }
-    }
-    CUfunction *fn = res == ncclSuccess
-                         ? (sym ? &loaded[i].sym[dtype][red] : &loaded[i].fn[dtype][red])
-                         : NULL;
-    if (fn != NULL && *fn == NULL) {
-        char name[64];
-        snprintf(name, sizeof name, "tt_cuda_%s%s_%s", sym ? "sym_" : "", dtype_stems[dtype],
-                 red_names[red]);
-        res = TT_CU(tt_cu.cuModuleGetFunction(fn, loaded[i].module, name));
-    }
-    if (res == ncclSuccess) *out = *fn;
+    int i;
+    ncclResult_t res = module_for(ctx, &i);
+    if (res == ncclSuccess) res = TT_CU(get_function(i, dtype, red, sym));
+    if (res == ncclSuccess) *out = sym ? loaded[i].sym[dtype][red] : loaded[i].fn[dtype][red];
     pthread_mutex_unlock(&load_lock);
     return res;
 }
