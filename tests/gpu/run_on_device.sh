@@ -22,6 +22,7 @@
 #               3-rank run; the tables only here; about 1 minute)
 #   --phase fail    streams waiting for a failed peer run out: gpu_direct --abort (2 ranks), --dead
 #               (3 and 2), --third (3); under a minute
+#   --phase failx   fail under CUDA MPS, then with CUDA_DEVICE_MAX_CONNECTIONS=1 (1-2 minutes)
 #   --phase check   fail, then the ring at 2-4 ranks, gpu_direct at 2 and 4, abi_gpu and the
 #               AllReduce tables (default and ring) at 2 ranks: a short pass after changes (3-4 min)
 #   --phase rooted  Broadcast, Reduce, Gather, Scatter, AlltoAll, Send/Recv device-direct: gpu_direct at
@@ -50,7 +51,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         --pack | --build | --no-build) mode=$1 ;;
         --phase) phase=${2:-all}; shift ;;
-        *) echo "usage: $0 [--pack|--build|--no-build] [--phase a|b|win|all|mps|winmps|rooted|ring|fail|check]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--pack|--build|--no-build] [--phase a|b|win|all|mps|winmps|rooted|ring|fail|failx|check]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -171,13 +172,33 @@ if [ "$phase" = ring ]; then
             -b 1M -e 256M -f 16 -n 10 -w 3 -c 1
     done
 fi
-if [ "$phase" = fail ] || [ "$phase" = check ]; then
-    # Streams waiting inside a kernel for a failed peer run out: an abort from another thread,
-    # a peer's process that ends, a peer's abort releasing a third rank (docs/cuda.md).
+# Streams waiting on the GPU for a failed peer run out: an abort from another thread, a peer's
+# process that ends, a peer's abort releasing a third rank (docs/cuda.md).
+fail_steps() {
     for cfg in abort:2 dead:3 third:3 dead:2; do
-        step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_DIRECT_BYTES=65536 TUTTI_TIMEOUT_MS=60000 \
-            "$B/tutti-run" -n "${cfg#*:}" --timeout 30 "$B/gpu_direct" "--${cfg%:*}"
+        step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_DIRECT_BYTES=65536 TUTTI_TIMEOUT_MS=60000 "$@" \
+            "$B/tutti-run" -n "${cfg#*:}" --timeout "${FAIL_TIMEOUT:-30}" "$B/gpu_direct" \
+            "--${cfg%:*}"
     done
+}
+if [ "$phase" = fail ] || [ "$phase" = check ]; then
+    fail_steps
+fi
+if [ "$phase" = failx ]; then
+    FAIL_TIMEOUT=15
+    # The same where the GPU is shared differently: under CUDA MPS, and with one hardware queue
+    # per context (the release's stream may then sit behind the user's waiting stream).
+    export CUDA_MPS_PIPE_DIRECTORY=/tmp/tutti-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/tutti-mps-log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d; then
+        fail_steps
+        echo quit | nvidia-cuda-mps-control
+        sleep 1
+    else
+        echo "=== SKIPPED: no CUDA MPS control daemon (nvidia-cuda-mps-control)"
+    fi
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    fail_steps CUDA_DEVICE_MAX_CONNECTIONS=1
 fi
 if [ "$phase" = check ]; then
     # One short pass over what changed since the last GPU run: the ring at 2-4 ranks, the
