@@ -247,6 +247,14 @@ bool tt_dteam_all_done(const struct tt_device_team *t)
     return true;
 }
 
+/* Everything queued so far, as one count that grows with every chunk, step and slot. */
+static uint64_t queued_total(const struct tt_device_team *t)
+{
+    uint64_t n = t->chunks + t->steps;
+    for (int p = 0; p < t->nranks; p++) n += t->sent[p] + t->received[p];
+    return n;
+}
+
 static bool any_queued(const struct tt_device_team *t)
 {
     bool any = t->chunks > 0;
@@ -340,16 +348,22 @@ void tt_device_team_release(struct tt_device_team *t, void (*mark)(void *), void
          * A live peer's stream may write its flags lower again as its work goes on: forced
          * until this member's own streams have run out, bounded. */
         if (mark != NULL) mark(arg);
+        /* An earlier release forced to its bound, and nothing was queued since: its flags
+         * read "unknown" (a peer's release wrote them far ahead), and forcing again for as
+         * long would learn nothing more. One pass, then. */
+        uint64_t queued = queued_total(t);
+        uint64_t bound = t->released_upto == queued ? 0 : ABORT_RELEASE_NS;
         uint64_t start = now_ns();
         bool drained = false, forced = true;
         unsigned passes = 0;
-        while (!drained && now_ns() - start < ABORT_RELEASE_NS) {
+        do {
             passes++;
             forced = force_peers(t);
             if (!forced) break; /* CUDA failed (a peer's memory gone?): so do streams */
             drained = own_drained(t);
-            if (!drained) usleep(1000);
-        }
+            if (!drained && bound > 0) usleep(1000);
+        } while (!drained && now_ns() - start < bound);
+        t->released_upto = drained ? 0 : queued;
         uint32_t done = 0;
         int read = read_flag(t, t->rank, FLAG_DONE, &done);
         TT_INFO(TT_SUB_RAS, "device-direct release: rank %d, %u passes in %.1f ms, forcing %s, "

@@ -56,6 +56,8 @@ struct tt_device_team {
     bool one_gpu;       /* every member on the same physical GPU (PCI address) */
     _Atomic bool keep;  /* released with work queued: the allocation is not freed */
     pthread_mutex_t release_lock;
+    uint64_t released_upto; /* queued_total() when a release last forced to its bound, else 0;
+                               under release_lock */
     struct tt_dteam_reader *reader; /* reads flags on `poll` (direct.c read_flag) */
 };
 
