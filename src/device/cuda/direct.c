@@ -418,8 +418,10 @@ void tt_device_team_destroy(struct tt_device_team *t)
     if (free_mine) (void)tt_cu.cuMemFree(t->mine);
     if (t->poll != NULL) (void)tt_cu.cuStreamDestroy(t->poll);
     if (t->reader != NULL) {
-        /* A copy still pending may land in the word yet: then it is left to the process. */
-        if (t->reader->word != NULL && !t->reader->pending)
+        /* A copy still pending may land in the word yet: then it is left to the process. So
+         * it is after a release: freeing pinned memory may wait for the context's work, and
+         * a stream may still wait for a peer that never comes. */
+        if (t->reader->word != NULL && !t->reader->pending && !t->keep)
             (void)tt_cu.cuMemFreeHost(t->reader->word);
         pthread_mutex_destroy(&t->reader->lock);
         free(t->reader);
