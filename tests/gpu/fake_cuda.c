@@ -11,7 +11,12 @@
  *     (release) and waits (acquire, wrapping >=) on words of that memory, host functions, and
  *     "kernels", which are the host builds of the device reduction kernels' element functions
  *     (device/cuda/elementwise.h, the very functions reduce.cu compiles for the GPU);
- *   - one device, one context, the legacy stream for NULL.
+ *   - one device, one context, the legacy stream for NULL;
+ *   - the calls that wait for the whole context's work on a GPU wait here for every stream of
+ *     the process to run out (context_drain): cuMemFree and cuMemFreeHost, cuModuleLoadData,
+ *     and the first cuModuleGetFunction of each kernel, which loads its code under CUDA's lazy
+ *     loading (the default since CUDA 12.2). So a call made while a stream waits for a peer
+ *     that never comes hangs here as it does on a GPU (docs/cuda.md).
  * Every entry point Tutti looks up (device/cuda/driver.h) exists, with CUDA's prototype
  * (checked at compile time against cuda.h); most of the unused ones are trivial. */
 #include <stdbool.h>
@@ -151,13 +156,45 @@ static void *stream_main(void *arg)
     return NULL;
 }
 
+/* Every stream of the process, for context_drain. */
+#define MAX_STREAMS 256
+static struct fstream *all_streams[MAX_STREAMS];
+static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static struct fstream *stream_new(void)
 {
     struct fstream *s = calloc(1, sizeof *s);
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
     pthread_create(&s->thread, NULL, stream_main, s);
+    pthread_mutex_lock(&streams_lock);
+    for (int i = 0; i < MAX_STREAMS; i++)
+        if (all_streams[i] == NULL) {
+            all_streams[i] = s;
+            break;
+        }
+    pthread_mutex_unlock(&streams_lock);
     return s;
+}
+
+static void stream_forget(struct fstream *s)
+{
+    pthread_mutex_lock(&streams_lock);
+    for (int i = 0; i < MAX_STREAMS; i++)
+        if (all_streams[i] == s) all_streams[i] = NULL;
+    pthread_mutex_unlock(&streams_lock);
+}
+
+static void stream_drain(struct fstream *s);
+
+/* Waits until every stream of the process ran out of work, as a GPU's context-wide waits do
+ * (the registry stays locked meanwhile: a stream is not destroyed under the wait). */
+static void context_drain(void)
+{
+    pthread_mutex_lock(&streams_lock);
+    for (int i = 0; i < MAX_STREAMS; i++)
+        if (all_streams[i] != NULL) stream_drain(all_streams[i]);
+    pthread_mutex_unlock(&streams_lock);
 }
 
 static struct fstream *legacy;
@@ -348,6 +385,7 @@ static CUresult f_cuMemHostAlloc(void **p, size_t bytes, unsigned int flags)
 }
 static CUresult f_cuMemFreeHost(void *p)
 {
+    context_drain();
     struct region r;
     if (region_remove((uintptr_t)p, &r)) free(p);
     return CUDA_SUCCESS;
@@ -371,6 +409,7 @@ static CUresult f_cuMemAlloc(CUdeviceptr *d, size_t bytes)
 }
 static CUresult f_cuMemFree(CUdeviceptr d)
 {
+    context_drain();
     struct region r;
     if (!region_remove((uintptr_t)d, &r)) return CUDA_ERROR_INVALID_VALUE;
     munmap((void *)r.base, r.bytes);
@@ -467,14 +506,17 @@ static int the_module_storage;
 static CUresult f_cuModuleLoadData(CUmodule *m, const void *image)
 {
     (void)image;
+    context_drain();
     *m = (CUmodule)(void *)&the_module_storage;
     return CUDA_SUCCESS;
 }
 static CUresult f_cuModuleGetFunction(CUfunction *fn, CUmodule m, const char *name)
 {
     (void)m;
+    static _Atomic bool loaded[sizeof kernels / sizeof kernels[0]];
     for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
         if (strcmp(kernels[i].name, name) == 0) {
+            if (!atomic_exchange(&loaded[i], true)) context_drain(); /* lazy loading */
             *fn = (CUfunction)(void *)&kernels[i];
             return CUDA_SUCCESS;
         }
@@ -514,6 +556,7 @@ static CUresult f_cuStreamDestroy(CUstream h)
     if ((uintptr_t)h <= 0x2) return CUDA_ERROR_INVALID_HANDLE;
     struct fstream *s = (struct fstream *)h;
     stream_drain(s);
+    stream_forget(s);
     pthread_mutex_lock(&s->lock);
     s->stop = true;
     pthread_cond_broadcast(&s->cond);
