@@ -158,13 +158,18 @@ if [ "$phase" = win ] || [ "$phase" = all ]; then
     step env TUTTI_CUDA_DIRECT=2 "$B/tutti-run" -n 3 --timeout 200 "$B/tutti-perf" -G -R 2 \
         -b 1M -e 256M -f 16 -n 10 -w 3 -c 1
 fi
-if [ "$phase" = ring ]; then
-    # The ring (NCCL_ALGO=Ring): correctness at 2-4 ranks with a 64 KiB scratch (many chunks),
-    # then its AllReduce table beside the default one-shot/two-shot choice, 2 and 4 ranks.
+# The device ring (NCCL_ALGO=Ring): correctness at 2-4 ranks with a 64 KiB scratch (many
+# chunks).
+ring_steps() {
     for n in 2 3 4; do
         step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_DIRECT_BYTES=65536 NCCL_ALGO=Ring \
             "$B/tutti-run" -n $n --timeout 150 "$B/gpu_direct" --allreduce
     done
+}
+if [ "$phase" = ring ]; then
+    # The ring, then its AllReduce table beside the default one-shot/two-shot choice, 2 and 4
+    # ranks.
+    ring_steps
     for n in 2 4; do
         step env TUTTI_CUDA_DIRECT=2 NCCL_ALGO=Ring "$B/tutti-run" -n $n --timeout 120 \
             "$B/tutti-perf" -G -b 1M -e 256M -f 16 -n 10 -w 3 -c 1
@@ -203,10 +208,7 @@ fi
 if [ "$phase" = check ]; then
     # One short pass over what changed since the last GPU run: the ring at 2-4 ranks, the
     # default path at 2 and 4, and the 256 MiB figure.
-    for n in 2 3 4; do
-        step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_DIRECT_BYTES=65536 NCCL_ALGO=Ring \
-            "$B/tutti-run" -n $n --timeout 150 "$B/gpu_direct" --allreduce
-    done
+    ring_steps
     for n in 2 4; do
         step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_DIRECT_BYTES=65536 \
             "$B/tutti-run" -n $n --timeout 150 "$B/gpu_direct"
