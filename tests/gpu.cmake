@@ -72,7 +72,8 @@ if(TUTTI_CUDA AND TARGET tutti-run)
     list(GET cfg 0 mode)
     list(GET cfg 1 n)
     add_test(NAME gpu_direct_${mode}_${n}
-             COMMAND $<TARGET_FILE:tutti-run> -n ${n} --timeout 60 $<TARGET_FILE:gpu_direct> --${mode})
+             COMMAND $<TARGET_FILE:tutti-run> -n ${n} --timeout 60 $<TARGET_FILE:gpu_direct>
+                     --${mode})
     set_tests_properties(gpu_direct_${mode}_${n} PROPERTIES LABELS cuda TIMEOUT 90
       SKIP_RETURN_CODE 77 PROCESSORS 2
       ENVIRONMENT "TUTTI_CUDA_DIRECT=2;TUTTI_CUDA_DIRECT_BYTES=65536;TUTTI_TIMEOUT_MS=60000")

@@ -209,8 +209,10 @@ void tt_device_team_destroy(struct tt_device_team *t);
  * member's streams may wait for past it (the peers' flags, through the mappings), again until
  * this member's own flags show its streams ran out, at most 0.5 s. What the released work
  * computes is undefined, as with NCCL's aborted kernels. Destroy then leaves the allocation
- * and the windows' mappings in place (a peer may still use them). Nothing happens when this
- * member's work all ran. Any thread; concurrent calls run one after the other. */
+ * and the windows' mappings in place (a peer may still use them). When this member's work all
+ * ran, nothing is forced: it waits at most 0.5 s for the peers to finish with its scratch,
+ * and leaves it allocated if they do not. Any thread; concurrent calls run one after the
+ * other. */
 void tt_device_team_release(struct tt_device_team *t, void (*mark)(void *), void *arg);
 /* Whether work this member queued that involves `peer` may not all have run: a collective
  * (every member takes part), or a Send to or Recv from it (own flags only; any thread). */

@@ -112,6 +112,7 @@ struct fstream {
     struct cmd *head, *tail;
     bool busy, stop;
     pthread_t thread;
+    int drains; /* context_drain calls draining it now (under streams_lock) */
 };
 
 static void run_cmd(struct cmd *c)
@@ -160,6 +161,7 @@ static void *stream_main(void *arg)
 #define MAX_STREAMS 256
 static struct fstream *all_streams[MAX_STREAMS];
 static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t streams_cond = PTHREAD_COND_INITIALIZER; /* a drain ended */
 
 static struct fstream *stream_new(void)
 {
@@ -168,32 +170,47 @@ static struct fstream *stream_new(void)
     pthread_cond_init(&s->cond, NULL);
     pthread_create(&s->thread, NULL, stream_main, s);
     pthread_mutex_lock(&streams_lock);
-    for (int i = 0; i < MAX_STREAMS; i++)
-        if (all_streams[i] == NULL) {
-            all_streams[i] = s;
-            break;
-        }
+    int i = 0;
+    while (i < MAX_STREAMS && all_streams[i] != NULL) i++;
+    if (i == MAX_STREAMS) {
+        fprintf(stderr, "fake_cuda: more than %d streams\n", MAX_STREAMS);
+        abort();
+    }
+    all_streams[i] = s;
     pthread_mutex_unlock(&streams_lock);
     return s;
 }
 
+/* Takes `s` out of the registry, once no context_drain uses it any more. */
 static void stream_forget(struct fstream *s)
 {
     pthread_mutex_lock(&streams_lock);
     for (int i = 0; i < MAX_STREAMS; i++)
         if (all_streams[i] == s) all_streams[i] = NULL;
+    while (s->drains > 0) pthread_cond_wait(&streams_cond, &streams_lock);
     pthread_mutex_unlock(&streams_lock);
 }
 
 static void stream_drain(struct fstream *s);
 
-/* Waits until every stream of the process ran out of work, as a GPU's context-wide waits do
- * (the registry stays locked meanwhile: a stream is not destroyed under the wait). */
+/* Waits until every stream of the process ran out of work, as a GPU's context-wide waits do.
+ * The streams are pinned (drains) rather than the registry held, so that making and
+ * destroying other streams goes on meanwhile, as on a GPU. */
 static void context_drain(void)
 {
+    struct fstream *list[MAX_STREAMS];
+    int n = 0;
     pthread_mutex_lock(&streams_lock);
     for (int i = 0; i < MAX_STREAMS; i++)
-        if (all_streams[i] != NULL) stream_drain(all_streams[i]);
+        if (all_streams[i] != NULL) {
+            all_streams[i]->drains++;
+            list[n++] = all_streams[i];
+        }
+    pthread_mutex_unlock(&streams_lock);
+    for (int i = 0; i < n; i++) stream_drain(list[i]);
+    pthread_mutex_lock(&streams_lock);
+    for (int i = 0; i < n; i++) list[i]->drains--;
+    pthread_cond_broadcast(&streams_cond);
     pthread_mutex_unlock(&streams_lock);
 }
 

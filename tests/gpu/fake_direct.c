@@ -733,7 +733,8 @@ static int run_failure(struct ctx *x, enum fail_mode mode)
             next = ncclAllReduce(s, r, count, ncclFloat32, ncclSum, x->comm, st);
         }
         CHECK_NCCL(ncclCommGetAsyncError(x->comm, &async));
-        if (mode != FAIL_THIRD) next = ncclAllReduce(s, r, count, ncclFloat32, ncclSum, x->comm, st);
+        if (mode != FAIL_THIRD)
+            next = ncclAllReduce(s, r, count, ncclFloat32, ncclSum, x->comm, st);
         ok = ok && async == ncclRemoteError && next != ncclSuccess;
         printf("fake_direct: rank %d's stream ran out %.2f s after the work was queued, rank %d "
                "%s; ncclCommGetAsyncError: %s; the next AllReduce: %s: %s\n", x->rank, secs,

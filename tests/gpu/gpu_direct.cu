@@ -27,6 +27,7 @@
  * Without a usable GPU every rank exits 77 (skipped). */
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -575,7 +576,7 @@ static void *abort_later(void *)
 
 enum fail_mode { FAIL_ABORT, FAIL_DEAD, FAIL_THIRD };
 
-static const char *stage = "started";
+static std::atomic<const char *> stage{"started"}; /* read by the sentinel's thread */
 
 /* A failure test that has not ended after 8 s shows where each of its threads waits (its
  * name, the function of the operating system's kernel it sleeps in, its system call) and
@@ -584,7 +585,7 @@ static void *sentinel(void *)
 {
     sleep(8);
     fprintf(stderr, "gpu_direct: rank %d still running after 8 s (last: %s); its threads:\n",
-            g_rank, stage);
+            g_rank, stage.load());
     char cmd[160];
     snprintf(cmd, sizeof cmd, "cd /proc/%d/task && for t in *; do echo \"  $t $(cat $t/comm) "
              "$(cat $t/wchan) syscall $(cut -d' ' -f1 $t/syscall)\"; done >&2", (int)getpid());
@@ -601,8 +602,8 @@ static double since(const struct timespec *t0)
     return (double)(t.tv_sec - t0->tv_sec) + 1e-9 * (double)(t.tv_nsec - t0->tv_nsec);
 }
 #define STAGE(what)                                                                                \
-    (stage = (what), fprintf(stderr, "gpu_direct: rank %d at %.3f s: %s\n", g_rank, since(&g_t0),\
-                             stage))
+    (stage = (what), fprintf(stderr, "gpu_direct: rank %d at %.3f s: %s\n", g_rank,              \
+                             since(&g_t0), stage.load()))
 
 static int run_failure(struct ctx *x, enum fail_mode mode)
 {

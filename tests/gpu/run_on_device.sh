@@ -51,7 +51,11 @@ while [ $# -gt 0 ]; do
     case $1 in
         --pack | --build | --no-build) mode=$1 ;;
         --phase) phase=${2:-all}; shift ;;
-        *) echo "usage: $0 [--pack|--build|--no-build] [--phase a|b|win|all|mps|winmps|rooted|ring|fail|failx|check]" >&2; exit 2 ;;
+        *)
+            echo "usage: $0 [--pack|--build|--no-build]" \
+                "[--phase a|b|win|all|mps|winmps|rooted|ring|fail|failx|check]" >&2
+            exit 2
+            ;;
     esac
     shift
 done

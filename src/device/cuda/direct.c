@@ -348,9 +348,10 @@ void tt_device_team_release(struct tt_device_team *t, void (*mark)(void *), void
          * A live peer's stream may write its flags lower again as its work goes on: forced
          * until this member's own streams have run out, bounded. */
         if (mark != NULL) mark(arg);
-        /* An earlier release forced to its bound, and nothing was queued since: its flags
-         * read "unknown" (a peer's release wrote them far ahead), and forcing again for as
-         * long would learn nothing more. One pass, then. */
+        /* An earlier release forced to its bound (or CUDA failed under it), and nothing was
+         * queued since: forcing again for as long would most likely learn nothing more (the
+         * usual cause is that a peer's release wrote this member's flags far ahead, which
+         * then read "unknown"). One pass, then; the allocation is kept already. */
         uint64_t queued = queued_total(t);
         uint64_t bound = t->released_upto == queued ? 0 : ABORT_RELEASE_NS;
         uint64_t start = now_ns();
@@ -372,7 +373,8 @@ void tt_device_team_release(struct tt_device_team *t, void (*mark)(void *), void
                 drained ? "ran out" : "still waiting",
                 read == READ_OK ? "reads" : read == READ_UNKNOWN ? "unknown, last" : "failed,",
                 done, (unsigned long long)t->chunks);
-        if (!atomic_exchange(&t->keep, true))
+        atomic_store(&t->keep, true);
+        if (!atomic_exchange(&t->warned, true))
             TT_WARN("device-direct path: released with work queued (its streams %s; results "
                     "undefined); this rank's device scratch is left allocated, a peer may still "
                     "read it", drained ? "ran out" : "may not all have ended");
@@ -384,9 +386,13 @@ void tt_device_team_release(struct tt_device_team *t, void (*mark)(void *), void
         bool done;
         while (!(done = tt_dteam_all_done(t)) && now_ns() - start < ABORT_RELEASE_NS)
             usleep(1000);
-        if (!done) atomic_store(&t->keep, true);
+        if (!done) {
+            atomic_store(&t->keep, true);
+            TT_WARN("device-direct path: released; a peer may still read this rank's device "
+                    "scratch (or never came): it is left allocated");
+        }
         TT_INFO(TT_SUB_RAS, "device-direct release: rank %d, own streams ran out already; the "
-                "peers' %s", t->rank, done ? "too" : "may not have: the scratch is left allocated");
+                "peers' %s", t->rank, done ? "too" : "may not have");
     }
     tt_dteam_leave(t, cur);
     pthread_mutex_unlock(&t->release_lock);
@@ -397,6 +403,7 @@ void tt_device_team_destroy(struct tt_device_team *t)
     if (t == NULL) return;
     CUcontext cur = tt_dteam_enter(t);
     bool free_mine = t->mine != 0 && !t->keep;
+    bool ended = !t->keep; /* no stream of this member may still wait for ever */
     if (t->nranks > 0 && any_queued(t) && !t->keep) {
         /* Not cuCtxSynchronize: a stream whose wait never ends (a peer died, or was aborted)
          * would hold destroy forever. Bounded; on time-out the scratch is left allocated. */
@@ -407,6 +414,7 @@ void tt_device_team_destroy(struct tt_device_team *t)
                         "(a peer failed?); this rank's device scratch is left allocated",
                         (unsigned long long)(DESTROY_WAIT_NS / 1000000000ull));
                 free_mine = false;
+                ended = false;
                 break;
             }
             usleep(100);
@@ -419,9 +427,9 @@ void tt_device_team_destroy(struct tt_device_team *t)
     if (t->poll != NULL) (void)tt_cu.cuStreamDestroy(t->poll);
     if (t->reader != NULL) {
         /* A copy still pending may land in the word yet: then it is left to the process. So
-         * it is after a release: freeing pinned memory may wait for the context's work, and
-         * a stream may still wait for a peer that never comes. */
-        if (t->reader->word != NULL && !t->reader->pending && !t->keep)
+         * it is after a release or a time-out above: freeing pinned memory may wait for the
+         * context's work, and a stream may still wait for a peer that never comes. */
+        if (t->reader->word != NULL && !t->reader->pending && ended)
             (void)tt_cu.cuMemFreeHost(t->reader->word);
         pthread_mutex_destroy(&t->reader->lock);
         free(t->reader);
@@ -522,7 +530,7 @@ ncclResult_t tt_device_team_allreduce(struct tt_device_team *t, cudaStream_t str
     if (t->nranks < 2)
         return TT_ERROR(ncclInternalError, "device-direct AllReduce on a team not attached");
     CUstream s = (CUstream)stream;
-    TT_TRY(tt_cuda_ensure_context(recv, s));
+    TT_TRY(tt_dteam_context(recv, s));
     bool oneshot = count * elt <= oneshot_bytes;
     size_t per_chunk = t->bytes / elt;
     for (size_t off = 0; off < count; off += per_chunk) {
@@ -649,7 +657,15 @@ ncclResult_t tt_dteam_check(const struct tt_device_team *t, size_t elt, ncclData
                         (int)dtype);
     if (t->nranks < 2)
         return TT_ERROR(ncclInternalError, "device-direct path on a team not attached");
-    return tt_cuda_ensure_context(recv, s);
+    return tt_dteam_context(recv, s);
+}
+
+ncclResult_t tt_dteam_context(void *recv, CUstream s)
+{
+    TT_TRY(tt_cuda_ensure_context(recv, s));
+    /* The kernels of the context the work is queued in, before the first wait for a peer
+     * (module.c); once loaded, a lookup. */
+    return tt_device_kernels_load();
 }
 
 ncclResult_t tt_device_team_reduce_scatter(struct tt_device_team *t, cudaStream_t stream,

@@ -54,7 +54,9 @@ struct tt_device_team {
     _Atomic uint64_t sent[TT_DEVICE_TEAM_MAX];     /* point-to-point chunks queued to each member */
     _Atomic uint64_t received[TT_DEVICE_TEAM_MAX]; /* and from each member */
     bool one_gpu;       /* every member on the same physical GPU (PCI address) */
-    _Atomic bool keep;  /* released with work queued: the allocation is not freed */
+    _Atomic bool keep;  /* released, with work queued or peers not done with it: the
+                           allocation is not freed */
+    _Atomic bool warned; /* the release's warning was logged */
     pthread_mutex_t release_lock;
     uint64_t released_upto; /* queued_total() when a release last forced to its bound, else 0;
                                under release_lock */
@@ -72,6 +74,9 @@ CUdeviceptr tt_dteam_flag_at(const struct tt_device_team *t, int member, int whi
  * member took every point-to-point chunk this one put in its slots (ACK): then no queued work
  * touches this member's memory any more. Reads the flags on the team's own stream. */
 bool tt_dteam_all_done(const struct tt_device_team *t);
+/* Makes the context of the work current (tt_cuda_ensure_context: that of `recv`, else of
+ * `s`) and loads the kernels into it if not done yet: before anything waits for a peer. */
+ncclResult_t tt_dteam_context(void *recv, CUstream s);
 /* Queues the write of this member's flag `which` = seq (fenced after the stream's writes). */
 ncclResult_t tt_dteam_post(const struct tt_device_team *t, CUstream s, int which, uint32_t seq);
 /* Queues a wait until every peer's flag `which` reached seq. */

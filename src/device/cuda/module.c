@@ -47,14 +47,14 @@ static struct {
 static int nloaded;
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Looks kernel [dtype][red] up in loaded[i] (load_lock held); the driver loads its code now. */
-static CUresult get_function(int i, int dtype, int red, bool sym)
+/* Looks kernel [dtype][red] up in loaded[i] (load_lock held); the driver loads its code now.
+ * Its name goes to `name` (64 bytes). */
+static CUresult get_function(int i, int dtype, int red, bool sym, char *name)
 {
     CUfunction *fn = sym ? &loaded[i].sym[dtype][red] : &loaded[i].fn[dtype][red];
-    if (*fn != NULL) return CUDA_SUCCESS;
-    char name[64];
-    snprintf(name, sizeof name, "tt_cuda_%s%s_%s", sym ? "sym_" : "", dtype_stems[dtype],
+    snprintf(name, 64, "tt_cuda_%s%s_%s", sym ? "sym_" : "", dtype_stems[dtype],
              red_names[red]);
+    if (*fn != NULL) return CUDA_SUCCESS;
     return tt_cu.cuModuleGetFunction(fn, loaded[i].module, name);
 }
 
@@ -79,11 +79,12 @@ static ncclResult_t module_for(CUcontext ctx, int *out)
     TT_TRY(TT_CU(tt_cu.cuModuleLoadData(&loaded[i].module, tt_cuda_reduce_fatbin)));
     loaded[i].ctx = ctx;
     nloaded++;
+    char name[64];
     for (int t = 0; t < ncclNumTypes; t++)
         for (int red = 0; red < TT_DEVICE_RED_COUNT; red++) {
             /* A missing kernel fails later, where it is asked for, with its name. */
-            (void)get_function(i, t, red, false);
-            if (red <= TT_DEVICE_RED_SUMDIV) (void)get_function(i, t, red, true);
+            (void)get_function(i, t, red, false, name);
+            if (red <= TT_DEVICE_RED_SUMDIV) (void)get_function(i, t, red, true, name);
         }
     *out = i;
     return ncclSuccess;
@@ -108,7 +109,12 @@ static ncclResult_t kernel_for(ncclDataType_t dtype, enum tt_device_red red, boo
     pthread_mutex_lock(&load_lock);
     int i;
     ncclResult_t res = module_for(ctx, &i);
-    if (res == ncclSuccess) res = TT_CU(get_function(i, dtype, red, sym));
+    char name[64], call[96];
+    if (res == ncclSuccess) {
+        CUresult r = get_function(i, dtype, red, sym, name);
+        snprintf(call, sizeof call, "cuModuleGetFunction(%s)", name);
+        res = tt_cuda_error_at(r, call, __FILE__, __LINE__);
+    }
     if (res == ncclSuccess) *out = sym ? loaded[i].sym[dtype][red] : loaded[i].fn[dtype][red];
     pthread_mutex_unlock(&load_lock);
     return res;
