@@ -68,7 +68,7 @@ if(TUTTI_CUDA AND TARGET tutti-run)
                        SKIP_RETURN_CODE 77 PROCESSORS 2)
   # Streams waiting for a failed peer run out, with real CUDA (fake_direct's failure tests
   # over the stand-in driver check the same without a GPU).
-  foreach(cfg "abort;2" "dead;3" "third;3")
+  foreach(cfg "abort;2" "dead;3" "third;3" "destroy;3")
     list(GET cfg 0 mode)
     list(GET cfg 1 n)
     add_test(NAME gpu_direct_${mode}_${n}
@@ -125,7 +125,7 @@ if(TUTTI_CUDA AND TARGET tutti-run)
   # Streams waiting for a failed peer are released: by ncclCommAbort from another thread
   # (abort), by the device watchdog when the peer's process ends (dead), and a rank released by
   # a peer's abort learns that its result is void (third). fake_direct's run_failure.
-  foreach(cfg "abort;2" "dead;3" "third;3")
+  foreach(cfg "abort;2" "dead;3" "third;3" "destroy;3")
     list(GET cfg 0 mode)
     list(GET cfg 1 n)
     add_test(NAME cuda_direct_fake_${mode}_${n}

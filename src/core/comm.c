@@ -445,6 +445,7 @@ size_t tt_comm_pick(bool (*want)(struct ncclComm *comm), struct ncclComm **out, 
 ncclResult_t tt_comm_destroy(ncclComm_t comm)
 {
     TT_INFO(TT_SUB_INIT, "comm %p rank %d destroyed", (void *)comm, comm->st.rank);
+    tt_watch_settle_for_destroy(comm); /* still in the watchdog's sight */
     registry_remove(comm);
     comm_release(comm);
     return ncclSuccess;

@@ -21,8 +21,10 @@
 #include "transport/team.h"
 #include "util/err.h"
 #include "util/log.h"
+#include "util/time.h"
 
 #define WATCH_PERIOD_NS 100000000L
+#define SETTLE_WAIT_NS 10000000000ull
 #define WATCH_BATCH 16
 
 /* Before a release forces flags (which lets the peers' streams past them too), the peers must
@@ -56,6 +58,18 @@ void tt_watch_release_for_abort(struct ncclComm *comm)
          i++)
         usleep(50000);
     release_device(comm);
+}
+
+void tt_watch_settle_for_destroy(struct ncclComm *comm)
+{
+    if (!atomic_load_explicit(&comm->dev_watched, memory_order_acquire) ||
+        !tt_device_team_used(comm->dev_team))
+        return;
+    uint64_t deadline = tt_time_ns() + SETTLE_WAIT_NS;
+    while (!atomic_load(&comm->dev_released) &&
+           tt_device_team_state(comm->dev_team) == TT_DEVICE_TEAM_WAITING &&
+           tt_time_ns() < deadline)
+        usleep(10000);
 }
 
 /* A peer of `c` whose communicator failed (its mark in the local team; no process check, no

@@ -18,6 +18,11 @@ void tt_watch_device(struct ncclComm *comm);
  * meanwhile). A stream that is merely slow gets 0.2 s first, so that an abort at a healthy
  * shutdown fails nobody. */
 void tt_watch_release_for_abort(struct ncclComm *comm);
+/* ncclCommDestroy's wait, before the communicator leaves the watchdog's sight: while this
+ * rank's own device work still waits (at most 10 s), so that a peer that died under it is
+ * seen and the streams are released, instead of destroy returning with them waiting for
+ * ever. Destroy does not release otherwise: a live peer that is merely late still comes. */
+void tt_watch_settle_for_destroy(struct ncclComm *comm);
 /* ncclCommGetAsyncError's look, with no process check and no CUDA call: when a peer's team
  * mark says it failed (it may have released flags under this rank's device work), fails the
  * communicator naming it and returns true. */

@@ -14,8 +14,9 @@
  * fails unless every rank mapped every other's scratch). With --mixed the odd ranks are CPU
  * ranks (host buffers, stream NULL): the path is off and everything is staged; run it with
  * TUTTI_CUDA_DIRECT=1. --allreduce runs the AllReduce cases alone (the ring, under
- * NCCL_ALGO=Ring). --windows runs them on symmetric windows. --abort, --dead and --third
- * check that streams waiting for a failed peer are released (run_failure). Each rank opens the stand-in first, as
+ * NCCL_ALGO=Ring). --windows runs them on symmetric windows. --abort, --dead, --third and
+ * --destroy check that streams waiting for a failed peer are released (run_failure). Each
+ * rank opens the stand-in first, as
  * a CUDA program has its driver loaded, and makes its context current before the communicator. */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -672,7 +673,10 @@ static void run_windows(struct ctx *x)
  * lets rank 1's stream run out too, so rank 1 must learn that its result is not valid.
  * In --dead and --third every survivor that did not abort must then see ncclRemoteError from
  * ncclCommGetAsyncError, and its next device-direct operation must be refused. Without the
- * release the streams wait forever and tutti-run's timeout fails the test. */
+ * release the streams wait forever and tutti-run's timeout fails the test.
+ * --destroy, n ranks: the last rank exits; the survivors call ncclCommDestroy at once, before
+ * the watchdog could look: destroy must leave the watchdog time to release the streams, so
+ * that destroy and the stream's end take seconds, not 10 s and then for ever. */
 static ncclComm_t abort_comm;
 static ncclResult_t abort_rc = ncclInternalError;
 static void *abort_later(void *arg)
@@ -683,22 +687,25 @@ static void *abort_later(void *arg)
     return NULL;
 }
 
-enum fail_mode { FAIL_ABORT, FAIL_DEAD, FAIL_THIRD };
+enum fail_mode { FAIL_ABORT, FAIL_DEAD, FAIL_THIRD, FAIL_DESTROY };
 
 static int run_failure(struct ctx *x, enum fail_mode mode)
 {
-    int idle = mode == FAIL_DEAD ? x->nranks - 1 : mode == FAIL_THIRD ? 2 : 1;
+    int idle = mode == FAIL_DEAD || mode == FAIL_DESTROY ? x->nranks - 1
+               : mode == FAIL_THIRD                       ? 2
+                                                          : 1;
     if ((mode == FAIL_ABORT && x->nranks != 2) || (mode == FAIL_THIRD && x->nranks != 3)) {
         fprintf(stderr, "fake_direct: --abort runs with 2 ranks, --third with 3\n");
         return 1;
     }
     if (x->rank == idle) {
-        if (mode == FAIL_DEAD) _exit(0); /* no destroy, no goodbye: the process is gone */
+        if (mode == FAIL_DEAD || mode == FAIL_DESTROY)
+            _exit(0); /* no destroy, no goodbye: the process is gone */
         sleep(3);
         CHECK_NCCL(ncclCommAbort(x->comm));
         return 0;
     }
-    bool aborts = x->rank == 0 && mode != FAIL_DEAD;
+    bool aborts = x->rank == 0 && (mode == FAIL_ABORT || mode == FAIL_THIRD);
     size_t count = 70001, bytes = count * 4;
     float *s = dev_malloc(bytes), *r = dev_malloc(bytes);
     if (s == NULL || r == NULL) exit(1);
@@ -712,6 +719,21 @@ static int run_failure(struct ctx *x, enum fail_mode mode)
     abort_comm = x->comm;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (mode == FAIL_DESTROY) {
+        /* ncclCommDestroy at once, before the watchdog could have looked: it must let the
+         * watchdog see the dead peer and release the stream, not return with it waiting. */
+        ncclResult_t rc = ncclCommDestroy(x->comm);
+        stream_sync(x->stream);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        bool ok = secs < 8.0;
+        printf("fake_direct: rank %d: ncclCommDestroy (%s) and the stream's end %.2f s after "
+               "the work was queued, rank %d dead: %s\n", x->rank, ncclGetErrorString(rc), secs,
+               idle, ok ? "passed" : "FAILED");
+        dev_free(s);
+        dev_free(r);
+        return ok ? 0 : 1;
+    }
     pthread_t th;
     if (aborts && pthread_create(&th, NULL, abort_later, NULL) != 0) exit(1);
     stream_sync(x->stream);
@@ -767,6 +789,7 @@ int main(int argc, char **argv)
                     : strcmp(argv[1], "--abort") == 0 ? FAIL_ABORT
                     : strcmp(argv[1], "--dead") == 0  ? FAIL_DEAD
                     : strcmp(argv[1], "--third") == 0 ? FAIL_THIRD
+                    : strcmp(argv[1], "--destroy") == 0 ? FAIL_DESTROY
                                                       : -1;
     bool full = !windows && !allreduce_only;
     const char *lib = getenv("TUTTI_CUDA_LIBRARY");

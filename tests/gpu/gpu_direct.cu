@@ -20,7 +20,7 @@
  *   - a host-buffer AllReduce on the same communicator (the host engine, untouched);
  *   - with --windows, AllReduce, ReduceScatter and AllGather on symmetric windows instead, in
  *     memory from ncclMemAlloc, which must be device memory (run_windows);
- *   - with --abort, --dead or --third, that streams waiting for a failed peer run out
+ *   - with --abort, --dead, --third or --destroy, that streams waiting for a failed peer run out
  *     (run_failure).
  * The ctest variants force one-shot (TUTTI_CUDA_ONESHOT_BYTES large), two-shot (0), and small
  * scratch (TUTTI_CUDA_DIRECT_BYTES=65536: a 2 MiB operation goes through it in 32 chunks).
@@ -561,6 +561,8 @@ static void run_windows(struct ctx *x)
  * the communicator and release their streams by itself.
  * --third, 3 ranks: rank 2 takes no part, rank 0 aborts, rank 1 never does: rank 0's release
  * frees rank 1's stream, and rank 1 must learn that its result is not valid.
+ * --destroy, n ranks: the last rank exits; the others call ncclCommDestroy at once, which must
+ * let the watchdog release their streams rather than return with them waiting.
  * Survivors that did not abort must see ncclRemoteError and have the next operation refused. */
 static ncclComm_t abort_comm;
 static ncclResult_t abort_rc = ncclInternalError;
@@ -574,7 +576,7 @@ static void *abort_later(void *)
     return NULL;
 }
 
-enum fail_mode { FAIL_ABORT, FAIL_DEAD, FAIL_THIRD };
+enum fail_mode { FAIL_ABORT, FAIL_DEAD, FAIL_THIRD, FAIL_DESTROY };
 
 static std::atomic<const char *> stage{"started"}; /* read by the sentinel's thread */
 
@@ -607,7 +609,9 @@ static double since(const struct timespec *t0)
 
 static int run_failure(struct ctx *x, enum fail_mode mode)
 {
-    int idle = mode == FAIL_DEAD ? x->nranks - 1 : mode == FAIL_THIRD ? 2 : 1;
+    int idle = mode == FAIL_DEAD || mode == FAIL_DESTROY ? x->nranks - 1
+               : mode == FAIL_THIRD                       ? 2
+                                                          : 1;
     if ((mode == FAIL_ABORT && x->nranks != 2) || (mode == FAIL_THIRD && x->nranks != 3)) {
         fprintf(stderr, "gpu_direct: --abort runs with 2 ranks, --third with 3\n");
         return 1;
@@ -616,14 +620,15 @@ static int run_failure(struct ctx *x, enum fail_mode mode)
     pthread_t watch;
     if (pthread_create(&watch, NULL, sentinel, NULL) != 0) exit(1);
     if (x->rank == idle) {
-        if (mode == FAIL_DEAD) _exit(0); /* no destroy, no goodbye: the process is gone */
+        if (mode == FAIL_DEAD || mode == FAIL_DESTROY)
+            _exit(0); /* no destroy, no goodbye: the process is gone */
         sleep(3);
         STAGE("the idle rank aborts");
         CHECK_NCCL(ncclCommAbort(x->comm));
         STAGE("the idle rank aborted");
         return 0;
     }
-    bool aborts = x->rank == 0 && mode != FAIL_DEAD;
+    bool aborts = x->rank == 0 && (mode == FAIL_ABORT || mode == FAIL_THIRD);
     size_t count = 70001, bytes = count * 4;
     float *s, *r;
     CHECK_CUDA(cudaMalloc(&s, bytes));
@@ -635,6 +640,23 @@ static int run_failure(struct ctx *x, enum fail_mode mode)
         CHECK_NCCL(ncclRecv(r, count, ncclFloat32, 1, x->comm, x->stream));
     }
     abort_comm = x->comm;
+    if (mode == FAIL_DESTROY) {
+        /* ncclCommDestroy at once, before the watchdog could have looked: it must let the
+         * watchdog see the dead peer and release the stream, not return with it waiting. */
+        STAGE("queued; destroying");
+        ncclResult_t rc = ncclCommDestroy(x->comm);
+        STAGE("destroyed; synchronizing the stream");
+        cudaError_t sync = cudaStreamSynchronize(x->stream);
+        double secs = since(&g_t0);
+        bool ok = secs < 8.0 && sync == cudaSuccess;
+        printf("gpu_direct: rank %d: ncclCommDestroy (%s) and the stream's end (%s) %.3f s "
+               "after the work was queued, rank %d dead: %s\n", x->rank,
+               ncclGetErrorString(rc), cudaGetErrorString(sync), secs, idle,
+               ok ? "passed" : "FAILED");
+        cudaFree(s);
+        cudaFree(r);
+        return ok ? 0 : 1;
+    }
     STAGE("queued; synchronizing the stream");
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -698,6 +720,7 @@ int main(int argc, char **argv)
                     : strcmp(argv[1], "--abort") == 0 ? FAIL_ABORT
                     : strcmp(argv[1], "--dead") == 0  ? FAIL_DEAD
                     : strcmp(argv[1], "--third") == 0 ? FAIL_THIRD
+                    : strcmp(argv[1], "--destroy") == 0 ? FAIL_DESTROY
                                                       : -1;
     bool windows = argc > 1 && strcmp(argv[1], "--windows") == 0;
     /* --allreduce: the AllReduce cases and bursts alone (the ring, under NCCL_ALGO=Ring). */

@@ -21,7 +21,7 @@
 #               and its tutti-perf -G table at 2 and 4 ranks (part of all through phase a's
 #               3-rank run; the tables only here; about 1 minute)
 #   --phase fail    streams waiting for a failed peer run out: gpu_direct --abort (2 ranks), --dead
-#               (3 and 2), --third (3); under a minute
+#               (3 and 2), --third (3), --destroy (3); under a minute
 #   --phase failx   fail under CUDA MPS, then with CUDA_DEVICE_MAX_CONNECTIONS=1 (1-2 minutes)
 #   --phase check   fail, then the ring at 2-4 ranks, gpu_direct at 2 and 4, abi_gpu and the
 #               AllReduce tables (default and ring) at 2 ranks: a short pass after changes (3-4 min)
@@ -184,7 +184,7 @@ fi
 # Streams waiting on the GPU for a failed peer run out: an abort from another thread, a peer's
 # process that ends, a peer's abort releasing a third rank (docs/cuda.md).
 fail_steps() {
-    for cfg in abort:2 dead:3 third:3 dead:2; do
+    for cfg in abort:2 dead:3 third:3 dead:2 destroy:3; do
         step env TUTTI_CUDA_DIRECT=2 TUTTI_CUDA_DIRECT_BYTES=65536 TUTTI_TIMEOUT_MS=60000 "$@" \
             "$B/tutti-run" -n "${cfg#*:}" --timeout "${FAIL_TIMEOUT:-30}" "$B/gpu_direct" \
             "--${cfg%:*}"
