@@ -687,20 +687,12 @@ static void *abort_later(void *arg)
     return NULL;
 }
 
-enum fail_mode { FAIL_ABORT, FAIL_DEAD, FAIL_THIRD, FAIL_DESTROY };
-
-static int run_failure(struct ctx *x, enum fail_mode mode)
+static int run_failure(struct ctx *x, int mode)
 {
-    int idle = mode == FAIL_DEAD || mode == FAIL_DESTROY ? x->nranks - 1
-               : mode == FAIL_THIRD                       ? 2
-                                                          : 1;
-    if ((mode == FAIL_ABORT && x->nranks != 2) || (mode == FAIL_THIRD && x->nranks != 3)) {
-        fprintf(stderr, "fake_direct: --abort runs with 2 ranks, --third with 3\n");
-        return 1;
-    }
+    int idle = fail_idle_rank(mode, x->nranks, "fake_direct");
+    if (idle < 0) return 1;
     if (x->rank == idle) {
-        if (mode == FAIL_DEAD || mode == FAIL_DESTROY)
-            _exit(0); /* no destroy, no goodbye: the process is gone */
+        if (fail_exits(mode)) _exit(0); /* no destroy, no goodbye: the process is gone */
         sleep(3);
         CHECK_NCCL(ncclCommAbort(x->comm));
         return 0;
@@ -785,12 +777,7 @@ int main(int argc, char **argv)
     bool windows = argc > 1 && strcmp(argv[1], "--windows") == 0;
     /* --allreduce: the AllReduce cases alone (run under NCCL_ALGO=Ring for the ring). */
     bool allreduce_only = argc > 1 && strcmp(argv[1], "--allreduce") == 0;
-    int fail_mode = argc < 2                          ? -1
-                    : strcmp(argv[1], "--abort") == 0 ? FAIL_ABORT
-                    : strcmp(argv[1], "--dead") == 0  ? FAIL_DEAD
-                    : strcmp(argv[1], "--third") == 0 ? FAIL_THIRD
-                    : strcmp(argv[1], "--destroy") == 0 ? FAIL_DESTROY
-                                                      : -1;
+    int fail_mode = fail_mode_of(argc, argv);
     bool full = !windows && !allreduce_only;
     const char *lib = getenv("TUTTI_CUDA_LIBRARY");
     void *h = lib != NULL ? dlopen(lib, RTLD_NOW | RTLD_GLOBAL) : NULL;
@@ -867,7 +854,7 @@ int main(int argc, char **argv)
         x.stream = NULL;
     }
 
-    if (fail_mode >= 0) return run_failure(&x, (enum fail_mode)fail_mode);
+    if (fail_mode != FAIL_NONE) return run_failure(&x, fail_mode);
     if (windows) run_windows(&x);
     static const size_t counts[] = {1, 7, 1031, 70001};
     for (int t = 0; t < TH_NUM_DTYPES && !windows; t++)

@@ -576,8 +576,6 @@ static void *abort_later(void *)
     return NULL;
 }
 
-enum fail_mode { FAIL_ABORT, FAIL_DEAD, FAIL_THIRD, FAIL_DESTROY };
-
 static std::atomic<const char *> stage{"started"}; /* read by the sentinel's thread */
 
 /* A failure test that has not ended after 8 s shows where each of its threads waits (its
@@ -607,21 +605,15 @@ static double since(const struct timespec *t0)
     (stage = (what), fprintf(stderr, "gpu_direct: rank %d at %.3f s: %s\n", g_rank,              \
                              since(&g_t0), stage.load()))
 
-static int run_failure(struct ctx *x, enum fail_mode mode)
+static int run_failure(struct ctx *x, int mode)
 {
-    int idle = mode == FAIL_DEAD || mode == FAIL_DESTROY ? x->nranks - 1
-               : mode == FAIL_THIRD                       ? 2
-                                                          : 1;
-    if ((mode == FAIL_ABORT && x->nranks != 2) || (mode == FAIL_THIRD && x->nranks != 3)) {
-        fprintf(stderr, "gpu_direct: --abort runs with 2 ranks, --third with 3\n");
-        return 1;
-    }
+    int idle = fail_idle_rank(mode, x->nranks, "gpu_direct");
+    if (idle < 0) return 1;
     clock_gettime(CLOCK_MONOTONIC, &g_t0);
     pthread_t watch;
     if (pthread_create(&watch, NULL, sentinel, NULL) != 0) exit(1);
     if (x->rank == idle) {
-        if (mode == FAIL_DEAD || mode == FAIL_DESTROY)
-            _exit(0); /* no destroy, no goodbye: the process is gone */
+        if (fail_exits(mode)) _exit(0); /* no destroy, no goodbye: the process is gone */
         sleep(3);
         STAGE("the idle rank aborts");
         CHECK_NCCL(ncclCommAbort(x->comm));
@@ -716,12 +708,7 @@ static int run_failure(struct ctx *x, enum fail_mode mode)
 
 int main(int argc, char **argv)
 {
-    int fail_mode = argc < 2                          ? -1
-                    : strcmp(argv[1], "--abort") == 0 ? FAIL_ABORT
-                    : strcmp(argv[1], "--dead") == 0  ? FAIL_DEAD
-                    : strcmp(argv[1], "--third") == 0 ? FAIL_THIRD
-                    : strcmp(argv[1], "--destroy") == 0 ? FAIL_DESTROY
-                                                      : -1;
+    int fail_mode = fail_mode_of(argc, argv);
     bool windows = argc > 1 && strcmp(argv[1], "--windows") == 0;
     /* --allreduce: the AllReduce cases and bursts alone (the ring, under NCCL_ALGO=Ring). */
     bool allreduce_only = argc > 1 && strcmp(argv[1], "--allreduce") == 0;
@@ -752,7 +739,7 @@ int main(int argc, char **argv)
     CHECK_CUDA(cudaStreamCreateWithFlags(&x.stream, cudaStreamNonBlocking));
     CHECK_CUDA(cudaMalloc(&x.d_count, sizeof *x.d_count));
 
-    if (fail_mode >= 0) return run_failure(&x, (enum fail_mode)fail_mode);
+    if (fail_mode != FAIL_NONE) return run_failure(&x, fail_mode);
     if (windows) run_windows(&x);
     static const size_t counts[] = {1, 7, 1031, 262147};
     for (int t = 0; t < TH_NUM_DTYPES && !windows; t++)
