@@ -70,6 +70,8 @@ CUcontext tt_dteam_enter(const struct tt_device_team *t);
 void tt_dteam_leave(const struct tt_device_team *t, CUcontext cur);
 /* The address, in this process, of member `member`'s flag `which`. */
 CUdeviceptr tt_dteam_flag_at(const struct tt_device_team *t, int member, int which);
+/* Whether anything was queued on the team: a chunk, a ring step, a Send/Recv slot. */
+bool tt_dteam_any_queued(const struct tt_device_team *t);
 /* Whether every member's DONE, this one's included, reached the last chunk queued, and every
  * member took every point-to-point chunk this one put in its slots (ACK): then no queued work
  * touches this member's memory any more. Reads the flags on the team's own stream. */

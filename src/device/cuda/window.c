@@ -2,7 +2,6 @@
  * the team's flags (device/cuda/direct.h). */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "device/device.h"
@@ -13,6 +12,7 @@
 #include "util/err.h"
 #include "util/log.h"
 #include "util/param.h"
+#include "util/time.h"
 
 /* ---- Symmetric windows ---------------------------------------------------------------------
  * A window registered on device memory with NCCL_WIN_COLL_SYMMETRIC is exported by every member
@@ -93,13 +93,9 @@ void tt_device_window_close(struct tt_device_team *t, struct tt_device_window *w
 
 static void window_close_in_context(struct tt_device_team *t, struct tt_device_window *w)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t start = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    uint64_t start = tt_time_ns();
     while (t->chunks > 0 && !t->keep && !tt_dteam_all_done(t)) {
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        if ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - start >
-            DESTROY_WAIT_NS) {
+        if (tt_time_ns() - start > DESTROY_WAIT_NS) {
             TT_WARN("symmetric device window: the operations queued did not all end within "
                     "%llu s (a peer failed?); its peers' mappings are left open",
                     (unsigned long long)(DESTROY_WAIT_NS / 1000000000ull));
