@@ -24,6 +24,7 @@
 
 #include "transport/tcp.h"
 #include "transport/transport.h"
+#include "util/err.h"
 #include "util/param.h"
 #include "util/time.h"
 #include "util/wait.h"
@@ -774,6 +775,76 @@ static bool run_hostile(const struct tt_transport *t, int rank, int ctl, uint64_
     return ok;
 }
 
+/* Strangers' complete hellos, more than the listener keeps pending (TCP_MAX_PENDING, 1024),
+ * between the job's own sockets: rank 1 connects tag 1's real socket first, then 1100 sockets
+ * that each send a well-formed hello (the magic, rank 1 to rank 0, tag 0) with a nonce of no
+ * connection, then tag 0's real socket. Rank 0 connects tag 0 first, so tag 1's socket waits
+ * in the pending list meanwhile, oldest of all: it must survive the flood (once a listener kept
+ * every complete hello and, full, closed the oldest; tag 1 then never connected). */
+static bool run_flood(const struct tt_transport *t, int rank, int ctl, uint64_t hash,
+                      pid_t peer_pid)
+{
+    (void)peer_pid;
+    enum { SLOT = 1000, STRANGERS = 1100, CONNECT_MS = 10000 };
+    static const char good[2][8] = {"flood-0", "flood-1"};
+    if (rank == 1) {
+        uint8_t info[2][TT_CONN_INFO_BYTES], buf[64], hello[40];
+        if (!ctl_read(ctl, info, sizeof info, STEP_TIMEOUT_MS)) return false;
+        int real[2] = {-1, -1};
+        bool ok = true;
+        for (int k = 0; k < 2 + STRANGERS && ok; k++) {
+            int tag = k == 0 ? 1 : 0;
+            uint64_t nonce;
+            memcpy(&nonce, info[k == 0 ? 1 : 0] + 8, 8);
+            nonce = le64toh(nonce);
+            if (k > 0 && k <= STRANGERS) nonce ^= (uint64_t)k * 0x9e3779b97f4a7c15ull;
+            int fd = raw_connect(info[0]);
+            make_hello(hello, nonce, SLOT, tag);
+            ok = fd >= 0 && ctl_write(fd, hello, sizeof hello);
+            if (k == 0 || k == STRANGERS + 1) real[tag] = fd;
+            else if (fd >= 0) close(fd);
+        }
+        for (int tag = 0; tag < 2 && ok; tag++) {
+            make_frame_header(buf, sizeof good[tag], 0, false);
+            memcpy(buf + FRAME_HEADER, good[tag], sizeof good[tag]);
+            ok = ctl_write(real[tag], buf, FRAME_HEADER + sizeof good[tag]);
+        }
+        uint8_t token;
+        ok = ok && ctl_read(ctl, &token, 1, STEP_TIMEOUT_MS);
+        for (int tag = 0; tag < 2; tag++)
+            if (real[tag] >= 0) close(real[tag]);
+        return ok;
+    }
+    setenv("NCCL_NSOCKS_PERTHREAD", "1", 1);
+    tt_param_reload();
+    struct conns c;
+    memset(&c, 0, sizeof c);
+    c.t = t;
+    ctx_init(&c.ctx, 0, hash);
+    struct tt_conn_info info[2], none;
+    memset(&none, 0, sizeof none);
+    bool ok = true;
+    for (int tag = 0; tag < 2 && ok; tag++) {
+        conn_init(&c.recv[tag], t, 1, TT_CONN_RECV, SLOT, tag);
+        conn_init(&c.send[tag], t, 1, TT_CONN_SEND, SLOT, tag);
+        c.ntags = tag + 1;
+        ok = CHECK(t->setup(&c.ctx, &c.recv[tag], &info[tag]) == ncclSuccess, "setup tag %d",
+                   tag);
+    }
+    ok = ok && ctl_write(ctl, info, sizeof info);
+    for (int tag = 0; tag < 2 && ok; tag++)
+        ok = CHECK(t->connect(&c.ctx, &c.recv[tag], &none, tt_deadline_after_ms(CONNECT_MS)) ==
+                       ncclSuccess,
+                   "tag %d did not connect among %d strangers' hellos: %s", tag, STRANGERS,
+                   tt_error_last());
+    for (int tag = 0; tag < 2 && ok; tag++)
+        ok = recv_one(&c, &c.recv[tag], (const uint8_t *)good[tag], sizeof good[tag]);
+    uint8_t token = 1;
+    ok = ctl_write(ctl, &token, 1) && ok;
+    conns_close(&c);
+    return ok;
+}
+
 /* The data sockets' congestion control (TUTTI_SOCKET_CC): `auto` (the default) gives reno in
  * place of the kernel's bbr or cubic to a connection whose handshake took under 1 ms, as
  * loopback's does; `default` keeps the kernel's
@@ -910,6 +981,7 @@ int main(int argc, char **argv)
         {"pingpong", run_pingpong, false, false},
         {"backpressure", run_backpressure, false, false},
         {"hostile", run_hostile, true, false},
+        {"flood", run_flood, true, false},
         {"congestion", run_congestion, true, false},
         {"kill-sender", run_kill_sender, false, true},
         {"kill-receiver", run_kill_receiver, false, true},

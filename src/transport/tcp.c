@@ -23,12 +23,15 @@
 #include "util/time.h"
 #include "util/wait.h"
 
-/* Marks the stream broken: reports `res` once, closes the socket, and makes every later call
- * return the same result. */
+/* Marks the stream broken: reports `res` once, shuts the sockets down both ways (the peer sees
+ * the connection end), and makes every later call return the same result. The descriptors stay
+ * open until tt_tcp_close: tcp_shutdown may run on another thread (the watchdog failing the
+ * communicator) and must never meet a number that was closed and reused meanwhile. */
 static ncclResult_t fail(struct tcp_conn *tc, ncclResult_t res)
 {
     tc->failed = res;
-    for (int k = 0; k < TCP_MAX_SOCKS; k++) tt_sock_close(&tc->socks[k].fd);
+    for (int k = 0; k < TCP_MAX_SOCKS; k++)
+        if (tc->socks[k].fd >= 0) shutdown(tc->socks[k].fd, SHUT_RDWR);
     return res;
 }
 

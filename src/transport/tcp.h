@@ -9,7 +9,9 @@
  * taken them; the receiver's ring holds frames read from the socket until they are released.
  * Receive connections of a communicator share one listener (its state in the context); accepted
  * sockets are matched to connections by a random nonce carried in the info blob and echoed in
- * the hello, so a stranger's connection never becomes a data stream. Invariants per side:
+ * the hello, so a stranger's connection never becomes a data stream (and a complete hello whose
+ * nonce no waiting connection of the listener has is closed as soon as it is read, so strangers
+ * cannot crowd out the job's sockets that wait to be claimed). Invariants per side:
  * done <= posted <= done + TT_CONN_SLOTS (frames numbered from 0; frame k uses slot
  * k % TT_CONN_SLOTS). Frames finish out of order across sockets: `done` (sender: written) and
  * `posted` (receiver: read) advance over the frames finished in a row.
@@ -74,13 +76,19 @@ struct tcp_pending {
     uint8_t hello[TCP_HELLO_BYTES];
 };
 
-/* Per-communicator state: the listener shared by every receive connection. */
+/* Per-communicator state: the listener shared by every receive connection. `nonces` are those
+ * of the receive connections set up and not yet connected: a complete hello naming any other
+ * is a stranger's and is closed at once, so strangers cannot fill the pending list and push out
+ * the job's own sockets, which wait there until their connection asks for them. */
 struct tcp_listener {
     int fd;
     struct sockaddr_storage addr;
     struct tcp_pending *pending;
     size_t npending;
     size_t cap;
+    uint64_t *nonces;
+    size_t nnonces;
+    size_t nonces_cap;
 };
 
 struct tcp_hello {

@@ -124,9 +124,41 @@ void tt_tcp_ctx_fini(struct tt_transport_ctx *ctx)
     if (l == NULL) return;
     for (size_t i = 0; i < l->npending; i++) tt_sock_close(&l->pending[i].fd);
     free(l->pending);
+    free(l->nonces);
     tt_sock_close(&l->fd);
     free(l);
     *slot = NULL;
+}
+
+/* The listener now waits for sockets carrying `nonce` (a receive connection was set up). */
+static ncclResult_t nonce_expect(struct tcp_listener *l, uint64_t nonce)
+{
+    if (l->nnonces == l->nonces_cap) {
+        size_t cap = l->nonces_cap ? 2 * l->nonces_cap : 16;
+        uint64_t *n = realloc(l->nonces, cap * sizeof *n);
+        if (n == NULL) return TT_ERROR(ncclSystemError, "tcp: out of memory for %zu nonces", cap);
+        l->nonces = n;
+        l->nonces_cap = cap;
+    }
+    l->nonces[l->nnonces++] = nonce;
+    return ncclSuccess;
+}
+
+static bool nonce_expected(const struct tcp_listener *l, uint64_t nonce)
+{
+    for (size_t i = 0; i < l->nnonces; i++)
+        if (l->nonces[i] == nonce) return true;
+    return false;
+}
+
+/* Every socket of the connection with `nonce` has been claimed. */
+static void nonce_done(struct tcp_listener *l, uint64_t nonce)
+{
+    for (size_t i = 0; i < l->nnonces; i++)
+        if (l->nonces[i] == nonce) {
+            l->nonces[i] = l->nonces[--l->nnonces];
+            return;
+        }
 }
 
 ncclResult_t tt_tcp_setup(struct tt_transport_ctx *ctx, struct tt_conn *conn,
@@ -160,6 +192,7 @@ ncclResult_t tt_tcp_setup(struct tt_transport_ctx *ctx, struct tt_conn *conn,
     }
     if (getrandom(&tc->nonce, sizeof tc->nonce, 0) != (ssize_t)sizeof tc->nonce)
         return TT_ERROR(ncclSystemError, "tcp: getrandom failed: %s", strerror(errno));
+    TT_TRY(nonce_expect(*slot, tc->nonce));
     /* The receiver decides how many sockets the connection has; the sender opens that many. */
     int64_t nsocks = tt_param_nsocks_perthread() * tt_param_socket_nthreads();
     tc->nsocks = nsocks > TCP_MAX_SOCKS ? TCP_MAX_SOCKS : (int)nsocks;
@@ -225,8 +258,18 @@ static bool accept_pending(struct tcp_listener *l)
     return any;
 }
 
+/* What is wrong with pending socket p's hello, once complete: NULL when nothing (yet). */
+static const char *hello_fault(const struct tcp_listener *l, const struct tcp_pending *p)
+{
+    if (p->got < TCP_HELLO_BYTES) return NULL;
+    if (tt_wire_get_u64(p->hello) != TCP_HELLO_MAGIC) return "no Tutti hello";
+    if (!nonce_expected(l, tt_wire_get_u64(p->hello + 8)))
+        return "a hello for no connection of this listener";
+    return NULL;
+}
+
 /* Reads what has arrived of each pending hello; drops sockets that closed or sent something
- * that is not a hello. Returns true when a byte moved. */
+ * that is not a hello for one of the listener's connections. Returns true when a byte moved. */
 static bool read_hellos(struct tcp_listener *l)
 {
     bool any = false;
@@ -249,10 +292,11 @@ static bool read_hellos(struct tcp_listener *l)
                 any = true;
                 p->got += (size_t)n;
             }
-            if (p->got == TCP_HELLO_BYTES && tt_wire_get_u64(p->hello) != TCP_HELLO_MAGIC) {
+            const char *bad = hello_fault(l, p);
+            if (bad != NULL) {
                 char who[TT_SOCK_ADDR_STR_BYTES];
-                TT_INFO(TT_SUB_NET, "tcp: dropping a connection from %s that sent no Tutti hello",
-                        tt_sock_peer_str(p->fd, who, sizeof who));
+                TT_INFO(TT_SUB_NET, "tcp: dropping a connection from %s that sent %s",
+                        tt_sock_peer_str(p->fd, who, sizeof who), bad);
                 drop_pending(l, i);
                 continue;
             }
@@ -341,6 +385,7 @@ static ncclResult_t connect_recv(struct tt_transport_ctx *ctx, struct tt_conn *c
             bool all = true;
             for (int k = 0; k < tc->nsocks; k++) all &= tc->socks[k].fd >= 0;
             if (!all) continue;
+            nonce_done(l, tc->nonce);
             for (int k = 0; k < tc->nsocks; k++) {
                 tune_socket(tc->socks[k].fd);
                 tc->socks[k].next = (uint64_t)k;
