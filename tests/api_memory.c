@@ -2,7 +2,8 @@
  * of a 4-rank job under tutti-run (tuttiCommInitFromEnv):
  *
  *   - ncclMemAlloc/ncclMemFree, tuttiMemAllocHost, ncclCommRegister/Deregister,
- *     ncclCommWindowRegister/Deregister, and their argument checks;
+ *     ncclCommWindowRegister/Deregister, and their argument checks; a child of fork() freeing
+ *     an inherited block leaves the parent's data alone;
  *   - registering ordinary memory: its whole pages move into a memory file (seen in
  *     /proc/self/maps) with their contents, a collective on it is right, a second registration
  *     of the range shares the file, an overlapping one moves nothing, a child of fork() does not
@@ -115,6 +116,29 @@ static void test_memory(ncclComm_t world)
     }
     CHECK_ERR(tuttiMemAllocHost(NULL, 64), ncclInvalidArgument, "ptr");
     CHECK_ERR(tuttiMemAllocHost((void **)&h, 0), ncclInvalidArgument, "size is 0");
+
+    /* A child of fork() that frees a block it inherited (Python's garbage collector in a
+     * DataLoader worker would) lets go of its own view only: the parent's data stays. */
+    const size_t fork_bytes = 3 * 4096;
+    CHECK_RES(tuttiMemAllocHost((void **)&p, fork_bytes), ncclSuccess);
+    if (p != NULL) {
+        for (size_t i = 0; i < fork_bytes; i++) p[i] = (unsigned char)(i * 13 + 5);
+        fflush(NULL);
+        pid_t child = fork();
+        if (child == 0) _exit(ncclMemFree(p) == ncclSuccess ? 0 : 1);
+        int status = 0;
+        if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+            WEXITSTATUS(status) != 0)
+            FAIL("ncclMemFree in a child of fork(): status 0x%x", status);
+        for (size_t i = 0; i < fork_bytes; i++) {
+            if (p[i] != (unsigned char)(i * 13 + 5)) {
+                FAIL("after a child of fork() freed its copy, byte %zu = %u, want %u", i, p[i],
+                     (unsigned)(i * 13 + 5) & 255);
+                break;
+            }
+        }
+        CHECK_RES(ncclMemFree(p), ncclSuccess);
+    }
 }
 
 /* ---- registered ordinary memory ----------------------------------------------------------- */

@@ -218,6 +218,29 @@ def init_all_and_simulate():
     raises(tutti.InvalidUsageError, tutti.group_simulate_end, match="without a matching")
 
 
+@case
+def memory_across_fork():
+    """A child of fork() that drops an inherited tutti.empty array (a DataLoader worker's
+    garbage collector would) leaves the parent's data alone."""
+    import gc
+
+    a = tutti.empty(3 * 4096 // 4, "int32")
+    a[:] = np.arange(a.size, dtype=np.int32) * 7 + 3
+    want = a.copy()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            del a
+            gc.collect()
+        except BaseException:
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    eq(os.waitstatus_to_exitcode(status), 0, "child's exit")
+    eq(a, want, "the parent's array after the child dropped its copy")
+
+
 def main():
     failed = 0
     for fn in cases:

@@ -9,6 +9,7 @@ allocation; numpy keeps it alive as long as any view of the array exists.
 """
 
 import ctypes
+import os
 import threading
 
 from . import _errors, _lib, _types
@@ -30,6 +31,7 @@ class _MemBlock:
         _errors.check(_lib.lib().tuttiMemAllocHost(ctypes.byref(ptr), max(nbytes, 1)),
                       "tuttiMemAllocHost")
         self.ptr = ptr.value
+        self.pid = os.getpid()
         self.__array_interface__ = {"shape": shape, "typestr": storage.str,
                                     "data": (self.ptr, False), "version": 3}
         with _live_lock:
@@ -40,6 +42,10 @@ class _MemBlock:
         if not self.ptr:
             return
         ptr, self.ptr = self.ptr, None
+        if os.getpid() != self.pid:
+            # A child of fork() (a DataLoader worker) shares the pages with its parent and must
+            # not call Tutti (docs/semantics.md, "fork()"): its mapping ends with the process.
+            return
         try:
             _lib.lib().ncclMemFree(ptr)
         except Exception:  # at interpreter exit the module may already be torn down

@@ -64,6 +64,7 @@ struct mem_block {
     uint64_t id; /* process-unique, never reused: peers cache their mappings by it */
     bool shared_pages; /* ordinary pages moved here by registrations, not ncclMemAlloc's */
     int refs;          /* registrations holding shared_pages */
+    pid_t owner;       /* the process that made the file (a child of fork() inherits the list) */
     struct mem_block *next;
 };
 
@@ -123,6 +124,7 @@ ncclResult_t tt_mem_alloc_host(void **ptr, size_t bytes)
     block->ptr = map;
     block->bytes = bytes;
     block->fd = fd;
+    block->owner = getpid();
     pthread_mutex_lock(&blocks_lock);
     block->id = next_block_id++;
     block->next = blocks;
@@ -159,7 +161,12 @@ ncclResult_t tt_mem_free(void *ptr)
                         ptr);
     TT_INFO(TT_SUB_ALLOC, "ncclMemFree: %zu bytes at %p", block->bytes, ptr);
     munmap(block->ptr, block->bytes);
-    release_file(block->fd, block->bytes);
+    /* A child of fork() shares the block's pages with its parent (a shared mapping of the same
+     * file): dropping them would wipe the parent's data. The child lets go of its view only. */
+    if (block->owner == getpid())
+        release_file(block->fd, block->bytes);
+    else
+        close(block->fd);
     free(block);
     return ncclSuccess;
 }
