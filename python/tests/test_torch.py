@@ -9,8 +9,9 @@ an irecv posted across an all_to_all of its size (run over TCP too: TUTTI_TORCH_
 non-contiguous tensors, async_op with wait(), is_completed() and get_future() (on a group
 whose collectives all go through the host stream, and on one where small ones run inline, in
 issue order behind a queued large one), subgroups, the
-allocator of large tensors (reuse, and fork() giving the child private pages); then
-the error paths, each on a subgroup of its own since a failed communicator stays failed:
+allocator of large tensors (reuse, fork() giving the child private pages, and its budget of
+descriptors); teardown with an operation pending, a forked child's exit, a non-contiguous
+leaf that requires grad as an output and an overlapping one refused; then the error paths, each on a subgroup of its own since a failed communicator stays failed:
 mismatched sizes and datatypes across ranks, wrong arguments found locally, and the group's
 timeout (inline and on the stream).
 """
@@ -19,6 +20,8 @@ import datetime
 import faulthandler
 import os
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -376,6 +379,99 @@ def check_teardown(rank, n):
     assert torch.equal(x, torch.full((2,), float(n))), x
 
 
+def check_teardown_pending(rank, n):
+    """A group destroyed while an operation of it still waits for peers that never join ends
+    within the group's timeout (it revokes the communicator), not Tutti's TUTTI_TIMEOUT_MS."""
+    g = async_group(n, timeout=datetime.timedelta(seconds=1))
+    if rank == 0:
+        dist.all_reduce(torch.ones(2), group=g, async_op=True)
+    start = time.time()
+    dist.destroy_process_group(g)
+    del g
+    took = time.time() - start
+    assert took < 20, "destroying a group with a pending operation took %.1f s" % took
+    dist.barrier()
+
+
+def check_fork_exit(rank, n):
+    """A child of fork() that ends normally runs the atexit handlers, among them the one that
+    stops the completion threads, and drops its copies of the process groups: it must neither
+    wait for its parent's threads, which it lacks, nor destroy its parent's communicators
+    (their sockets and shared memory are the parent's too), which then keep working."""
+    import atexit
+    import gc
+
+    # A group of its own: destroying the default group in the child would also end the child's
+    # copy of the FileStore, which deletes the store's file under the parents (torch's doing).
+    g = dist.new_group(list(range(n)))
+    x = torch.ones(4)
+    dist.all_reduce(x, group=g)
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            atexit._run_exitfuncs()
+            dist.destroy_process_group(g)
+            del g
+            gc.collect()
+        except BaseException:
+            code = 1
+        os._exit(code)
+    deadline = time.time() + 20
+    while True:
+        got, status = os.waitpid(pid, os.WNOHANG)
+        if got == pid:
+            break
+        if time.time() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            raise AssertionError("a child of fork() hung on its way out")
+        time.sleep(0.01)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    for size in (4, 1 << 18):  # through the shared memory transport and through Direct
+        x = torch.full((size,), float(rank + 1))
+        dist.all_reduce(x, group=g)
+        assert torch.equal(x, torch.full((size,), float(n * (n + 1) // 2))), x
+    dist.destroy_process_group(g)
+
+
+def check_outputs_special(rank, n):
+    """A non-contiguous leaf that requires grad is written like any tensor (the copy back is
+    not autograd's business), and an output whose elements share memory is refused before
+    anything runs."""
+    x = torch.ones(3, 4).t().detach().requires_grad_()
+    assert not x.is_contiguous() and x.is_leaf
+    dist.all_reduce(x)
+    assert torch.equal(x.detach(), torch.full((4, 3), float(n))), x
+    expect_error(lambda: dist.all_reduce(torch.zeros(1).expand(4)), "share memory")
+    y = torch.ones(2)
+    dist.all_reduce(y)
+    assert torch.equal(y, torch.full((2,), float(n)))
+
+
+def check_allocator_budget(rank, n):
+    """The allocator keeps at most half the soft RLIMIT_NOFILE of blocks (each holds its memory
+    file's descriptor): past that, torch's own allocator serves, and the process keeps
+    descriptors for everything else."""
+    if rank != 0:
+        return
+    script = """
+import resource, torch, tutti.torch as tt
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+assert tt.install_allocator()
+ts = [torch.full((1 << 16,), float(i)) for i in range(100)]  # 256 KiB each
+live = tt.allocator_stats()[3]
+assert live <= 32, live
+files = [open("/dev/null") for _ in range(20)]
+assert all(float(t[7]) == float(i) for i, t in enumerate(ts))
+print("budget ok", live)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and "budget ok 32" in out.stdout, (out.stdout, out.stderr)
+
+
 def check_errors(rank, n):
     # found before anything is issued: the communicator stays usable
     expect_error(lambda: dist.all_reduce(torch.ones(2, dtype=torch.int32),
@@ -450,6 +546,10 @@ def main():
     check_subgroups(rank, n)
     check_allocator(rank, n)
     check_teardown(rank, n)
+    check_teardown_pending(rank, n)
+    check_fork_exit(rank, n)
+    check_outputs_special(rank, n)
+    check_allocator_budget(rank, n)
     check_errors(rank, n)
     dist.destroy_process_group()
     print("rank %d: tutti.torch checks passed" % rank, flush=True)

@@ -16,14 +16,19 @@
 // returns there, every block is made private: its contents copied into private pages mremap'd
 // over the same addresses, as copy-on-write would have left them. The child frees such blocks
 // with munmap (ncclMemFree there would release the parent's file).
+//
+// Each block keeps its memory file's descriptor: at most half the soft RLIMIT_NOFILE (as when
+// installed) of blocks exist at once, the fallback serving past that.
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -45,7 +50,14 @@ struct Block {
 class TuttiAllocator final : public c10::Allocator {
  public:
   TuttiAllocator(c10::Allocator* fallback, size_t min_bytes, size_t cache_bytes)
-      : fallback_(fallback), min_bytes_(min_bytes), cache_bytes_(cache_bytes) {}
+      : fallback_(fallback), min_bytes_(min_bytes), cache_bytes_(cache_bytes) {
+    // Half the process's descriptors at most (the soft RLIMIT_NOFILE when installed), so that
+    // a model of thousands of large tensors never leaves the program's sockets and files
+    // failing with EMFILE.
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+      fd_budget_ = static_cast<size_t>(rl.rlim_cur / 2);
+  }
 
   c10::DataPtr allocate(size_t n) const override {
     if (n >= min_bytes_) {
@@ -92,6 +104,8 @@ class TuttiAllocator final : public c10::Allocator {
       reused_++;
       return p;
     }
+    // Each block holds a descriptor (its memory file): past the budget, the fallback serves.
+    if (blocks_.size() >= fd_budget_) return nullptr;
     void* p = nullptr;
     if (tuttiMemAllocHost(&p, bytes) != ncclSuccess) return nullptr;
     blocks_[p] = Block{bytes, false};
@@ -148,6 +162,7 @@ class TuttiAllocator final : public c10::Allocator {
   c10::Allocator* fallback_;
   size_t min_bytes_;
   size_t cache_bytes_;
+  size_t fd_budget_ = SIZE_MAX;  // most blocks alive at once (each holds a descriptor)
   mutable std::mutex mutex_;
   mutable std::unordered_map<void*, Block> blocks_;  // every block made, cached ones included
   mutable std::multimap<size_t, void*> cached_;      // freed blocks by rounded size

@@ -34,12 +34,17 @@
 
 #include <pybind11/chrono.h>
 
+#include <ATen/MemoryOverlap.h>
+
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -233,14 +238,23 @@ struct Pending {
 
   // A contiguous tensor standing for `t`: t itself when it is contiguous, else a copy (of its
   // contents when `input`), copied back into t when the operation completes when `output`.
+  // An output whose elements share memory (an expand()ed tensor) is refused before anything
+  // runs: the copy back could not write it. The copy back is not autograd's business (a leaf
+  // that requires grad would refuse it), and may run on the completion thread.
   at::Tensor stage(const at::Tensor& t, bool input, bool output) {
+    TORCH_CHECK(!output || at::has_internal_overlap(t) != at::MemOverlap::Yes,
+                "tutti: an output tensor has elements that share memory (expand()ed?); "
+                "pass one whose elements are distinct");
     keep.push_back(t);
     if (t.is_contiguous()) return t;
     at::Tensor c = input ? t.contiguous() : at::empty_like(t, at::MemoryFormat::Contiguous);
     keep.push_back(c);
     if (output) {
       at::Tensor dst = t;
-      after.push_back([dst, c]() mutable { dst.copy_(c); });
+      after.push_back([dst, c]() mutable {
+        at::NoGradGuard no_grad;
+        dst.copy_(c);
+      });
     }
     return c;
   }
@@ -276,7 +290,7 @@ class WorkTutti : public c10d::Work {
     if (!done_.load(std::memory_order_acquire) && event_ != nullptr &&
         tuttiEventQuery(event_) != ncclInProgress)
       complete();
-    return done_.load(std::memory_order_acquire);
+    return future_->completed();
   }
 
   bool isSuccess() const override {
@@ -308,15 +322,22 @@ class WorkTutti : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
   // Ends the operation once: waits for its event, runs its copies, completes the Work and its
-  // future with the outputs or the error. Safe from any thread; the first caller does it. The
-  // future's callbacks and the release of the tensors the operation held (either may take the
-  // GIL) come after the lock, so a thread holding the GIL may wait for the lock.
+  // future with the outputs or the error. Safe from any thread; the first caller does it, and
+  // the others return only once the future is complete too (wait() followed by
+  // get_future().value() must find it so). The future's callbacks and the release of the
+  // tensors the operation held (either may take the GIL) come after the lock, so a thread
+  // holding the GIL may wait for the lock; the future is marked complete before its callbacks
+  // run, so the others' wait never waits for a callback.
   void complete() {
     Pending held;
     std::exception_ptr error;
     {
-      std::lock_guard<std::mutex> lock(complete_mutex_);
-      if (done_.load(std::memory_order_relaxed)) return;
+      std::unique_lock<std::mutex> lock(complete_mutex_);
+      if (done_.load(std::memory_order_relaxed)) {
+        lock.unlock();
+        future_->wait();
+        return;
+      }
       ncclResult_t res = event_ != nullptr ? tuttiEventSynchronize(event_) : inline_result_;
       if (res == ncclSuccess) {
         try {
@@ -414,6 +435,17 @@ class ProcessGroupTutti : public BackendBase {
   }
 
   ~ProcessGroupTutti() override {
+    // In a child of fork() (its interpreter ending) neither the completion thread nor the
+    // communicators exist, and the child must not call Tutti: everything is left as it is.
+    // The thread's handle, the queued Works and the condition variable are leaked, not
+    // destroyed (a joinable std::thread's destructor terminates; a Work's would wait for its
+    // event; the variable's, for the parent's thread that waited on it at the fork).
+    if (getpid() != pid_) {
+      new std::thread(std::move(completer_));
+      for (auto& work : queue_) (void)work.release();
+      (void)queue_cv_.release();
+      return;
+    }
     // The completion thread may need the GIL to finish (a Work's last tensor), and Python
     // destroys the group holding it.
     GilRelease unlocked;
@@ -423,8 +455,20 @@ class ProcessGroupTutti : public BackendBase {
     }
     stop_completer();
     // What is still queued completes (or fails, if the communicator failed) before its streams
-    // go; a failed communicator is aborted, a healthy one destroyed.
-    for (auto& work : queue_) work->complete();
+    // go, within the group's timeout as everywhere else: past an operation's deadline the
+    // communicator is revoked, which fails it at once. A failed communicator is aborted, a
+    // healthy one destroyed.
+    for (auto& work : queue_) {
+      while (timeout_.count() > 0 && !work->done() &&
+             tuttiEventQuery(work->event()) == ncclInProgress) {
+        if (Clock::now() > work->deadline()) {
+          revoke_for_timeout(work->seq(), work->retrieveOpType());
+          break;
+        }
+        tuttiEventWait(work->event(), 1000);
+      }
+      work->complete();
+    }
     queue_.clear();
     for (ncclComm_t* c : {&p2p_comm_, &comm_}) {
       ncclResult_t async = ncclSuccess;
@@ -444,9 +488,12 @@ class ProcessGroupTutti : public BackendBase {
 
   // Stops every group's completion thread (an atexit handler calls it, before the interpreter
   // finalizes). The groups stay usable: Work::wait() and the destructor complete what is left.
+  // A child of fork() inherits the list but none of the threads: it skips its parent's groups
+  // (joining a thread that is not there would wait forever).
   static void stop_completion_threads() {
     std::lock_guard<std::mutex> lock(live_mutex());
-    for (ProcessGroupTutti* group : live()) group->stop_completer();
+    for (ProcessGroupTutti* group : live())
+      if (group->pid_ == getpid()) group->stop_completer();
   }
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
@@ -814,7 +861,7 @@ class ProcessGroupTutti : public BackendBase {
       wake = queue_.empty();
       queue_.push_back(work);
     }
-    if (wake) queue_cv_.notify_one();
+    if (wake) queue_cv_->notify_one();
     return work;
   }
 
@@ -834,7 +881,7 @@ class ProcessGroupTutti : public BackendBase {
       std::lock_guard<std::mutex> lock(queue_mutex_);
       stop_ = true;
     }
-    queue_cv_.notify_one();
+    queue_cv_->notify_one();
     std::lock_guard<std::mutex> lock(join_mutex_);
     if (completer_.joinable()) completer_.join();
   }
@@ -873,9 +920,9 @@ class ProcessGroupTutti : public BackendBase {
       if (queue_.empty()) {
         if (stop_) return;
         if (timeout_.count() > 0)
-          queue_cv_.wait_for(lock, idle_poll);
+          queue_cv_->wait_for(lock, idle_poll);
         else
-          queue_cv_.wait(lock);
+          queue_cv_->wait(lock);
         continue;
       }
       std::vector<c10::intrusive_ptr<WorkTutti>> batch(queue_.begin(), queue_.end());
@@ -1014,11 +1061,14 @@ class ProcessGroupTutti : public BackendBase {
   std::shared_ptr<RevokeNote> note_ = std::make_shared<RevokeNote>();
 
   std::mutex queue_mutex_;
-  std::condition_variable queue_cv_;
+  // On the heap so that a child of fork() can leave it: the parent's completion thread may
+  // have been waiting on it, and destroying it then waits for that waiter forever.
+  std::unique_ptr<std::condition_variable> queue_cv_ = std::make_unique<std::condition_variable>();
   std::deque<c10::intrusive_ptr<WorkTutti>> queue_;
   bool stop_ = false;
   std::mutex join_mutex_;
   std::thread completer_;
+  const pid_t pid_ = getpid();  // the process that made the group (a child of fork() is not)
 };
 
 }  // namespace tutti_torch
