@@ -120,6 +120,8 @@ extern ucs_global_opts_t *tt_ucx_ucs_global_opts;
 #define UCX_FLUSH_WAIT_NS 20000000ull
 /* Bound on a graceful endpoint close at teardown (flushing what is still in flight). */
 #define UCX_CLOSE_MS 1000
+/* How long teardown receives and drops the messages still arriving for closed connections. */
+#define UCX_DRAIN_MS 100
 
 enum ucx_kind { KIND_DATA = 0, KIND_CREDIT = 1, KIND_BYE_TO_RECV = 2, KIND_BYE_TO_SEND = 3 };
 

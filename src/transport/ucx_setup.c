@@ -127,24 +127,36 @@ static ncclResult_t net_address(struct ucx_net *n)
 }
 
 /* Receives and drops the messages nobody will ask for (the peers' byes and last credits to
- * connections closed already), which UCX would otherwise report one by one at teardown. */
-static void drain_unexpected(struct ucx_net *n)
+ * connections closed already), which UCX would otherwise report one by one at teardown: for at
+ * most UCX_DRAIN_MS in all. A receive still in progress then may yet write its buffer, so the
+ * buffers go on `*bufs` (*nbufs of them, heap-allocated), which the caller frees only after the
+ * worker is destroyed. */
+static void drain_unexpected(struct ucx_net *n, void ***bufs, size_t *nbufs)
 {
-    uint8_t scratch[64];
-    for (int i = 0; i < 4096; i++) {
+    size_t cap = 0;
+    *bufs = NULL;
+    *nbufs = 0;
+    uint64_t deadline = tt_deadline_after_ms(UCX_DRAIN_MS);
+    while (!tt_deadline_passed(deadline)) {
         ucp_tag_recv_info_t info;
         ucp_tag_message_h msg = ucp_tag_probe_nb(n->worker, 0, 0, 1, &info);
         if (msg == NULL) return;
-        void *buf = info.length <= sizeof scratch ? scratch : malloc(info.length);
+        if (*nbufs == cap) {
+            size_t more = cap ? 2 * cap : 64;
+            void **grown = realloc(*bufs, more * sizeof *grown);
+            if (grown == NULL) return; /* the message stays: UCX warns about it, that is all */
+            *bufs = grown;
+            cap = more;
+        }
+        void *buf = malloc(info.length ? info.length : 1);
+        if (buf == NULL) return;
+        (*bufs)[(*nbufs)++] = buf;
         ucp_request_param_t param = {.op_attr_mask = 0};
-        void *r = buf != NULL ? ucp_tag_msg_recv_nbx(n->worker, buf, info.length, msg, &param)
-                              : NULL;
-        uint64_t deadline = tt_deadline_after_ms(100);
+        void *r = ucp_tag_msg_recv_nbx(n->worker, buf, info.length, msg, &param);
         while (UCS_PTR_IS_PTR(r) && ucp_request_check_status(r) == UCS_INPROGRESS &&
                !tt_deadline_passed(deadline))
             ucp_worker_progress(n->worker);
-        if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);
-        if (buf != scratch) free(buf);
+        if (UCS_PTR_IS_PTR(r)) ucp_request_free(r); /* released by UCX once it completes */
     }
 }
 
@@ -191,13 +203,18 @@ static void net_destroy(struct ucx_net *n)
             }
         }
         free(reqs);
-        /* Byes and credits of the peers still arriving meet closed connections: dropped here,
-         * and UCX's warning about any that arrive after the drain is held back. */
-        drain_unexpected(n);
+        /* Byes and credits of the peers still arriving meet closed connections: dropped here
+         * (not after an abort, which must not wait), and UCX's warning about any that arrive
+         * after the drain is held back. */
+        void **bufs = NULL;
+        size_t nbufs = 0;
+        if (!force) drain_unexpected(n, &bufs, &nbufs);
         ucs_log_level_t level = ucs_global_opts.log_component.log_level;
         if (level == UCS_LOG_LEVEL_WARN) ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_ERROR;
         ucp_worker_destroy(n->worker);
         ucs_global_opts.log_component.log_level = level;
+        for (size_t i = 0; i < nbufs; i++) free(bufs[i]);
+        free(bufs);
     }
     if (n->ucp != NULL) ucp_cleanup(n->ucp);
     while (n->closed != NULL) {
