@@ -13,7 +13,8 @@
  *     for real with rank 3 as the coordinator (ncclCommGetUniqueId) and new rank 4 a thread
  *     of rank 3's process;
  *   - ncclCommShrink excluding rank 3 (which only destroys its parent), then a shrink with
- *     NCCL_SHRINK_ABORT excluding one more.
+ *     NCCL_SHRINK_ABORT excluding one more, then, after ncclCommRevoke, a shrink excluding
+ *     nobody (a split of the revoked communicator is refused).
  *
  * Every new communicator is checked for its size, this rank's new rank (computed here from the
  * membership rule, not asked of the library) and an AllReduce whose exact sum follows from the
@@ -440,8 +441,21 @@ static void test_shrink(ncclComm_t world)
     CHECK_RES(ncclCommShrink(shrunk, exclude2, 1, &smaller, NULL, NCCL_SHRINK_ABORT), ncclSuccess);
     int members2[2] = {0, 1};
     check_comm("abort-shrink without rank 2", smaller, 2, world_rank, members2);
-    CHECK_RES(ncclCommDestroy(smaller), ncclSuccess);
     CHECK_RES(ncclCommDestroy(shrunk), ncclSuccess);
+
+    /* Revoked, a communicator takes no operation but can still be shrunk, with either flag
+     * (docs/semantics.md, "Carrying on after a failure"); a split still refuses it. */
+    CHECK_RES(ncclCommRevoke(smaller, NCCL_REVOKE_DEFAULT), ncclSuccess);
+    int32_t one = 1;
+    CHECK_ERR(ncclAllReduce(&one, &one, 1, ncclInt32, ncclSum, smaller, NULL), ncclInvalidUsage,
+              "revoked");
+    ncclComm_t split = NULL;
+    CHECK_ERR(ncclCommSplit(smaller, 0, world_rank, &split, NULL), ncclInvalidUsage, "revoked");
+    ncclComm_t again = NULL;
+    CHECK_RES(ncclCommShrink(smaller, NULL, 0, &again, NULL, NCCL_SHRINK_DEFAULT), ncclSuccess);
+    check_comm("shrink of a revoked communicator", again, 2, world_rank, members2);
+    CHECK_RES(ncclCommDestroy(again), ncclSuccess);
+    CHECK_RES(ncclCommDestroy(smaller), ncclSuccess);
 }
 
 int main(void)

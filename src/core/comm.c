@@ -505,11 +505,6 @@ ncclResult_t tt_comm_async_error(ncclComm_t comm)
     return ncclSuccess;
 }
 
-ncclResult_t tt_comm_check_usable(ncclComm_t comm, const char *caller)
-{
-    return tt_state_check_usable(&comm->st, caller);
-}
-
 ncclResult_t tt_comm_stats(ncclComm_t comm, tuttiCommStat_t *rows, int max_rows, int *nrows)
 {
     if (comm->trace == NULL)

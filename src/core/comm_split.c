@@ -79,10 +79,15 @@ static ncclResult_t allgather_entries(struct ncclComm *comm, struct split_entry 
 
 /* The parent must be initialised, not finalized and idle (NCCL's rule for making communicators
  * from it). Its latched error stops a split and a default shrink; a shrink with
- * NCCL_SHRINK_ABORT is how a job leaves failed ranks behind, so it accepts a failed parent. */
-static ncclResult_t check_parent(struct ncclComm *comm, const char *caller, bool accept_failed)
+ * NCCL_SHRINK_ABORT is how a job leaves failed ranks behind, so it accepts a failed parent, and
+ * so does any shrink of a revoked one (revoking is how a survivor stops its operations in
+ * flight before it shrinks: docs/semantics.md, "Carrying on after a failure"). */
+static ncclResult_t check_parent(struct ncclComm *comm, const char *caller, bool accept_failed,
+                                 bool shrinking)
 {
-    TT_TRY(tt_comm_check_usable(comm, caller));
+    bool revoked = shrinking && atomic_load(&comm->st.revoked);
+    TT_TRY(tt_state_check_usable_as(&comm->st, caller, revoked));
+    accept_failed |= revoked;
     ncclResult_t state = tt_comm_async_error(comm);
     if (state == ncclInProgress)
         return TT_ERROR(ncclInvalidUsage,
@@ -132,7 +137,7 @@ ncclResult_t tt_comm_split(ncclComm_t comm, int color, int key, ncclComm_t *newc
     struct split_entry *all = NULL;
     int *members = NULL;
     *newcomm = NULL;
-    TT_TRY(check_parent(comm, "ncclCommSplit", false));
+    TT_TRY(check_parent(comm, "ncclCommSplit", false, false));
     TT_TRY(TT_CALLOC(&all, (size_t)comm->st.nranks));
     all[comm->st.rank] = (struct split_entry){.color = color, .key = key, .rank = comm->st.rank};
     TT_TRY_GOTO(allgather_entries(comm, all), res, out);
@@ -175,7 +180,7 @@ ncclResult_t tt_comm_shrink(ncclComm_t comm, const int *exclude_ranks, int exclu
     *newcomm = NULL;
     /* With NCCL_SHRINK_ABORT the parent's operations would be aborted first; once a blocking
      * call has returned none is in flight, so both flags take the same road from here. */
-    TT_TRY(check_parent(comm, "ncclCommShrink", (flags & NCCL_SHRINK_ABORT) != 0));
+    TT_TRY(check_parent(comm, "ncclCommShrink", (flags & NCCL_SHRINK_ABORT) != 0, true));
     /* Only the survivors call shrink, so they cannot exchange anything with all ranks: each
      * computes the survivor list from the exclude list, which they all pass alike. */
     TT_TRY(TT_CALLOC(&excluded, (size_t)comm->st.nranks));
@@ -204,7 +209,7 @@ ncclResult_t tt_comm_get_unique_id(ncclComm_t comm, ncclUniqueId *id)
 {
     /* A grow's id is an ordinary fresh one (its own root and secret), made by the rank that
      * will hand it to the new ranks; the parent must be idle, as for the grow itself. */
-    TT_TRY(check_parent(comm, "ncclCommGetUniqueId", false));
+    TT_TRY(check_parent(comm, "ncclCommGetUniqueId", false, false));
     TT_TRY(tt_bootstrap_get_unique_id(id));
     TT_INFO(TT_SUB_INIT, "grow: rank %d of %d made the id of the next grow", comm->st.rank,
             comm->st.nranks);
@@ -254,7 +259,7 @@ ncclResult_t tt_comm_grow(ncclComm_t comm, int nranks, const ncclUniqueId *id, i
         return init_child(newcomm, nranks, id, rank, config);
     }
     struct grow_entry *all = NULL;
-    TT_TRY(check_parent(comm, "ncclCommGrow", false));
+    TT_TRY(check_parent(comm, "ncclCommGrow", false, false));
     TT_TRY(TT_CALLOC(&all, (size_t)comm->st.nranks));
     all[comm->st.rank] = (struct grow_entry){.has_id = id != NULL, .nranks = nranks};
     pthread_mutex_lock(&comm->bootstrap_lock);

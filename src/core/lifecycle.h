@@ -24,8 +24,6 @@ ncclResult_t tt_comm_abort(ncclComm_t comm);
 /* ncclSuccess when `comm` is a live communicator, else ncclInvalidArgument with a message
  * (NULL, never created, or already destroyed). */
 ncclResult_t tt_comm_check(ncclComm_t comm, const char *caller);
-/* ncclSuccess when a live `comm` may take operations (core/state.h). */
-ncclResult_t tt_comm_check_usable(ncclComm_t comm, const char *caller);
 int tt_comm_rank(ncclComm_t comm);
 /* The CUDA device current when the communicator was made (-1: none, or a host build). */
 int tt_comm_cuda_device(ncclComm_t comm);

@@ -19,6 +19,12 @@
 
 ncclResult_t tt_state_check_usable(const struct tt_comm_state *st, const char *caller)
 {
+    return tt_state_check_usable_as(st, caller, false);
+}
+
+ncclResult_t tt_state_check_usable_as(const struct tt_comm_state *st, const char *caller,
+                                      bool revoked_ok)
+{
     int phase = atomic_load(&st->phase);
     if (phase == TT_COMM_INITIALIZING)
         return TT_ERROR(ncclInvalidUsage,
@@ -31,7 +37,7 @@ ncclResult_t tt_state_check_usable(const struct tt_comm_state *st, const char *c
     if (atomic_load(&st->abort))
         return TT_ERROR(ncclInvalidUsage, "%s: rank %d's communicator was aborted", caller,
                         st->rank);
-    if (atomic_load(&st->revoked))
+    if (!revoked_ok && atomic_load(&st->revoked))
         return TT_ERROR(ncclInvalidUsage, "%s: rank %d's communicator was revoked", caller,
                         st->rank);
     if (atomic_load(&st->finalized))

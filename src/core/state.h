@@ -174,6 +174,9 @@ bool tt_call_quiesce(uint64_t deadline_ns);
 /* ncclSuccess when the communicator may take operations, else the reason (initialising, failed
  * init, revoked, finalized, aborted) as an error naming `caller`. */
 ncclResult_t tt_state_check_usable(const struct tt_comm_state *st, const char *caller);
+/* The same, letting a revoked communicator pass when `revoked_ok` (ncclCommShrink's parent). */
+ncclResult_t tt_state_check_usable_as(const struct tt_comm_state *st, const char *caller,
+                                      bool revoked_ok);
 /* The common case of tt_state_check_usable, inline on every call's path: ready, neither aborted,
  * revoked nor finalized. Only when it is false does the caller need the full check (and its
  * error message). */
