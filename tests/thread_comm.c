@@ -3,7 +3,8 @@
  * where a data race in the library is reported even when the results come out right.
  *
  *   two_comms    two threads, each driving a communicator of its own over the same ranks (both
- *                split from the world one): AllReduces and Broadcasts at the same time on both.
+ *                split from the world one): AllReduces and Broadcasts at the same time on both,
+ *                then both destroy theirs at once; every descriptor is closed on return.
  *   shared_comm  THREADS threads issue blocking AllReduces on one communicator at the same time.
  *                The ranks must issue one communicator's operations in the same order; here the
  *                threads of a round all issue the same operation with the same data (a barrier
@@ -11,6 +12,8 @@
  *                operation is the same one.
  *   stream       one thread enqueues a chain of AllReduces on a host stream while another polls
  *                tuttiStreamQuery and waits in tuttiStreamSynchronize on the same stream.
+ *   destroy_abort one thread destroys a communicator while another aborts it, 20 times: one of
+ *                them frees it, once.
  *   abort        (only when named) ncclCommAbort from one thread while another is blocked in an
  *                AllReduce that rank 0 never issues: the blocked call fails with ncclRemoteError,
  *                Abort returns at once, nothing touches the freed communicator (issue 16: this
@@ -18,6 +21,7 @@
  *
  * Run it as every rank under tutti-run: `thread_comm [NAME...]` runs the named tests, by default
  * all but abort. Results are compared bit for bit (integer-valued floats, exact in any order). */
+#include <dirent.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -97,6 +101,19 @@ struct own_comm {
     int salt;
 };
 
+static pthread_barrier_t destroy_start;
+
+/* Descriptors this process has open. */
+static int open_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL) return -1;
+    while (readdir(d) != NULL) n++;
+    closedir(d);
+    return n;
+}
+
 static void *drive_own_comm(void *arg)
 {
     struct own_comm *oc = arg;
@@ -119,6 +136,9 @@ static void *drive_own_comm(void *arg)
                 break;
     }
     free(buf);
+    /* Both threads destroy their communicators at the same moment. */
+    pthread_barrier_wait(&destroy_start);
+    CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
     return NULL;
 }
 
@@ -127,8 +147,15 @@ static void *drive_own_comm(void *arg)
 static void test_two_comms(void)
 {
     struct own_comm oc[2] = {{.salt = 0}, {.salt = 1}};
+    /* A split first, made and destroyed here, so that what the world communicator keeps from
+     * a split (its bootstrap's connections) is counted in fds_before. */
+    ncclComm_t warm = NULL;
+    if (!CHECK_RES(ncclCommSplit(world, 0, rank, &warm, NULL), ncclSuccess)) return;
+    CHECK_RES(ncclCommDestroy(warm), ncclSuccess);
+    int fds_before = open_fds();
     for (int t = 0; t < 2; t++)
         if (!CHECK_RES(ncclCommSplit(world, 0, rank, &oc[t].comm, NULL), ncclSuccess)) return;
+    pthread_barrier_init(&destroy_start, NULL, 2);
     pthread_t tid[2];
     for (int t = 0; t < 2; t++)
         if (pthread_create(&tid[t], NULL, drive_own_comm, &oc[t]) != 0) {
@@ -136,7 +163,11 @@ static void test_two_comms(void)
             exit(1); /* the peers would wait for this thread's communicator forever */
         }
     for (int t = 0; t < 2; t++) pthread_join(tid[t], NULL);
-    for (int t = 0; t < 2; t++) CHECK_RES(ncclCommDestroy(oc[t].comm), ncclSuccess);
+    pthread_barrier_destroy(&destroy_start);
+    /* Each destroy freed its communicator before returning: neither waited for the other
+     * thread's call to end and left its communicator for later (once both did, after 0.8 s). */
+    CHECK_EQ_MSG(open_fds(), fds_before, "descriptors open after two threads destroyed their "
+                 "communicators at once, against before they were made");
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -260,6 +291,53 @@ static void test_stream(void)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * destroy_abort */
+
+struct ending {
+    ncclComm_t comm;
+    pthread_barrier_t *start;
+    bool abort;
+    ncclResult_t res;
+};
+
+static void *end_comm(void *arg)
+{
+    struct ending *e = arg;
+    pthread_barrier_wait(e->start);
+    e->res = e->abort ? ncclCommAbort(e->comm) : ncclCommDestroy(e->comm);
+    return NULL;
+}
+
+/* One thread destroys a communicator while another aborts it (a watchdog's abort meeting the
+ * program's own teardown), ROUNDS times: exactly one of them frees it, the other returns
+ * ncclSuccess, or ncclInvalidArgument when it came after the communicator was gone (both
+ * freed it once, which crashes or, under a sanitizer, reports the double free). */
+static void test_destroy_abort(void)
+{
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, 2);
+    for (int round = 0; round < ROUNDS; round++) {
+        ncclComm_t comm = NULL;
+        if (!CHECK_RES(ncclCommSplit(world, 0, rank, &comm, NULL), ncclSuccess)) break;
+        struct ending e[2] = {{comm, &start, false, ncclSuccess},
+                              {comm, &start, true, ncclSuccess}};
+        pthread_t tid[2];
+        for (int t = 0; t < 2; t++)
+            if (pthread_create(&tid[t], NULL, end_comm, &e[t]) != 0) {
+                FAIL("pthread_create failed");
+                exit(1);
+            }
+        for (int t = 0; t < 2; t++) pthread_join(tid[t], NULL);
+        for (int t = 0; t < 2; t++)
+            CHECK(e[t].res == ncclSuccess || e[t].res == ncclInvalidArgument,
+                  "destroy_abort round %d: %s returned %d", round,
+                  e[t].abort ? "ncclCommAbort" : "ncclCommDestroy", (int)e[t].res);
+        world_barrier();
+    }
+    pthread_barrier_destroy(&start);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * abort */
 
 struct blocked_call {
@@ -321,6 +399,7 @@ int main(int argc, char **argv)
         {"two_comms", test_two_comms, false},
         {"shared_comm", test_shared_comm, false},
         {"stream", test_stream, false},
+        {"destroy_abort", test_destroy_abort, false},
         {"abort", test_abort, true},
     };
     int failed = world_run_tests(tests, sizeof tests / sizeof tests[0], argc, argv, 1,

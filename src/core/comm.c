@@ -446,8 +446,9 @@ ncclResult_t tt_comm_destroy(ncclComm_t comm)
 {
     TT_INFO(TT_SUB_INIT, "comm %p rank %d destroyed", (void *)comm, comm->st.rank);
     tt_watch_settle_for_destroy(comm); /* still in the watchdog's sight */
-    registry_remove(comm);
-    comm_release(comm);
+    /* Whoever takes it out of the registry frees it: a concurrent ncclCommAbort (a watchdog's)
+     * may have, and then this thread's call only has to end for that one to go on. */
+    if (registry_remove(comm)) comm_release(comm);
     return ncclSuccess;
 }
 
@@ -458,8 +459,7 @@ ncclResult_t tt_comm_abort(ncclComm_t comm)
     /* Device streams wait in the GPU, where no flag reaches: released here, before anything
      * else, since the teardown may wait for other threads first (and they for the streams). */
     tt_watch_release_for_abort(comm);
-    registry_remove(comm);
-    comm_release(comm);
+    if (registry_remove(comm)) comm_release(comm); /* else a concurrent destroy or abort does */
     return ncclSuccess;
 }
 
