@@ -27,7 +27,10 @@ void tt_algo_bind(struct tt_op *op, enum tt_algo_id id, const struct tt_algo_env
 void tt_algo_net_slicing(struct tt_op *op, size_t step_bytes)
 {
     size_t slot = op->slice_count * op->elt_bytes;
-    size_t want = step_bytes / (TT_CONN_SLOTS / 2), slice = TT_NET_SLICE_MIN;
+    /* Rounded up: a step is never cut into more than TT_CONN_SLOTS/2 slices (Tree sends a
+     * whole message at once, and counts on it fitting half a FIFO). */
+    size_t want = (step_bytes + TT_CONN_SLOTS / 2 - 1) / (TT_CONN_SLOTS / 2);
+    size_t slice = TT_NET_SLICE_MIN;
     while (slice < want && slice < slot) slice *= 2;
     if (slice > slot) slice = slot;
     size_t count = slice / op->elt_bytes;

@@ -92,6 +92,7 @@ struct tune_memo {
     uint64_t comm_id; /* 0: empty */
     int coll;
     size_t bytes;
+    size_t elt_bytes; /* Tree's limit is in whole elements per slot (tree_max_bytes) */
     bool symmetric;
     enum tt_algo_id algo;
     enum tt_proto_id proto;
@@ -110,7 +111,8 @@ static void choose_algorithm(struct tt_task *task, struct ncclComm *comm)
         size_t bytes = op->count * op->elt_bytes;
         bool symmetric = symmetric_buffers(op, comm);
         if (memo.comm_id == comm->id && memo.coll == op->coll && memo.bytes == bytes &&
-            memo.symmetric == symmetric && !TT_LOG_MAYBE(TT_LOG_INFO)) {
+            memo.elt_bytes == op->elt_bytes && memo.symmetric == symmetric &&
+            !TT_LOG_MAYBE(TT_LOG_INFO)) {
             task->choice.algo = memo.algo;
             task->choice.proto = memo.proto;
             task->choice.estimate_us = memo.estimate_us;
@@ -119,7 +121,8 @@ static void choose_algorithm(struct tt_task *task, struct ncclComm *comm)
             tune_input(task, comm, symmetric, &in);
             tt_tune_select(&comm->tune, &in, &task->choice);
             memo = (struct tune_memo){.comm_id = comm->id, .coll = op->coll, .bytes = bytes,
-                                      .symmetric = symmetric, .algo = task->choice.algo,
+                                      .elt_bytes = op->elt_bytes, .symmetric = symmetric,
+                                      .algo = task->choice.algo,
                                       .proto = task->choice.proto,
                                       .estimate_us = task->choice.estimate_us};
         }
