@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api_conformance_common.h"
 #include "world.h"
@@ -168,6 +169,38 @@ static void test_nonblocking(void)
           (int)res);
     CHECK_RES(wait_comm(c), ncclSuccess);
     check_all_equal("nonblocking ring shift", recv, prev + 1, count);
+
+    /* A group over two nonblocking communicators runs on the first one's queue; the second
+     * must still say ncclInProgress until its AllReduce is done. The other ranks join late, so
+     * polling only the second communicator would find its buffer unfilled if it said
+     * ncclSuccess at once. */
+    ncclComm_t twin = NULL;
+    res = ncclCommSplit(c, 0, rank, &twin, NULL);
+    if (twin != NULL && CHECK_RES(wait_comm(twin), ncclSuccess)) {
+        int64_t *recv2 = alloc_i64(count, SENTINEL);
+        for (size_t i = 0; i < count; i++) recv[i] = SENTINEL;
+        if (rank != 0) usleep(200 * 1000);
+        CHECK_RES(ncclGroupStart(), ncclSuccess);
+        res = ncclAllReduce(send, recv, count, ncclInt64, ncclSum, c, NULL);
+        CHECK(res == ncclSuccess, "AllReduce on the first of two in a group returned %d",
+              (int)res);
+        res = ncclAllReduce(send, recv2, count, ncclInt64, ncclSum, twin, NULL);
+        CHECK(res == ncclSuccess, "AllReduce on the second of two in a group returned %d",
+              (int)res);
+        res = ncclGroupEnd();
+        CHECK(res == ncclSuccess || res == ncclInProgress, "ncclGroupEnd over two returned %d",
+              (int)res);
+        CHECK_RES(wait_comm(twin), ncclSuccess);
+        check_all_equal("the second communicator of a nonblocking group", recv2,
+                        (int64_t)nranks * (nranks + 1) / 2, count);
+        CHECK_RES(wait_comm(c), ncclSuccess);
+        check_all_equal("the first communicator of a nonblocking group", recv,
+                        (int64_t)nranks * (nranks + 1) / 2, count);
+        CHECK_RES(ncclCommDestroy(twin), ncclSuccess);
+        free(recv2);
+    } else if (twin == NULL) {
+        FAIL("nonblocking split (twin) returned no communicator");
+    }
 
     /* A split of a nonblocking communicator inherits nonblocking mode: the child may be handed
      * back still initialising, and is polled the same way. Parity colours, reversed keys. */

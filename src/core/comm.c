@@ -501,7 +501,9 @@ ncclResult_t tt_comm_async_error(ncclComm_t comm)
     /* A peer that released its device streams may have let this rank's device work past
      * data not yet there: said here at once (the watchdog releases the streams). */
     if (tt_watch_peer_failed(comm)) return comm->st.async_error;
-    if (comm->background != NULL && tt_stream_pending(comm->background) > 0) return ncclInProgress;
+    if (comm->background != NULL && (tt_stream_pending(comm->background) > 0 ||
+                                     tt_stream_comm_in_background(comm)))
+        return ncclInProgress;
     return ncclSuccess;
 }
 

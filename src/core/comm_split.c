@@ -48,6 +48,17 @@ static ncclResult_t init_child(ncclComm_t *out, int nranks, const ncclUniqueId *
     return res;
 }
 
+/* The configuration of a communicator made from `parent`: `config`, or where that is NULL the
+ * parent's own (NCCL: a NULL config inherits the parent's), of which Tutti keeps `blocking`. */
+static const ncclConfig_t *child_config(const struct ncclComm *parent,
+                                        const ncclConfig_t *config, ncclConfig_t *inherited)
+{
+    if (config != NULL) return config;
+    *inherited = (ncclConfig_t)NCCL_CONFIG_INITIALIZER;
+    inherited->blocking = parent->blocking ? 1 : 0;
+    return inherited;
+}
+
 /* The new group's members are parent ranks members[0..n); this rank is members[newrank]. New
  * rank 0 creates the id and sends it to the others, who receive it from new rank 0. */
 static ncclResult_t share_id(struct ncclComm *comm, const int *members, int n, int newrank,
@@ -164,7 +175,8 @@ ncclResult_t tt_comm_split(ncclComm_t comm, int color, int key, ncclComm_t *newc
             comm->st.rank, color, key, newrank, n);
     ncclUniqueId id;
     TT_TRY_GOTO(share_id(comm, members, n, newrank, SPLIT_ID_TAG, &id), res, out);
-    res = init_child(newcomm, n, &id, newrank, config);
+    ncclConfig_t inherited;
+    res = init_child(newcomm, n, &id, newrank, child_config(comm, config, &inherited));
 out:
     free(members);
     free(all);
@@ -198,7 +210,8 @@ ncclResult_t tt_comm_shrink(ncclComm_t comm, const int *exclude_ranks, int exclu
             exclude_count);
     ncclUniqueId id;
     TT_TRY_GOTO(share_id(comm, members, n, newrank, SHRINK_ID_TAG, &id), res, out);
-    res = init_child(newcomm, n, &id, newrank, config);
+    ncclConfig_t inherited;
+    res = init_child(newcomm, n, &id, newrank, child_config(comm, config, &inherited));
 out:
     free(members);
     free(excluded);
@@ -283,7 +296,9 @@ ncclResult_t tt_comm_grow(ncclComm_t comm, int nranks, const ncclUniqueId *id, i
     if (res != ncclSuccess) goto out;
     TT_INFO(TT_SUB_INIT, "grow: rank %d of %d stays rank %d of %d (coordinator %d)",
             comm->st.rank, comm->st.nranks, comm->st.rank, nranks, coordinator);
-    res = init_child(newcomm, nranks, &shared, comm->st.rank, config);
+    ncclConfig_t inherited;
+    res = init_child(newcomm, nranks, &shared, comm->st.rank,
+                     child_config(comm, config, &inherited));
 out:
     free(all);
     return res;

@@ -25,6 +25,7 @@ ncclResult_t tt_dispatch(struct tt_batch *b, cudaStream_t stream, bool nonblocki
     if (b->device) return tt_stream_enqueue_device(stream, b);
     tt_engine_submit(b);
     if (stream != NULL || nonblocking) {
+        b->background = stream == NULL;
         TT_TRY(tt_stream_enqueue(stream != NULL ? stream : b->head->comm->background, b));
         return stream != NULL ? ncclSuccess : ncclInProgress;
     }

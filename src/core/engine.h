@@ -76,6 +76,9 @@ struct tt_batch {
     uint64_t forms_since_ns;      /* ...since when (0: none seen) */
     ncclResult_t result;          /* the first task error, once the batch ended */
     struct tt_event_rec *events;  /* events recorded on this batch (core/event.c) */
+    bool background;              /* queued on its first communicator's background stream (a
+                                     nonblocking call): its other communicators' async error
+                                     says ncclInProgress until it ends */
     struct tt_batch *next;        /* in a stream's queue */
     /* Device work (CUDA builds, core/stream.c): the batch was issued with device buffers or on
      * a device stream. It starts once gate[0] reached gate_seq (the stream got there) and

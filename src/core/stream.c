@@ -569,6 +569,21 @@ static bool comm_queued(const struct ncclComm *comm)
     return false;
 }
 
+bool tt_stream_comm_in_background(const struct ncclComm *comm)
+{
+    bool found = false;
+    pthread_mutex_lock(&engine.lock);
+    for (struct tt_stream *s = engine.streams; s && !found; s = s->next) {
+        pthread_mutex_lock(&s->lock);
+        for (struct tt_batch *b = s->head; b && !found; b = b->next)
+            for (struct tt_task *t = b->head; b->background && t && !found; t = t->next)
+                found = t->comm == comm;
+        pthread_mutex_unlock(&s->lock);
+    }
+    pthread_mutex_unlock(&engine.lock);
+    return found;
+}
+
 void tt_stream_wait_comm_idle(const struct ncclComm *comm)
 {
     for (;;) {

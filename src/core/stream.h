@@ -35,6 +35,10 @@ ncclResult_t tt_stream_enqueue_device(cudaStream_t stream, struct tt_batch *b);
 ncclResult_t tt_stream_enqueue(cudaStream_t stream, struct tt_batch *b);
 /* Batches queued on `stream` and not yet finished. */
 uint64_t tt_stream_pending(cudaStream_t stream);
+/* Whether a batch queued by a nonblocking call on a background stream (its first
+ * communicator's) has a task of `comm`: a group over several nonblocking communicators runs on
+ * one of their background streams, and the others must still say ncclInProgress. */
+bool tt_stream_comm_in_background(const struct ncclComm *comm);
 /* Returns once no queued batch references `comm` (destroy and abort call it; with the abort
  * flag set the engine fails such batches at its next pass). */
 void tt_stream_wait_comm_idle(const struct ncclComm *comm);
