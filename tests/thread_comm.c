@@ -14,6 +14,8 @@
  *                tuttiStreamQuery and waits in tuttiStreamSynchronize on the same stream.
  *   destroy_abort one thread destroys a communicator while another aborts it, 20 times: one of
  *                them frees it, once.
+ *   revoke_p2p   a Send blocked in its first contact with a peer that never receives ends when
+ *                another thread revokes the communicator.
  *   abort        (only when named) ncclCommAbort from one thread while another is blocked in an
  *                AllReduce that rank 0 never issues: the blocked call fails with ncclRemoteError,
  *                Abort returns at once, nothing touches the freed communicator (issue 16: this
@@ -338,6 +340,44 @@ static void test_destroy_abort(void)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * revoke_p2p */
+
+static void *revoke_later(void *arg)
+{
+    usleep(300 * 1000);
+    CHECK_RES(ncclCommRevoke((ncclComm_t)arg, NCCL_REVOKE_DEFAULT), ncclSuccess);
+    return NULL;
+}
+
+/* Rank 0 sends to rank 1, which never receives: the Send blocks in its first contact with the
+ * peer (the connection setup), and another thread revokes the communicator. The Send must end
+ * then (ncclRemoteError), not at TUTTI_TIMEOUT_MS: a PyTorch group's timeout relies on it. */
+static void test_revoke_p2p(void)
+{
+    if (nranks < 2) return;
+    ncclComm_t comm = NULL;
+    if (!CHECK_RES(ncclCommSplit(world, 0, rank, &comm, NULL), ncclSuccess)) return;
+    if (rank == 0) {
+        pthread_t tid;
+        if (pthread_create(&tid, NULL, revoke_later, comm) != 0) {
+            FAIL("pthread_create failed");
+            exit(1);
+        }
+        int32_t x[4] = {1, 2, 3, 4};
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        ncclResult_t res = ncclSend(x, 4, ncclInt32, 1, comm, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        pthread_join(tid, NULL);
+        double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        CHECK(res == ncclRemoteError, "revoke_p2p: the Send returned %d", (int)res);
+        CHECK(s < 20.0, "revoke_p2p: the Send returned after %.1f s, not after the revoke", s);
+    }
+    world_barrier();
+    CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * abort */
 
 struct blocked_call {
@@ -400,6 +440,7 @@ int main(int argc, char **argv)
         {"shared_comm", test_shared_comm, false},
         {"stream", test_stream, false},
         {"destroy_abort", test_destroy_abort, false},
+        {"revoke_p2p", test_revoke_p2p, false},
         {"abort", test_abort, true},
     };
     int failed = world_run_tests(tests, sizeof tests / sizeof tests[0], argc, argv, 1,

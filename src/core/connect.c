@@ -106,13 +106,19 @@ static int compare_comms(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* While a point-to-point exchange waits for a peer of this host: whether that peer's process
- * ended or its communicator failed (its mailbox), which ends the wait with the peer's error at
- * once. That is how a rank waiting here learns that the peer ran a team AlltoAll against its
+/* While a point-to-point exchange waits for a peer: whether this communicator was revoked or
+ * aborted, or (a peer of this host) whether that peer's process ended or its communicator
+ * failed (its mailbox), which ends the wait with the peer's error at once. That is how a rank waiting here learns that the peer ran a team AlltoAll against its
  * grouped Send/Recv and failed (core/forms.c, tt_forms_check). */
 static ncclResult_t watch_peer(void *arg)
 {
     struct need *n = arg;
+    /* Revoked or aborted by another thread (a PyTorch group's timeout revokes): the wait ends,
+     * as an operation's does. */
+    if (tt_state_stopped(&n->comm->st))
+        return TT_ERROR(ncclRemoteError, "point-to-point with rank %d on rank %d, connecting: "
+                        "the communicator was %s", n->peer, n->comm->st.rank,
+                        atomic_load(&n->comm->st.abort) ? "aborted" : "revoked");
     char why[TT_TEAM_REASON_BYTES + 16];
     ncclResult_t code;
     int gone = tt_state_gone_peer(&n->comm->st, n->peer, &code, why, sizeof why);
@@ -129,9 +135,7 @@ static ncclResult_t recv_p2p_info(struct need *n, uint32_t tag)
 {
     struct ncclComm *comm = n->comm;
     struct tt_team *team = comm->st.team;
-    if (team == NULL)
-        return tt_bootstrap_recv(comm->bootstrap, n->peer, tag, &n->theirs, sizeof n->theirs);
-    if (n->reverse) /* no operation waits on this direction: nothing to publish */
+    if (team == NULL || n->reverse) /* no team mailbox, or no operation waits on this way */
         return tt_bootstrap_recv_watched(comm->bootstrap, n->peer, tag, &n->theirs,
                                          sizeof n->theirs, watch_peer, n);
     const struct tt_lane *lane = n->dir == TT_CONN_RECV ? &comm->p2p[n->peer].recv_lane
