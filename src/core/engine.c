@@ -122,8 +122,11 @@ static void task_finish(struct tt_task *t, struct tt_batch *b, ncclResult_t res)
     t->done = true;
     t->result = res;
     b->pending--;
-    /* Only the task holding the served ticket moves `serving` on: a release store suffices. */
-    if (t->lane)
+    /* Only a task that started held the served ticket, and only it moves `serving` on: a
+     * release store suffices. One failed before its turn (its batch failed, or the
+     * communicator had) leaves the lane alone: the tickets after it fail at once, seeing the
+     * communicator's error before they look at the lane (task_progress). */
+    if (t->lane && t->started)
         atomic_store_explicit(&t->lane->serving,
                               atomic_load_explicit(&t->lane->serving, memory_order_relaxed) + 1,
                               memory_order_release);
@@ -294,11 +297,11 @@ static inline ncclResult_t task_progress(struct tt_task *t, struct tt_batch *b,
                                          bool *progressed, struct tt_wait_hint *hint)
 {
     if (!t->started) {
+        ncclResult_t failed = tt_state_error(t->st);
+        if (failed != ncclSuccess) return task_not_run(t, b, failed);
         if (t->lane &&
             atomic_load_explicit(&t->lane->serving, memory_order_acquire) != t->ticket)
             return ncclSuccess;
-        ncclResult_t failed = tt_state_error(t->st);
-        if (failed != ncclSuccess) return task_not_run(t, b, failed);
         t->started = true;
         tt_algo_op_start(&t->op);
         /* A rooted collective publishes its descriptor as it starts, so that its peers' checks
