@@ -685,6 +685,30 @@ static void make_frame_header(uint8_t *p, uint32_t bytes, uint32_t frame, bool b
     put32(p + 4, bad_check ? 0x12345678u : frame ^ 0x54544652u);
 }
 
+/* Rank 0's side against a raw socket peer (rank 1): receive connections for tags 0 and 1 of
+ * `slot`-byte slots, set up, their info blobs written to `ctl` for the peer. One socket per
+ * connection (the receiver's setting, sent in its info blob, decides): the raw peer speaks
+ * the one-socket wire format by hand. */
+static bool raw_peer_receivers(const struct tt_transport *t, struct conns *c, int ctl,
+                               uint64_t hash, size_t slot)
+{
+    setenv("NCCL_NSOCKS_PERTHREAD", "1", 1);
+    tt_param_reload();
+    memset(c, 0, sizeof *c);
+    c->t = t;
+    ctx_init(&c->ctx, 0, hash);
+    struct tt_conn_info info[2];
+    bool ok = true;
+    for (int tag = 0; tag < 2 && ok; tag++) {
+        conn_init(&c->recv[tag], t, 1, TT_CONN_RECV, slot, tag);
+        conn_init(&c->send[tag], t, 1, TT_CONN_SEND, slot, tag);
+        c->ntags = tag + 1;
+        ok = CHECK(t->setup(&c->ctx, &c->recv[tag], &info[tag]) == ncclSuccess, "setup tag %d",
+                   tag);
+    }
+    return ok && ctl_write(ctl, info, sizeof info);
+}
+
 /* Rank 1 is a raw socket peer: garbage, a stranger's hello, then the real hellos followed by a
  * frame longer than a slot (tag 0, after one good frame) and a frame with a bad check word
  * (tag 1). Rank 0 must match the right sockets and report ncclRemoteError without using the
@@ -732,26 +756,10 @@ static bool run_hostile(const struct tt_transport *t, int rank, int ctl, uint64_
         for (int i = 0; i < 4; i++) close(fds[i]);
         return ok;
     }
-    /* The hostile peer speaks the one-socket wire format by hand: one socket per connection
-     * (the receiver's setting, sent in its info blob, decides). */
-    setenv("NCCL_NSOCKS_PERTHREAD", "1", 1);
-    tt_param_reload();
     struct conns c;
-    memset(&c, 0, sizeof c);
-    c.t = t;
-    c.ntags = 0;
-    ctx_init(&c.ctx, 0, hash);
-    struct tt_conn_info info[2], none;
+    struct tt_conn_info none;
     memset(&none, 0, sizeof none);
-    bool ok = true;
-    for (int tag = 0; tag < 2 && ok; tag++) {
-        conn_init(&c.recv[tag], t, 1, TT_CONN_RECV, SLOT, tag);
-        conn_init(&c.send[tag], t, 1, TT_CONN_SEND, SLOT, tag);
-        c.ntags = tag + 1;
-        ok = CHECK(t->setup(&c.ctx, &c.recv[tag], &info[tag]) == ncclSuccess, "setup tag %d",
-                   tag);
-    }
-    ok = ok && ctl_write(ctl, info, sizeof info);
+    bool ok = raw_peer_receivers(t, &c, ctl, hash, SLOT);
     uint64_t deadline = tt_deadline_after_ms(STEP_TIMEOUT_MS);
     for (int tag = 0; tag < 2 && ok; tag++)
         ok = CHECK(t->connect(&c.ctx, &c.recv[tag], &none, deadline) == ncclSuccess,
@@ -815,23 +823,10 @@ static bool run_flood(const struct tt_transport *t, int rank, int ctl, uint64_t 
             if (real[tag] >= 0) close(real[tag]);
         return ok;
     }
-    setenv("NCCL_NSOCKS_PERTHREAD", "1", 1);
-    tt_param_reload();
     struct conns c;
-    memset(&c, 0, sizeof c);
-    c.t = t;
-    ctx_init(&c.ctx, 0, hash);
-    struct tt_conn_info info[2], none;
+    struct tt_conn_info none;
     memset(&none, 0, sizeof none);
-    bool ok = true;
-    for (int tag = 0; tag < 2 && ok; tag++) {
-        conn_init(&c.recv[tag], t, 1, TT_CONN_RECV, SLOT, tag);
-        conn_init(&c.send[tag], t, 1, TT_CONN_SEND, SLOT, tag);
-        c.ntags = tag + 1;
-        ok = CHECK(t->setup(&c.ctx, &c.recv[tag], &info[tag]) == ncclSuccess, "setup tag %d",
-                   tag);
-    }
-    ok = ok && ctl_write(ctl, info, sizeof info);
+    bool ok = raw_peer_receivers(t, &c, ctl, hash, SLOT);
     for (int tag = 0; tag < 2 && ok; tag++)
         ok = CHECK(t->connect(&c.ctx, &c.recv[tag], &none, tt_deadline_after_ms(CONNECT_MS)) ==
                        ncclSuccess,
