@@ -16,6 +16,8 @@
  *                them frees it, once.
  *   revoke_p2p   a Send blocked in its first contact with a peer that never receives ends when
  *                another thread revokes the communicator.
+ *   abort_in_group a thread's group holds an AllReduce on a communicator that another thread
+ *                aborts before ncclGroupEnd: the group is refused.
  *   abort        (only when named) ncclCommAbort from one thread while another is blocked in an
  *                AllReduce that rank 0 never issues: the blocked call fails with ncclRemoteError,
  *                Abort returns at once, nothing touches the freed communicator (issue 16: this
@@ -378,6 +380,36 @@ static void test_revoke_p2p(void)
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * abort_in_group */
+
+static void *abort_now(void *arg)
+{
+    CHECK_RES(ncclCommAbort((ncclComm_t)arg), ncclSuccess);
+    return NULL;
+}
+
+/* A thread adds an AllReduce to a group, another thread aborts the communicator, then the
+ * first ends the group: ncclGroupEnd must refuse the group (ncclInvalidUsage), not run an
+ * operation on the freed communicator. Every rank does it, so nobody waits for anybody. */
+static void test_abort_in_group(void)
+{
+    ncclComm_t comm = NULL;
+    if (!CHECK_RES(ncclCommSplit(world, 0, rank, &comm, NULL), ncclSuccess)) return;
+    int32_t x[4] = {1, 2, 3, 4};
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclAllReduce(x, x, 4, ncclInt32, ncclSum, comm, NULL), ncclSuccess);
+    pthread_t tid;
+    if (pthread_create(&tid, NULL, abort_now, comm) != 0) {
+        FAIL("pthread_create failed");
+        exit(1);
+    }
+    pthread_join(tid, NULL);
+    CHECK_RES(ncclGroupEnd(), ncclInvalidUsage);
+    CHECK(x[0] == 1 && x[3] == 4, "abort_in_group: the buffer changed: %d %d", x[0], x[3]);
+    world_barrier();
+}
+
+/* ---------------------------------------------------------------------------------------------
  * abort */
 
 struct blocked_call {
@@ -441,6 +473,7 @@ int main(int argc, char **argv)
         {"stream", test_stream, false},
         {"destroy_abort", test_destroy_abort, false},
         {"revoke_p2p", test_revoke_p2p, false},
+        {"abort_in_group", test_abort_in_group, false},
         {"abort", test_abort, true},
     };
     int failed = world_run_tests(tests, sizeof tests / sizeof tests[0], argc, argv, 1,

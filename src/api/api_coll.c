@@ -247,6 +247,6 @@ TT_API ncclResult_t tuttiAlltoAllV(const void *sendbuff, const size_t sendcounts
         if (res == ncclSuccess) res = check_and_run(caller, &recv, comm);
     }
     if (res != ncclSuccess && res != ncclInProgress) tt_group_note_error(res);
-    ncclResult_t end = tt_group_end();
+    ncclResult_t end = tt_group_end(tt_comm_check);
     return res != ncclSuccess ? res : end;
 }

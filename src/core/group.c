@@ -172,7 +172,26 @@ static void discard(void)
     group.dev_count = group.dev_cap = 0;
 }
 
-ncclResult_t tt_group_end(void)
+/* Whether every communicator the group's operations name is still live: another thread may
+ * have destroyed or aborted one since the operation was added (this thread was in no call
+ * then, so nothing waited for it). Checked inside ncclGroupEnd's call: a communicator found
+ * live now stays so until the call ends. */
+static ncclResult_t check_comms_live(tt_group_live_fn live)
+{
+    for (const struct tt_task *t = group.batch.head; t; t = t->next)
+        if (live(t->comm, "ncclGroupEnd") != ncclSuccess)
+            return TT_ERROR(ncclInvalidUsage, "ncclGroupEnd: a communicator of the group (%p) "
+                            "was destroyed or aborted before the group ended",
+                            (void *)t->comm);
+    for (int i = 0; i < group.dev_count; i++)
+        if (group.dev[i].comm != NULL && live(group.dev[i].comm, "ncclGroupEnd") != ncclSuccess)
+            return TT_ERROR(ncclInvalidUsage, "ncclGroupEnd: a communicator of the group (%p) "
+                            "was destroyed or aborted before the group ended",
+                            (void *)group.dev[i].comm);
+    return ncclSuccess;
+}
+
+ncclResult_t tt_group_end(tt_group_live_fn live)
 {
     if (group.depth == 0)
         return TT_ERROR(ncclInvalidUsage, "ncclGroupEnd called without a matching "
@@ -180,6 +199,7 @@ ncclResult_t tt_group_end(void)
     group_depth_fast = --group.depth;
     if (group.depth > 0) return ncclSuccess;
     ncclResult_t res = wait_deferred();
+    if (res == ncclSuccess) res = check_comms_live(live);
     if (group.error != ncclSuccess || res != ncclSuccess) {
         ncclResult_t err = group.error != ncclSuccess ? group.error : res;
         discard();

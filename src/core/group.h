@@ -12,8 +12,14 @@ typedef ncclResult_t (*tt_group_expand_fn)(struct tt_batch *b, struct ncclComm *
                                            const struct tt_coll_args *args);
 typedef ncclResult_t (*tt_group_wait_fn)(void *arg);
 
+/* ncclSuccess when `comm` is still a live communicator (the lifecycle layer's tt_comm_check,
+ * passed in from above). */
+typedef ncclResult_t (*tt_group_live_fn)(ncclComm_t comm, const char *caller);
+
 ncclResult_t tt_group_start(void);
-ncclResult_t tt_group_end(void);
+/* Ends the outermost group: checks with `live` that no communicator of its operations was
+ * destroyed or aborted since (by another thread) and runs them all, or none. */
+ncclResult_t tt_group_end(tt_group_live_fn live);
 /* Estimates the group's time with the selection model and ends it without running anything. */
 ncclResult_t tt_group_simulate_end(ncclSimInfo_t *sim);
 /* Records an error of a call made inside a group, which then fails as a whole. */
