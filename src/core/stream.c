@@ -231,16 +231,16 @@ bool tt_stream_is_host(cudaStream_t stream)
     return live;
 }
 
-/* Adds `s` to the live streams, starting the engine thread with the first one. */
+/* Adds `s` to the live streams, starting the engine thread with the first one. On failure `s`
+ * is left to the caller, which frees it. */
 static ncclResult_t stream_add(struct tt_stream *s)
 {
     pthread_mutex_lock(&engine.lock);
     if (!engine.running) {
         int err = pthread_create(&engine.thread, NULL, engine_main,
                                  (void *)(uintptr_t)engine.gen);
-        if (err != 0) {
+        if (err != 0) { /* `s` stays the caller's to free */
             pthread_mutex_unlock(&engine.lock);
-            free(s);
             return TT_ERROR(ncclSystemError, "cannot start the progress thread: %s",
                             strerror(err));
         }
@@ -261,7 +261,13 @@ ncclResult_t tt_stream_create(cudaStream_t *out)
     pthread_mutex_init(&s->lock, NULL);
     done_cond_init(&s->done_cond);
     s->error = ncclSuccess;
-    TT_TRY(stream_add(s));
+    ncclResult_t res = stream_add(s);
+    if (res != ncclSuccess) {
+        pthread_cond_destroy(&s->done_cond);
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+        return res;
+    }
     *out = (cudaStream_t)(void *)s;
     return ncclSuccess;
 }
