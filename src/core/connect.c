@@ -241,8 +241,8 @@ ncclResult_t tt_connect_tree(struct ncclComm *comm)
     }
     pthread_mutex_lock(&comm->bootstrap_lock);
     ncclResult_t res = exchange(needs, count);
-    pthread_mutex_unlock(&comm->bootstrap_lock);
     if (res != ncclSuccess) close_unready(needs, count);
+    pthread_mutex_unlock(&comm->bootstrap_lock);
     free(needs);
     return res;
 }
@@ -287,8 +287,9 @@ ncclResult_t tt_connect_batch(struct tt_batch *b)
                                .task = t, .batch = b, .reverse = true});
     }
     if (count > 0) res = exchange(needs, count);
-    for (int i = ncomms - 1; i >= 0; i--) pthread_mutex_unlock(&comms[i]->bootstrap_lock);
+    /* Under the locks: another thread may start connecting the same pair once they go. */
     if (res != ncclSuccess) close_unready(needs, count);
+    for (int i = ncomms - 1; i >= 0; i--) pthread_mutex_unlock(&comms[i]->bootstrap_lock);
     /* A peer that failed took this communicator's operation with it: latched like a failed
      * operation, so that every rank reports the error and the communicator is left for Abort. */
     for (int i = 0; i < count; i++)
