@@ -358,6 +358,8 @@ ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *
     if (in_group) return tt_group_add_wait(wait_ready, comm);
     return ncclInProgress;
 fail:
+    if (comm->background != NULL) tt_stream_destroy(comm->background); /* and its thread */
+    comm->background = NULL;
     comm_free(comm);
     return res;
 }
