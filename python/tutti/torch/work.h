@@ -1,0 +1,201 @@
+// tutti.torch's C++ shim: a c10d Work over a Tutti operation (WorkTutti), what it holds until the
+// operation completes (Pending) and why its group was revoked (RevokeNote). backend.cpp's
+// header comment says how Works complete and where the GIL is taken.
+#pragma once
+
+#include "shim.h"
+
+namespace tutti_torch {
+
+// The type of a Work's future's value, made once (ListType::create allocates).
+inline const c10::TypePtr& tensor_list_type() {
+  static const c10::TypePtr type = c10::ListType::create(c10::TensorType::get());
+  return type;
+}
+
+// Why the group's communicator was revoked, shared by the group and its Works: an operation
+// that failed afterwards reports this instead of the revocation's own error.
+struct RevokeNote {
+  std::mutex mutex;
+  std::string text;
+
+  void set(const std::string& why) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (text.empty()) text = why;
+  }
+  std::string get() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return text;
+  }
+};
+
+// What an operation needs once it is issued: the tensors it reads and writes (kept alive until
+// it completes), the outputs its future holds, and the copies to run when it completes.
+struct Pending {
+  std::vector<at::Tensor> keep;
+  std::vector<at::Tensor> outputs;
+  std::vector<std::function<void()>> after;
+
+  // A contiguous tensor standing for `t`: t itself when it is contiguous, else a copy (of its
+  // contents when `input`), copied back into t when the operation completes when `output`.
+  // An output whose elements share memory (an expand()ed tensor) is refused before anything
+  // runs: the copy back could not write it. The copy back is not autograd's business (a leaf
+  // that requires grad would refuse it), and may run on the completion thread.
+  at::Tensor stage(const at::Tensor& t, bool input, bool output) {
+    TORCH_CHECK(!output || at::has_internal_overlap(t) != at::MemOverlap::Yes,
+                "tutti: an output tensor has elements that share memory (expand()ed?); "
+                "pass one whose elements are distinct");
+    keep.push_back(t);
+    if (t.is_contiguous()) return t;
+    at::Tensor c = input ? t.contiguous() : at::empty_like(t, at::MemoryFormat::Contiguous);
+    keep.push_back(c);
+    if (output) {
+      at::Tensor dst = t;
+      after.push_back([dst, c]() mutable {
+        at::NoGradGuard no_grad;
+        dst.copy_(c);
+      });
+    }
+    return c;
+  }
+};
+
+class WorkTutti : public c10d::Work {
+ public:
+  // An inline Work (run on the caller's thread, complete when issue() returns) has no event:
+  // complete_inline() gives it its result.
+  WorkTutti(int rank, c10d::OpType type, uint64_t seq, Pending pending, Clock::time_point deadline,
+            std::shared_ptr<RevokeNote> note, bool inline_run)
+      : c10d::Work(rank, type),
+        type_(type),
+        seq_(seq),
+        pending_(std::move(pending)),
+        deadline_(deadline),
+        note_(std::move(note)),
+        future_(c10::make_intrusive<c10::ivalue::Future>(tensor_list_type())) {
+    if (!inline_run) check(tuttiEventCreate(&event_), "tuttiEventCreate");
+  }
+
+  ~WorkTutti() override {
+    if (event_ == nullptr) return;
+    if (!done_.load(std::memory_order_acquire)) tuttiEventSynchronize(event_);
+    tuttiEventDestroy(event_);
+  }
+
+  tuttiEvent_t event() const { return event_; }
+  cudaStream_t stream() const { return stream_; }
+  void set_stream(cudaStream_t stream) { stream_ = stream; }
+
+  bool isCompleted() override {
+    if (!done_.load(std::memory_order_acquire) && event_ != nullptr &&
+        tuttiEventQuery(event_) != ncclInProgress)
+      complete();
+    return future_->completed();
+  }
+
+  bool isSuccess() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return completed_ && !exception_;
+  }
+
+  // Waits for the operation (forever, or at most `timeout`) and raises its error. A timeout
+  // given here only ends this wait; the group's own timeout fails the operation itself.
+  bool wait(std::chrono::milliseconds timeout) override {
+    if (timeout != kNoTimeout && event_ != nullptr) {
+      const Clock::time_point until = Clock::now() + timeout;
+      std::chrono::microseconds nap(10);
+      while (tuttiEventQuery(event_) == ncclInProgress) {
+        TORCH_CHECK(Clock::now() < until, "tutti: ", op_name(type_), " (operation ", seq_,
+                    " of this process group) did not complete within ", timeout.count(),
+                    " ms");
+        std::this_thread::sleep_for(nap);
+        nap = std::min(nap * 2, std::chrono::microseconds(1000));
+      }
+    }
+    complete();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (exception_) std::rethrow_exception(exception_);
+    return true;
+  }
+
+  std::vector<at::Tensor> result() override { return pending_.outputs; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+  // Ends the operation once: waits for its event, runs its copies, completes the Work and its
+  // future with the outputs or the error. Safe from any thread; the first caller does it, and
+  // the others return only once the future is complete too (wait() followed by
+  // get_future().value() must find it so). The future's callbacks and the release of the
+  // tensors the operation held (either may take the GIL) come after the lock, so a thread
+  // holding the GIL may wait for the lock; the future is marked complete before its callbacks
+  // run, so the others' wait never waits for a callback.
+  void complete() {
+    Pending held;
+    std::exception_ptr error;
+    {
+      std::unique_lock<std::mutex> lock(complete_mutex_);
+      if (done_.load(std::memory_order_relaxed)) {
+        lock.unlock();
+        future_->wait();
+        return;
+      }
+      ncclResult_t res = event_ != nullptr ? tuttiEventSynchronize(event_) : inline_result_;
+      if (res == ncclSuccess) {
+        try {
+          for (auto& copy : pending_.after) copy();
+        } catch (...) {
+          error = std::current_exception();
+        }
+      } else {
+        std::string why = note_->get();
+        if (why.empty() && !inline_error_.empty())
+          why = std::string(ncclGetErrorString(res)) + ": " + inline_error_;
+        if (why.empty())
+          why = std::string(ncclGetErrorString(res)) +
+                " (Tutti's WARN line on stderr names the rank and the reason)";
+        error = std::make_exception_ptr(std::runtime_error(
+            std::string("tutti: ") + op_name(type_) + " (operation " + std::to_string(seq_) +
+            " of this process group) failed: " + why));
+      }
+      std::swap(held.after, pending_.after);
+      std::swap(held.keep, pending_.keep);
+      done_.store(true, std::memory_order_release);
+      finish(error);
+    }
+    if (error) {
+      future_->setError(error);
+    } else {
+      future_->markCompleted(c10::IValue(pending_.outputs));
+    }
+  }
+
+  // Ends an inline Work with the result of its blocking call, on the thread that made it (so
+  // ncclGetLastError still holds the call's message).
+  void complete_inline(ncclResult_t res) {
+    inline_result_ = res;
+    if (res != ncclSuccess) {
+      const char* last = ncclGetLastError(nullptr);
+      if (last != nullptr) inline_error_ = last;
+    }
+    complete();
+  }
+
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  Clock::time_point deadline() const { return deadline_; }
+  uint64_t seq() const { return seq_; }
+
+ private:
+  c10d::OpType type_;
+  uint64_t seq_;
+  Pending pending_;
+  Clock::time_point deadline_;
+  std::shared_ptr<RevokeNote> note_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  tuttiEvent_t event_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // the stream its event was recorded on
+  ncclResult_t inline_result_ = ncclSuccess;
+  std::string inline_error_;
+  std::mutex complete_mutex_;
+  std::atomic<bool> done_{false};
+};
+
+}  // namespace tutti_torch
