@@ -108,8 +108,9 @@ static int compare_comms(const void *a, const void *b)
 
 /* While a point-to-point exchange waits for a peer: whether this communicator was revoked or
  * aborted, or (a peer of this host) whether that peer's process ended or its communicator
- * failed (its mailbox), which ends the wait with the peer's error at once. That is how a rank waiting here learns that the peer ran a team AlltoAll against its
- * grouped Send/Recv and failed (core/forms.c, tt_forms_check). */
+ * failed (its mailbox), which ends the wait with the peer's error at once. That is how a rank
+ * waiting here learns that the peer ran a team AlltoAll against its grouped Send/Recv and
+ * failed (core/forms.c, tt_forms_check). */
 static ncclResult_t watch_peer(void *arg)
 {
     struct need *n = arg;

@@ -560,14 +560,16 @@ ncclResult_t tt_stream_destroy(cudaStream_t stream)
     return ncclSuccess;
 }
 
-/* Whether any queued batch has a task of `comm` (engine lock held). */
-static bool comm_queued(const struct ncclComm *comm)
+/* Whether any queued batch has a task of `comm` (engine lock held); with `background_only`,
+ * any batch a nonblocking call queued on a background stream. */
+static bool comm_queued(const struct ncclComm *comm, bool background_only)
 {
     for (struct tt_stream *s = engine.streams; s; s = s->next) {
         pthread_mutex_lock(&s->lock);
         bool found = false;
         for (struct tt_batch *b = s->head; b && !found; b = b->next)
-            for (struct tt_task *t = b->head; t && !found; t = t->next)
+            for (struct tt_task *t = b->head; t && !found && (b->background || !background_only);
+                 t = t->next)
                 found = t->comm == comm;
         pthread_mutex_unlock(&s->lock);
         if (found) return true;
@@ -577,15 +579,8 @@ static bool comm_queued(const struct ncclComm *comm)
 
 bool tt_stream_comm_in_background(const struct ncclComm *comm)
 {
-    bool found = false;
     pthread_mutex_lock(&engine.lock);
-    for (struct tt_stream *s = engine.streams; s && !found; s = s->next) {
-        pthread_mutex_lock(&s->lock);
-        for (struct tt_batch *b = s->head; b && !found; b = b->next)
-            for (struct tt_task *t = b->head; b->background && t && !found; t = t->next)
-                found = t->comm == comm;
-        pthread_mutex_unlock(&s->lock);
-    }
+    bool found = comm_queued(comm, true);
     pthread_mutex_unlock(&engine.lock);
     return found;
 }
@@ -594,7 +589,7 @@ void tt_stream_wait_comm_idle(const struct ncclComm *comm)
 {
     for (;;) {
         pthread_mutex_lock(&engine.lock);
-        bool queued = comm_queued(comm);
+        bool queued = comm_queued(comm, false);
         pthread_mutex_unlock(&engine.lock);
         if (!queued) return;
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 500000};
