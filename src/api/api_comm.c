@@ -78,7 +78,7 @@ TT_API ncclResult_t pncclCommDestroy(ncclComm_t comm)
     TT_TRY(tt_comm_check(comm, "ncclCommDestroy"));
     tt_log_set_rank(tt_comm_rank(comm));
     TT_INFO(TT_SUB_CALL, "ncclCommDestroy: comm %p", (void *)comm);
-    ncclResult_t res = tt_comm_destroy(comm);
+    ncclResult_t res = tt_comm_destroy(comm, TT_CALL_OUTERMOST);
     tt_log_set_rank(-1);
     return res;
 }
@@ -92,7 +92,7 @@ TT_API ncclResult_t pncclCommAbort(ncclComm_t comm)
     TT_TRY(tt_comm_check(comm, "ncclCommAbort"));
     tt_log_set_rank(tt_comm_rank(comm));
     TT_INFO(TT_SUB_CALL, "ncclCommAbort: comm %p", (void *)comm);
-    ncclResult_t res = tt_comm_abort(comm);
+    ncclResult_t res = tt_comm_abort(comm, TT_CALL_OUTERMOST);
     tt_log_set_rank(-1);
     return res;
 }

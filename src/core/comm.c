@@ -397,7 +397,7 @@ static void comm_teardown(struct ncclComm *comm)
 static void reap_zombies(void)
 {
     pthread_mutex_lock(&zombies_lock);
-    if (nzombies > 0 && tt_call_quiesce(0)) {
+    if (nzombies > 0 && tt_call_quiesce(0, false)) {
         for (size_t i = 0; i < nzombies; i++) comm_teardown(zombies[i]);
         nzombies = 0;
     }
@@ -407,9 +407,9 @@ static void reap_zombies(void)
 /* Frees a communicator already removed from the registry, once no other thread can be inside a
  * call that touches it; with the abort flag set, blocked calls leave within a sleep. A thread
  * still inside a call at the deadline leaves the communicator to reap_zombies. */
-static void comm_release(struct ncclComm *comm)
+static void comm_release(struct ncclComm *comm, bool outermost)
 {
-    if (tt_call_quiesce(tt_time_ns() + QUIESCE_NS)) {
+    if (tt_call_quiesce(tt_time_ns() + QUIESCE_NS, outermost)) {
         comm_teardown(comm);
         reap_zombies();
         return;
@@ -444,24 +444,25 @@ size_t tt_comm_pick(bool (*want)(struct ncclComm *comm), struct ncclComm **out, 
     return n;
 }
 
-ncclResult_t tt_comm_destroy(ncclComm_t comm)
+ncclResult_t tt_comm_destroy(ncclComm_t comm, bool outermost)
 {
     TT_INFO(TT_SUB_INIT, "comm %p rank %d destroyed", (void *)comm, comm->st.rank);
     tt_watch_settle_for_destroy(comm); /* still in the watchdog's sight */
     /* Whoever takes it out of the registry frees it: a concurrent ncclCommAbort (a watchdog's)
      * may have, and then this thread's call only has to end for that one to go on. */
-    if (registry_remove(comm)) comm_release(comm);
+    if (registry_remove(comm)) comm_release(comm, outermost);
     return ncclSuccess;
 }
 
-ncclResult_t tt_comm_abort(ncclComm_t comm)
+ncclResult_t tt_comm_abort(ncclComm_t comm, bool outermost)
 {
     /* The flag makes the init thread, the engine and every waiter give up within one sleep. */
     atomic_store(&comm->st.abort, 1);
     /* Device streams wait in the GPU, where no flag reaches: released here, before anything
      * else, since the teardown may wait for other threads first (and they for the streams). */
     tt_watch_release_for_abort(comm);
-    if (registry_remove(comm)) comm_release(comm); /* else a concurrent destroy or abort does */
+    /* else a concurrent destroy or abort frees it */
+    if (registry_remove(comm)) comm_release(comm, outermost);
     return ncclSuccess;
 }
 

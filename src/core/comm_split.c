@@ -363,7 +363,7 @@ ncclResult_t tt_comm_init_all(ncclComm_t *comms, int ndev)
 out:
     if (res != ncclSuccess && res != ncclInProgress) {
         for (int i = 0; i < ndev; i++) {
-            if (comms[i] != NULL) tt_comm_destroy(comms[i]);
+            if (comms[i] != NULL) tt_comm_destroy(comms[i], false);
             comms[i] = NULL;
         }
     }

@@ -18,9 +18,11 @@ struct ncclComm;
  * until it is ready, and the call returns ncclInProgress. */
 ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank,
                                const ncclConfig_t *config);
-/* ncclCommDestroy / ncclCommAbort: free everything. */
-ncclResult_t tt_comm_destroy(ncclComm_t comm);
-ncclResult_t tt_comm_abort(ncclComm_t comm);
+/* ncclCommDestroy / ncclCommAbort: free everything. `outermost` when no other public call
+ * encloses this one (TT_CALL_OUTERMOST): the thread then touches nothing else while it waits
+ * for other threads to leave their calls. */
+ncclResult_t tt_comm_destroy(ncclComm_t comm, bool outermost);
+ncclResult_t tt_comm_abort(ncclComm_t comm, bool outermost);
 /* ncclSuccess when `comm` is a live communicator, else ncclInvalidArgument with a message
  * (NULL, never created, or already destroyed). */
 ncclResult_t tt_comm_check(ncclComm_t comm, const char *caller);

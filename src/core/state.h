@@ -167,9 +167,15 @@ static inline void tt_call_leave(struct tt_call_rec *const *rp)
     struct tt_call_rec *tt_call_scope_ __attribute__((cleanup(tt_call_leave), unused)) =        \
         tt_call_enter()
 
+/* True in an outermost call (one that no other public call encloses). */
+#define TT_CALL_OUTERMOST (tt_call_scope_ != NULL)
+
 /* Makes every thread's marks visible, then waits until each other thread that was in a call
- * has left it, or until `deadline_ns`. True when they all did. */
-bool tt_call_quiesce(uint64_t deadline_ns);
+ * has left it, or until `deadline_ns`. True when they all did. With `step_out` (an outermost
+ * Destroy or Abort whose communicator is out of the registry: it touches no live communicator
+ * any more) the calling thread counts as out of its call while it waits, so that two threads
+ * releasing communicators at once do not wait for each other. */
+bool tt_call_quiesce(uint64_t deadline_ns, bool step_out);
 
 /* ncclSuccess when the communicator may take operations, else the reason (initialising, failed
  * init, revoked, finalized, aborted) as an error naming `caller`. */
