@@ -397,7 +397,7 @@ static void comm_teardown(struct ncclComm *comm)
 static void reap_zombies(void)
 {
     pthread_mutex_lock(&zombies_lock);
-    if (nzombies > 0 && tt_call_quiesce(0, false)) {
+    if (nzombies > 0 && tt_call_quiesce(0)) {
         for (size_t i = 0; i < nzombies; i++) comm_teardown(zombies[i]);
         nzombies = 0;
     }
@@ -407,9 +407,9 @@ static void reap_zombies(void)
 /* Frees a communicator already removed from the registry, once no other thread can be inside a
  * call that touches it; with the abort flag set, blocked calls leave within a sleep. A thread
  * still inside a call at the deadline leaves the communicator to reap_zombies. */
-static void comm_release(struct ncclComm *comm, bool outermost)
+static void comm_release_quiet(struct ncclComm *comm)
 {
-    if (tt_call_quiesce(tt_time_ns() + QUIESCE_NS, outermost)) {
+    if (tt_call_quiesce(tt_time_ns() + QUIESCE_NS)) {
         comm_teardown(comm);
         reap_zombies();
         return;
@@ -428,6 +428,15 @@ static void comm_release(struct ncclComm *comm, bool outermost)
     /* Out of memory for the list: the communicator is leaked rather than freed under a user. */
     if (nzombies < zombies_cap) zombies[nzombies++] = comm;
     pthread_mutex_unlock(&zombies_lock);
+}
+
+/* The same, out of the call in an outermost Destroy or Abort (tt_call_step_out): another thread
+ * releasing a communicator at the same time does not wait for this one, nor this one for it. */
+static void comm_release(struct ncclComm *comm, bool outermost)
+{
+    struct tt_call_rec *own = outermost ? tt_call_step_out() : NULL;
+    comm_release_quiet(comm);
+    tt_call_step_in(own);
 }
 
 size_t tt_comm_pick(bool (*want)(struct ncclComm *comm), struct ncclComm **out, size_t max,

@@ -117,13 +117,8 @@ struct tt_call_rec *tt_call_register(void)
     return r;
 }
 
-bool tt_call_quiesce(uint64_t deadline_ns, bool step_out)
+bool tt_call_quiesce(uint64_t deadline_ns)
 {
-    struct tt_call_rec *own = NULL;
-    if (step_out && tt_call_self != NULL &&
-        (atomic_load_explicit(&tt_call_self->calls, memory_order_relaxed) & 1))
-        own = tt_call_self;
-    tt_call_leave(&own); /* before the barrier below: a thread releasing at once sees it */
     pthread_once(&membarrier_once, register_membarrier);
     if (!tt_call_fence_each) syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
 #if !defined(__SANITIZE_THREAD__)
@@ -159,7 +154,6 @@ bool tt_call_quiesce(uint64_t deadline_ns, bool step_out)
         nanosleep(&ts, NULL);
     }
     free(busy);
-    if (own != NULL) tt_call_enter(); /* back in the call, to touch what it freed alone */
     return quiet;
 }
 

@@ -171,11 +171,23 @@ static inline void tt_call_leave(struct tt_call_rec *const *rp)
 #define TT_CALL_OUTERMOST (tt_call_scope_ != NULL)
 
 /* Makes every thread's marks visible, then waits until each other thread that was in a call
- * has left it, or until `deadline_ns`. True when they all did. With `step_out` (an outermost
- * Destroy or Abort whose communicator is out of the registry: it touches no live communicator
- * any more) the calling thread counts as out of its call while it waits, so that two threads
- * releasing communicators at once do not wait for each other. */
-bool tt_call_quiesce(uint64_t deadline_ns, bool step_out);
+ * has left it, or until `deadline_ns`. True when they all did. */
+bool tt_call_quiesce(uint64_t deadline_ns);
+
+/* An outermost Destroy or Abort whose communicator is out of the registry touches no live
+ * communicator any more: it steps out of its call for the rest of the release, so that threads
+ * releasing communicators at once do not wait for each other. Only in an outermost call; the
+ * record returned goes back to tt_call_step_in before the call returns. */
+static inline struct tt_call_rec *tt_call_step_out(void)
+{
+    struct tt_call_rec *r = tt_call_self;
+    tt_call_leave(&r);
+    return r;
+}
+static inline void tt_call_step_in(struct tt_call_rec *r)
+{
+    if (r != NULL) tt_call_enter();
+}
 
 /* ncclSuccess when the communicator may take operations, else the reason (initialising, failed
  * init, revoked, finalized, aborted) as an error naming `caller`. */
