@@ -17,6 +17,7 @@
  * when a mount namespace can be made (so other jobs on the host do not disturb the count). */
 #include <dirent.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <signal.h>
@@ -45,12 +46,14 @@ static double now_s(void)
 struct blocked {
     ncclComm_t comm;
     ncclResult_t result;
+    atomic_int calling; /* set just before the AllReduce */
     float buf[1024];
 };
 
 static void *block_in_allreduce(void *arg)
 {
     struct blocked *b = arg;
+    atomic_store(&b->calling, 1);
     b->result = ncclAllReduce(b->buf, b->buf, 1024, ncclFloat, ncclSum, b->comm, NULL);
     return NULL;
 }
@@ -80,6 +83,8 @@ static int rank0(enum mode mode, ncclUniqueId id, pid_t peer)
     b->comm = comm;
     pthread_t thread;
     pthread_create(&thread, NULL, block_in_allreduce, b);
+    /* The thread may start late on a loaded machine: the 100 ms count from its call. */
+    while (!atomic_load(&b->calling)) usleep(1000);
     usleep(100000);
     /* Who is stuck: the blocked AllReduce, waiting for rank 1 (checked by the fault_dump test
      * through the log). */

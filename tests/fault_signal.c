@@ -1,8 +1,9 @@
 /* SIGUSR1 with TUTTI_DUMP_SIGNAL=1: a rank blocked in an AllReduce its peer never issues logs
  * its stalled operation, naming the peer (the test's regular expression checks the log). Rank 1
- * joins and sleeps; rank 0 blocks; the parent signals rank 0 after a second, then kills rank 1,
- * whose death ends rank 0's wait. */
+ * joins and sleeps; rank 0 blocks; the parent signals rank 0 once it is in the AllReduce (a pipe
+ * says when it calls; 300 ms after that), then kills rank 1, whose death ends rank 0's wait. */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -18,15 +19,20 @@ int main(void)
     /* Rank 0 first: it makes the id (tests/fork_rank.h), so this process forks rank 1 with none
      * of the library's threads running. */
     ncclUniqueId id;
+    int calling[2];
+    if (pipe(calling) != 0) return 1;
     pid_t blocked = fork_rank(0, &id, 1);
     if (blocked < 0) return 1;
     if (blocked == 0) {
+        close(calling[0]);
         ncclComm_t c;
         if (ncclCommInitRank(&c, 2, id, 0) != ncclSuccess) _exit(1);
+        if (write(calling[1], "c", 1) != 1) _exit(1);
         float x[4] = {0};
         ncclResult_t res = ncclAllReduce(x, x, 4, ncclFloat, ncclSum, c, NULL);
         _exit(res == ncclRemoteError ? 0 : 2);
     }
+    close(calling[1]); /* rank 0 alone holds it: its end (a failed init) is EOF here */
     pid_t sleeper = fork_rank(1, &id, 1);
     if (sleeper == 0) {
         ncclComm_t c;
@@ -39,8 +45,13 @@ int main(void)
         waitpid(blocked, NULL, 0);
         return 1;
     }
-    sleep(1);
-    kill(blocked, SIGUSR1);
+    char c;
+    bool called = read(calling[0], &c, 1) == 1; /* EOF: rank 0 failed its init */
+    close(calling[0]);
+    if (called) {
+        usleep(300000);
+        kill(blocked, SIGUSR1);
+    }
     sleep(1);
     kill(sleeper, SIGKILL);
     int status = 0;

@@ -341,10 +341,15 @@ int main(int argc, char **argv)
     job_tag = tid->magic;
     pid_t pid0 = spawn_rank(&id, 0, port_pipe[1], go_pipe[0]);
 
-    /* Rank 0 has joined (its hello is on the wire) once its listener exists; rank 1 has not,
-     * so the root still serves. */
-    usleep(300000);
-    if (capture_fd >= 0) capture_drain();
+    /* Rank 0 joins (its hello on the wire) before the fakes below, which the recorder must
+     * not take for it; rank 1 has not, so the root still serves. With the recorder, until its
+     * hello is seen (a loaded machine may start rank 0 late); without, 300 ms. */
+    if (capture_fd < 0) usleep(300000);
+    for (int waited = 0; capture_fd >= 0 && waited < 30000; waited += 10) {
+        if (find_recorded(tt_sock_addr_port(&root), sizeof(struct tt_bs_root_hello)) != NULL)
+            break;
+        usleep(10000);
+    }
     struct tt_bs_root_hello fake;
     memset(&fake, 0, sizeof fake);
     fake.magic = tid->magic; /* the magic is not secret: it only tells jobs apart */

@@ -27,6 +27,7 @@
  * all but abort. Results are compared bit for bit (integer-valued floats, exact in any order). */
 #include <dirent.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -344,8 +345,12 @@ static void test_destroy_abort(void)
 /* ---------------------------------------------------------------------------------------------
  * revoke_p2p */
 
+static atomic_int sending; /* set by rank 0's main thread just before its Send */
+
+/* Revokes 300 ms after the Send began (a loaded machine may start either thread late). */
 static void *revoke_later(void *arg)
 {
+    while (!atomic_load(&sending)) usleep(1000);
     usleep(300 * 1000);
     CHECK_RES(ncclCommRevoke((ncclComm_t)arg, NCCL_REVOKE_DEFAULT), ncclSuccess);
     return NULL;
@@ -368,6 +373,7 @@ static void test_revoke_p2p(void)
         int32_t x[4] = {1, 2, 3, 4};
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
+        atomic_store(&sending, 1);
         ncclResult_t res = ncclSend(x, 4, ncclInt32, 1, comm, NULL);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         pthread_join(tid, NULL);
@@ -415,12 +421,14 @@ static void test_abort_in_group(void)
 struct blocked_call {
     ncclComm_t comm;
     ncclResult_t res;
+    atomic_int calling; /* set just before the AllReduce */
 };
 
 static void *call_blocked(void *arg)
 {
     struct blocked_call *bc = arg;
     int64_t x[1000] = {0};
+    atomic_store(&bc->calling, 1);
     bc->res = ncclAllReduce(x, x, 1000, ncclInt64, ncclSum, bc->comm, NULL);
     return NULL;
 }
@@ -445,6 +453,8 @@ static void test_abort(void)
         FAIL("pthread_create failed");
         return;
     }
+    /* 300 ms from the call, however late the thread started. */
+    while (!atomic_load(&bc.calling)) usleep(1000);
     usleep(300 * 1000);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
