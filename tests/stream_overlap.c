@@ -412,6 +412,60 @@ static void test_abort(void)
     CHECK_RES(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
 }
 
+/* ncclCommAbort of a communicator whose operation waits on a stream behind another
+ * communicator's stuck one: the abort does not wait for that one (it could, until the
+ * deadline: 30 s here); the aborted operation fails when the stream reaches it, and an event
+ * recorded after it still waits for the stuck one. Rank 0 alone issues on the two
+ * communicators. */
+static void test_abort_behind(void)
+{
+    if (nranks < 2) return;
+    int64_t one = 1, sum = 0;
+    ncclComm_t stuck = NULL, behind = NULL;
+    if (!CHECK_RES(ncclCommSplit(comm, 0, rank, &stuck, NULL), ncclSuccess) ||
+        !CHECK_RES(ncclCommSplit(comm, 0, rank, &behind, NULL), ncclSuccess))
+        return;
+    if (rank == 0) {
+        cudaStream_t s = NULL;
+        tuttiEvent_t ev = NULL;
+        if (!CHECK_RES(tuttiStreamCreate(&s), ncclSuccess) ||
+            !CHECK_RES(tuttiEventCreate(&ev), ncclSuccess))
+            return;
+        int64_t x[1000] = {0}, y[1000] = {0};
+        CHECK_RES(ncclAllReduce(x, x, 1000, ncclInt64, ncclSum, stuck, s), ncclSuccess);
+        CHECK_RES(ncclAllReduce(y, y, 1000, ncclInt64, ncclSum, behind, s), ncclSuccess);
+        CHECK_RES(tuttiEventRecord(ev, behind, s), ncclSuccess);
+        usleep(100 * 1000);
+        CHECK_RES(tuttiStreamQuery(s), ncclInProgress);
+        double t0 = now_s();
+        CHECK_RES(ncclCommAbort(behind), ncclSuccess);
+        double took = now_s() - t0;
+        if (took > 5.0)
+            FAIL("abort_behind: ncclCommAbort took %.1f s: it waited for another "
+                 "communicator's operation ahead on the stream", took);
+        CHECK_RES(tuttiEventQuery(ev), ncclInProgress);
+        CHECK_RES(ncclCommAbort(stuck), ncclSuccess);
+        ncclResult_t res = tuttiEventSynchronize(ev);
+        if (res == ncclSuccess || res == ncclInProgress)
+            FAIL("abort_behind: the event after the aborted operation reported %d, want its "
+                 "error", (int)res);
+        res = tuttiStreamSynchronize(s);
+        if (res == ncclSuccess || res == ncclInProgress)
+            FAIL("abort_behind: the stream reported %d, want the aborted operations' error",
+                 (int)res);
+        CHECK_RES(tuttiEventDestroy(ev), ncclSuccess);
+        CHECK_RES(tuttiStreamDestroy(s), ncclSuccess);
+        printf("rank 0: abort_behind: ncclCommAbort took %.3f s\n", took);
+    }
+    /* The others abort theirs once rank 0 is done (before, rank 0's stuck operation would
+     * fail at once, as a peer's). */
+    CHECK_RES(ncclAllReduce(&one, &sum, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    if (rank != 0) {
+        CHECK_RES(ncclCommAbort(behind), ncclSuccess);
+        CHECK_RES(ncclCommAbort(stuck), ncclSuccess);
+    }
+}
+
 /* The failure of a queued operation surfaces at tuttiStreamSynchronize, once. */
 static void test_errors(void)
 {
@@ -464,6 +518,7 @@ int main(int argc, char **argv)
         {"destroy", test_destroy, false},
         {"finalize", test_finalize, false},
         {"abort", test_abort, false},
+        {"abort_behind", test_abort_behind, false},
         {"errors", test_errors, true},
     };
     int failed = world_run_tests(tests, sizeof tests / sizeof tests[0], argc, argv, first, NULL);

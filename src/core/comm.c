@@ -387,6 +387,7 @@ static size_t nzombies, zombies_cap;
 static void comm_teardown(struct ncclComm *comm)
 {
     tt_comm_wait_ready(comm);
+    if (tt_state_stopped(&comm->st)) tt_stream_cancel_comm(comm, &comm->st);
     tt_stream_wait_comm_idle(comm);
     if (comm->background != NULL) tt_stream_destroy(comm->background);
     comm->background = NULL;

@@ -387,6 +387,16 @@ static ncclResult_t batch_fail(struct tt_batch *b, ncclResult_t res)
     return res;
 }
 
+void tt_engine_cancel(struct tt_batch *b, ncclResult_t res)
+{
+    for (struct tt_task *t = b->head; t; t = t->next) {
+        if (!t->done) task_finish(t, b, res);
+        t->comm = NULL;
+        t->st = NULL;
+        t->lane = NULL;
+    }
+}
+
 ncclResult_t tt_engine_check_stall(struct tt_batch *b)
 {
     for (struct tt_task *t = b->head; t; t = t->next) {

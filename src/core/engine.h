@@ -111,6 +111,10 @@ ncclResult_t tt_engine_run(struct tt_batch *b);
 ncclResult_t tt_engine_run_task(struct tt_task *t);
 /* Fails the batch when it has not moved for the timeout or a communicator was aborted. */
 ncclResult_t tt_engine_check_stall(struct tt_batch *b);
+/* Fails every task of a queued batch that has not started (its communicator is stopped) with
+ * `res`, and lets go of the communicator: the batch then ends as soon as its stream reaches it,
+ * without touching what ncclCommAbort frees. */
+void tt_engine_cancel(struct tt_batch *b, ncclResult_t res);
 /* Completes every event recorded on the ended batch `b` with its result (under the lock of
  * the stream that owns the batch). */
 void tt_engine_complete_events(struct tt_batch *b);

@@ -585,6 +585,29 @@ bool tt_stream_comm_in_background(const struct ncclComm *comm)
     return found;
 }
 
+void tt_stream_cancel_comm(const struct ncclComm *comm, const struct tt_comm_state *st)
+{
+    int cancelled = 0;
+    pthread_mutex_lock(&engine.lock); /* no pass runs meanwhile */
+    for (struct tt_stream *s = engine.streams; s; s = s->next) {
+        pthread_mutex_lock(&s->lock);
+        for (struct tt_batch *b = s->head ? s->head->next : NULL; b; b = b->next) {
+            bool only = b->gate == NULL && b->head != NULL;
+            for (const struct tt_task *t = b->head; t && only; t = t->next) only = t->comm == comm;
+            if (!only) continue;
+            /* The error the engine gives an operation of a stopped communicator. */
+            tt_engine_cancel(b, ncclRemoteError);
+            cancelled++;
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    pthread_mutex_unlock(&engine.lock);
+    if (cancelled > 0)
+        TT_INFO(TT_SUB_INIT, "rank %d: %d operation(s) of the stopped communicator, queued behind "
+                             "other work on their streams, failed without starting",
+                st->rank, cancelled);
+}
+
 void tt_stream_wait_comm_idle(const struct ncclComm *comm)
 {
     for (;;) {

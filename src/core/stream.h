@@ -42,6 +42,12 @@ bool tt_stream_comm_in_background(const struct ncclComm *comm);
 /* Returns once no queued batch references `comm` (destroy and abort call it; with the abort
  * flag set the engine fails such batches at its next pass). */
 void tt_stream_wait_comm_idle(const struct ncclComm *comm);
+/* For a stopped (aborted or revoked) communicator: its host batches that wait behind another
+ * batch of their stream, and hold tasks of `comm` alone, fail now (tt_engine_cancel) instead of
+ * when the stream reaches them, which another communicator's stuck operation could put off
+ * until its deadline. They stay queued, so what was recorded after them still waits for what
+ * came before. */
+void tt_stream_cancel_comm(const struct ncclComm *comm, const struct tt_comm_state *st);
 
 /* Records `rec` after the last batch queued on `stream`: it completes with that batch's result
  * when the batch ends, or at once (ncclSuccess) when nothing is queued. */
