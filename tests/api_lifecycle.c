@@ -12,6 +12,7 @@
  *     disagreeing on the size (ncclInvalidUsage on every rank, the parent still works), then
  *     for real with rank 3 as the coordinator (ncclCommGetUniqueId) and new rank 4 a thread
  *     of rank 3's process;
+ *   - ncclCommShrink with exclude lists that differ (refused on every survivor at once);
  *   - ncclCommShrink excluding rank 3 (which only destroys its parent), then a shrink with
  *     NCCL_SHRINK_ABORT excluding one more, then, after ncclCommRevoke, a shrink excluding
  *     nobody (a split of the revoked communicator is refused).
@@ -424,6 +425,16 @@ static void test_shrink(ncclComm_t world)
     CHECK_ERR(ncclCommShrink(world, exclude, 1, NULL, NULL, NCCL_SHRINK_DEFAULT),
               ncclInvalidArgument, "newcomm");
 
+    /* Exclude lists that differ (rank 2 also leaves rank 1 out): every rank that new rank 0
+     * (world rank 0) counts fails at once, not at the init's deadline, and the parent stays
+     * usable for the shrink below. */
+    if (world_rank != 3) {
+        int differ[2] = {1, 3};
+        bool odd = world_rank == 2;
+        CHECK_ERR(ncclCommShrink(world, odd ? differ : exclude, odd ? 2 : 1, &shrunk, NULL,
+                                 NCCL_SHRINK_DEFAULT),
+                  ncclInvalidUsage, "different exclude lists");
+    }
     if (world_rank == 3) {
         CHECK_RES(ncclCommDestroy(world), ncclSuccess);
         return;

@@ -80,6 +80,77 @@ out:
     return res;
 }
 
+/* What new rank 0 of a shrink sends each survivor it counts: the id, and its survivor list as
+ * a digest, so that a survivor which counted others (the exclude lists differ) says so. */
+struct shrink_offer {
+    ncclUniqueId id;
+    uint64_t digest;
+    int32_t n;
+};
+
+static uint64_t members_digest(const int *members, int n)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the ranks */
+    for (int i = 0; i < n; i++) {
+        uint32_t v = (uint32_t)members[i];
+        for (int b = 0; b < 4; b++) h = (h ^ ((v >> (8 * b)) & 0xff)) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* share_id for a shrink. Only survivors take part, so nothing can be exchanged among all the
+ * parent's ranks; instead new rank 0 offers the id with its survivor list, every survivor it
+ * counts answers whether its own list is the same, and new rank 0 tells them all the verdict
+ * (the parent rank of the first that differed, or -1). Exclude lists that differ then fail
+ * every rank new rank 0 counts at once, with ncclInvalidUsage, instead of leaving them to wait
+ * for the init's deadline; every message sent is received, so the parent's later splits and
+ * shrinks still pair theirs. */
+static ncclResult_t share_shrink_id(struct ncclComm *comm, const int *members, int n,
+                                    int newrank, ncclUniqueId *id)
+{
+    ncclResult_t res = ncclSuccess;
+    struct shrink_offer offer = {.digest = members_digest(members, n), .n = n};
+    int32_t verdict = -1;
+    if (newrank == 0) TT_TRY(tt_bootstrap_get_unique_id(&offer.id));
+    pthread_mutex_lock(&comm->bootstrap_lock);
+    struct tt_bootstrap *bs = comm->bootstrap;
+    if (newrank == 0) {
+        for (int i = 1; i < n; i++)
+            TT_TRY_GOTO(tt_bootstrap_send(bs, members[i], SHRINK_ID_TAG, &offer, sizeof offer),
+                        res, out);
+        for (int i = 1; i < n; i++) {
+            int32_t same = 0;
+            TT_TRY_GOTO(tt_bootstrap_recv(bs, members[i], SHRINK_ID_TAG, &same, sizeof same),
+                        res, out);
+            if (!same && verdict < 0) verdict = members[i];
+        }
+        for (int i = 1; i < n; i++)
+            TT_TRY_GOTO(tt_bootstrap_send(bs, members[i], SHRINK_ID_TAG, &verdict,
+                                          sizeof verdict),
+                        res, out);
+    } else {
+        struct shrink_offer got;
+        TT_TRY_GOTO(tt_bootstrap_recv(bs, members[0], SHRINK_ID_TAG, &got, sizeof got), res,
+                    out);
+        int32_t same = got.n == offer.n && got.digest == offer.digest;
+        TT_TRY_GOTO(tt_bootstrap_send(bs, members[0], SHRINK_ID_TAG, &same, sizeof same), res,
+                    out);
+        TT_TRY_GOTO(tt_bootstrap_recv(bs, members[0], SHRINK_ID_TAG, &verdict, sizeof verdict),
+                    res, out);
+        offer.id = got.id;
+    }
+    if (verdict >= 0)
+        res = TT_ERROR(ncclInvalidUsage,
+                       "ncclCommShrink: the surviving ranks passed different exclude lists "
+                       "(parent rank %d's leaves other survivors than parent rank %d's, which "
+                       "would be new rank 0); every surviving rank must pass the same list",
+                       verdict, members[0]);
+    *id = offer.id;
+out:
+    pthread_mutex_unlock(&comm->bootstrap_lock);
+    return res;
+}
+
 static ncclResult_t allgather_entries(struct ncclComm *comm, struct split_entry *all)
 {
     pthread_mutex_lock(&comm->bootstrap_lock);
@@ -194,7 +265,8 @@ ncclResult_t tt_comm_shrink(ncclComm_t comm, const int *exclude_ranks, int exclu
      * call has returned none is in flight, so both flags take the same road from here. */
     TT_TRY(check_parent(comm, "ncclCommShrink", (flags & NCCL_SHRINK_ABORT) != 0, true));
     /* Only the survivors call shrink, so they cannot exchange anything with all ranks: each
-     * computes the survivor list from the exclude list, which they all pass alike. */
+     * computes the survivor list from the exclude list, which they must all pass alike
+     * (share_shrink_id checks it). */
     TT_TRY(TT_CALLOC(&excluded, (size_t)comm->st.nranks));
     TT_TRY_GOTO(TT_CALLOC(&members, (size_t)comm->st.nranks), res, out);
     for (int i = 0; i < exclude_count; i++) excluded[exclude_ranks[i]] = true;
@@ -209,7 +281,7 @@ ncclResult_t tt_comm_shrink(ncclComm_t comm, const int *exclude_ranks, int exclu
             (flags & NCCL_SHRINK_ABORT) ? " (abort)" : "", comm->st.rank, newrank, n,
             exclude_count);
     ncclUniqueId id;
-    TT_TRY_GOTO(share_id(comm, members, n, newrank, SHRINK_ID_TAG, &id), res, out);
+    TT_TRY_GOTO(share_shrink_id(comm, members, n, newrank, &id), res, out);
     ncclConfig_t inherited;
     res = init_child(newcomm, n, &id, newrank, child_config(comm, config, &inherited));
 out:
