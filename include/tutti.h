@@ -92,7 +92,8 @@ ncclResult_t tuttiAlltoAllV(const void *sendbuff, const size_t sendcounts[],
 /* Per-operation events: tell when one operation completed, and with what error, however it was
  * issued (what a PyTorch Work or any asynchronous caller waits on). tuttiEventRecord marks the
  * point after every operation `comm` has issued so far on `stream` (a host stream), or, with
- * stream NULL, on a nonblocking communicator's own queue; with stream NULL on a blocking
+ * stream NULL, on a nonblocking communicator's own queue (or, where its last operation was in a
+ * group over several communicators, the queue that group runs on); with stream NULL on a blocking
  * communicator the operations are complete already and the event completes at once. A group's
  * operations are issued at its outermost ncclGroupEnd: record after it (recording inside a group
  * is ncclInvalidUsage). An event may be recorded again; a pending record is then replaced.

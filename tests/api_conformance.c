@@ -190,6 +190,16 @@ static void test_nonblocking(void)
         res = ncclGroupEnd();
         CHECK(res == ncclSuccess || res == ncclInProgress, "ncclGroupEnd over two returned %d",
               (int)res);
+        /* An event recorded on the second with no stream completes after that AllReduce, on
+         * whichever queue it runs. */
+        tuttiEvent_t ev = NULL;
+        if (CHECK_RES(tuttiEventCreate(&ev), ncclSuccess)) {
+            CHECK_RES(tuttiEventRecord(ev, twin, NULL), ncclSuccess);
+            CHECK_RES(tuttiEventSynchronize(ev), ncclSuccess);
+            check_all_equal("the second communicator of a nonblocking group, after an event",
+                            recv2, (int64_t)nranks * (nranks + 1) / 2, count);
+            CHECK_RES(tuttiEventDestroy(ev), ncclSuccess);
+        }
         CHECK_RES(wait_comm(twin), ncclSuccess);
         check_all_equal("the second communicator of a nonblocking group", recv2,
                         (int64_t)nranks * (nranks + 1) / 2, count);

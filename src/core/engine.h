@@ -80,6 +80,7 @@ struct tt_batch {
                                      nonblocking call): its other communicators' async error
                                      says ncclInProgress until it ends */
     struct tt_batch *next;        /* in a stream's queue */
+    uint64_t enqueued;            /* its place among every stream's enqueues (core/stream.c) */
     /* Device work (CUDA builds, core/stream.c): the batch was issued with device buffers or on
      * a device stream. It starts once gate[0] reached gate_seq (the stream got there) and
      * writes gate_seq to gate[1] when it ends (the stream goes on); NULL: no gate. */

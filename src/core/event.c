@@ -64,7 +64,8 @@ ncclResult_t tt_event_record(struct tuttiEvent_st *event, struct ncclComm *comm,
                         "the event after the outermost ncclGroupEnd");
     struct tt_event_rec *ev = &event->rec;
     unrecord(ev);
-    if (stream == NULL && !comm->blocking) stream = comm->background;
+    if (stream == NULL && !comm->blocking)
+        stream = tt_stream_comm_background_last(comm, comm->background);
     if (stream == NULL) {
         /* A blocking call has completed when it returned, with the result it returned. */
         ev->result = ncclSuccess;

@@ -343,10 +343,13 @@ ncclResult_t tt_stream_enqueue_device(cudaStream_t stream, struct tt_batch *b)
     return res;
 }
 
+static _Atomic uint64_t enqueues;
+
 ncclResult_t tt_stream_enqueue(cudaStream_t stream, struct tt_batch *b)
 {
     struct tt_stream *s = (struct tt_stream *)(void *)stream;
     b->next = NULL;
+    b->enqueued = atomic_fetch_add_explicit(&enqueues, 1, memory_order_relaxed);
     pthread_mutex_lock(&s->lock);
     if (s->tail) s->tail->next = b; else s->head = b;
     s->tail = b;
@@ -575,6 +578,30 @@ static bool comm_queued(const struct ncclComm *comm, bool background_only)
         if (found) return true;
     }
     return false;
+}
+
+cudaStream_t tt_stream_comm_background_last(const struct ncclComm *comm, cudaStream_t own)
+{
+    cudaStream_t found = own;
+    uint64_t latest = 0;
+    bool any = false;
+    pthread_mutex_lock(&engine.lock);
+    for (struct tt_stream *s = engine.streams; s; s = s->next) {
+        pthread_mutex_lock(&s->lock);
+        for (struct tt_batch *b = s->head; b; b = b->next) {
+            if (!b->background || (any && b->enqueued < latest)) continue;
+            for (const struct tt_task *t = b->head; t; t = t->next)
+                if (t->comm == comm) {
+                    found = (cudaStream_t)(void *)s;
+                    latest = b->enqueued;
+                    any = true;
+                    break;
+                }
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    pthread_mutex_unlock(&engine.lock);
+    return found;
 }
 
 bool tt_stream_comm_in_background(const struct ncclComm *comm)

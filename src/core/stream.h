@@ -39,6 +39,10 @@ uint64_t tt_stream_pending(cudaStream_t stream);
  * communicator's) has a task of `comm`: a group over several nonblocking communicators runs on
  * one of their background streams, and the others must still say ncclInProgress. */
 bool tt_stream_comm_in_background(const struct ncclComm *comm);
+/* The background stream whose queue holds the batch with a task of `comm` queued last (a
+ * nonblocking group over several communicators runs on its first one's), else `own`: where an
+ * event recorded on a nonblocking communicator with no stream goes. */
+cudaStream_t tt_stream_comm_background_last(const struct ncclComm *comm, cudaStream_t own);
 /* Returns once no queued batch references `comm` (destroy and abort call it; with the abort
  * flag set the engine fails such batches at its next pass). */
 void tt_stream_wait_comm_idle(const struct ncclComm *comm);
