@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -366,6 +367,57 @@ static int scenario_commid(void)
  * once, one with another job's tag (refused at once: a fixed refusal, no nonce), and one with
  * the job's tag but a forged MAC claiming rank 0. The root must drop all four and still serve
  * the real ranks (a counted forgery would make rank 0 a duplicate). */
+/* The root out of descriptors, with no unproven connection to close for room: it pauses
+ * between accepts instead of spinning on its listening socket, which stays readable while a
+ * connection it cannot accept waits (this process's CPU time over one second, the root's thread
+ * being the only one awake). */
+static int scenario_emfile(void)
+{
+    ncclUniqueId id;
+    struct tt_unique_id tid;
+    struct sockaddr_storage root;
+    set_env("TUTTI_TIMEOUT_MS", "30000");
+    CHECK_OK(tt_bootstrap_get_unique_id(&id));
+    memcpy(&tid, &id, sizeof tid);
+    CHECK_OK(tt_bs_id_addr(&tid, &root));
+    int go[2];
+    if (pipe(go) != 0) return 1;
+    fflush(stdout);
+    pid_t child = fork();
+    if (child < 0) return 1;
+    if (child == 0) { /* connects once told, then holds the connection */
+        char c;
+        int fd = -1;
+        if (read(go[0], &c, 1) != 1) _exit(1);
+        if (tt_sock_connect(&root, tt_deadline_after_ms(5000), NULL, &fd) != ncclSuccess)
+            _exit(2);
+        pause();
+        _exit(0);
+    }
+    struct rlimit old, low;
+    getrlimit(RLIMIT_NOFILE, &old);
+    int lowest_free = dup(0);
+    close(lowest_free);
+    low = old;
+    low.rlim_cur = (rlim_t)lowest_free; /* no new descriptor in this process from now on */
+    setrlimit(RLIMIT_NOFILE, &low);
+    struct rusage r0, r1;
+    getrusage(RUSAGE_SELF, &r0);
+    if (write(go[1], "g", 1) != 1) FAIL("cannot start the connecting child");
+    sleep(1);
+    getrusage(RUSAGE_SELF, &r1);
+    setrlimit(RLIMIT_NOFILE, &old);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    double cpu = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) +
+                 (double)(r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) +
+                 (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) * 1e-6 +
+                 (double)(r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) * 1e-6;
+    printf("emfile: %.3f s of CPU in 1 s with a connection the root could not accept\n", cpu);
+    if (cpu > 0.25) FAIL("the root spun on its listening socket: %.3f s of CPU in 1 s", cpu);
+    return check_failures != 0;
+}
+
 static int scenario_garbage(void)
 {
     ncclUniqueId id;
@@ -613,10 +665,12 @@ int main(int argc, char **argv)
         rc = scenario_commid();
     else if (strcmp(what, "garbage") == 0)
         rc = scenario_garbage();
+    else if (strcmp(what, "emfile") == 0)
+        rc = scenario_emfile();
     else if (strcmp(what, "sock") == 0)
         rc = scenario_sock();
     else {
-        fprintf(stderr, "usage: %s ranks N | missing | mismatch | commid | garbage | sock\n",
+        fprintf(stderr, "usage: %s ranks N | missing | mismatch | commid | garbage | emfile | sock\n",
                 argv[0]);
         return 2;
     }

@@ -148,9 +148,14 @@ static void accept_batch(struct tt_bs_listener *l)
             if (errno == EINTR || errno == ECONNABORTED) continue;
             /* Out of fds: make room by closing the oldest unproven connection (if there is
              * none, the queue waits for the next turn). */
-            if ((errno == EMFILE || errno == ENFILE) && l->npending > 0) {
-                drop_oldest_pending(l);
-                continue;
+            if (errno == EMFILE || errno == ENFILE) {
+                if (l->npending > 0) {
+                    drop_oldest_pending(l);
+                    continue;
+                }
+                /* Nothing to close: the connection stays queued, and the listening socket
+                 * readable; a pause keeps the poll loop from spinning until fds free up. */
+                nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
             }
             return;
         }

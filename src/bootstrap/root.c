@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bootstrap/proto.h"
@@ -297,9 +298,14 @@ static ncclResult_t accept_all(struct root *root)
         int fd = accept4(root->listen_fd, (struct sockaddr *)&peer, &len,
                          SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED) continue;
+            int err = errno;
+            if (err == EINTR || err == ECONNABORTED) continue;
             /* Out of fds: make room by closing the oldest unproven connection. */
-            if ((errno == EMFILE || errno == ENFILE) && drop_oldest(root)) continue;
+            bool no_fds = err == EMFILE || err == ENFILE;
+            if (no_fds && drop_oldest(root)) continue;
+            /* Nothing to close: a pause keeps the poll loop from spinning on the listening
+             * socket, readable until fds free up. */
+            if (no_fds) nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
             return ncclSuccess;
         }
         if (root->nconns - root->arrived >= TT_BS_MAX_PENDING) drop_oldest(root);
