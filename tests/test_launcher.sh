@@ -214,6 +214,32 @@ case_forward() {
     wait $tpid
     check_eq "exit status (ranks killed by SIGTERM)" $? $((128 + 15))
     check_gone "$dir/ready.0" "$dir/ready.1"
+    # One rank dies of the forwarded SIGTERM at once, the other takes 3 s to save its state:
+    # the first one's death does not get the second stopped (SIGKILL 2 s later) mid-save.
+    start_ranks 'if [ $RANK = 0 ]; then
+                     trap "trap \"\" TERM; sleep 3; echo saved; exit 0" TERM
+                 fi
+                 echo "$$" >"$D/ready.$RANK"
+                 while :; do sleep 0.1; done'
+    kill -TERM $tpid
+    wait $tpid
+    check_eq "exit status (rank 1 killed by SIGTERM, rank 0 saved)" $? $((128 + 15))
+    check_eq "rank 0 finished saving" "$(grep -c '^\[0\] saved$' "$dir/out")" 1
+    # Ranks that ignore SIGTERM: a second one stops them (SIGKILL 2 s later), whatever they do.
+    start_ranks 'trap "" TERM; echo "$$" >"$D/ready.$RANK"; while :; do sleep 0.1; done'
+    kill -TERM $tpid
+    sleep 0.3
+    kill -TERM $tpid
+    tries=0
+    while kill -0 $tpid 2>/dev/null && [ $tries -lt 200 ]; do
+        sleep 0.05
+        tries=$((tries + 1))
+    done
+    kill -0 $tpid 2>/dev/null && { kill -KILL $tpid; fail "a second SIGTERM did not stop the ranks"; }
+    wait $tpid
+    check_eq "exit status (stopped by a second SIGTERM)" $? $((128 + 15))
+    grep -q "interrupted again" "$dir/err" || fail "no word of the second interrupt: $(cat "$dir/err")"
+    check_gone "$dir/ready.0" "$dir/ready.1"
 }
 
 case_timeout() {

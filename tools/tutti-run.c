@@ -82,6 +82,7 @@ struct launcher {
     int nrunning;
     int exit_code;      /* -1 until a failure or the timeout decides it */
     int interrupt_sig;  /* the last SIGINT/SIGTERM/SIGHUP forwarded, or 0 */
+    int interrupts;     /* how many of those arrived */
     bool stopping;      /* the ranks have been sent SIGTERM */
     bool killed;        /* ... and SIGKILL */
     uint64_t timeout_deadline_ns;
@@ -666,6 +667,14 @@ static bool reap(struct launcher *l)
         l->nrunning--;
         bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
         if (!failed || l->exit_code >= 0 || l->stopping) continue;
+        if (l->interrupts > 0) {
+            /* Interrupted: every rank was told to end and ends as it chooses (one may be
+             * saving a checkpoint), so none is stopped for another's end. The first to end
+             * with a status other than dying of the interrupt gives tutti-run its status. */
+            if (!WIFSIGNALED(status) || WTERMSIG(status) != l->interrupt_sig)
+                l->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            continue;
+        }
         drain_rank(r);
         if (l->blame == NULL) {
             l->blame_deadline_ns = tt_deadline_after_ms(BLAME_WINDOW_MS);
@@ -674,6 +683,23 @@ static bool reap(struct launcher *l)
         }
         l->blame = r;
         l->blame_status = status;
+    }
+}
+
+/* A second interrupt stops the ranks as a failure does (SIGTERM, SIGKILL KILL_GRACE_MS later):
+ * ranks blocked where the first one does not reach (a call that ignores it) still end. A third
+ * kills them at once. */
+static void escalate(struct launcher *l)
+{
+    if (!l->stopping) {
+        fprintf(stderr, "tutti-run: interrupted again; stopping the %d rank%s still running "
+                        "(SIGKILL in %d s)\n", l->nrunning, l->nrunning == 1 ? "" : "s",
+                KILL_GRACE_MS / 1000);
+        begin_stop(l);
+    } else if (!l->killed) {
+        fprintf(stderr, "tutti-run: interrupted again; killing the ranks\n");
+        signal_all(l, SIGKILL);
+        l->killed = true;
     }
 }
 
@@ -688,7 +714,13 @@ static void handle_signals(struct launcher *l)
         signal_pending[i] = 0;
         int sig = caught_signals[i];
         if (sig == SIGCHLD) continue; /* reap() runs on every pass */
-        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) l->interrupt_sig = sig;
+        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+            l->interrupt_sig = sig;
+            if (++l->interrupts > 1) {
+                escalate(l);
+                continue;
+            }
+        }
         signal_all(l, sig);
     }
 }
