@@ -89,6 +89,15 @@ case_env() {
     check_eq "MASTER_* with --rdzv" "$got" "::1 29910"
     got=$("$run" -n 1 -x MASTER_PORT=29500 sh -c 'echo "$MASTER_PORT"')
     check_eq "MASTER_PORT with -x" "$got" 29500
+    # Python's output reaches tagged output's pipes line by line (PYTHONUNBUFFERED=1), unless
+    # the user chose; untagged output is the user's own stdout, left alone.
+    env -u PYTHONUNBUFFERED "$run" -n 2 sh -c 'echo "x${PYTHONUNBUFFERED}x"' >"$dir/out"
+    check_eq "PYTHONUNBUFFERED when tagging" "$(grep -c '^\[[01]\] x1x$' "$dir/out")" 2
+    PYTHONUNBUFFERED=0 "$run" -n 2 sh -c 'echo "x${PYTHONUNBUFFERED}x"' >"$dir/out"
+    check_eq "PYTHONUNBUFFERED the user set" "$(grep -c '^\[[01]\] x0x$' "$dir/out")" 2
+    env -u PYTHONUNBUFFERED "$run" -n 2 --no-tag sh -c 'echo "x${PYTHONUNBUFFERED}x"' \
+        >"$dir/out"
+    check_eq "PYTHONUNBUFFERED untagged" "$(grep -c '^xx$' "$dir/out")" 2
 }
 
 case_tag() {
@@ -262,11 +271,14 @@ case_multinode() {
     "$run" -n 2 --nnodes 2 --node-rank 0 --rdzv 127.0.0.1:29912 --no-tag -x FOO=x \
         sh -c "$env_line" >"$dir/out0" &
     "$run" -n 2 --nnodes 2 --node-rank 1 --rdzv 127.0.0.1:29912 --no-tag -x FOO=x \
-        sh -c "$env_line" >"$dir/out1"
+        sh -c "$env_line" >"$dir/out1" 2>"$dir/err1"
     rc1=$?
     wait $!
     check_eq "exit status node 0" $? 0
     check_eq "exit status node 1" $rc1 0
+    # A loopback rendezvous across nodes is said to be one (other hosts could not reach it).
+    grep -q "warning: --rdzv host '127.0.0.1' is 127.0.0.1 here, a loopback address" \
+        "$dir/err1" || fail "no loopback warning: $(cat "$dir/err1")"
     check_eq "node 0 ranks" "$(cut -d' ' -f1 "$dir/out0" | sort -n | tr '\n' ' ')" "0 1 "
     check_eq "node 1 ranks" "$(cut -d' ' -f1 "$dir/out1" | sort -n | tr '\n' ' ')" "2 3 "
     cat "$dir/out0" "$dir/out1" >"$dir/out"

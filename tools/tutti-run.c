@@ -16,6 +16,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
@@ -336,6 +337,34 @@ static int pick_local_ports(unsigned *root_port, unsigned *store_port)
     return 0;
 }
 
+/* Across hosts, a rendezvous host that resolves to a loopback address here (Debian's
+ * /etc/hosts maps the machine's own name to 127.0.1.1) is where node 0's rank 0 listens, and no
+ * other host reaches it: init would wait for its deadline. Said at once; not refused, since
+ * several "nodes" on one machine may share loopback on purpose. */
+static void warn_loopback_rdzv(const struct launcher *l)
+{
+    if (l->opt.nnodes < 2) return;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (getaddrinfo(l->master_addr, NULL, &hints, &res) != 0 || res == NULL) return;
+    bool loopback = false;
+    if (res->ai_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)(void *)res->ai_addr;
+        loopback = (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    } else if (res->ai_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(void *)res->ai_addr;
+        loopback = IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
+    }
+    char text[INET6_ADDRSTRLEN] = "";
+    if (loopback)
+        getnameinfo(res->ai_addr, res->ai_addrlen, text, sizeof text, NULL, 0, NI_NUMERICHOST);
+    freeaddrinfo(res);
+    if (loopback)
+        fprintf(stderr, "tutti-run: warning: --rdzv host '%s' is %s here, a loopback address: "
+                        "ranks on other hosts cannot reach it (fine only if every node runs on "
+                        "this machine); give an address of a network interface instead\n",
+                l->master_addr, text);
+}
+
 /* The job's addresses: NCCL_COMM_ID (where rank 0's bootstrap root listens) and, for a c10d
  * store, MASTER_ADDR and MASTER_PORT. With --rdzv HOST:PORT every host derives the same values
  * from it: MASTER_PORT = PORT - 1, so that MASTER_ADDR:MASTER_PORT+1 is NCCL_COMM_ID, as under
@@ -367,6 +396,7 @@ static int make_addresses(struct launcher *l)
     }
     snprintf(l->master_addr, sizeof l->master_addr, "%.*s", (int)len, host);
     snprintf(l->master_port, sizeof l->master_port, "%u", port - 1);
+    warn_loopback_rdzv(l);
     return 0;
 }
 
@@ -456,6 +486,9 @@ static void exec_rank(struct launcher *l, const struct rank_proc *r, int pipes[2
     setenv("MASTER_ADDR", l->master_addr, 1);
     setenv("MASTER_PORT", l->master_port, 1);
     if (l->secret[0] != '\0') setenv("TUTTI_SECRET", l->secret, 1);
+    /* Tagged output goes through a pipe, into which Python would write in 8 KiB blocks: a
+     * rank's prints would show up late, and be lost when it is killed (a hang's last words). */
+    if (l->tagging && getenv("PYTHONUNBUFFERED") == NULL) setenv("PYTHONUNBUFFERED", "1", 1);
     /* All ranks on this host: nothing needs to reach them from outside it. */
     if (o->nnodes == 1 && getenv("NCCL_SOCKET_IFNAME") == NULL)
         setenv("NCCL_SOCKET_IFNAME", "=lo", 1);
