@@ -38,8 +38,9 @@ set(CPACK_COMPONENT_LIB_DESCRIPTION
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libtutti-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_COMPONENT_DEV_DEPENDS lib)
-# libtutti.a and tutti.pc's Requires.private need libsodium's static library and .pc file.
-set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libsodium-dev")
+# libtutti.a and tutti.pc's Requires.private need libsodium's static library and .pc file, and
+# TuttiConfig.cmake finds it with pkg-config.
+set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libsodium-dev, pkgconf | pkg-config")
 set(CPACK_COMPONENT_DEV_DESCRIPTION
     "Tutti: collective communications with NCCL's API for CPU processes (development files)
  nccl.h and tutti.h, libtutti.so and libtutti.a, a pkg-config file (tutti) and a CMake package

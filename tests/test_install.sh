@@ -108,6 +108,8 @@ deb)
     dpkg-deb -f packages/libtutti0_*.deb Depends | grep -q libc6 || fail "libtutti0 lacks libc6"
     dpkg-deb -f packages/libtutti-dev_*.deb Depends | grep -q "libtutti0 (= $version)" ||
         fail "libtutti-dev does not depend on libtutti0 (= $version)"
+    dpkg-deb -f packages/libtutti-dev_*.deb Depends | grep -q "pkg-config" ||
+        fail "libtutti-dev does not depend on pkg-config (TuttiConfig.cmake uses it)"
     dpkg-deb -f packages/tutti_*.deb Depends | grep -q "libtutti0 (= $version)" ||
         fail "tutti does not depend on libtutti0 (= $version)"
     # What `apt-get install ./*.deb` would do, simulated: every dependency must resolve.
