@@ -11,7 +11,9 @@
  *     registered is not touched by its deregistration;
  *   - symmetric windows and roots: Broadcast's and Reduce's non-roots passing NULL buffers;
  *   - the pages of memory files that peers mapped are released when their owner frees or
- *     deregisters them, although the peers keep the mappings cached.
+ *     deregisters them, although the peers keep the mappings cached;
+ *   - deregistering or registering a buffer that an operation queued on a stream still uses
+ *     waits for that operation before moving the pages.
  *
  * The exit code is 1 when any check failed. */
 #include <stdbool.h>
@@ -401,15 +403,71 @@ static void test_peer_maps_released(ncclComm_t world)
                  "KiB of freed memory files still resident");
 }
 
-int main(void)
+/* Deregistering a buffer that an operation queued on a stream still uses: the pages move only
+ * once that operation has ended. Every rank registers the same-sized buffer and runs one
+ * AllReduce on it (so the peers map and cache its memory file); then rank 0 queues another
+ * AllReduce on it and deregisters at once, while the others issue theirs 200 ms later. Moving
+ * the pages at once would leave the queued operation publishing (and the peers reading and
+ * writing) a memory file the deregistration had emptied. Then the same with a registration. */
+static void test_register_in_flight(ncclComm_t world)
+{
+    const size_t count = (size_t)1 << 20; /* int32s: 4 MiB */
+    const size_t bytes = count * sizeof(int32_t);
+    int32_t *v = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cudaStream_t s = NULL;
+    if (v == MAP_FAILED || !CHECK_RES(tuttiStreamCreate(&s), ncclSuccess)) {
+        FAIL("no buffer or stream for the registration in flight");
+        return;
+    }
+    for (int round = 0; round < 2; round++) {
+        bool dereg = round == 0;
+        void *h = NULL;
+        if (dereg) {
+            CHECK_RES(ncclCommRegister(world, v, bytes, &h), ncclSuccess);
+            allreduce_checked(world, v, count, "registered, before the one in flight");
+        }
+        for (size_t i = 0; i < count; i++) v[i] = input_of(world_rank, (int)(i % 100000));
+        if (world_rank != 0) usleep(200 * 1000);
+        CHECK_RES(ncclAllReduce(v, v, count, ncclInt32, ncclSum, world, s), ncclSuccess);
+        if (world_rank == 0 && dereg) CHECK_RES(ncclCommDeregister(world, h), ncclSuccess);
+        if (world_rank == 0 && !dereg) CHECK_RES(ncclCommRegister(world, v, bytes, &h), ncclSuccess);
+        CHECK_RES(tuttiStreamSynchronize(s), ncclSuccess);
+        for (size_t i = 0; i < count; i++) {
+            int32_t want = 0;
+            for (int r = 0; r < NRANKS; r++) want += input_of(r, (int)(i % 100000));
+            if (v[i] != want) {
+                FAIL("AllReduce queued while rank 0 %sregistered its buffer: element %zu = %d, "
+                     "want %d", dereg ? "de" : "", i, v[i], want);
+                break;
+            }
+        }
+        if (world_rank != 0 && dereg) CHECK_RES(ncclCommDeregister(world, h), ncclSuccess);
+        if (world_rank == 0 && !dereg) CHECK_RES(ncclCommDeregister(world, h), ncclSuccess);
+        barrier(world);
+    }
+    CHECK_RES(tuttiStreamDestroy(s), ncclSuccess);
+    munmap(v, bytes);
+}
+
+int main(int argc, char **argv)
 {
     int exit_code = 0;
     ncclComm_t world = api_world("api_memory", &exit_code);
     if (world == NULL) return exit_code;
+    /* `in_flight` alone: run with NCCL_ALGO=Direct, whose peers map the buffer's memory file
+     * (the other checks count the files mapped here, which Direct's peers add to). */
+    if (argc > 1 && strcmp(argv[1], "in_flight") == 0) {
+        test_register_in_flight(world);
+        CHECK_RES(ncclCommDestroy(world), ncclSuccess);
+        printf("api_memory in_flight rank %d: %s (%d failed checks)\n", world_rank,
+               check_failures ? "FAILED" : "passed", check_failures);
+        return check_failures != 0;
+    }
     test_memory(world);
     test_registered_pages(world);
     test_window_roots(world);
     test_peer_maps_released(world);
+    test_register_in_flight(world);
     CHECK_RES(ncclCommDestroy(world), ncclSuccess);
     printf("api_memory rank %d: %s (%d failed checks)\n", world_rank,
            check_failures ? "FAILED" : "passed", check_failures);

@@ -20,3 +20,13 @@ foreach(prog api_lifecycle api_memory)
     endforeach()
   endif()
 endforeach()
+
+# A buffer deregistered (or registered) while an AllReduce queued on a stream still uses it, on
+# the single-copy path whose peers map the buffer's memory file (tests/api_memory.c,
+# test_register_in_flight).
+if(TARGET tutti-run)
+  add_test(NAME api_memory_in_flight
+           COMMAND $<TARGET_FILE:tutti-run> -n 4 --timeout 110 $<TARGET_FILE:api_memory> in_flight)
+  set_tests_properties(api_memory_in_flight PROPERTIES LABELS api TIMEOUT 120 PROCESSORS 2
+                       ENVIRONMENT "TUTTI_TIMEOUT_MS=30000;NCCL_ALGO=Direct" SKIP_RETURN_CODE 77)
+endif()

@@ -335,6 +335,21 @@ static void unlink_block(struct mem_block *b)
     }
 }
 
+static void (*_Atomic range_waiter)(const void *ptr, size_t bytes);
+
+void tt_mem_set_range_waiter(void (*wait)(const void *ptr, size_t bytes))
+{
+    atomic_store(&range_waiter, wait);
+}
+
+/* Moving pages under a queued operation would lose its writes, or let its peers map a memory
+ * file emptied under them: the move waits for such operations first. */
+static void wait_range_idle(const void *ptr, size_t bytes)
+{
+    void (*wait)(const void *, size_t) = atomic_load(&range_waiter);
+    if (wait != NULL) wait(ptr, bytes);
+}
+
 static struct mem_block *share_pages(void *buff, size_t bytes)
 {
     if (tt_param_register_remap() == 0) return NULL;
@@ -347,6 +362,7 @@ static struct mem_block *share_pages(void *buff, size_t bytes)
     struct mem_block *block = NULL;
     void *pages = MAP_FAILED;
     int fd = -1;
+    wait_range_idle((void *)lo, len); /* before the lock: the engine may take it */
     /* The lock is held throughout, the copy included: registrations are rare, and two of one
      * range must not both move it. */
     pthread_mutex_lock(&blocks_lock);
@@ -426,6 +442,7 @@ static void unshare_pages(struct mem_block *block)
     }
     unlink_block(block); /* a no-op when a registration found it stale and unlinked it */
     pthread_mutex_unlock(&blocks_lock);
+    wait_range_idle(block->ptr, block->bytes);
     struct stat st;
     bool shared_still = false;
     if (!block_intact(block)) {

@@ -45,4 +45,9 @@ void tt_mem_close_device_windows(struct ncclComm *comm);
 /* Frees a communicator's registration table (accepts NULL). */
 void tt_mem_table_destroy(struct tt_reg_table *table);
 
+/* Installs what waits until no queued operation may touch a range (core/stream.c, with its
+ * first stream: until then nothing can be queued); registration and deregistration call it
+ * before they move pages. */
+void tt_mem_set_range_waiter(void (*wait)(const void *ptr, size_t bytes));
+
 #endif

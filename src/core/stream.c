@@ -28,6 +28,8 @@
 
 #include "core/stream.h"
 
+#include "core/mem.h"
+
 #include "device/device.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -245,6 +247,7 @@ static ncclResult_t stream_add(struct tt_stream *s)
                             strerror(err));
         }
         engine.running = true;
+        tt_mem_set_range_waiter(tt_stream_wait_range_idle);
     }
     s->next = engine.streams;
     engine.streams = s;
@@ -610,6 +613,55 @@ bool tt_stream_comm_in_background(const struct ncclComm *comm)
     bool found = comm_queued(comm, true);
     pthread_mutex_unlock(&engine.lock);
     return found;
+}
+
+/* Whether a task's buffers may reach into [lo, hi): each from its pointer over count elements
+ * for every rank (more than most collectives touch, which only makes a wait longer). */
+static bool task_touches(const struct tt_task *t, uintptr_t lo, uintptr_t hi)
+{
+    size_t span = t->op.count * t->op.elt_bytes * (size_t)(t->op.nranks > 1 ? t->op.nranks : 1);
+    const uintptr_t bufs[2] = {(uintptr_t)t->op.sendbuff, (uintptr_t)t->op.recvbuff};
+    for (int i = 0; i < 2; i++)
+        if (bufs[i] != 0 && bufs[i] < hi && bufs[i] + span > lo) return true;
+    return false;
+}
+
+struct range_wait {
+    uintptr_t lo, hi;
+    bool locked; /* drive_until asks once before taking the engine lock: not then */
+};
+
+/* Whether no queued batch has a task touching the range (engine lock held once `locked`). */
+static bool range_idle(void *arg)
+{
+    struct range_wait *r = arg;
+    if (!r->locked) {
+        r->locked = true;
+        return false;
+    }
+    for (struct tt_stream *s = engine.streams; s; s = s->next) {
+        pthread_mutex_lock(&s->lock);
+        bool touched = false;
+        for (const struct tt_batch *b = s->head; b && !touched; b = b->next)
+            for (const struct tt_task *t = b->head; t && !touched; t = t->next)
+                touched = !t->done && task_touches(t, r->lo, r->hi);
+        pthread_mutex_unlock(&s->lock);
+        if (touched) return false;
+    }
+    return true;
+}
+
+void tt_stream_wait_range_idle(const void *ptr, size_t bytes)
+{
+    struct range_wait r = {.lo = (uintptr_t)ptr, .hi = (uintptr_t)ptr + bytes, .locked = true};
+    pthread_mutex_lock(&engine.lock);
+    bool idle = range_idle(&r);
+    pthread_mutex_unlock(&engine.lock);
+    if (idle) return;
+    TT_INFO(TT_SUB_REG, "%zu bytes at %p: waiting for the queued operations that use them "
+                        "before their pages move", bytes, ptr);
+    r.locked = false;
+    drive_until(range_idle, &r);
 }
 
 void tt_stream_cancel_comm(const struct ncclComm *comm, const struct tt_comm_state *st)

@@ -46,6 +46,11 @@ cudaStream_t tt_stream_comm_background_last(const struct ncclComm *comm, cudaStr
 /* Returns once no queued batch references `comm` (destroy and abort call it; with the abort
  * flag set the engine fails such batches at its next pass). */
 void tt_stream_wait_comm_idle(const struct ncclComm *comm);
+/* Returns once no queued operation (on any stream, of any communicator) may still read or
+ * write the `bytes` at `ptr`, driving the engine meanwhile: registration moves a buffer's pages,
+ * which must not happen under an operation (its writes would be lost, or its peers would map a
+ * memory file emptied under them). Operations that cannot end fail at their deadline. */
+void tt_stream_wait_range_idle(const void *ptr, size_t bytes);
 /* For a stopped (aborted or revoked) communicator: its host batches that wait behind another
  * batch of their stream, and hold tasks of `comm` alone, fail now (tt_engine_cancel) instead of
  * when the stream reaches them, which another communicator's stuck operation could put off
