@@ -644,8 +644,15 @@ ncclResult_t tt_mem_window_register(ncclComm_t comm, void *buff, size_t bytes,
     struct window_info *mine = &all[comm->st.rank];
     mine->shareable = symmetric && !device &&
                       (w->reg.pages != NULL || in_allocated_block(buff, bytes));
-    if (symmetric && device && comm->dev_team != NULL)
-        TT_TRY_GOTO(tt_device_window_export(buff, bytes, &mine->dev), res, fail);
+    if (symmetric && device && comm->dev_team != NULL &&
+        tt_device_window_export(buff, bytes, &mine->dev) != ncclSuccess) {
+        /* Told to the peers (dev.ok 0), not returned: every rank must take part in the
+         * exchange below, or the others would wait in it until their deadline; the window is
+         * then device-direct on no rank. */
+        TT_WARN("symmetric window at %p: exporting the device buffer failed (%s); AllReduce on "
+                "it is not device-direct", buff, tt_error_last());
+        memset(&mine->dev, 0, sizeof mine->dev);
+    }
     if (comm->st.nranks > 1) {
         pthread_mutex_lock(&comm->bootstrap_lock);
         res = tt_bootstrap_allgather(comm->bootstrap, all, sizeof *all);
