@@ -362,6 +362,12 @@ static struct mem_block *share_pages(void *buff, size_t bytes)
     struct mem_block *block = NULL;
     void *pages = MAP_FAILED;
     int fd = -1;
+    if (tt_device_host_pinned(buff)) {
+        /* The device reaches these pages by DMA: moved, it would go on using the old ones. */
+        TT_INFO(TT_SUB_REG, "registration of %p (%zu bytes): pinned for the device "
+                "(cudaHostRegister), so its pages are not moved", buff, bytes);
+        return NULL;
+    }
     wait_range_idle((void *)lo, len); /* before the lock: the engine may take it */
     /* The lock is held throughout, the copy included: registrations are rare, and two of one
      * range must not both move it. */

@@ -40,11 +40,20 @@ extern const struct tt_mem_ops *const tt_mem_kinds[TT_MEM_KIND_COUNT];
  * the driver. */
 #ifdef TUTTI_CUDA
 enum tt_mem_kind tt_device_mem_kind(const void *ptr);
+/* Whether the driver knows the host memory at `ptr` (pinned by cudaHostRegister or
+ * cudaHostAlloc, or managed): its pages are the device's to reach by DMA and must not be moved
+ * (registration's page swap). False until the process uses CUDA. */
+bool tt_device_host_pinned(const void *ptr);
 #else
 static inline enum tt_mem_kind tt_device_mem_kind(const void *ptr)
 {
     (void)ptr;
     return TT_MEM_HOST;
+}
+static inline bool tt_device_host_pinned(const void *ptr)
+{
+    (void)ptr;
+    return false;
 }
 #endif
 

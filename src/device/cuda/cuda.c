@@ -149,6 +149,16 @@ enum tt_mem_kind tt_device_mem_kind(const void *ptr)
     return type == CU_MEMORYTYPE_DEVICE && !managed ? TT_MEM_DEVICE : TT_MEM_HOST;
 }
 
+bool tt_device_host_pinned(const void *ptr)
+{
+    if (ptr == NULL || !tt_device_active()) return false;
+    unsigned int type = 0;
+    /* Unknown memory (plain malloc) makes the query fail; anything the driver knows succeeds. */
+    return tt_cu.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                       (CUdeviceptr)(uintptr_t)ptr) == CUDA_SUCCESS &&
+           type != CU_MEMORYTYPE_DEVICE;
+}
+
 /* The executor copies device memory only through staging today; this serves any caller that
  * holds a device pointer (synchronous, on the legacy stream's order). */
 static void cuda_copy(void *dst, const void *src, size_t bytes)
