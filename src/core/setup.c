@@ -464,7 +464,8 @@ uint32_t tt_setup_spin_limit(const struct ncclComm *comm)
 {
     int64_t spin = tt_param_spin();
     if (spin < 0) spin = 0;
-    if (getenv("TUTTI_SPIN") != NULL) return (uint32_t)spin;
+    const char *spin_env = getenv("TUTTI_SPIN");
+    if (spin_env != NULL && spin_env[0] != '\0') return (uint32_t)spin; /* empty: as unset */
     int local = 0;
     for (int r = 0; r < comm->st.nranks; r++)
         local += comm->peers[r].host_hash == comm->peers[comm->st.rank].host_hash;

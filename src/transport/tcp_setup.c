@@ -3,6 +3,7 @@
  * format and the invariants; tcp.c is the data path). */
 #include <endian.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -335,8 +336,14 @@ static void tune_socket(int fd)
                      (strcmp(now, "bbr") == 0 || strcmp(now, "cubic") == 0);
         cc = lan && stock ? "reno" : NULL;
     }
-    if (cc != NULL && cc[0] != '\0' && strcmp(cc, "default") != 0)
-        (void)setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc));
+    if (cc != NULL && cc[0] != '\0' && strcmp(cc, "default") != 0 &&
+        setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc)) != 0) {
+        /* A name the kernel lacks (a typo, or a module not loaded): said once, not fatal. */
+        static atomic_bool warned;
+        if (!atomic_exchange(&warned, true))
+            TT_WARN("tcp: congestion control '%s' (TUTTI_SOCKET_CC) refused by the kernel: %s; "
+                    "its default stays", cc, strerror(errno));
+    }
     int64_t bytes = tt_param_socket_bufsize();
     if (bytes > 0) {
         int b = (int)bytes;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #if defined(__x86_64__) || defined(__i386__)
@@ -63,7 +64,7 @@ bool tt_trace_expand(const char *pattern, int rank, uint64_t comm_id, char *out,
  * jump, and TUTTI_TRACE_CLOCK=monotonic is the way out. */
 static bool invariant_tsc(void)
 {
-    if (strcmp(tt_param_trace_clock(), "monotonic") == 0) return false;
+    if (strcasecmp(tt_param_trace_clock(), "monotonic") == 0) return false;
 #if defined(__x86_64__) || defined(__i386__)
     unsigned eax, ebx, ecx, edx;
     if (!__get_cpuid(0x80000000u, &eax, &ebx, &ecx, &edx) || eax < 0x80000007u) return false;
