@@ -189,6 +189,31 @@ case_signal() {
     done
 }
 
+case_orphans() {
+    # tutti-run killed outright (SIGKILL: the OOM killer, a scheduler's last word): what the
+    # ranks started, not only the ranks' leaders, must go with it.
+    rm -f "$dir"/kids.*
+    "$run" -n 2 -x D="$dir" sh -c 'sleep 30 & echo $! >"$D/tmp.$RANK" &&
+                                  mv "$D/tmp.$RANK" "$D/kids.$RANK"; wait' \
+        >/dev/null 2>&1 &
+    tpid=$!
+    tries=0
+    while { [ ! -s "$dir/kids.0" ] || [ ! -s "$dir/kids.1" ]; } && [ $tries -lt 100 ]; do
+        sleep 0.05
+        tries=$((tries + 1))
+    done
+    [ $tries -lt 100 ] || fail "ranks not started after 5 s"
+    kill -KILL $tpid
+    wait $tpid 2>/dev/null
+    check_gone "$dir/kids.0" "$dir/kids.1"
+    # A run that ends by itself is not slowed by what watches for that.
+    start=$(now_ms)
+    "$run" -n 2 true
+    check_eq "exit status of a quick run" $? 0
+    elapsed=$(($(now_ms) - start))
+    [ $elapsed -lt 1500 ] || fail "a run of 'true' took $elapsed ms"
+}
+
 # Starts tutti-run in the background with the rank script $1 and waits until every rank has
 # written $dir/ready.RANK; sets $tpid.
 start_ranks() {
@@ -320,7 +345,7 @@ case_usage() {
 }
 
 case "$case_name" in
-    env | tag | fail | signal | forward | timeout | multinode | usage) "case_$case_name" ;;
+    env | tag | fail | signal | forward | orphans | timeout | multinode | usage) "case_$case_name" ;;
     *)
         echo "test_launcher.sh: unknown case '$case_name'" >&2
         exit 2

@@ -513,6 +513,81 @@ static void close_fd(int *fd)
 
 /* Forks rank `r`. Signals are blocked across fork() so that no handler runs in the child
  * before it has restored the dispositions. */
+/* ---- The sentinel -------------------------------------------------------------------------
+ *
+ * PR_SET_PDEATHSIG kills each rank's leader when tutti-run itself dies uncatchably (SIGKILL,
+ * the OOM killer), but not what the leader started: a script's python would live on. So a
+ * sentinel process, forked before the ranks, learns each rank's process group through a pipe;
+ * when the pipe ends without tutti-run's goodbye (tutti-run died), it kills every group. It
+ * leads a group of its own and ignores the interrupts, so a terminal's Ctrl-C to tutti-run's
+ * group leaves it to do that. */
+static int sentinel_fd = -1;
+
+static void sentinel_main(int from_launcher)
+{
+    const int ignored[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE};
+    for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++) signal(ignored[i], SIG_IGN);
+    signal(SIGCHLD, SIG_DFL);
+    setpgid(0, 0);
+    int null_fd = open("/dev/null", O_RDWR);
+    if (null_fd >= 0) { /* holds no pipe of tutti-run's output open (`| tee` ends with it) */
+        dup2(null_fd, STDIN_FILENO);
+        dup2(null_fd, STDOUT_FILENO);
+        dup2(null_fd, STDERR_FILENO);
+        if (null_fd > STDERR_FILENO) close(null_fd);
+    }
+    pid_t *groups = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        int32_t pid = 0;
+        ssize_t got = read(from_launcher, &pid, sizeof pid);
+        if (got < 0 && errno == EINTR) continue;
+        if (got != (ssize_t)sizeof pid) break; /* end of file: tutti-run is gone */
+        if (pid == 0) _exit(0);                /* its goodbye: it ended the ranks itself */
+        if (n == cap) {
+            size_t grown = cap ? 2 * cap : 64;
+            pid_t *g = realloc(groups, grown * sizeof *g);
+            if (g == NULL) continue;
+            groups = g;
+            cap = grown;
+        }
+        groups[n++] = (pid_t)pid;
+    }
+    for (size_t i = 0; i < n; i++) kill(-groups[i], SIGKILL);
+    _exit(0);
+}
+
+/* Best effort: without a sentinel (no pipe or process to spare) the ranks' leaders still die
+ * with tutti-run. */
+static void start_sentinel(void)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[1]);
+        sentinel_main(p[0]);
+    }
+    close(p[0]);
+    if (pid < 0) {
+        close(p[1]);
+        return;
+    }
+    sentinel_fd = p[1];
+}
+
+static void sentinel_tell(int32_t pid)
+{
+    if (sentinel_fd < 0) return;
+    ssize_t put;
+    do
+        put = write(sentinel_fd, &pid, sizeof pid);
+    while (put < 0 && errno == EINTR);
+    if (pid == 0) close_fd(&sentinel_fd);
+}
+
 static int start_rank(struct launcher *l, struct rank_proc *r)
 {
     int pipes[2][2] = {{-1, -1}, {-1, -1}};
@@ -535,6 +610,7 @@ static int start_rank(struct launcher *l, struct rank_proc *r)
         /* Also done by the child; whichever runs first makes the group exist before any
          * signal is sent to it. EACCES means the child has already exec'd, its group made. */
         setpgid(pid, pid);
+        sentinel_tell((int32_t)pid);
         r->pid = pid;
         r->running = true;
         l->nrunning++;
@@ -797,6 +873,7 @@ static void supervise(struct launcher *l)
         check_deadlines(l);
         if (l->nrunning == 0 && drain_deadline_ns == TT_NO_DEADLINE) {
             signal_all(l, SIGKILL);
+            sentinel_tell(0); /* tutti-run ends the ranks' groups itself from here */
             drain_deadline_ns = tt_deadline_after_ms(DRAIN_MS);
         }
         int nfds = 0;
@@ -891,6 +968,7 @@ int main(int argc, char **argv)
         l.exit_code = EXIT_LAUNCH;
         goto out;
     }
+    start_sentinel(); /* before the handlers and the ranks' pipes, which it must not hold */
     if (setup_signals() != 0) {
         l.exit_code = EXIT_LAUNCH;
         goto out;
