@@ -4,20 +4,24 @@ PRESET ?= release
 BUILD := build/$(PRESET)
 JOBS ?= 2
 
-.PHONY: all build test cuda-check demo asan tsan soak fuzz deps clean
+.PHONY: all build test cuda-check demo asan tsan soak fuzz deps build-deps clean
 
 all: build
+
+# What the build needs (build-deps), and with it what the tests use (deps).
+build-deps:
+	@tools/install-deps.sh build
 
 deps:
 	@tools/install-deps.sh
 
-build: deps
+build: build-deps
 	cmake --preset $(PRESET) >/dev/null
 	cmake --build --preset $(PRESET) -j $(JOBS)
 
 # The whole CTest suite (labels: unit, transport, coll, api, fault, thread, python, install,
 # examples, docs), without the long ones: soak (hundreds of failure trials) and fuzz.
-test: build
+test: deps build
 	ctest --preset $(PRESET) --timeout 600 -LE 'soak|fuzz'
 
 # The CUDA build (preset cuda, build/cuda; docs/cuda.md) where the toolkit is installed: it
