@@ -206,6 +206,12 @@ case_orphans() {
     kill -KILL $tpid
     wait $tpid 2>/dev/null
     check_gone "$dir/kids.0" "$dir/kids.1"
+    # Ranks that exit leaving a child behind: the child, now tutti-run's (the subreaper), is
+    # killed with the rank's group once the last rank has exited.
+    rm -f "$dir"/kids.*
+    "$run" -n 2 -x D="$dir" sh -c 'sleep 30 & echo $! >"$D/kids.$RANK"' >/dev/null 2>&1
+    check_eq "exit status (ranks leaving children)" $? 0
+    check_gone "$dir/kids.0" "$dir/kids.1"
     # A run that ends by itself is not slowed by what watches for that.
     start=$(now_ms)
     "$run" -n 2 true

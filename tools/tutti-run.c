@@ -11,6 +11,7 @@
  * timeout) makes it SIGTERM every rank's group, then SIGKILL them after a grace period. It does
  * not link libtutti, so its fallible functions return 0 or -1 after printing one message. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -631,12 +632,62 @@ static int start_rank(struct launcher *l, struct rank_proc *r)
     return 0;
 }
 
+/* The process groups, among `pgids`, that still hold a process whose parent is tutti-run: an
+ * exited rank's group whose members live on (the leader's orphans came to tutti-run, the
+ * subreaper). Marked by zeroing the others. */
+static void keep_groups_of_ours(pid_t *pgids, int n)
+{
+    bool *ours = calloc((size_t)n, sizeof *ours);
+    DIR *proc = opendir("/proc");
+    if (ours == NULL || proc == NULL) { /* unknown: none is signalled */
+        for (int i = 0; i < n; i++) pgids[i] = 0;
+        free(ours);
+        if (proc != NULL) closedir(proc);
+        return;
+    }
+    pid_t me = getpid();
+    for (struct dirent *e; (e = readdir(proc)) != NULL;) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        char path[300], stat[512];
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "re");
+        if (f == NULL) continue;
+        size_t got = fread(stat, 1, sizeof stat - 1, f);
+        fclose(f);
+        stat[got] = '\0';
+        const char *after = strrchr(stat, ')'); /* the name may hold anything */
+        int ppid = 0, pgrp = 0;
+        char state;
+        if (after == NULL || sscanf(after + 1, " %c %d %d", &state, &ppid, &pgrp) != 3 ||
+            ppid != me)
+            continue;
+        for (int i = 0; i < n; i++) ours[i] |= pgids[i] == pgrp;
+    }
+    closedir(proc);
+    for (int i = 0; i < n; i++)
+        if (!ours[i]) pgids[i] = 0;
+    free(ours);
+}
+
 /* Sends `sig` to the process group of every rank started, running or not: an exited rank's
- * group may still hold its children. A group id is not reused while the group has members. */
+ * group may still hold its children. Once its leader was reaped, the group's id is free for
+ * another process to take as soon as the group is empty, so an exited rank's group is only
+ * signalled while a process of it is still tutti-run's child. */
 static void signal_all(struct launcher *l, int sig)
 {
-    for (int i = 0; i < l->opt.nproc; i++)
-        if (l->ranks[i].pid > 0) kill(-l->ranks[i].pid, sig);
+    pid_t *gone = calloc((size_t)l->opt.nproc, sizeof *gone);
+    int ngone = 0;
+    for (int i = 0; i < l->opt.nproc; i++) {
+        if (l->ranks[i].pid <= 0) continue;
+        if (l->ranks[i].running)
+            kill(-l->ranks[i].pid, sig);
+        else if (gone != NULL)
+            gone[ngone++] = l->ranks[i].pid;
+    }
+    if (ngone > 0) keep_groups_of_ours(gone, ngone);
+    for (int i = 0; i < ngone; i++)
+        if (gone[i] > 0) kill(-gone[i], sig);
+    free(gone);
 }
 
 static void begin_stop(struct launcher *l)
