@@ -109,7 +109,9 @@ static uint64_t ref_float(const struct type *t, enum ref_op op, uint64_t a, uint
         r = rnd_op(t, x * y);
         break;
     case R_PREMULSUM:
-        r = rnd_op(t, rnd_op(t, s * x) + y);
+        /* NCCL's pre-multiplication yields the element type: the product is rounded to it
+         * before the sum, as in R_PREMUL (one rank's own input is combined this way). */
+        r = rnd_op(t, value_of(t, bits_of(t, rnd_op(t, s * x))) + y);
         break;
     case R_SUMDIV:
         r = rnd_op(t, rnd_op(t, x + y) / (double)n);

@@ -147,10 +147,13 @@ def check_inline(rank, n):
     works = [dist.all_reduce(big, group=g, async_op=True)]
     works += [dist.all_reduce(t, group=g, async_op=True) for t in smalls]
     order = []
-    for i, w in enumerate(works):
-        w.get_future().then(lambda f, i=i: order.append(i))
+    # A future is marked complete before its callbacks run (on the thread that completed it):
+    # what shows a callback ran is the future then() returns.
+    chained = [w.get_future().then(lambda f, i=i: order.append(i)) for i, w in enumerate(works)]
     for w in works:
         w.wait()
+    for c in chained:
+        c.wait()
     assert torch.equal(big, torch.full((1 << 16,), ranks_sum)), big
     for i, t in enumerate(smalls):
         assert torch.equal(t, torch.full((4,), ranks_sum + n * i)), (i, t)

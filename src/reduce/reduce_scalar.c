@@ -273,7 +273,8 @@ static inline double code_double(uint64_t u)
                    MAX_TAKES_B(LOAD_S(a[i]), LOAD_S(b[i])) ? b[i] : a[i])                       \
     COMBINE_KERNEL(NAME##_min, S, FLOAT_OPERANDS(C),                                            \
                    MIN_TAKES_B(LOAD_S(a[i]), LOAD_S(b[i])) ? b[i] : a[i])                       \
-    COMBINE_KERNEL(NAME##_premulsum, T, FLOAT_OPERANDS(C), STORE(s * LOAD(a[i]) + LOAD(b[i])))  \
+    COMBINE_KERNEL(NAME##_premulsum, T, FLOAT_OPERANDS(C),                                      \
+                   STORE(LOAD(STORE(s * LOAD(a[i]))) + LOAD(b[i])))                             \
     COMBINE_KERNEL(NAME##_sumdiv, T, FLOAT_OPERANDS(C), STORE((LOAD(a[i]) + LOAD(b[i])) / d))   \
     APPLY_KERNEL(NAME##_premul, T, FLOAT_OPERANDS(C), STORE(s * LOAD(a[i])))                    \
     APPLY_KERNEL(NAME##_div, T, FLOAT_OPERANDS(C), STORE(LOAD(a[i]) / d))
