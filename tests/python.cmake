@@ -19,6 +19,15 @@ foreach(n 2 3)
   add_test(NAME python_api_${n} COMMAND ${TT_PY_RUN} ${n} ${TT_PY_DIR}/test_api.py)
   list(APPEND TT_PY_TESTS python_colls_${n} python_api_${n})
 endforeach()
+# ncclAvg and PreMulSum on float16 give NCCL's bits whichever algorithm runs them (each rank's
+# product rounded to the datatype before the sum): one job per algorithm at 3 ranks.
+foreach(algo Ring Tree OneShot Direct)
+  add_test(NAME python_premul_rounding_${algo}
+           COMMAND ${TT_PY_RUN} 3 ${TT_PY_DIR}/test_premul_rounding.py)
+  set_tests_properties(python_premul_rounding_${algo} PROPERTIES LABELS python TIMEOUT 120
+                       SKIP_RETURN_CODE 77
+                       ENVIRONMENT "TUTTI_LIBRARY=$<TARGET_FILE:tutti>;NCCL_ALGO=${algo}")
+endforeach()
 add_test(NAME python_install
          COMMAND sh ${TT_PY_DIR}/test_install.sh $<TARGET_FILE:tutti-run> $<TARGET_FILE:tutti>)
 list(APPEND TT_PY_TESTS python_install)

@@ -4,7 +4,9 @@
  * PREMULSUM with scalar 1/nranks for floating types (each input is multiplied first, as NCCL
  * does) and SUMPOSTDIV by nranks for integers (sum, then divide, truncating toward zero).
  * Integer sum and product wrap (two's complement). max/min on floats ignore NaN (fmax/fmin).
- * float16, bfloat16 and fp8 compute in float and round to nearest even once per operation;
+ * float16, bfloat16 and fp8 compute in float and round to nearest even once per operation (a
+ * PREMULSUM's product is one: rounded to the datatype before the sum, in every kernel, so that
+ * every algorithm gives the same bits);
  * fp8 conversions saturate to the largest finite value (NCCL's SATFINITE); a PREMULSUM scalar is
  * rounded to the datatype first, as NCCL stores it.
  *

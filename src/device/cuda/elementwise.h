@@ -158,7 +158,8 @@ TT_HD double tt_el_code_double(uint64_t u)
 #define TT_EL_FLOAT(stem, T, C, LOAD, STORE, S, LOAD_S)                                            \
     TT_EL_FN(stem, sum, T, TT_EL_FLOAT_OPERANDS(C), STORE(LOAD(a) + LOAD(b)))                      \
     TT_EL_FN(stem, prod, T, TT_EL_FLOAT_OPERANDS(C), STORE(LOAD(a) * LOAD(b)))                     \
-    TT_EL_FN(stem, premulsum, T, TT_EL_FLOAT_OPERANDS(C), STORE(s * LOAD(a) + LOAD(b)))            \
+    TT_EL_FN(stem, premulsum, T, TT_EL_FLOAT_OPERANDS(C),                                          \
+             STORE(LOAD(STORE(s * LOAD(a))) + LOAD(b)))                                            \
     TT_EL_FN(stem, sumdiv, T, TT_EL_FLOAT_OPERANDS(C), STORE((LOAD(a) + LOAD(b)) / d))             \
     TT_EL_FN(stem, premul, T, TT_EL_FLOAT_OPERANDS(C), STORE(s * LOAD(a)))                         \
     TT_EL_FN(stem, div, T, TT_EL_FLOAT_OPERANDS(C), STORE(LOAD(a) / d))                            \
