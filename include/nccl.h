@@ -322,7 +322,9 @@ ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
 /* ---- User-defined reduction operators ------------------------------------------------------ */
 
 /* Creates an operator that multiplies each rank's input by `*scalar` and then sums, valid on
- * `comm` for `datatype` only. */
+ * `comm` for `datatype` only. With ncclScalarDevice the scalar is read again for every
+ * collective that uses the operator (host memory on a CPU rank, device memory in CUDA builds),
+ * when the collective is issued: NCCL reads it when the operation runs on its stream. */
 ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
                                       ncclScalarResidence_t residence, ncclComm_t comm);
 ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,

@@ -311,8 +311,20 @@ static void test_premulsum(ncclComm_t world)
     if (drecv != 20.0) FAIL("PreMulSum float64 = %g, want 20", drecv);
     CHECK_RES(ncclRedOpDestroy(dop, world), ncclSuccess);
 
-    CHECK_ERR(ncclRedOpCreatePreMulSum(&dop, &dscalar, ncclFloat64, ncclScalarDevice, world),
-              ncclInvalidArgument, "CUDA build");
+    /* ncclScalarDevice: the scalar stays where it is and each collective reads it (here host
+     * memory, what a CPU rank's "device" is): changing it changes the next result. */
+    double live_scalar = 2.0;
+    CHECK_RES(ncclRedOpCreatePreMulSum(&dop, &live_scalar, ncclFloat64, ncclScalarDevice, world),
+              ncclSuccess);
+    for (int k = 0; k < 2; k++) {
+        live_scalar = 2.0 + k;
+        drecv = -1;
+        CHECK_RES(ncclAllReduce(&dsend, &drecv, 1, ncclFloat64, dop, world, NULL), ncclSuccess);
+        if (drecv != 10.0 * live_scalar)
+            FAIL("PreMulSum float64 with a device-resident scalar %g = %g, want %g", live_scalar,
+                 drecv, 10.0 * live_scalar);
+    }
+    CHECK_RES(ncclRedOpDestroy(dop, world), ncclSuccess);
     CHECK_ERR(ncclRedOpCreatePreMulSum(NULL, &dscalar, ncclFloat64, ncclScalarHostImmediate, world),
               ncclInvalidArgument, "op");
     CHECK_ERR(ncclRedOpCreatePreMulSum(&dop, NULL, ncclFloat64, ncclScalarHostImmediate, world),

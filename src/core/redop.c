@@ -12,6 +12,8 @@
 #include "core/comm.h"
 #include "core/redop.h"
 #include "core/state.h"
+#include "device/device.h"
+#include "reduce/reduce.h"
 #include "util/err.h"
 #include "util/log.h"
 
@@ -20,6 +22,9 @@
 struct user_op {
     bool live;
     struct tt_redop redop;
+    /* ncclScalarDevice: where the scalar lives, read again at every collective that uses the
+     * operator (NULL: ncclScalarHostImmediate, read once at creation into redop). */
+    const void *scalar_at;
 };
 
 struct tt_redop_table {
@@ -78,22 +83,31 @@ static struct user_op *find_live(const struct ncclComm *comm, ncclRedOp_t op)
     return &comm->redops->slots[index];
 }
 
+/* Copies a device-resident scalar (ncclScalarDevice) of `dtype` into `out`: host memory as it
+ * is, device memory (CUDA builds) through the driver. NCCL reads it when the collective runs on
+ * its stream; Tutti when the collective is issued (docs/semantics.md). */
+static void read_scalar(const void *at, ncclDataType_t dtype, unsigned char out[8])
+{
+    tt_device_copy(tt_device_mem_kind(at), out, at, tt_dtype_bytes(dtype));
+}
+
 ncclResult_t tt_redop_create_premulsum(ncclComm_t comm, ncclRedOp_t *op, const void *scalar,
                                        ncclDataType_t dtype, ncclScalarResidence_t residence)
 {
-    if (residence != ncclScalarHostImmediate)
-        return TT_ERROR(ncclInvalidArgument,
-                        "ncclRedOpCreatePreMulSum: residence ncclScalarDevice: device-resident "
-                        "scalars need a CUDA build; pass ncclScalarHostImmediate for a host "
-                        "scalar");
     TT_TRY(tt_state_check_usable(&comm->st, "ncclRedOpCreatePreMulSum"));
+    /* A device-resident scalar is read at each collective (read_scalar); this checks the
+     * datatype and reads it once now, so that a pointer nothing can read fails here. */
+    unsigned char now[8];
+    bool device = residence == ncclScalarDevice;
+    if (device) read_scalar(scalar, dtype, now);
     struct tt_redop redop;
-    TT_TRY(tt_redop_init_premulsum(&redop, dtype, scalar));
+    TT_TRY(tt_redop_init_premulsum(&redop, dtype, device ? now : scalar));
     size_t index = 0;
     pthread_mutex_lock(&comm->tables_lock);
     ncclResult_t res = find_free_slot(comm, &index);
     if (res == ncclSuccess) {
         comm->redops->slots[index].redop = redop;
+        comm->redops->slots[index].scalar_at = device ? scalar : NULL;
         comm->redops->slots[index].live = true;
     }
     pthread_mutex_unlock(&comm->tables_lock);
@@ -140,5 +154,10 @@ ncclResult_t tt_redop_resolve(ncclComm_t comm, ncclRedOp_t op, ncclDataType_t dt
                         "operator serves only the datatype it was created for",
                         (int)op, tt_dtype_name(slot->redop.dtype), tt_dtype_name(dtype));
     *out = slot->redop;
+    if (slot->scalar_at != NULL) {
+        unsigned char now[8];
+        read_scalar(slot->scalar_at, dtype, now);
+        TT_TRY(tt_redop_init_premulsum(out, dtype, now));
+    }
     return ncclSuccess;
 }
