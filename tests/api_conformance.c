@@ -260,6 +260,7 @@ static const struct world_test tests[] = {
     {"reducescatter_in_place", test_reducescatter_in_place, false},
     {"reduce_root_only", test_reduce_root_only, false},
     {"avg", test_avg, false},
+    {"fp_mode", test_fp_mode, false},
     {"broadcast_every_root", test_broadcast_every_root, false},
     {"alltoall", test_alltoall, false},
     {"gather_every_root", test_gather_every_root, false},

@@ -5,12 +5,16 @@
  * receive buffer, and count 0. Each test runs on every rank in the order of api_conformance.c's
  * table; buffers hold int64 values or powers of two, so every expected result is exact. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api_conformance_common.h"
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 #include "nccl.h"
 
 /* ---- In-place rules and significant buffers ------------------------------------------------ */
@@ -123,6 +127,44 @@ void test_avg(void)
           nranks, (double)f_out);
     CHECK(isfinite(d_out) && fabs(d_out / d - 1.0) < 1e-12,
           "avg float64 of 2^1022 on %d ranks: got %a, want 2^1022", nranks, d_out);
+}
+
+/* A rank whose thread flushes subnormals (MXCSR's flush-to-zero and denormals-are-zero, which
+ * torch.set_flush_denormal(True) sets) still computes IEEE sums: every rank, the even ones in
+ * that mode, ends with the same exact sum of subnormal inputs (multiples of 2^-140, whose sums
+ * stay below 2^-126 and on the subnormal grid). Small counts, where each rank computes the whole
+ * result itself (OneShot), and a large one (Ring). */
+void test_fp_mode(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    const size_t counts[2] = {64, 300000};
+    for (int c = 0; c < 2; c++) {
+        size_t n = counts[c];
+        float *x = malloc(n * sizeof *x);
+        if (x == NULL) {
+            FAIL("fp_mode: malloc");
+            return;
+        }
+        for (size_t i = 0; i < n; i++) x[i] = ldexpf((float)(i % 64 + 1 + (size_t)rank), -140);
+        unsigned csr = _mm_getcsr();
+        if (rank % 2 == 0) _mm_setcsr(csr | 0x8040u);
+        CHECK_RES(ncclAllReduce(x, x, n, ncclFloat32, ncclSum, comm, NULL), ncclSuccess);
+        bool mode_kept = _mm_getcsr() == (rank % 2 == 0 ? (csr | 0x8040u) : csr);
+        _mm_setcsr(csr);
+        CHECK(mode_kept, "fp_mode: the calling thread's MXCSR was not given back");
+        for (size_t i = 0; i < n; i++) {
+            float want = ldexpf((float)((size_t)nranks * (i % 64 + 1) +
+                                        (size_t)nranks * (size_t)(nranks - 1) / 2), -140);
+            if (memcmp(&x[i], &want, sizeof want) != 0) {
+                FAIL("fp_mode: %zu floats, element %zu = %a, want %a (rank %d %s subnormals)",
+                     n, i, (double)x[i], (double)want, rank,
+                     rank % 2 == 0 ? "flushing" : "keeping");
+                break;
+            }
+        }
+        free(x);
+    }
+#endif
 }
 
 /* Broadcast from every root, out of place and in place, and the legacy ncclBcast. The

@@ -53,6 +53,7 @@ void test_allgather_in_place(void);
 void test_reducescatter_in_place(void);
 void test_reduce_root_only(void);
 void test_avg(void);
+void test_fp_mode(void);
 void test_broadcast_every_root(void);
 void test_alltoall(void);
 void test_gather_every_root(void);

@@ -14,6 +14,7 @@
 
 #ifdef TT_REDUCE_X86
 #include <cpuid.h>
+#include <xmmintrin.h>
 #endif
 
 #define DTYPE_ENTRY(dtype, stem, T, name, is_float) [dtype] = {name, sizeof(T), is_float},
@@ -157,6 +158,37 @@ static const struct tt_reduce_kernels *kernels_for(ncclDataType_t dtype, size_t 
     return &level_tables[tt_reduce_level()][dtype];
 }
 
+/* The floating-point mode of the calling thread (x86's MXCSR): flush-to-zero (bit 15),
+ * denormals-are-zero (bit 6) and the rounding control (bits 13-14) may have been set by the
+ * program (torch.set_flush_denormal, -ffast-math's start-up code) on one rank's thread and not
+ * on another's, and where every rank computes the result itself (Tree, OneShot) the ranks would
+ * then disagree. The kernels run in IEEE's default mode, and the caller's is put back: one
+ * register read on the way in, a write only where the mode differs. */
+#ifdef TT_REDUCE_X86
+#define FP_MODE_BITS 0xe040u
+static inline unsigned fp_mode_enter(ncclDataType_t dtype)
+{
+    if (!dtypes[dtype].is_float) return 0;
+    unsigned csr = _mm_getcsr();
+    if (csr & FP_MODE_BITS) _mm_setcsr(csr & ~FP_MODE_BITS);
+    return csr;
+}
+static inline void fp_mode_leave(unsigned csr)
+{
+    if (csr & FP_MODE_BITS) _mm_setcsr(csr);
+}
+#else
+static inline unsigned fp_mode_enter(ncclDataType_t dtype)
+{
+    (void)dtype;
+    return 0;
+}
+static inline void fp_mode_leave(unsigned csr)
+{
+    (void)csr;
+}
+#endif
+
 static void combine_at_level(const struct tt_redop *op, void *dst, void *dst2, const void *local,
                              const void *in, size_t count, unsigned flags)
 {
@@ -166,7 +198,9 @@ static void combine_at_level(const struct tt_redop *op, void *dst, void *dst2, c
     tt_combine_fn fn = combine_of(k, op->kind, flags);
     if (fn == NULL)
         fn = combine_of(&tt_reduce_scalar_kernels[op->dtype], op->kind, flags);
+    unsigned mode = fp_mode_enter(op->dtype);
     fn(dst, dst2, local, in, count, op);
+    fp_mode_leave(mode);
 }
 
 void tt_reduce_copy(const struct tt_redop *op, void *dst, const void *src, size_t count,
@@ -176,11 +210,13 @@ void tt_reduce_copy(const struct tt_redop *op, void *dst, const void *src, size_
         return;
     const struct tt_reduce_kernels *k = kernels_for(op->dtype, count);
     const struct tt_reduce_kernels *scalar = &tt_reduce_scalar_kernels[op->dtype];
-    if (op->kind == TT_RED_PREMULSUM && (flags & TT_REDUCE_PRE))
+    if (op->kind == TT_RED_PREMULSUM && (flags & TT_REDUCE_PRE)) {
+        unsigned mode = fp_mode_enter(op->dtype);
         (k->premul != NULL ? k->premul : scalar->premul)(dst, src, count, op);
-    else if (op->kind == TT_RED_SUMPOSTDIV && (flags & TT_REDUCE_POST))
+        fp_mode_leave(mode);
+    } else if (op->kind == TT_RED_SUMPOSTDIV && (flags & TT_REDUCE_POST)) {
         (k->div != NULL ? k->div : scalar->div)(dst, src, count, op);
-    else if (dst != src)
+    } else if (dst != src)
         memcpy(dst, src, count * dtypes[op->dtype].bytes);
 }
 
