@@ -27,3 +27,8 @@ add_test(NAME stats_counters
 add_test(NAME stats_off COMMAND $<TARGET_FILE:tutti-run> -n 2 --timeout 60 $<TARGET_FILE:trace_ops>)
 set_tests_properties(stats_counters PROPERTIES LABELS api TIMEOUT 90 PROCESSORS 2)
 set_tests_properties(stats_off PROPERTIES LABELS api TIMEOUT 90)
+# NCCL_DEBUG_FILE's %h and %p, and a pattern too long for the file name (tests/test_debug_file.sh).
+add_test(NAME debug_file
+         COMMAND sh ${CMAKE_SOURCE_DIR}/tests/test_debug_file.sh $<TARGET_FILE:tutti-run>
+                 $<TARGET_FILE:trace_ops> ${CMAKE_BINARY_DIR}/debug-file-test)
+set_tests_properties(debug_file PROPERTIES LABELS unit TIMEOUT 120 PROCESSORS 2)

@@ -85,21 +85,35 @@ static FILE *open_log_file(const char *pattern)
     if (pattern == NULL || *pattern == '\0') return stderr;
     char path[512];
     size_t n = 0;
-    for (const char *p = pattern; *p && n + 32 < sizeof path; p++) {
+    bool whole = true;
+    for (const char *p = pattern; *p && whole; p++) {
+        char piece[64];
+        const char *add = piece;
         if (p[0] == '%' && p[1] == 'h') {
-            n += (size_t)snprintf(path + n, sizeof path - n, "%s", log_host);
+            add = log_host;
             p++;
         } else if (p[0] == '%' && p[1] == 'p') {
-            n += (size_t)snprintf(path + n, sizeof path - n, "%d", (int)getpid());
-            p++;
-        } else if (p[0] == '%' && p[1] == '%') {
-            path[n++] = '%';
+            snprintf(piece, sizeof piece, "%d", (int)getpid());
             p++;
         } else {
-            path[n++] = *p;
+            piece[0] = *p;
+            piece[1] = '\0';
+            if (p[0] == '%' && p[1] == '%') p++;
+        }
+        size_t len = strlen(add);
+        whole = n + len < sizeof path;
+        if (whole) {
+            memcpy(path + n, add, len);
+            n += len;
         }
     }
     path[n] = '\0';
+    if (!whole) {
+        /* A path cut short would name some other file: stderr instead, said once. */
+        fprintf(stderr, "tutti: NCCL_DEBUG_FILE=%s expands to more than %zu characters; "
+                        "logging to stderr\n", pattern, sizeof path - 1);
+        return stderr;
+    }
     FILE *f = fopen(path, "w");
     if (f == NULL) {
         fprintf(stderr, "tutti: cannot open NCCL_DEBUG_FILE=%s; logging to stderr\n", path);
