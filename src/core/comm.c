@@ -297,6 +297,15 @@ static void *init_main(void *arg)
 static pthread_once_t dump_once = PTHREAD_ONCE_INIT;
 static void start_dump_signal(void);
 
+/* NCCL_DEBUG=VERSION (and every level above it) names the library once per process, at the
+ * first init, as NCCL does. */
+static pthread_once_t version_once = PTHREAD_ONCE_INIT;
+static void log_version(void)
+{
+    tt_log_at(TT_LOG_VERSION, TT_SUB_INIT, __FILE__, __LINE__, "Tutti %s (NCCL API %d.%d.%d)",
+              TUTTI_VERSION_STRING, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+}
+
 ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *id, int rank,
                                const ncclConfig_t *config)
 {
@@ -306,6 +315,7 @@ ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *
     TT_TRY(tt_param_check());
     TT_TRY(tt_fault_init());
     if (tt_param_dump_signal() != 0) pthread_once(&dump_once, start_dump_signal);
+    pthread_once(&version_once, log_version);
     TT_TRY(TT_CALLOC(&comm, 1));
     comm->st.rank = rank;
     comm->st.nranks = nranks;
