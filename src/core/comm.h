@@ -30,6 +30,7 @@ struct tt_peer_info {
     uint64_t slot_bytes;
     uint64_t nonce;
     uint64_t start_ticks; /* when the process started (it and pid name one process) */
+    uint64_t choice_hash; /* the settings that choose algorithms and paths (setup.c) */
 };
 
 /* Point-to-point connections to one peer, made on first use (core/connect.c). */

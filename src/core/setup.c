@@ -24,7 +24,7 @@
 #include "util/param.h"
 #include "util/time.h"
 
-#define PEER_INFO_VERSION 3
+#define PEER_INFO_VERSION 4
 #define SLOT_BYTES_MIN 8
 #define SLOT_BYTES_MAX (64ull << 20)
 
@@ -129,6 +129,31 @@ void tt_setup_pidfds(struct ncclComm *comm)
     }
 }
 
+/* A digest of the settings from which every rank must choose alike: the algorithm and protocol
+ * (forced or by the cost model's inputs), the small-message and device thresholds, the
+ * transports allowed, and the rooted check. A rank started with other values would pick another
+ * algorithm or path for the same operation, and the ranks would wait for each other until the
+ * deadline: compared at init instead (tt_setup_peers). */
+static uint64_t choice_hash(void)
+{
+    const char *strs[] = {tt_param_algo(), tt_param_proto()};
+    const int64_t ints[] = {tt_param_oneshot_bytes(),   tt_param_net_latency_ns(),
+                            tt_param_net_mbps(),        tt_param_check_rooted(),
+                            tt_param_shm_disable(),     tt_param_p2p_disable(),
+                            tt_param_map_peers(),       tt_param_cma_cost(),
+                            tt_param_cuda_direct(),     tt_param_cuda_direct_bytes(),
+                            tt_param_cuda_oneshot_bytes()};
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        for (const char *c = strs[i]; *c; c++) h = (h ^ (uint8_t)*c) * 0x100000001b3ull;
+        h = (h ^ 0xff) * 0x100000001b3ull; /* between strings */
+    }
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        for (int b = 0; b < 8; b++)
+            h = (h ^ (((uint64_t)ints[i] >> (8 * b)) & 0xff)) * 0x100000001b3ull;
+    return h;
+}
+
 ncclResult_t tt_setup_peers(struct ncclComm *comm)
 {
     TT_TRY(TT_CALLOC(&comm->peers, (size_t)comm->st.nranks));
@@ -143,6 +168,7 @@ ncclResult_t tt_setup_peers(struct ncclComm *comm)
     me->cpus = cpus > 0 ? (uint32_t)cpus : 1;
     me->host_hash = host_hash();
     me->slot_bytes = comm->slot_bytes;
+    me->choice_hash = choice_hash();
     if (getrandom(&me->nonce, sizeof me->nonce, 0) != (ssize_t)sizeof me->nonce)
         me->nonce = tt_time_ns() ^ (uint64_t)getpid();
     TT_TRY(tt_bootstrap_allgather(comm->bootstrap, comm->peers, sizeof *me));
@@ -152,6 +178,16 @@ ncclResult_t tt_setup_peers(struct ncclComm *comm)
             return TT_ERROR(ncclInvalidUsage,
                             "rank %d runs an incompatible Tutti (peer info version %u)", r,
                             p->version);
+        if (p->choice_hash != me->choice_hash)
+            return TT_ERROR(ncclInvalidUsage,
+                            "ranks %d and %d were started with different settings among those "
+                            "that choose algorithms and paths (NCCL_ALGO, NCCL_PROTO, "
+                            "TUTTI_ONESHOT_BYTES, TUTTI_NET_LATENCY_NS, TUTTI_NET_MBPS, "
+                            "TUTTI_CHECK_ROOTED, NCCL_SHM_DISABLE, NCCL_P2P_DISABLE, "
+                            "TUTTI_MAP_PEERS, TUTTI_CMA_COST, TUTTI_CUDA_DIRECT*, "
+                            "TUTTI_CUDA_ONESHOT_BYTES): ranks that chose differently would wait "
+                            "for each other until the deadline; set them alike everywhere",
+                            comm->st.rank, r);
         if (p->slot_bytes != comm->slot_bytes)
             return TT_ERROR(ncclInvalidUsage,
                             "FIFO slot size differs between ranks: rank %d has %llu bytes, rank "
