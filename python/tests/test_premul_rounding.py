@@ -1,11 +1,14 @@
-"""ncclAvg and PreMulSum on float16: every algorithm gives NCCL's bits.
+"""ncclAvg and PreMulSum on float16, and PreMulSum with per-rank scalars: every algorithm
+gives NCCL's result.
 
 NCCL's pre-multiplication yields the element type, so each rank's product is rounded to it
-before the sum (the kernels do the same for bfloat16 and float8, which unit_reduce checks). Inputs where the rounding shows (every rank holds 1 + 2^-10 in float16, so
-(1/3 rounded) x that input lies between two float16 values) are reduced; the expected bits are
-computed here with numpy, following NCCL's order of roundings: the scalar to the datatype, the
-product in float rounded to the datatype, the sum in float, the result rounded to the datatype.
-The job runs once per algorithm (NCCL_ALGO, tests/python.cmake); every one must agree.
+before the sum (the kernels do the same for bfloat16 and float8, which unit_reduce checks).
+Inputs where the rounding shows (every rank holds 1 + 2^-10 in float16, so (1/3 rounded) x that
+input lies between two float16 values) are reduced; the expected bits are computed here with
+numpy, following NCCL's order of roundings: the scalar to the datatype, the product in float
+rounded to the datatype, the sum in float, the result rounded to the datatype. Then each rank
+passes a scalar of its own (rank + 1), which multiplies its own input only. The job runs once
+per algorithm (NCCL_ALGO, tests/python.cmake); every one must agree.
 """
 
 import sys
@@ -47,6 +50,18 @@ def main():
             failures += 1
             print("FAIL %s float16 on rank %d: element %d is 0x%04x, want 0x%04x" %
                   (op, rank, bad[0], got[bad[0]], want))
+    # A scalar of each rank's own (as a program weighting its local batch passes): each input is
+    # multiplied by its own rank's scalar, on every algorithm. Exact in float32.
+    for count in (4099, 1 << 20):
+        buf = np.full(count, 1.5 + rank, dtype=np.float32)
+        with comm.premul_sum(float(rank + 1), np.float32) as pm:
+            comm.all_reduce(buf, op=pm)
+        want = np.float32(sum((r + 1) * (1.5 + r) for r in range(n)))
+        bad = np.nonzero(buf != want)[0]
+        if bad.size:
+            failures += 1
+            print("FAIL premul with per-rank scalars, %d floats, on rank %d: element %d is %r, "
+                  "want %r" % (count, rank, bad[0], buf[bad[0]], want))
     comm.destroy()
     print("premul rounding on rank %d: %s" % (rank, "FAILED" if failures else "passed"))
     sys.exit(1 if failures else 0)

@@ -67,6 +67,7 @@ struct tt_peer_buf {
     const char *map; /* byte lo of the buffer; NULL: nothing mapped */
     size_t lo;
     size_t hi;
+    uint64_t premul; /* the peer's PREMULSUM scalar, as its tt_redop holds it (Direct) */
 };
 
 /* Per-communicator scratch of the Direct algorithm: peers' buffers and a piece of

@@ -79,6 +79,7 @@ struct addresses {
     struct tt_team_region recv_region;
     uint32_t magic; /* DIRECT_MAGIC: a Direct operation wrote this slot... */
     uint64_t base;   /* ...for the operation whose events start after this one */
+    uint64_t premul; /* its PREMULSUM scalar: each input is multiplied by its own rank's */
 };
 
 /* Ranks that chose different algorithms for one operation (NCCL_ALGO or symmetric windows set
@@ -248,12 +249,18 @@ static ncclResult_t fold(struct tt_op *op, size_t first, size_t count, char *dst
         bool first_peer = true;
         for (int p = 0; p < op->nranks; p++) {
             if (p == op->rank) continue;
+            /* A peer's input is multiplied by that peer's scalar, as it would itself. */
+            struct tt_redop peer_op;
+            if (premul) {
+                peer_op = op->redop;
+                memcpy(&peer_op.scalar, &sc->send[p].premul, sizeof peer_op.scalar);
+            }
             const void *in = mapped_at(&sc->send[p], off, n * elt);
             if (in != NULL) {
-                if (premul) tt_reduce_copy(&op->redop, sc->tmp, in, n, TT_REDUCE_PRE);
+                if (premul) tt_reduce_copy(&peer_op, sc->tmp, in, n, TT_REDUCE_PRE);
             } else {
                 TT_TRY(tt_team_read(op->env->team, p, sc->tmp, sc->send[p].addr + off, n * elt));
-                if (premul) tt_reduce_copy(&op->redop, sc->tmp, sc->tmp, n, TT_REDUCE_PRE);
+                if (premul) tt_reduce_copy(&peer_op, sc->tmp, sc->tmp, n, TT_REDUCE_PRE);
                 in = sc->tmp;
             }
             if (premul) in = sc->tmp;
@@ -404,6 +411,7 @@ static ncclResult_t direct_step(struct tt_op *op, bool *done, bool *progressed,
         mine->recv_region = st(op)->recv_region;
         mine->magic = DIRECT_MAGIC;
         mine->base = base;
+        memcpy(&mine->premul, &op->redop.scalar, sizeof mine->premul);
         tt_team_post(op->env->team, base + 1);
         st(op)->phase = ADDRESSES;
         tt_algo_trace_step(op, "publish", -1, -1, 0);
@@ -415,7 +423,8 @@ static ncclResult_t direct_step(struct tt_op *op, bool *done, bool *progressed,
         for (int p = 0; p < op->nranks; p++) {
             const struct addresses *a = tt_team_peer_slot(op->env->team, p, st(op)->slot);
             if (p != op->rank) TT_TRY(check_peer_slot(op, p, a));
-            op->env->scratch->send[p] = (struct tt_peer_buf){.addr = (uintptr_t)a->send};
+            op->env->scratch->send[p] = (struct tt_peer_buf){.addr = (uintptr_t)a->send,
+                                                             .premul = a->premul};
             op->env->scratch->recv[p] = (struct tt_peer_buf){.addr = (uintptr_t)a->recv};
         }
         /* AllReduce may push to the peers' outputs and reads them; Broadcast and AllGather fan
