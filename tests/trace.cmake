@@ -32,3 +32,18 @@ add_test(NAME debug_file
          COMMAND sh ${CMAKE_SOURCE_DIR}/tests/test_debug_file.sh $<TARGET_FILE:tutti-run>
                  $<TARGET_FILE:trace_ops> ${CMAKE_BINARY_DIR}/debug-file-test)
 set_tests_properties(debug_file PROPERTIES LABELS unit TIMEOUT 120 PROCESSORS 2)
+# A process that exits without destroying its communicator still writes its trace (an exit
+# handler), as valid JSON with its events.
+add_test(NAME trace_at_exit
+         COMMAND sh -c "[ -x /usr/bin/python3 ] || { echo 'skipped: no /usr/bin/python3'; exit 77; }
+                        rm -rf \"$2\" && mkdir -p \"$2\" || exit 1
+                        \"$0\" -n 2 --timeout 60 -x TRACE_OPS_EXIT_ALIVE=1 \
+                          -x TUTTI_TRACE_FILE=\"$2/t-%r.json\" \"$1\" || exit 1
+                        exec /usr/bin/python3 -c 'import json, sys
+for r in (0, 1):
+    d = json.load(open(sys.argv[1] + \"/t-%d.json\" % r))
+    n = d[\"otherData\"][\"events\"]
+    assert n > 0, (r, n)
+    print(\"rank\", r, \"wrote\", n, \"events at exit\")' \"$2\""
+                 $<TARGET_FILE:tutti-run> $<TARGET_FILE:trace_ops> ${CMAKE_BINARY_DIR}/trace-exit-test)
+set_tests_properties(trace_at_exit PROPERTIES LABELS unit TIMEOUT 90 SKIP_RETURN_CODE 77)

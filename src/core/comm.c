@@ -37,6 +37,13 @@ static _Atomic uint64_t next_comm_id = 1;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ncclComm **registry;
 static size_t registry_count, registry_cap;
+
+/* Communicators removed from the registry while another thread was still inside a call that
+ * may touch them: freed once no thread is in a call any more (reap_zombies). */
+static pthread_mutex_t zombies_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ncclComm **zombies;
+static size_t nzombies, zombies_cap;
+
 /* Bumped by every registry change; a thread's cached positive lookup holds while it stands. */
 static _Atomic uint64_t registry_gen = 1;
 static _Thread_local const struct ncclComm *cached_comm __attribute__((tls_model("initial-exec")));
@@ -297,6 +304,24 @@ static void *init_main(void *arg)
 static pthread_once_t dump_once = PTHREAD_ONCE_INIT;
 static void start_dump_signal(void);
 
+/* A process that exits without destroying its communicators (or right after an abort left one
+ * to be freed later) still writes their traces, from an exit handler: the runs that end
+ * abruptly are the ones whose traces are wanted. */
+static pthread_once_t trace_exit_once = PTHREAD_ONCE_INIT;
+static void write_traces_at_exit(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    for (size_t k = 0; k < registry_count; k++) tt_trace_write_now(registry[k]->trace);
+    pthread_mutex_unlock(&registry_lock);
+    pthread_mutex_lock(&zombies_lock);
+    for (size_t i = 0; i < nzombies; i++) tt_trace_write_now(zombies[i]->trace);
+    pthread_mutex_unlock(&zombies_lock);
+}
+static void register_trace_exit(void)
+{
+    atexit(write_traces_at_exit);
+}
+
 /* NCCL_DEBUG=VERSION (and every level above it) names the library once per process, at the
  * first init, as NCCL does. */
 static pthread_once_t version_once = PTHREAD_ONCE_INIT;
@@ -331,6 +356,7 @@ ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *
     TT_TRY_GOTO(TT_CALLOC(&comm->st.flight, 1), res, fail);
     pthread_mutex_init(&comm->st.flight->lock, NULL);
     TT_TRY_GOTO(tt_trace_create(&comm->trace, rank, nranks, comm->id), res, fail);
+    if (comm->trace != NULL) pthread_once(&trace_exit_once, register_trace_exit);
     comm->tctx.rank = rank;
     comm->tctx.nranks = nranks;
     comm->tctx.abort = &comm->st.abort;
@@ -383,11 +409,6 @@ ncclResult_t tt_comm_wait_ready(struct ncclComm *comm)
     return comm->st.init_result;
 }
 
-/* Communicators removed from the registry while another thread was still inside a call that
- * may touch them: freed once no thread is in a call any more (reap_zombies). */
-static pthread_mutex_t zombies_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ncclComm **zombies;
-static size_t nzombies, zombies_cap;
 
 /* How long Destroy and Abort wait for other threads to leave their calls before leaving the
  * communicator to be freed later: Abort must return within a second. */

@@ -344,7 +344,16 @@ ncclResult_t tt_engine_progress(struct tt_batch *b, bool *done, bool *progressed
         /* Sleep on the first waiting task's word; the others are re-checked after it. */
         if (!t->done && hint->word == NULL && hint->fd < 0) *hint = task_hint;
     }
-    if (*progressed) b->last_progress_ns = b->gone_since_ns = 0;
+    if (*progressed) {
+        b->last_progress_ns = b->gone_since_ns = 0;
+        /* Moving again: no longer stalled (the recorder lists what is stalled right now; a
+         * later stall records anew, from its own start). */
+        if (__builtin_expect(b->in_flight_recorder, 0)) {
+            for (struct tt_task *t = b->head; t; t = t->next)
+                if (t->flight_slot != 0) tt_state_flight_release(t->st, &t->flight_slot);
+            b->in_flight_recorder = false;
+        }
+    }
     *done = b->pending == 0;
     if (*done) {
         b->result = first;
@@ -438,6 +447,7 @@ ncclResult_t tt_engine_check_stall(struct tt_batch *b)
                 .peer = t->started ? t->op.waiting_peer : p2p_task ? t->peer : -1,
                 .since_ns = b->last_progress_ns};
             tt_state_flight_record(t->st, &t->flight_slot, &entry);
+            b->in_flight_recorder = true;
             /* A stalled collective may wait for what a peer that chose another algorithm (it
              * passed another count, say) never sends: compare the peers' descriptors. An
              * AlltoAll submitted whole runs over the team (core/task.c) and is checked alike;

@@ -71,6 +71,7 @@ struct tt_batch {
     uint64_t last_alive_ns;       /* the last liveness check of the peers waited for */
     uint64_t gone_since_ns;       /* a peer it depends on was first seen gone (0: none) */
     bool published_wait;          /* it published whom it waits for in the team mailbox */
+    bool in_flight_recorder;      /* a task of it is in the flight recorder (stalled) */
     int forms_peer;               /* the peer last seen waiting in point-to-point for an
                                      operation this rank never issued (tt_forms_check)... */
     uint64_t forms_since_ns;      /* ...since when (0: none seen) */

@@ -108,6 +108,7 @@ ncclResult_t tt_trace_create(struct tt_trace **out, int rank, int nranks, uint64
     trace->rank = rank;
     trace->nranks = nranks;
     trace->comm_id = comm_id;
+    trace->owner = (int)getpid();
     trace->tsc = invariant_tsc();
     read_clocks(trace, &trace->tsc0, &trace->mono0);
     if (!events) { /* counters only: no buffer, so every claim finds it full */
@@ -283,12 +284,16 @@ static void put_event(FILE *f, int rank, const struct clock_map *m,
     fprintf(f, "}}");
 }
 
+/* Writes into a temporary name and renames it into place, so that a process killed while
+ * writing leaves no half-written JSON under the trace's name (tutti-trace merge reads them). */
 static bool write_file(struct tt_trace *trace)
 {
-    FILE *f = fopen(trace->path, "w");
+    char tmp[sizeof trace->path + 32];
+    snprintf(tmp, sizeof tmp, "%s.tmp%d", trace->path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
     if (f == NULL) {
         TT_WARN("rank %d: cannot write the trace %s (TUTTI_TRACE_FILE): %s", trace->rank,
-                trace->path, strerror(errno));
+                tmp, strerror(errno));
         return false;
     }
     uint64_t used = atomic_load(&trace->used);
@@ -334,7 +339,11 @@ static bool write_file(struct tt_trace *trace)
             (unsigned long long)(used > trace->capacity ? used - trace->capacity : 0));
     bool ok = fflush(f) == 0 && !ferror(f);
     ok = (fclose(f) == 0) && ok;
-    if (!ok) TT_WARN("rank %d: writing the trace %s failed", rank, trace->path);
+    ok = ok && rename(tmp, trace->path) == 0;
+    if (!ok) {
+        TT_WARN("rank %d: writing the trace %s failed: %s", rank, trace->path, strerror(errno));
+        unlink(tmp);
+    }
     else if (used > trace->capacity)
         TT_WARN("rank %d: the trace %s lost %llu events past TUTTI_TRACE_EVENTS=%llu", rank,
                 trace->path, (unsigned long long)(used - trace->capacity),
@@ -356,14 +365,20 @@ static void log_stats(struct tt_trace *trace)
                 (double)rows[i].ticks / 1e6);
 }
 
+void tt_trace_write_now(struct tt_trace *trace)
+{
+    if (trace == NULL || trace->path[0] == '\0' || trace->events == NULL ||
+        trace->owner != (int)getpid() || atomic_exchange(&trace->written, true))
+        return;
+    claim_name(trace);
+    write_file(trace);
+}
+
 void tt_trace_close(struct tt_trace *trace)
 {
     if (trace == NULL) return;
     if (TT_LOG_MAYBE(TT_LOG_INFO)) log_stats(trace);
-    if (trace->path[0] != '\0' && trace->events != NULL) {
-        claim_name(trace);
-        write_file(trace);
-    }
+    tt_trace_write_now(trace);
     pthread_mutex_destroy(&trace->stats_lock);
     free(trace->events);
     free(trace);

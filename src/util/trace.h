@@ -71,6 +71,8 @@ struct tt_trace {
     int rank;
     int nranks;
     uint64_t comm_id;      /* the communicator's number in this process */
+    int owner;             /* the process that made it: a child of fork() writes no file */
+    _Atomic bool written;  /* its file is written (at close, or at exit) */
     char path[4096];       /* the file, its pattern expanded */
 };
 
@@ -81,6 +83,10 @@ ncclResult_t tt_trace_create(struct tt_trace **out, int rank, int nranks, uint64
 /* Writes the trace's file (a failure is logged at WARN, not returned) and frees it. NULL is
  * fine. No thread may record into it any more. */
 void tt_trace_close(struct tt_trace *trace);
+/* Writes the file now, once, for a communicator the process ends without destroying (at exit):
+ * what was recorded so far (an event another thread is filling at that moment may be
+ * incomplete). Only in the process that made the trace; NULL is fine. */
+void tt_trace_write_now(struct tt_trace *trace);
 
 /* The trace's clock: the TSC where the CPU has an invariant one (a few nanoseconds to read),
  * else, or with TUTTI_TRACE_CLOCK=monotonic, CLOCK_MONOTONIC (over a hundred nanoseconds in some
