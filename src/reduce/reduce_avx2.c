@@ -327,32 +327,22 @@ TARGET static inline void st_e5m2(uint8_t *p, __m256 v) { st_fp8(p, v, 2, 15, 0x
     TT_SIMD_APPLY(TARGET, NAME##_premul, T, W, V, LD, ST, PREP, MUL(s, x))                      \
     TT_SIMD_APPLY(TARGET, NAME##_div, T, W, V, LD, ST, PREP, DIV(x, d))
 
-/* A product rounded to the element type and back: NCCL's pre-multiplication yields the element
- * type, so PreMulSum (and Avg) round a rank's own product before adding it, whichever kernel
- * (fused or not) takes that rank's input. Identity for float32 and float64. */
-#define SAME(v) (v)
-#define ROUND_TRIP(NAME, T, W, V, LD, ST)                                                       \
-    TARGET static inline V NAME(V v)                                                            \
-    {                                                                                           \
-        T t[W];                                                                                 \
-        ST(t, v);                                                                               \
-        return LD(t);                                                                           \
-    }
-ROUND_TRIP(rt_f16, uint16_t, 8, __m256, ld_f16, st_f16)
-ROUND_TRIP(rt_e4m3, uint8_t, 8, __m256, ld_e4m3, st_e4m3)
-ROUND_TRIP(rt_e5m2, uint8_t, 8, __m256, ld_e5m2, st_e5m2)
-ROUND_TRIP(rt_bf16x2, uint16_t, 16, struct bf16x2, ld_bf16x2, st_bf16x2)
+/* The products of PreMulSum rounded to the element type (simd.h). */
+TT_SIMD_ROUND_TRIP(TARGET, rt_f16, uint16_t, 8, __m256, ld_f16, st_f16)
+TT_SIMD_ROUND_TRIP(TARGET, rt_e4m3, uint8_t, 8, __m256, ld_e4m3, st_e4m3)
+TT_SIMD_ROUND_TRIP(TARGET, rt_e5m2, uint8_t, 8, __m256, ld_e5m2, st_e5m2)
+TT_SIMD_ROUND_TRIP(TARGET, rt_bf16x2, uint16_t, 16, struct bf16x2, ld_bf16x2, st_bf16x2)
 
 #define FLOAT32_KERNELS(NAME, T, LD, ST, RT)                                                    \
     FLOAT_KERNELS(NAME, T, 8, __m256, LD, ST, PREP_F32, _mm256_add_ps, _mm256_mul_ps,           \
                   _mm256_div_ps, RT)
 
-FLOAT32_KERNELS(float32, float, ld_f32, st_f32, SAME)
+FLOAT32_KERNELS(float32, float, ld_f32, st_f32, TT_SIMD_SAME)
 FLOAT32_KERNELS(float16, uint16_t, ld_f16, st_f16, rt_f16)
 FLOAT32_KERNELS(e4m3, uint8_t, ld_e4m3, st_e4m3, rt_e4m3)
 FLOAT32_KERNELS(e5m2, uint8_t, ld_e5m2, st_e5m2, rt_e5m2)
 FLOAT_KERNELS(float64, double, 4, __m256d, ld_f64, st_f64, PREP_F64, _mm256_add_pd,
-              _mm256_mul_pd, _mm256_div_pd, SAME)
+              _mm256_mul_pd, _mm256_div_pd, TT_SIMD_SAME)
 FLOAT_KERNELS(bfloat16, uint16_t, 16, struct bf16x2, ld_bf16x2, st_bf16x2, PREP_X2, add_x2,
               mul_x2, div_x2, rt_bf16x2)
 

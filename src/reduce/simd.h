@@ -94,4 +94,17 @@
         }                                                                                       \
     }
 
+/* A value rounded to the element type and back (ST then LD through a register-sized buffer):
+ * NCCL's pre-multiplication yields the element type, so PreMulSum (and Avg) round a rank's own
+ * product before adding it, whichever kernel (fused or not) takes that rank's input.
+ * TT_SIMD_SAME is the identity, for float32 and float64. */
+#define TT_SIMD_SAME(v) (v)
+#define TT_SIMD_ROUND_TRIP(ATTR, fn, T, W, V, LD, ST)                                           \
+    ATTR static inline V fn(V v)                                                                \
+    {                                                                                           \
+        T t[W];                                                                                 \
+        ST(t, v);                                                                               \
+        return LD(t);                                                                           \
+    }
+
 #endif
