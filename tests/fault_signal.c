@@ -1,7 +1,8 @@
 /* SIGUSR1 with TUTTI_DUMP_SIGNAL=1: a rank blocked in an AllReduce its peer never issues logs
  * its stalled operation, naming the peer (the test's regular expression checks the log). Rank 1
  * joins and sleeps; rank 0 blocks; the parent signals rank 0 once it is in the AllReduce (a pipe
- * says when it calls; 300 ms after that), then kills rank 1, whose death ends rank 0's wait. */
+ * says when it calls; 300 ms after that), then kills rank 1, whose death ends rank 0's wait.
+ * Rank 0 installed a SIGUSR1 handler of its own before its init: it must have been called too. */
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -12,6 +13,13 @@
 #include "nccl.h"
 
 #include "fork_rank.h"
+
+static volatile sig_atomic_t own_usr1_seen;
+static void own_usr1(int sig)
+{
+    (void)sig;
+    own_usr1_seen = 1;
+}
 
 int main(void)
 {
@@ -25,11 +33,19 @@ int main(void)
     if (blocked < 0) return 1;
     if (blocked == 0) {
         close(calling[0]);
+        /* The program's own SIGUSR1 handler, installed first: Tutti's calls it after its own. */
+        struct sigaction own = {.sa_handler = own_usr1};
+        sigemptyset(&own.sa_mask);
+        sigaction(SIGUSR1, &own, NULL);
         ncclComm_t c;
         if (ncclCommInitRank(&c, 2, id, 0) != ncclSuccess) _exit(1);
         if (write(calling[1], "c", 1) != 1) _exit(1);
         float x[4] = {0};
         ncclResult_t res = ncclAllReduce(x, x, 4, ncclFloat, ncclSum, c, NULL);
+        if (!own_usr1_seen) {
+            fprintf(stderr, "fault_signal: the program's own SIGUSR1 handler was not called\n");
+            _exit(3);
+        }
         _exit(res == ncclRemoteError ? 0 : 2);
     }
     close(calling[1]); /* rank 0 alone holds it: its end (a failed init) is EOF here */

@@ -576,15 +576,20 @@ ncclResult_t tt_comm_dump(ncclComm_t comm)
 /* ---- SIGUSR1: every communicator's stalled operations (TUTTI_DUMP_SIGNAL=1) ----------------- */
 
 static int dump_pipe[2] = {-1, -1};
+/* What handled SIGUSR1 before (a job scheduler's preemption handler, say): still called. */
+static struct sigaction previous_usr1;
 
-static void on_dump_signal(int sig)
+static void on_dump_signal(int sig, siginfo_t *info, void *context)
 {
-    (void)sig;
     int saved = errno;
     char c = 1;
     ssize_t ignored = write(dump_pipe[1], &c, 1); /* async-signal-safe; a full pipe drops it */
     (void)ignored;
     errno = saved;
+    if (previous_usr1.sa_flags & SA_SIGINFO)
+        previous_usr1.sa_sigaction(sig, info, context);
+    else if (previous_usr1.sa_handler != SIG_DFL && previous_usr1.sa_handler != SIG_IGN)
+        previous_usr1.sa_handler(sig);
 }
 
 /* Waits for the signal handler's byte and dumps every live communicator. */
@@ -596,10 +601,19 @@ static void *dump_main(void *arg)
         ssize_t n = read(dump_pipe[0], &c, 1);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return NULL;
+        /* In a call, as a caller is, so that Destroy and Abort wait for this thread before they
+         * free a communicator it dumps; and the dumps log outside the registry's lock, so that
+         * a log that blocks (stderr into a full pipe) holds up no other call. */
+        struct tt_call_rec *rec = tt_call_enter();
         pthread_mutex_lock(&registry_lock);
-        for (size_t i = 0; i < registry_count; i++)
-            tt_state_flight_dump(&registry[i]->st, "SIGUSR1");
+        size_t count = registry_count;
+        struct ncclComm **comms = count ? malloc(count * sizeof *comms) : NULL;
+        if (comms != NULL) memcpy(comms, registry, count * sizeof *comms);
         pthread_mutex_unlock(&registry_lock);
+        for (size_t i = 0; comms != NULL && i < count; i++)
+            tt_state_flight_dump(&comms[i]->st, "SIGUSR1");
+        free(comms);
+        tt_call_leave(&rec);
     }
 }
 
@@ -611,8 +625,8 @@ static void start_dump_signal(void)
     pthread_t thread;
     if (pthread_create(&thread, NULL, dump_main, NULL) != 0) return;
     pthread_detach(thread);
-    struct sigaction sa = {.sa_handler = on_dump_signal, .sa_flags = SA_RESTART};
+    struct sigaction sa = {.sa_sigaction = on_dump_signal, .sa_flags = SA_RESTART | SA_SIGINFO};
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGUSR1, &sa, &previous_usr1);
     TT_INFO(TT_SUB_INIT, "SIGUSR1 dumps every communicator's stalled operations");
 }

@@ -233,15 +233,19 @@ void tt_state_flight_dump(struct tt_comm_state *st, const char *why)
 {
     struct tt_flight *f = st->flight;
     if (f == NULL) return;
-    uint64_t now = tt_time_ns();
+    /* Copied under the lock and logged after it: a log that blocks (stderr into a full pipe)
+     * must not hold the engine, which records under the same lock. */
+    struct tt_flight_entry copy[TT_FLIGHT_SLOTS];
     int n = 0;
     pthread_mutex_lock(&f->lock);
-    for (int i = 0; i < TT_FLIGHT_SLOTS; i++) n += f->entries[i].used;
+    uint64_t now = tt_time_ns();
+    for (int i = 0; i < TT_FLIGHT_SLOTS; i++)
+        if (f->entries[i].used) copy[n++] = f->entries[i];
+    pthread_mutex_unlock(&f->lock);
     TT_WARN("rank %d of %d (%s): %d operation%s stalled%s", st->rank, st->nranks, why, n,
             n == 1 ? "" : "s", n ? ":" : "");
-    for (int i = 0; i < TT_FLIGHT_SLOTS; i++) {
-        const struct tt_flight_entry *e = &f->entries[i];
-        if (!e->used) continue;
+    for (int i = 0; i < n; i++) {
+        const struct tt_flight_entry *e = &copy[i];
         if (e->peer >= 0)
             TT_WARN("  #%llu %s of %zu elements of %s, stalled %.1f ms, waiting for %s rank %d",
                     (unsigned long long)e->seq, coll_text(e->coll), e->count,
@@ -253,5 +257,4 @@ void tt_state_flight_dump(struct tt_comm_state *st, const char *why)
                     tt_dtype_name((ncclDataType_t)e->dtype),
                     (double)(now - e->since_ns) / 1e6, e->waits);
     }
-    pthread_mutex_unlock(&f->lock);
 }
