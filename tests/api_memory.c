@@ -430,7 +430,8 @@ static void test_register_in_flight(ncclComm_t world)
         if (world_rank != 0) usleep(200 * 1000);
         CHECK_RES(ncclAllReduce(v, v, count, ncclInt32, ncclSum, world, s), ncclSuccess);
         if (world_rank == 0 && dereg) CHECK_RES(ncclCommDeregister(world, h), ncclSuccess);
-        if (world_rank == 0 && !dereg) CHECK_RES(ncclCommRegister(world, v, bytes, &h), ncclSuccess);
+        if (world_rank == 0 && !dereg)
+            CHECK_RES(ncclCommRegister(world, v, bytes, &h), ncclSuccess);
         CHECK_RES(tuttiStreamSynchronize(s), ncclSuccess);
         for (size_t i = 0; i < count; i++) {
             int32_t want = 0;
