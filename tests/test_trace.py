@@ -148,6 +148,7 @@ def main():
     check("AllReduce" in stats and "Ring" in stats, "stats lack AllReduce over Ring")
     if picture:
         shutil.copy(svg_path, picture)
+    check_two_comms(tool, work)
 
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
@@ -169,6 +170,36 @@ def main():
         print("test_trace: %d failures" % len(failures))
         sys.exit(1)
     print("test_trace: ok (%d operations, %d steps, %d ranks)" % (len(ops), len(steps), nranks))
+
+
+def check_two_comms(tool, work):
+    """Files of two communicators hold the same rank: the merge keeps them on rows of their
+    own, named with their communicator, and stats counts them apart."""
+    paths = []
+    for comm in (1, 2):
+        doc = {"traceEvents": [
+            {"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "rank 0"}},
+            {"name": "AllReduce", "cat": "op", "ph": "X", "pid": 0, "tid": 0, "ts": 10.0 * comm,
+             "dur": 1.0, "args": {"seq": 1, "count": 4, "bytes": 16, "algo": "Ring"}}],
+            "otherData": {"writer": "tutti", "rank": 0, "nranks": 1, "pid": 100, "comm": comm,
+                          "host": "h", "realtime_minus_monotonic_ns": 0, "events": 1,
+                          "dropped": 0}}
+        path = os.path.join(work, "comm%d.json" % comm)
+        with open(path, "w") as fh:
+            json.dump(doc, fh)
+        paths.append(path)
+    merged_path = os.path.join(work, "two-comms.json")
+    run([sys.executable, tool, "merge", "-o", merged_path] + paths)
+    with open(merged_path) as fh:
+        events = json.load(fh)["traceEvents"]
+    pids = {e["pid"] for e in events if e.get("ph") == "X"}
+    names = sorted(e["args"]["name"] for e in events if e.get("name") == "process_name")
+    check(len(pids) == 2, "two communicators' rank 0 merged onto %d row(s)" % len(pids))
+    check(names == ["rank 0, comm 1", "rank 0, comm 2"], "process names %s" % names)
+    stats = run([sys.executable, tool, "stats", merged_path])
+    rows = [line.split() for line in stats.splitlines() if "AllReduce" in line]
+    check(sorted(r[-1] for r in rows) == ["1", "2"] and all(r[3] == "1" for r in rows),
+          "stats rows for two communicators: %s" % rows)
 
 
 if __name__ == "__main__":
