@@ -617,9 +617,20 @@ static void *dump_main(void *arg)
     }
 }
 
+/* A child of fork() has no dump thread: its SIGUSR1 must not reach the parent's (which would
+ * dump the parent's communicators). Its handler's write then fails quietly; the program's own
+ * handler is still called. */
+static void dump_forget_in_child(void)
+{
+    close(dump_pipe[0]);
+    close(dump_pipe[1]);
+    dump_pipe[0] = dump_pipe[1] = -1;
+}
+
 static void start_dump_signal(void)
 {
     if (pipe2(dump_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return;
+    pthread_atfork(NULL, NULL, dump_forget_in_child);
     /* The reader blocks; only the handler's end stays nonblocking. */
     fcntl(dump_pipe[0], F_SETFL, 0);
     pthread_t thread;

@@ -157,11 +157,19 @@ bool tt_log_enabled(enum tt_log_level level, unsigned subsys)
 void tt_log_set_rank(int rank) { log_rank = rank; }
 int tt_log_get_rank(void) { return log_rank; }
 
+/* The calling thread's id, cached; a child of fork() starts over (its one thread is new). */
+static _Thread_local int thread_id;
+static void forget_thread_id(void) { thread_id = 0; }
+static pthread_once_t thread_id_once = PTHREAD_ONCE_INIT;
+static void watch_forks(void) { pthread_atfork(NULL, NULL, forget_thread_id); }
+
 int tt_thread_id(void)
 {
-    static _Thread_local int tid;
-    if (tid == 0) tid = (int)syscall(SYS_gettid);
-    return tid;
+    if (thread_id == 0) {
+        pthread_once(&thread_id_once, watch_forks);
+        thread_id = (int)syscall(SYS_gettid);
+    }
+    return thread_id;
 }
 
 __attribute__((format(printf, 4, 0))) static void log_vwrite(enum tt_log_level level,
