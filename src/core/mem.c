@@ -335,19 +335,22 @@ static void unlink_block(struct mem_block *b)
     }
 }
 
-static void (*_Atomic range_waiter)(const void *ptr, size_t bytes);
+static bool (*_Atomic range_waiter)(const void *ptr, size_t bytes);
 
-void tt_mem_set_range_waiter(void (*wait)(const void *ptr, size_t bytes))
+void tt_mem_set_range_waiter(bool (*wait)(const void *ptr, size_t bytes))
 {
     atomic_store(&range_waiter, wait);
 }
 
 /* Moving pages under a queued operation would lose its writes, or let its peers map a memory
  * file emptied under them: the move waits for such operations first. */
-static void wait_range_idle(const void *ptr, size_t bytes)
+static bool wait_range_idle(const void *ptr, size_t bytes)
 {
-    void (*wait)(const void *, size_t) = atomic_load(&range_waiter);
-    if (wait != NULL) wait(ptr, bytes);
+    bool (*wait)(const void *, size_t) = atomic_load(&range_waiter);
+    if (wait == NULL || wait(ptr, bytes)) return true;
+    TT_WARN("%zu bytes at %p: operations queued on them did not end within TUTTI_TIMEOUT_MS; "
+            "their pages are not moved", bytes, ptr);
+    return false;
 }
 
 static struct mem_block *share_pages(void *buff, size_t bytes)
@@ -368,7 +371,8 @@ static struct mem_block *share_pages(void *buff, size_t bytes)
                 "(cudaHostRegister), so its pages are not moved", buff, bytes);
         return NULL;
     }
-    wait_range_idle((void *)lo, len); /* before the lock: the engine may take it */
+    /* Before the lock: the engine may take it. */
+    if (!wait_range_idle((void *)lo, len)) return NULL;
     /* The lock is held throughout, the copy included: registrations are rare, and two of one
      * range must not both move it. */
     pthread_mutex_lock(&blocks_lock);
@@ -448,10 +452,11 @@ static void unshare_pages(struct mem_block *block)
     }
     unlink_block(block); /* a no-op when a registration found it stale and unlinked it */
     pthread_mutex_unlock(&blocks_lock);
-    wait_range_idle(block->ptr, block->bytes);
     struct stat st;
     bool shared_still = false;
-    if (!block_intact(block)) {
+    if (!wait_range_idle(block->ptr, block->bytes)) {
+        shared_still = true; /* moved under a queued operation, they would lose its writes */
+    } else if (!block_intact(block)) {
         TT_WARN("deregistration: the %zu bytes at %p no longer hold their memory file (freed "
                 "while registered?); left as they are", block->bytes, block->ptr);
     } else {

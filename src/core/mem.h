@@ -47,7 +47,7 @@ void tt_mem_table_destroy(struct tt_reg_table *table);
 
 /* Installs what waits until no queued operation may touch a range (core/stream.c, with its
  * first stream: until then nothing can be queued); registration and deregistration call it
- * before they move pages. */
-void tt_mem_set_range_waiter(void (*wait)(const void *ptr, size_t bytes));
+ * before they move pages; false: the wait ran out, and the pages stay where they are. */
+void tt_mem_set_range_waiter(bool (*wait)(const void *ptr, size_t bytes));
 
 #endif

@@ -33,6 +33,8 @@
 #include "device/device.h"
 #include "util/err.h"
 #include "util/log.h"
+#include "util/param.h"
+#include "util/time.h"
 
 struct tt_stream {
     const struct tt_device_stream_kind *kind; /* first: a host stream's is tt_device_host_stream */
@@ -628,16 +630,23 @@ static bool task_touches(const struct tt_task *t, uintptr_t lo, uintptr_t hi)
 
 struct range_wait {
     uintptr_t lo, hi;
-    bool locked; /* drive_until asks once before taking the engine lock: not then */
+    bool locked;          /* drive_until asks once before taking the engine lock: not then */
+    uint64_t deadline_ns; /* a batch held by a device stream (gated) may never end... */
+    bool expired;         /* ...and the wait gives up here */
 };
 
-/* Whether no queued batch has a task touching the range (engine lock held once `locked`). */
+/* Whether no queued batch has a task touching the range (engine lock held once `locked`), or
+ * the wait is over. */
 static bool range_idle(void *arg)
 {
     struct range_wait *r = arg;
     if (!r->locked) {
         r->locked = true;
         return false;
+    }
+    if (tt_deadline_passed(r->deadline_ns)) {
+        r->expired = true;
+        return true;
     }
     for (struct tt_stream *s = engine.streams; s; s = s->next) {
         pthread_mutex_lock(&s->lock);
@@ -651,17 +660,19 @@ static bool range_idle(void *arg)
     return true;
 }
 
-void tt_stream_wait_range_idle(const void *ptr, size_t bytes)
+bool tt_stream_wait_range_idle(const void *ptr, size_t bytes)
 {
-    struct range_wait r = {.lo = (uintptr_t)ptr, .hi = (uintptr_t)ptr + bytes, .locked = true};
+    struct range_wait r = {.lo = (uintptr_t)ptr, .hi = (uintptr_t)ptr + bytes, .locked = true,
+                           .deadline_ns = tt_deadline_after_ms(tt_param_timeout_ms())};
     pthread_mutex_lock(&engine.lock);
     bool idle = range_idle(&r);
     pthread_mutex_unlock(&engine.lock);
-    if (idle) return;
+    if (idle) return !r.expired;
     TT_INFO(TT_SUB_REG, "%zu bytes at %p: waiting for the queued operations that use them "
                         "before their pages move", bytes, ptr);
     r.locked = false;
     drive_until(range_idle, &r);
+    return !r.expired;
 }
 
 void tt_stream_cancel_comm(const struct ncclComm *comm, const struct tt_comm_state *st)

@@ -49,8 +49,10 @@ void tt_stream_wait_comm_idle(const struct ncclComm *comm);
 /* Returns once no queued operation (on any stream, of any communicator) may still read or
  * write the `bytes` at `ptr`, driving the engine meanwhile: registration moves a buffer's pages,
  * which must not happen under an operation (its writes would be lost, or its peers would map a
- * memory file emptied under them). Operations that cannot end fail at their deadline. */
-void tt_stream_wait_range_idle(const void *ptr, size_t bytes);
+ * memory file emptied under them). Host operations that cannot end fail at their deadline; one
+ * a device stream holds back may not, so the wait ends at TUTTI_TIMEOUT_MS: false then (the
+ * pages must stay where they are). */
+bool tt_stream_wait_range_idle(const void *ptr, size_t bytes);
 /* For a stopped (aborted or revoked) communicator: its host batches that wait behind another
  * batch of their stream, and hold tasks of `comm` alone, fail now (tt_engine_cancel) instead of
  * when the stream reaches them, which another communicator's stuck operation could put off
