@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,6 +37,9 @@
 #define ALARM_S 100
 
 static _Atomic int no_abort;
+/* Each tag's two directions made as a pair (transport.h), as the core makes Tree's and
+ * point-to-point connections: TCP then carries both over one set of sockets. */
+static bool paired;
 
 /* ---- Reference data: the pattern and the message-length sequence. ---- */
 
@@ -187,8 +191,33 @@ static int shm_segments(uint64_t comm_hash)
     return n;
 }
 
+/* Whether two descriptors name one socket. */
+static bool same_socket(int a, int b)
+{
+    struct stat x, y;
+    return fstat(a, &x) == 0 && fstat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/* Paired TCP connections: both directions of each tag over the same sockets. */
+static bool check_shared(const struct conns *c)
+{
+    for (int tag = 0; tag < c->ntags; tag++) {
+        const struct tcp_conn *s = c->send[tag].priv, *r = c->recv[tag].priv;
+        if (!CHECK(s->nsocks == r->nsocks, "tag %d: %d send sockets, %d receive sockets", tag,
+                   s->nsocks, r->nsocks))
+            return false;
+        for (int k = 0; k < s->nsocks; k++)
+            if (!CHECK(s->shared && r->shared && same_socket(s->socks[k].fd, r->socks[k].fd),
+                       "tag %d socket %d: the send and receive sides of a pair do not share it",
+                       tag, k))
+                return false;
+    }
+    return true;
+}
+
 /* Sets up every connection, swaps the blobs, connects every send side, then every receive
- * side in reverse tag order (so TCP must match connections that arrive out of order). */
+ * side in reverse tag order (so TCP must match connections that arrive out of order), then the
+ * send sides built from their receive side (paired). */
 static bool conns_open(struct conns *c, const struct tt_transport *t, int rank, int ctl,
                        uint64_t comm_hash, int ntags, size_t slot_bytes)
 {
@@ -200,6 +229,10 @@ static bool conns_open(struct conns *c, const struct tt_transport *t, int rank, 
     for (int tag = 0; tag < ntags; tag++) {
         conn_init(&c->send[tag], t, 1 - rank, TT_CONN_SEND, slot_bytes, tag);
         conn_init(&c->recv[tag], t, 1 - rank, TT_CONN_RECV, slot_bytes, tag);
+        if (paired) {
+            c->send[tag].pair = &c->recv[tag];
+            c->recv[tag].pair = &c->send[tag];
+        }
         if (!CHECK(t->setup(&c->ctx, &c->send[tag], &mine[tag]) == ncclSuccess,
                    "%s send setup tag %d", t->name, tag) ||
             !CHECK(t->setup(&c->ctx, &c->recv[tag], &mine[ntags + tag]) == ncclSuccess,
@@ -210,15 +243,26 @@ static bool conns_open(struct conns *c, const struct tt_transport *t, int rank, 
     if (!ctl_write(ctl, mine, blob_bytes) || !ctl_read(ctl, theirs, blob_bytes, STEP_TIMEOUT_MS))
         return false;
     uint64_t deadline = tt_deadline_after_ms(STEP_TIMEOUT_MS);
-    for (int tag = 0; tag < ntags; tag++)
-        if (!CHECK(t->connect(&c->ctx, &c->send[tag], &theirs[ntags + tag], deadline) ==
+    bool late[MAX_TAGS];
+    for (int tag = 0; tag < ntags; tag++) {
+        late[tag] = tt_transport_send_after_recv(&c->ctx, &c->send[tag], &theirs[ntags + tag]);
+        if (!late[tag] &&
+            !CHECK(t->connect(&c->ctx, &c->send[tag], &theirs[ntags + tag], deadline) ==
                        ncclSuccess,
                    "%s send connect tag %d", t->name, tag))
             return false;
+    }
     for (int tag = ntags - 1; tag >= 0; tag--)
         if (!CHECK(t->connect(&c->ctx, &c->recv[tag], &theirs[tag], deadline) == ncclSuccess,
                    "%s recv connect tag %d", t->name, tag))
             return false;
+    for (int tag = 0; tag < ntags; tag++)
+        if (late[tag] &&
+            !CHECK(t->connect(&c->ctx, &c->send[tag], &theirs[ntags + tag], deadline) ==
+                       ncclSuccess,
+                   "%s send connect tag %d (after the receive sides)", t->name, tag))
+            return false;
+    if (paired && t == &tt_transport_tcp && !check_shared(c)) return false;
     /* Both sides connected: no segment of this communicator may remain named. */
     uint8_t token = 1;
     if (!ctl_write(ctl, &token, 1) || !ctl_read(ctl, &token, 1, STEP_TIMEOUT_MS)) return false;
@@ -637,6 +681,54 @@ static bool run_kill_receiver(const struct tt_transport *t, int rank, int ctl, u
     return ok;
 }
 
+/* A failing rank tells its peer why (fail_notify on both sides, then shutdown): the peer
+ * receives intact messages (those still queued when the error frame arrives may be dropped),
+ * then the failure's code. A sender asking whether its receiver
+ * failed (peer_error) must never eat the frames of a shared socket's other direction. */
+static bool run_fail_notify(const struct tt_transport *t, int rank, int ctl, uint64_t hash,
+                            pid_t peer_pid)
+{
+    enum { MSGS = 100 };
+    struct conns c;
+    bool ok = conns_open(&c, t, rank, ctl, hash, 1, 1000);
+    uint8_t token = 1;
+    if (ok && rank == 1) {
+        struct stream s = {&c.send[0], 1, 0, UINT64_MAX, MSGS, 0, 0, false};
+        ok = drive(&c, &s, 1, NULL, 0, STEP_TIMEOUT_MS);
+        t->fail_notify(&c.send[0], ncclInvalidUsage, "rank 1 gave up");
+        t->fail_notify(&c.recv[0], ncclInvalidUsage, "rank 1 gave up");
+        t->shutdown(&c.send[0]);
+        t->shutdown(&c.recv[0]);
+        ok = ctl_read(ctl, &token, 1, STEP_TIMEOUT_MS) && ok; /* rank 0 is done */
+    } else if (ok) {
+        struct stream r = {&c.recv[0], 1, 0, UINT64_MAX, UINT64_MAX, 0, 0, false};
+        uint64_t deadline = tt_deadline_after_ms(STEP_TIMEOUT_MS);
+        ncclResult_t res = ncclSuccess;
+        while (ok && res == ncclSuccess && !tt_deadline_passed(deadline)) {
+            ncclResult_t back = t->peer_error(&c.send[0]);
+            ok = CHECK(back == ncclSuccess || (back == ncclInvalidUsage && !paired),
+                       "peer_error: %d", (int)back);
+            const void *data;
+            size_t bytes;
+            struct tt_wait_hint hint;
+            res = t->recv_peek(r.conn, &data, &bytes, NULL, &hint);
+            if (ok && res == ncclSuccess && data != NULL) {
+                ok = verify_msg(&r, data, bytes) &&
+                     CHECK(t->recv_release(r.conn) == ncclSuccess, "recv_release");
+                r.offset += bytes;
+                r.msgs++;
+            }
+        }
+        ok = ok && CHECK(res == ncclInvalidUsage, "got %d, want the peer's ncclInvalidUsage",
+                         (int)res) &&
+             CHECK(r.msgs <= MSGS, "%" PRIu64 " messages before the error, want <= %d",
+                   r.msgs, MSGS);
+        ok = ctl_write(ctl, &token, 1) && ok;
+    }
+    conns_close(&c);
+    return ok;
+}
+
 /* ---- A hostile TCP peer, written against the documented wire format. ---- */
 
 static void put32(uint8_t *p, uint32_t v)
@@ -978,6 +1070,7 @@ int main(int argc, char **argv)
         {"hostile", run_hostile, true, false},
         {"flood", run_flood, true, false},
         {"congestion", run_congestion, true, false},
+        {"fail-notify", run_fail_notify, true, false},
         {"kill-sender", run_kill_sender, false, true},
         {"kill-receiver", run_kill_receiver, false, true},
     };
@@ -1023,6 +1116,19 @@ int main(int argc, char **argv)
                 continue;
             ok = run_scenario(&scenarios[si], transports[ti]) && ok;
         }
+        if (transports[ti] != &tt_transport_tcp) continue;
+        /* Again with paired connections, whose sockets carry both directions (the hostile
+         * peer's and the congestion check's sockets are the unpaired kind). */
+        paired = true;
+        for (size_t si = 0; si < sizeof scenarios / sizeof scenarios[0]; si++) {
+            const struct scenario *sc = &scenarios[si];
+            if (sc->run == run_hostile || sc->run == run_flood || sc->run == run_congestion ||
+                (sc->kills_child && !kills))
+                continue;
+            printf("paired: ");
+            ok = run_scenario(sc, transports[ti]) && ok;
+        }
+        paired = false;
     }
     printf("%s\n", ok ? "all transport tests passed" : "transport tests FAILED");
     return ok ? 0 : 1;

@@ -8,10 +8,12 @@
  * The exchange runs in four phases over every connection the batch needs, across all its
  * communicators at once, so that one thread driving several communicators (ncclCommInitAll)
  * never waits for itself: (1) set up each side and post its info to the peer, (2) receive the
- * peers' infos, (3) connect every send side, (4) connect every receive side. Posting never
- * waits for the receiver, and every rank connects sends before receives, so no rank waits for a
- * step another rank can only take after it. A connection to oneself uses the self transport and
- * skips the bootstrap.
+ * peers' infos, (3) connect every send side, (4) connect every receive side, (5) connect the
+ * send sides a transport builds from their receive side (TCP's pairs share sockets: the higher
+ * rank's send side takes those its receive side accepted). Posting never waits for the
+ * receiver, and every rank connects sends before receives, so no rank waits for a step another
+ * rank can only take after it. A connection to oneself uses the self transport and skips the
+ * bootstrap.
  *
  * Tree's connections (a transport tag and bootstrap tags of their own) go through the same
  * exchange, but at init (tt_connect_tree), for every partner any Tree operation may need:
@@ -153,16 +155,36 @@ static ncclResult_t recv_p2p_info(struct need *n, uint32_t tag)
     return res;
 }
 
+/* The need for the other direction of the same connection, if the exchange makes it too. */
+static struct need *reverse_need(struct need *needs, int count, const struct need *n)
+{
+    for (int j = 0; j < count; j++)
+        if (needs[j].comm == n->comm && needs[j].peer == n->peer && needs[j].dir != n->dir &&
+            needs[j].tree == n->tree)
+            return &needs[j];
+    return NULL;
+}
+
 static ncclResult_t exchange(struct need *needs, int count)
 {
+    for (int i = 0; i < count; i++) {
+        struct need *n = &needs[i];
+        *need_conn(n) = (struct tt_conn){.transport = n->comm->transports[n->peer],
+                                         .peer = n->peer, .dir = n->dir,
+                                         .slot_bytes = n->comm->slot_bytes,
+                                         .tag = n->tree ? CONN_TAG_TREE : CONN_TAG_P2P};
+    }
+    /* Both directions with a peer are made together (the peer's exchange has the same two),
+     * so each knows the other: a transport may carry them over one stream. */
+    for (int i = 0; i < count; i++) {
+        struct need *r = reverse_need(needs, count, &needs[i]);
+        if (needs[i].peer != needs[i].comm->st.rank && r != NULL)
+            need_conn(&needs[i])->pair = need_conn(r);
+    }
     /* Phase 1: set up every side and post its description to the peer. */
     for (int i = 0; i < count; i++) {
         struct need *n = &needs[i];
         struct tt_conn *conn = need_conn(n);
-        *conn = (struct tt_conn){.transport = n->comm->transports[n->peer],
-                                 .peer = n->peer, .dir = n->dir,
-                                 .slot_bytes = n->comm->slot_bytes,
-                                 .tag = n->tree ? CONN_TAG_TREE : CONN_TAG_P2P};
         TT_TRY(conn->transport->setup(&n->comm->tctx, conn, &n->mine));
         if (n->peer != n->comm->st.rank)
             TT_TRY(tt_bootstrap_send(n->comm->bootstrap, n->peer, info_tag(n->tree, n->dir),
@@ -181,18 +203,20 @@ static ncclResult_t exchange(struct need *needs, int count)
                 TT_TRY(recv_p2p_info(n, tag));
             continue;
         }
-        for (int j = 0; j < count; j++)
-            if (needs[j].comm == n->comm && needs[j].peer == n->peer && needs[j].dir != n->dir &&
-                needs[j].tree == n->tree)
-                n->theirs = needs[j].mine;
+        struct need *r = reverse_need(needs, count, n);
+        if (r != NULL) n->theirs = r->mine;
     }
-    /* Phases 3 and 4: every send side, then every receive side. */
-    for (int pass = 0; pass < 2; pass++) {
-        enum tt_conn_dir dir = pass == 0 ? TT_CONN_SEND : TT_CONN_RECV;
+    /* Phases 3 to 5: every send side, then every receive side, then the send sides built from
+     * their receive side (transport.h, send_after_recv). */
+    for (int pass = 0; pass < 3; pass++) {
+        enum tt_conn_dir dir = pass == 1 ? TT_CONN_RECV : TT_CONN_SEND;
         for (int i = 0; i < count; i++) {
             struct need *n = &needs[i];
             if (n->dir != dir) continue;
             struct tt_conn *conn = need_conn(n);
+            if (dir == TT_CONN_SEND &&
+                tt_transport_send_after_recv(&n->comm->tctx, conn, &n->theirs) != (pass == 2))
+                continue;
             uint64_t deadline = tt_deadline_after_ms(n->comm->st.timeout_ms);
             TT_TRY(conn->transport->connect(&n->comm->tctx, conn, &n->theirs, deadline));
             *need_ready(n) = true;

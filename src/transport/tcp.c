@@ -358,7 +358,8 @@ static ncclResult_t tcp_progress(struct tt_conn *conn)
 static void tcp_shutdown(struct tt_conn *conn)
 {
     struct tcp_conn *tc = conn->priv;
-    if (tc == NULL) return;
+    /* A shared socket's writing half belongs to the send side. */
+    if (tc == NULL || (tc->shared && conn->dir == TT_CONN_RECV)) return;
     for (int k = 0; k < tc->nsocks; k++)
         if (tc->socks[k].fd >= 0) shutdown(tc->socks[k].fd, SHUT_WR);
 }
@@ -379,6 +380,8 @@ static void tcp_fail_notify(struct tt_conn *conn, int code, const char *reason)
     struct tcp_conn *tc = conn->priv;
     if (tc == NULL || tc->failed != ncclSuccess) return;
     if (conn->dir != TT_CONN_SEND) {
+        /* A shared socket's other direction is the pair's stream: its send side tells. */
+        if (tc->shared) return;
         /* Back up the stream: one small write into an empty direction, never blocking. */
         uint8_t frame[TCP_FRAME_HEADER_BYTES + TCP_ERROR_BYTES];
         size_t len = strnlen(reason != NULL ? reason : "", TCP_ERROR_BYTES);
@@ -417,7 +420,7 @@ static ncclResult_t tcp_peer_error(struct tt_conn *conn)
     struct tcp_conn *tc = conn->priv;
     if (tc == NULL) return ncclSuccess;
     if (tc->failed != ncclSuccess) return tc->failed;
-    if (conn->dir != TT_CONN_SEND || tc->socks[0].fd < 0) return ncclSuccess;
+    if (conn->dir != TT_CONN_SEND || tc->shared || tc->socks[0].fd < 0) return ncclSuccess;
     for (;;) {
         size_t want = TCP_FRAME_HEADER_BYTES;
         if (tc->back_got >= TCP_FRAME_HEADER_BYTES) {
@@ -465,6 +468,7 @@ const struct tt_transport tt_transport_tcp = {
     .can_reach = tcp_can_reach,
     .setup = tt_tcp_setup,
     .connect = tt_tcp_connect,
+    .send_after_recv = tt_tcp_send_after_recv,
     .close = tt_tcp_close,
     .send_acquire = tcp_send_acquire,
     .send_commit = tcp_send_commit,

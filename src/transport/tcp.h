@@ -17,10 +17,22 @@
  * `posted` (receiver: read) advance over the frames finished in a row.
  *
  * Wire format (all integers little-endian unless said otherwise):
- *   Info blob of the receiver (exchanged over the bootstrap, 44 bytes used):
+ *   Info blob of the receiver (exchanged over the bootstrap, 48 bytes used):
  *     0 u64 magic TCP_INFO_MAGIC | 8 u64 nonce | 16 u16 family (AF_INET 2, AF_INET6 10)
  *     18 u16 port (network byte order) | 20 u32 IPv6 scope id | 24 u8[16] address (IPv4 in the
  *     first 4 bytes) | 40 u32 nsocks (1..TCP_MAX_SOCKS; 0 from older peers means 1)
+ *     44 u32 flags (TCP_INFO_PAIRED: this side has a pair, transport.h)
+ *   Info blob of the sender: 0 u64 magic | 40 u32 nsocks of its pair's receive side | 44 u32
+ *     flags; zeros from older peers.
+ * Shared sockets: when both ranks made both directions of a connection at once (both sides'
+ * blobs say TCP_INFO_PAIRED) and ask for as many sockets, the two directions share the lower
+ * rank's send sockets: that rank connects them as usual and its receive side takes duplicates;
+ * the higher rank's receive side accepts them and its send side takes duplicates. Each
+ * direction's frames then travel beside the other's, which carry their acknowledgements
+ * (a one-way socket answers every small frame with a packet of its own: 8 B AllReduce between
+ * two namespaces 7.5 us instead of 5.9). Nothing else changes on the wire; the receiver's
+ * error frame back up socket 0 is left out (the socket's other direction carries the peer's
+ * frames, and its send side's error frame says the same).
  *   Hello, the first 40 bytes the sender writes on each socket:
  *     0 u64 magic TCP_HELLO_MAGIC | 8 u64 nonce | 16 u64 slot_bytes | 24 u32 from rank
  *     28 u32 to rank | 32 u32 tag | 36 u32 socket index (0..nsocks-1)
@@ -51,6 +63,7 @@
 #define TCP_FRAME_MAGIC 0x54544652u           /* "RFTT" */
 #define TCP_ERROR_MAGIC 0x54544552u           /* "RETT": the stream's last frame, an error */
 #define TCP_ERROR_BYTES 255
+#define TCP_INFO_PAIRED 1u
 /* How long a failing sender pushes its error frame at a peer that reads slowly. */
 #define TCP_ERROR_FLUSH_NS 50000000ull
 #define TCP_HELLO_BYTES 40
@@ -124,6 +137,7 @@ struct tcp_conn {
     struct tcp_sock socks[TCP_MAX_SOCKS];
     uint64_t nonce;
     ncclResult_t failed; /* sticky: once the stream is broken every call returns this */
+    bool shared;         /* the sockets carry the pair's frames the other way */
     uint8_t *staging;    /* TT_CONN_SLOTS slots, tt_conn_slot_stride(slot_bytes) apart */
     uint32_t len[TT_CONN_SLOTS];
     bool full[TT_CONN_SLOTS]; /* receiver: the slot holds a whole frame not yet released */
@@ -144,6 +158,8 @@ ncclResult_t tt_tcp_setup(struct tt_transport_ctx *ctx, struct tt_conn *conn,
                           struct tt_conn_info *info);
 ncclResult_t tt_tcp_connect(struct tt_transport_ctx *ctx, struct tt_conn *conn,
                             const struct tt_conn_info *remote, uint64_t deadline_ns);
+bool tt_tcp_send_after_recv(const struct tt_transport_ctx *ctx, const struct tt_conn *conn,
+                            const struct tt_conn_info *remote);
 void tt_tcp_close(struct tt_conn *conn);
 void tt_tcp_ctx_fini(struct tt_transport_ctx *ctx);
 

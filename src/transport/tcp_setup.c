@@ -3,6 +3,7 @@
  * format and the invariants; tcp.c is the data path). */
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -50,12 +51,13 @@ static void decode_hello(const uint8_t *p, struct tcp_hello *h)
 }
 
 static void encode_info(uint8_t *p, uint64_t nonce, const struct sockaddr_storage *addr,
-                        int nsocks)
+                        int nsocks, bool paired)
 {
     memset(p, 0, TT_CONN_INFO_BYTES);
     tt_wire_put_u64(p, TCP_INFO_MAGIC);
     tt_wire_put_u64(p + 8, nonce);
     tt_wire_put_u32(p + 40, (uint32_t)nsocks);
+    tt_wire_put_u32(p + 44, paired ? TCP_INFO_PAIRED : 0);
     if (addr->ss_family == AF_INET) {
         const struct sockaddr_in *in = (const struct sockaddr_in *)addr;
         p[16] = AF_INET;
@@ -162,6 +164,37 @@ static void nonce_done(struct tcp_listener *l, uint64_t nonce)
         }
 }
 
+/* Sockets a receive side asks for (NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS). */
+static int nsocks_wanted(void)
+{
+    int64_t nsocks = tt_param_nsocks_perthread() * tt_param_socket_nthreads();
+    return nsocks > TCP_MAX_SOCKS ? TCP_MAX_SOCKS : (int)nsocks;
+}
+
+static bool has_tcp_pair(const struct tt_conn *conn)
+{
+    return conn->pair != NULL && conn->pair->transport == &tt_transport_tcp &&
+           conn->pair->peer == conn->peer && conn->pair->dir != conn->dir;
+}
+
+/* Whether `conn` and its pair share sockets (tcp.h): both ranks have the pair (each side's blob
+ * says so) and their receive sides ask for as many sockets. Both ranks compute it from the same
+ * facts: `remote` is the peer's blob for the other end of `conn`, whose flag is the peer's
+ * pair, and it carries the peer's receive sockets either way. */
+static bool shares_sockets(const struct tt_conn *conn, const struct tt_conn_info *remote)
+{
+    const uint8_t *p = remote->bytes;
+    return has_tcp_pair(conn) && tt_wire_get_u64(p) == TCP_INFO_MAGIC &&
+           (tt_wire_get_u32(p + 44) & TCP_INFO_PAIRED) != 0 &&
+           tt_wire_get_u32(p + 40) == (uint32_t)nsocks_wanted();
+}
+
+bool tt_tcp_send_after_recv(const struct tt_transport_ctx *ctx, const struct tt_conn *conn,
+                            const struct tt_conn_info *remote)
+{
+    return conn->dir == TT_CONN_SEND && ctx->rank > conn->peer && shares_sockets(conn, remote);
+}
+
 ncclResult_t tt_tcp_setup(struct tt_transport_ctx *ctx, struct tt_conn *conn,
                           struct tt_conn_info *info)
 {
@@ -180,7 +213,13 @@ ncclResult_t tt_tcp_setup(struct tt_transport_ctx *ctx, struct tt_conn *conn,
     if (posix_memalign((void **)&tc->staging, 64, ring_bytes) != 0)
         return TT_ERROR(ncclSystemError, "out of memory for a %zu-byte TCP staging ring",
                         ring_bytes);
-    if (conn->dir == TT_CONN_SEND) return ncclSuccess;
+    if (conn->dir == TT_CONN_SEND) {
+        /* What the peer's receive side needs to agree on sharing sockets. */
+        tt_wire_put_u64(info->bytes, TCP_INFO_MAGIC);
+        tt_wire_put_u32(info->bytes + 40, (uint32_t)nsocks_wanted());
+        tt_wire_put_u32(info->bytes + 44, has_tcp_pair(conn) ? TCP_INFO_PAIRED : 0);
+        return ncclSuccess;
+    }
 
     struct tcp_listener **slot = listener_of(ctx);
     if (slot == NULL)
@@ -195,9 +234,8 @@ ncclResult_t tt_tcp_setup(struct tt_transport_ctx *ctx, struct tt_conn *conn,
         return TT_ERROR(ncclSystemError, "tcp: getrandom failed: %s", strerror(errno));
     TT_TRY(nonce_expect(*slot, tc->nonce));
     /* The receiver decides how many sockets the connection has; the sender opens that many. */
-    int64_t nsocks = tt_param_nsocks_perthread() * tt_param_socket_nthreads();
-    tc->nsocks = nsocks > TCP_MAX_SOCKS ? TCP_MAX_SOCKS : (int)nsocks;
-    encode_info(info->bytes, tc->nonce, &(*slot)->addr, tc->nsocks);
+    tc->nsocks = nsocks_wanted();
+    encode_info(info->bytes, tc->nonce, &(*slot)->addr, tc->nsocks, has_tcp_pair(conn));
     return ncclSuccess;
 }
 
@@ -448,10 +486,48 @@ static ncclResult_t connect_send(struct tt_transport_ctx *ctx, struct tt_conn *c
     return ncclSuccess;
 }
 
+/* A side of a pair that shares sockets takes duplicates of its pair's, connected already (the
+ * core connects the owner first: transport.h). Duplicates, so that each side closes its own. */
+static ncclResult_t adopt_sockets(struct tt_transport_ctx *ctx, struct tt_conn *conn,
+                                  struct tcp_conn *tc)
+{
+    const struct tcp_conn *from = conn->pair->priv;
+    bool ready = from != NULL && from->nsocks > 0;
+    for (int k = 0; ready && k < from->nsocks; k++) ready = from->socks[k].fd >= 0;
+    if (!ready)
+        return TT_ERROR(ncclInternalError, "tcp: the %s side with peer rank %d (tag %d) is not "
+                        "connected yet; its pair cannot share its sockets",
+                        conn->pair->dir == TT_CONN_SEND ? "send" : "receive", conn->peer,
+                        conn->tag);
+    tc->nsocks = from->nsocks;
+    for (int k = 0; k < tc->nsocks; k++) {
+        tc->socks[k].fd = fcntl(from->socks[k].fd, F_DUPFD_CLOEXEC, 0);
+        if (tc->socks[k].fd < 0)
+            return TT_ERROR(ncclSystemError, "tcp: duplicating a socket to peer rank %d: %s",
+                            conn->peer, strerror(errno));
+        tc->socks[k].next = (uint64_t)k;
+    }
+    tc->shared = true;
+    if (conn->dir == TT_CONN_RECV) {
+        /* Nobody connects with this side's nonce now. */
+        struct tcp_listener **slot = listener_of(ctx);
+        if (slot != NULL && *slot != NULL) nonce_done(*slot, tc->nonce);
+    }
+    TT_INFO(TT_SUB_NET, "tcp: %s peer rank %d tag %d over the sockets of the other direction "
+            "(%d socket%s)", conn->dir == TT_CONN_SEND ? "to" : "from", conn->peer, conn->tag,
+            tc->nsocks, tc->nsocks > 1 ? "s" : "");
+    return ncclSuccess;
+}
+
 ncclResult_t tt_tcp_connect(struct tt_transport_ctx *ctx, struct tt_conn *conn,
                             const struct tt_conn_info *remote, uint64_t deadline_ns)
 {
     struct tcp_conn *tc = conn->priv;
+    bool shared = shares_sockets(conn, remote);
+    /* The lower rank's send side owns a shared pair's sockets. */
+    bool owner = shared && (conn->dir == TT_CONN_SEND) == (ctx->rank < conn->peer);
+    if (shared && !owner) return adopt_sockets(ctx, conn, tc);
+    tc->shared = shared;
     if (conn->dir == TT_CONN_RECV) return connect_recv(ctx, conn, tc, deadline_ns);
     return connect_send(ctx, conn, tc, remote, deadline_ns);
 }

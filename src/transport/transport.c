@@ -51,6 +51,14 @@ ncclResult_t tt_transport_check_net(void)
                     variable, net);
 }
 
+bool tt_transport_send_after_recv(const struct tt_transport_ctx *ctx, const struct tt_conn *conn,
+                                  const struct tt_conn_info *remote)
+{
+    return conn->dir == TT_CONN_SEND && conn->pair != NULL && conn->transport != NULL &&
+           conn->transport->send_after_recv != NULL &&
+           conn->transport->send_after_recv(ctx, conn, remote);
+}
+
 const struct tt_transport *tt_transport_pick(const struct tt_reach *r)
 {
     for (int i = 0; tt_transports[i] != NULL; i++)

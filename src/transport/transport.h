@@ -7,7 +7,9 @@
  * Setup is three calls per connection, so that the core can exchange the opaque info blobs over
  * the bootstrap: setup() fills this side's blob, the core swaps blobs with the peer, connect()
  * finishes with the peer's blob. Within one exchange the core connects every send side before
- * any receive side (TCP accepts there), so no ordering deadlock is possible.
+ * any receive side (TCP accepts there), and last the send sides built from their pair's
+ * receive side (send_after_recv), so no ordering deadlock is possible: a send side that waits
+ * for the peer waits only after this rank did everything other peers may wait for.
  *
  * The data path calls are nonblocking and allocation-free: when a call cannot proceed it returns
  * ncclSuccess with a NULL slot/data and fills `hint` with what to sleep on. They are not
@@ -95,6 +97,10 @@ struct tt_conn {
     enum tt_conn_dir dir;
     size_t slot_bytes;  /* capacity of each slot; equal on every rank of a communicator */
     int tag;            /* distinguishes several connections between the same pair */
+    /* The other direction with the same peer and tag when the core makes both at once (set
+     * before setup, else NULL): a transport may carry the two over one stream (TCP shares its
+     * sockets, so that each direction's acknowledgements ride on the other's data). */
+    struct tt_conn *pair;
     void *priv;
 };
 
@@ -110,6 +116,12 @@ struct tt_transport {
     /* connect: attach to the peer's side described by *remote; waits at most to deadline_ns. */
     ncclResult_t (*connect)(struct tt_transport_ctx *ctx, struct tt_conn *conn,
                             const struct tt_conn_info *remote, uint64_t deadline_ns);
+    /* Optional: true when this send side is built from its pair's receive side (conn->pair),
+     * which must be connected first; the core then connects it after every receive side of
+     * the exchange (a wait for the peer placed anywhere earlier could hold up the sends other
+     * peers wait for). Decided from both sides' blobs, so the peer agrees. */
+    bool (*send_after_recv)(const struct tt_transport_ctx *ctx, const struct tt_conn *conn,
+                            const struct tt_conn_info *remote);
     /* close: free everything; accepts a half-built connection. */
     void (*close)(struct tt_conn *conn);
 
@@ -167,6 +179,9 @@ ncclResult_t tt_transport_check_net(void);
 /* The transports in order of preference (transport/transport.c); NULL-terminated. Adding one is
  * its folder and one entry there. */
 extern const struct tt_transport *const tt_transports[];
+/* Whether `conn`, a send side, connects after the receive sides (see send_after_recv). */
+bool tt_transport_send_after_recv(const struct tt_transport_ctx *ctx, const struct tt_conn *conn,
+                                  const struct tt_conn_info *remote);
 /* The first transport of the table that can reach the peer (TCP always can). */
 const struct tt_transport *tt_transport_pick(const struct tt_reach *r);
 /* The slot of `t`'s per-communicator state in `ctx` (claimed on first use; NULL when all are
