@@ -706,8 +706,8 @@ static bool run_fail_notify(const struct tt_transport *t, int rank, int ctl, uin
         ncclResult_t res = ncclSuccess;
         while (ok && res == ncclSuccess && !tt_deadline_passed(deadline)) {
             ncclResult_t back = t->peer_error(&c.send[0]);
-            ok = CHECK(back == ncclSuccess || (back == ncclInvalidUsage && !paired),
-                       "peer_error: %d", (int)back);
+            ok = CHECK(back == ncclSuccess || back == ncclInvalidUsage, "peer_error: %d",
+                       (int)back);
             const void *data;
             size_t bytes;
             struct tt_wait_hint hint;
@@ -723,6 +723,57 @@ static bool run_fail_notify(const struct tt_transport *t, int rank, int ctl, uin
                          (int)res) &&
              CHECK(r.msgs <= MSGS, "%" PRIu64 " messages before the error, want <= %d",
                    r.msgs, MSGS);
+        ok = ctl_write(ctl, &token, 1) && ok;
+    }
+    conns_close(&c);
+    return ok;
+}
+
+/* A receiver that stopped reading fails: the sender, stalled on it (no credit, and reading
+ * nothing), learns the receiver's code at once from peer_error, the answer back up the stream
+ * (paired: on the control socket, the data sockets' other direction being the pair's). */
+static bool run_stuck_sender(const struct tt_transport *t, int rank, int ctl, uint64_t hash,
+                             pid_t peer_pid)
+{
+    struct conns c;
+    bool ok = conns_open(&c, t, rank, ctl, hash, 1, 64 << 10);
+    uint8_t token = 1;
+    if (ok && rank == 1) {
+        ok = ctl_read(ctl, &token, 1, STEP_TIMEOUT_MS); /* rank 0 is stuck */
+        t->fail_notify(&c.recv[0], ncclInvalidUsage, "rank 1 stopped reading");
+        ok = ctl_read(ctl, &token, 1, STEP_TIMEOUT_MS) && ok; /* rank 0 is done */
+    } else if (ok) {
+        struct stream s = {&c.send[0], 0, 0, UINT64_MAX, UINT64_MAX, 0, 0, false};
+        /* Send until no credit came for 100 ms: the receiver's socket and ring are full. */
+        uint64_t stuck_since = 0, deadline = tt_deadline_after_ms(STEP_TIMEOUT_MS);
+        while (ok && !tt_deadline_passed(deadline)) {
+            void *slot;
+            struct tt_wait_hint hint;
+            ok = CHECK(t->send_acquire(s.conn, &slot, &hint) == ncclSuccess, "send_acquire");
+            if (ok && slot != NULL) {
+                size_t n = msg_bytes(s.msgs, s.conn->slot_bytes, UINT64_MAX);
+                fill_msg(&s, slot, n);
+                struct tt_op_desc desc = desc_of(&s, n);
+                ok = CHECK(t->send_commit(s.conn, n, &desc) == ncclSuccess, "send_commit");
+                s.offset += n;
+                s.msgs++;
+                stuck_since = 0;
+            } else if (ok) {
+                if (stuck_since == 0) stuck_since = tt_time_ns();
+                if (tt_time_ns() - stuck_since > 100000000ull) break;
+                usleep(1000);
+            }
+        }
+        ok = ok && ctl_write(ctl, &token, 1);
+        ncclResult_t back = ncclSuccess;
+        uint64_t asked = tt_time_ns();
+        while (ok && back == ncclSuccess && tt_time_ns() - asked < 5000000000ull) {
+            back = t->peer_error(s.conn);
+            if (back == ncclSuccess) usleep(1000);
+        }
+        ok = ok && CHECK(back == ncclInvalidUsage, "a stalled sender's peer_error gave %d 5 s "
+                         "after its receiver failed, want the receiver's %d", (int)back,
+                         (int)ncclInvalidUsage);
         ok = ctl_write(ctl, &token, 1) && ok;
     }
     conns_close(&c);
@@ -1071,6 +1122,7 @@ int main(int argc, char **argv)
         {"flood", run_flood, true, false},
         {"congestion", run_congestion, true, false},
         {"fail-notify", run_fail_notify, true, false},
+        {"stuck-sender", run_stuck_sender, true, false},
         {"kill-sender", run_kill_sender, false, true},
         {"kill-receiver", run_kill_receiver, false, true},
     };
@@ -1128,6 +1180,19 @@ int main(int argc, char **argv)
             printf("paired: ");
             ok = run_scenario(sc, transports[ti]) && ok;
         }
+        /* And with two data sockets, frames striped both ways. */
+        setenv("NCCL_NSOCKS_PERTHREAD", "2", 1);
+        tt_param_reload();
+        for (size_t si = 0; si < sizeof scenarios / sizeof scenarios[0]; si++) {
+            const struct scenario *sc = &scenarios[si];
+            if (sc->run != run_stream_large && sc->run != run_fail_notify &&
+                sc->run != run_stuck_sender)
+                continue;
+            printf("paired, 2 sockets: ");
+            ok = run_scenario(sc, transports[ti]) && ok;
+        }
+        unsetenv("NCCL_NSOCKS_PERTHREAD");
+        tt_param_reload();
         paired = false;
     }
     printf("%s\n", ok ? "all transport tests passed" : "transport tests FAILED");

@@ -24,14 +24,20 @@
 #include "util/wait.h"
 
 /* Marks the stream broken: reports `res` once, shuts the sockets down both ways (the peer sees
- * the connection end), and makes every later call return the same result. The descriptors stay
- * open until tt_tcp_close: tcp_shutdown may run on another thread (the watchdog failing the
- * communicator) and must never meet a number that was closed and reused meanwhile. */
+ * the connection end; a shared pair's: this direction's half), and makes every later call
+ * return the same result. The descriptors stay open until tt_tcp_close: tcp_shutdown may run
+ * on another thread (the watchdog failing the communicator) and must never meet a number that
+ * was closed and reused meanwhile. */
 static ncclResult_t fail(struct tcp_conn *tc, ncclResult_t res)
 {
     tc->failed = res;
+    /* A shared pair's other direction goes on (the peer may still say why it failed there):
+     * a send side ends only its writing half, a receive side its reading half and the
+     * control socket's writing half, which its error frame would have used. */
+    int how = !tc->shared ? SHUT_RDWR : tc->dir == TT_CONN_SEND ? SHUT_WR : SHUT_RD;
     for (int k = 0; k < TCP_MAX_SOCKS; k++)
-        if (tc->socks[k].fd >= 0) shutdown(tc->socks[k].fd, SHUT_RDWR);
+        if (tc->socks[k].fd >= 0) shutdown(tc->socks[k].fd, how);
+    if (tc->shared && tc->dir == TT_CONN_RECV && tc->ctl_fd >= 0) shutdown(tc->ctl_fd, SHUT_WR);
     return res;
 }
 
@@ -44,6 +50,13 @@ static ncclResult_t io_error(struct tt_conn *conn, struct tcp_conn *tc, const ch
                                  conn->peer, what, strerror(err)));
     return fail(tc, TT_ERROR(ncclSystemError, "tcp: %s to/from peer rank %d failed: %s", what,
                              conn->peer, strerror(err)));
+}
+
+/* The direction a receiver's error frame travels back: socket 0's, whose data flows the other
+ * way, or a shared pair's control socket. */
+static int back_fd(const struct tcp_conn *tc)
+{
+    return tc->shared ? tc->ctl_fd : tc->socks[0].fd;
 }
 
 static uint8_t *slot_of(const struct tt_conn *conn, const struct tcp_conn *tc, uint64_t frame)
@@ -358,8 +371,12 @@ static ncclResult_t tcp_progress(struct tt_conn *conn)
 static void tcp_shutdown(struct tt_conn *conn)
 {
     struct tcp_conn *tc = conn->priv;
-    /* A shared socket's writing half belongs to the send side. */
-    if (tc == NULL || (tc->shared && conn->dir == TT_CONN_RECV)) return;
+    if (tc == NULL) return;
+    /* A shared receive side writes only on the control socket. */
+    if (tc->shared && conn->dir == TT_CONN_RECV) {
+        if (tc->ctl_fd >= 0) shutdown(tc->ctl_fd, SHUT_WR);
+        return;
+    }
     for (int k = 0; k < tc->nsocks; k++)
         if (tc->socks[k].fd >= 0) shutdown(tc->socks[k].fd, SHUT_WR);
 }
@@ -380,15 +397,13 @@ static void tcp_fail_notify(struct tt_conn *conn, int code, const char *reason)
     struct tcp_conn *tc = conn->priv;
     if (tc == NULL || tc->failed != ncclSuccess) return;
     if (conn->dir != TT_CONN_SEND) {
-        /* A shared socket's other direction is the pair's stream: its send side tells. */
-        if (tc->shared) return;
         /* Back up the stream: one small write into an empty direction, never blocking. */
         uint8_t frame[TCP_FRAME_HEADER_BYTES + TCP_ERROR_BYTES];
         size_t len = strnlen(reason != NULL ? reason : "", TCP_ERROR_BYTES);
         encode_error(frame, 0, code, len);
         memcpy(frame + TCP_FRAME_HEADER_BYTES, reason != NULL ? reason : "", len);
-        if (tc->socks[0].fd >= 0)
-            (void)!send(tc->socks[0].fd, frame, TCP_FRAME_HEADER_BYTES + len,
+        if (back_fd(tc) >= 0)
+            (void)!send(back_fd(tc), frame, TCP_FRAME_HEADER_BYTES + len,
                         MSG_NOSIGNAL | MSG_DONTWAIT);
         return;
     }
@@ -413,14 +428,14 @@ static void tcp_fail_notify(struct tt_conn *conn, int code, const char *reason)
     }
 }
 
-/* Sender: the receiver's error frame, read back from socket 0 (whatever else arrives there is
- * a broken stream). */
+/* Sender: the receiver's error frame, read back from socket 0 or the control socket (whatever
+ * else arrives there is a broken stream). */
 static ncclResult_t tcp_peer_error(struct tt_conn *conn)
 {
     struct tcp_conn *tc = conn->priv;
     if (tc == NULL) return ncclSuccess;
     if (tc->failed != ncclSuccess) return tc->failed;
-    if (conn->dir != TT_CONN_SEND || tc->shared || tc->socks[0].fd < 0) return ncclSuccess;
+    if (conn->dir != TT_CONN_SEND || back_fd(tc) < 0) return ncclSuccess;
     for (;;) {
         size_t want = TCP_FRAME_HEADER_BYTES;
         if (tc->back_got >= TCP_FRAME_HEADER_BYTES) {
@@ -434,7 +449,7 @@ static ncclResult_t tcp_peer_error(struct tt_conn *conn)
             want += len;
             if (tc->back_got == want) break;
         }
-        ssize_t n = recv(tc->socks[0].fd, tc->back + tc->back_got, want - tc->back_got,
+        ssize_t n = recv(back_fd(tc), tc->back + tc->back_got, want - tc->back_got,
                          MSG_DONTWAIT);
         if (n > 0) {
             tc->back_got += (size_t)n;

@@ -30,12 +30,14 @@
  * the higher rank's receive side accepts them and its send side takes duplicates. Each
  * direction's frames then travel beside the other's, which carry their acknowledgements
  * (a one-way socket answers every small frame with a packet of its own: 8 B AllReduce between
- * two namespaces 7.5 us instead of 5.9). Nothing else changes on the wire; the receiver's
- * error frame back up socket 0 is left out (the socket's other direction carries the peer's
- * frames, and its send side's error frame says the same).
+ * two namespaces 7.5 us instead of 6.1). The lower rank connects one more socket (hello index
+ * nsocks), the control socket, which carries nothing but each receive side's error frame back
+ * to the peer's send side, both ways: what socket 0's idle direction carries otherwise, so a
+ * sender stalled on a receiver that stopped reading still learns why at once.
  *   Hello, the first 40 bytes the sender writes on each socket:
  *     0 u64 magic TCP_HELLO_MAGIC | 8 u64 nonce | 16 u64 slot_bytes | 24 u32 from rank
- *     28 u32 to rank | 32 u32 tag | 36 u32 socket index (0..nsocks-1)
+ *     28 u32 to rank | 32 u32 tag | 36 u32 socket index (0..nsocks-1; nsocks: the control
+ *     socket of a shared pair)
  *   Then, on socket i, frames i, i + nsocks, i + 2 nsocks, ..., frame k being one committed
  *   message:
  *     0 u32 payload bytes (<= slot_bytes) | 4 u32 (k mod 2^32) XOR TCP_FRAME_MAGIC
@@ -138,6 +140,8 @@ struct tcp_conn {
     uint64_t nonce;
     ncclResult_t failed; /* sticky: once the stream is broken every call returns this */
     bool shared;         /* the sockets carry the pair's frames the other way */
+    int ctl_fd;          /* shared: the control socket, carrying error frames back only */
+    enum tt_conn_dir dir;
     uint8_t *staging;    /* TT_CONN_SLOTS slots, tt_conn_slot_stride(slot_bytes) apart */
     uint32_t len[TT_CONN_SLOTS];
     bool full[TT_CONN_SLOTS]; /* receiver: the slot holds a whole frame not yet released */

@@ -207,6 +207,8 @@ ncclResult_t tt_tcp_setup(struct tt_transport_ctx *ctx, struct tt_conn *conn,
                         conn->slot_bytes, conn->peer);
     TT_TRY(TT_CALLOC(&tc, 1));
     for (int i = 0; i < TCP_MAX_SOCKS; i++) tc->socks[i].fd = -1;
+    tc->ctl_fd = -1;
+    tc->dir = conn->dir;
     conn->priv = tc;
     /* 64-byte aligned so that every slot is aligned for any element type. */
     size_t ring_bytes = TT_CONN_SLOTS * tt_conn_slot_stride(conn->slot_bytes);
@@ -390,8 +392,15 @@ static void tune_socket(int fd)
     }
 }
 
+/* Where the sender's socket `index` goes: a data socket, or (shared) the control socket. */
+static int *accepted_slot(struct tcp_conn *tc, uint32_t index)
+{
+    if (index < (uint32_t)tc->nsocks) return &tc->socks[index].fd;
+    return tc->shared && index == (uint32_t)tc->nsocks ? &tc->ctl_fd : NULL;
+}
+
 /* Receiver: wait for the sender's sockets, recognised by the nonce of this connection and
- * placed by their index. */
+ * placed by their index (shared: one more, the control socket). */
 static ncclResult_t connect_recv(struct tt_transport_ctx *ctx, struct tt_conn *conn,
                                  struct tcp_conn *tc, uint64_t deadline_ns)
 {
@@ -413,7 +422,7 @@ static ncclResult_t connect_recv(struct tt_transport_ctx *ctx, struct tt_conn *c
             if (h.nonce != tc->nonce) continue;
             if (h.from != (uint32_t)conn->peer || h.to != (uint32_t)ctx->rank ||
                 h.tag != (uint32_t)conn->tag || h.slot_bytes != conn->slot_bytes ||
-                h.index >= (uint32_t)tc->nsocks || tc->socks[h.index].fd >= 0) {
+                accepted_slot(tc, h.index) == NULL || *accepted_slot(tc, h.index) >= 0) {
                 drop_pending(l, i);
                 return TT_ERROR(ncclInvalidUsage,
                                 "tcp: peer rank %d connected as rank %u to rank %u, tag %u, "
@@ -421,14 +430,15 @@ static ncclResult_t connect_recv(struct tt_transport_ctx *ctx, struct tt_conn *c
                                 "slots and sockets 0..%d once each (NCCL_BUFFSIZE must be equal "
                                 "on every rank)",
                                 conn->peer, h.from, h.to, h.tag, h.slot_bytes, h.index,
-                                conn->tag, conn->slot_bytes, tc->nsocks - 1);
+                                conn->tag, conn->slot_bytes, tc->nsocks - (tc->shared ? 0 : 1));
             }
-            tc->socks[h.index].fd = p->fd;
+            *accepted_slot(tc, h.index) = p->fd;
             p->fd = -1;
             drop_pending(l, i);
             i--; /* drop_pending moved the last entry here */
             bool all = true;
             for (int k = 0; k < tc->nsocks; k++) all &= tc->socks[k].fd >= 0;
+            all &= !tc->shared || tc->ctl_fd >= 0;
             if (!all) continue;
             nonce_done(l, tc->nonce);
             for (int k = 0; k < tc->nsocks; k++) {
@@ -469,15 +479,18 @@ static ncclResult_t connect_send(struct tt_transport_ctx *ctx, struct tt_conn *c
                           .to = (uint32_t)conn->peer,
                           .tag = (uint32_t)conn->tag};
     TT_TRY(decode_info(remote->bytes, conn->peer, &h.nonce, &addr, &tc->nsocks));
-    for (int k = 0; k < tc->nsocks; k++) {
-        struct tcp_sock *sk = &tc->socks[k];
-        TT_TRY(tt_sock_connect(&addr, deadline_ns, ctx->abort, &sk->fd));
-        tune_socket(sk->fd);
-        sk->next = (uint64_t)k;
+    /* Shared: one more socket, the control socket (index nsocks). */
+    for (int k = 0; k < tc->nsocks + (tc->shared ? 1 : 0); k++) {
+        int *fd = k < tc->nsocks ? &tc->socks[k].fd : &tc->ctl_fd;
+        TT_TRY(tt_sock_connect(&addr, deadline_ns, ctx->abort, fd));
+        if (k < tc->nsocks) {
+            tune_socket(*fd);
+            tc->socks[k].next = (uint64_t)k;
+        }
         uint8_t wire[TCP_HELLO_BYTES];
         h.index = (uint32_t)k;
         encode_hello(wire, &h);
-        TT_TRY(tt_sock_send_all(sk->fd, wire, sizeof wire, deadline_ns, ctx->abort));
+        TT_TRY(tt_sock_send_all(*fd, wire, sizeof wire, deadline_ns, ctx->abort));
     }
     char text[TT_SOCK_ADDR_STR_BYTES];
     TT_INFO(TT_SUB_NET, "tcp: connected to peer rank %d at %s tag %d (%zu-byte slots, %d "
@@ -492,7 +505,7 @@ static ncclResult_t adopt_sockets(struct tt_transport_ctx *ctx, struct tt_conn *
                                   struct tcp_conn *tc)
 {
     const struct tcp_conn *from = conn->pair->priv;
-    bool ready = from != NULL && from->nsocks > 0;
+    bool ready = from != NULL && from->nsocks > 0 && from->ctl_fd >= 0;
     for (int k = 0; ready && k < from->nsocks; k++) ready = from->socks[k].fd >= 0;
     if (!ready)
         return TT_ERROR(ncclInternalError, "tcp: the %s side with peer rank %d (tag %d) is not "
@@ -500,12 +513,13 @@ static ncclResult_t adopt_sockets(struct tt_transport_ctx *ctx, struct tt_conn *
                         conn->pair->dir == TT_CONN_SEND ? "send" : "receive", conn->peer,
                         conn->tag);
     tc->nsocks = from->nsocks;
-    for (int k = 0; k < tc->nsocks; k++) {
-        tc->socks[k].fd = fcntl(from->socks[k].fd, F_DUPFD_CLOEXEC, 0);
-        if (tc->socks[k].fd < 0)
+    for (int k = 0; k <= tc->nsocks; k++) {
+        int *fd = k < tc->nsocks ? &tc->socks[k].fd : &tc->ctl_fd;
+        *fd = fcntl(k < tc->nsocks ? from->socks[k].fd : from->ctl_fd, F_DUPFD_CLOEXEC, 0);
+        if (*fd < 0)
             return TT_ERROR(ncclSystemError, "tcp: duplicating a socket to peer rank %d: %s",
                             conn->peer, strerror(errno));
-        tc->socks[k].next = (uint64_t)k;
+        if (k < tc->nsocks) tc->socks[k].next = (uint64_t)k;
     }
     tc->shared = true;
     if (conn->dir == TT_CONN_RECV) {
@@ -536,7 +550,13 @@ void tt_tcp_close(struct tt_conn *conn)
 {
     struct tcp_conn *tc = conn->priv;
     if (tc == NULL) return;
+    /* A shared socket stays open while the pair holds it: the peer still learns that this
+     * direction ended. */
+    if (tc->shared && conn->dir == TT_CONN_SEND)
+        for (int k = 0; k < tc->nsocks; k++)
+            if (tc->socks[k].fd >= 0) shutdown(tc->socks[k].fd, SHUT_WR);
     for (int k = 0; k < TCP_MAX_SOCKS; k++) tt_sock_close(&tc->socks[k].fd);
+    tt_sock_close(&tc->ctl_fd);
     free(tc->staging);
     free(tc);
     conn->priv = NULL;
