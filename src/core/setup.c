@@ -545,11 +545,6 @@ ncclResult_t tt_setup_ring(struct ncclComm *comm)
     ring->recv = (struct tt_conn){.transport = comm->transports[ring->prev],
                                   .peer = ring->prev, .dir = TT_CONN_RECV,
                                   .slot_bytes = comm->slot_bytes};
-    /* Two ranks: both directions go to the one peer, a pair (transport.h). */
-    if (ring->next == ring->prev) {
-        ring->send.pair = &ring->recv;
-        ring->recv.pair = &ring->send;
-    }
     struct tt_conn_info *infos = NULL;
     ncclResult_t res = ncclSuccess;
     /* Per rank: [0] describes its send side, [1] its receive side. */
@@ -560,19 +555,12 @@ ncclResult_t tt_setup_ring(struct ncclComm *comm)
     TT_TRY_GOTO(tt_bootstrap_allgather(comm->bootstrap, infos, 2 * sizeof *infos), res, out);
     uint64_t deadline = tt_deadline_after_ms(comm->st.timeout_ms);
     /* My send side pairs with my successor's receive side, and vice versa. */
-    const struct tt_conn_info *send_remote = &infos[2 * ring->next + 1];
-    bool send_last = tt_transport_send_after_recv(&comm->tctx, &ring->send, send_remote);
-    if (!send_last)
-        TT_TRY_GOTO(ring->send.transport->connect(&comm->tctx, &ring->send, send_remote,
-                                                  deadline),
-                    res, out);
+    TT_TRY_GOTO(ring->send.transport->connect(&comm->tctx, &ring->send,
+                                              &infos[2 * ring->next + 1], deadline),
+                res, out);
     TT_TRY_GOTO(ring->recv.transport->connect(&comm->tctx, &ring->recv, &infos[2 * ring->prev],
                                               deadline),
                 res, out);
-    if (send_last)
-        TT_TRY_GOTO(ring->send.transport->connect(&comm->tctx, &ring->send, send_remote,
-                                                  deadline),
-                    res, out);
     TT_INFO(TT_SUB_INIT, "ring: %d -> %d via %s, %d -> %d via %s, %zu-byte slots", comm->st.rank,
             ring->next, ring->send.transport->name, ring->prev, comm->st.rank,
             ring->recv.transport->name, comm->slot_bytes);
