@@ -643,6 +643,25 @@ static bool run_kill_sender(const struct tt_transport *t, int rank, int ctl, uin
     return ok;
 }
 
+/* Commits the stream's next message when the connection has a free slot (*sent says whether;
+ * else *hint says what to wait for). False when a call fails. */
+static bool offer_msg(const struct tt_transport *t, struct stream *s, bool *sent,
+                      struct tt_wait_hint *hint)
+{
+    void *slot;
+    *sent = false;
+    if (!CHECK(t->send_acquire(s->conn, &slot, hint) == ncclSuccess, "send_acquire")) return false;
+    if (slot == NULL) return true;
+    size_t n = msg_bytes(s->msgs, s->conn->slot_bytes, UINT64_MAX);
+    fill_msg(s, slot, n);
+    struct tt_op_desc desc = desc_of(s, n);
+    if (!CHECK(t->send_commit(s->conn, n, &desc) == ncclSuccess, "send_commit")) return false;
+    s->offset += n;
+    s->msgs++;
+    *sent = true;
+    return true;
+}
+
 /* The receiving process is killed while the sender streams: the sender gets ncclRemoteError. */
 static bool run_kill_receiver(const struct tt_transport *t, int rank, int ctl, uint64_t hash,
                               pid_t peer_pid)
@@ -660,20 +679,13 @@ static bool run_kill_receiver(const struct tt_transport *t, int rank, int ctl, u
         struct tt_backoff backoff;
         tt_backoff_init(&backoff);
         while (ok && s.offset < s.total && !tt_deadline_passed(deadline)) {
-            void *slot;
+            bool sent;
             struct tt_wait_hint hint;
-            ok = CHECK(t->send_acquire(s.conn, &slot, &hint) == ncclSuccess, "send_acquire");
-            if (ok && slot != NULL) {
-                size_t n = msg_bytes(s.msgs, s.conn->slot_bytes, UINT64_MAX);
-                fill_msg(&s, slot, n);
-                struct tt_op_desc desc = desc_of(&s, n);
-                ok = CHECK(t->send_commit(s.conn, n, &desc) == ncclSuccess, "send_commit");
-                s.offset += n;
-                s.msgs++;
+            ok = offer_msg(t, &s, &sent, &hint);
+            if (ok && sent)
                 tt_backoff_reset(&backoff);
-            } else if (ok) {
+            else if (ok)
                 tt_backoff_pause(&backoff, &hint);
-            }
         }
         ok = ok && kill_child(peer_pid) && expect_remote_error(&c, &s, true, true);
     }
@@ -747,16 +759,10 @@ static bool run_stuck_sender(const struct tt_transport *t, int rank, int ctl, ui
         /* Send until no credit came for 100 ms: the receiver's socket and ring are full. */
         uint64_t stuck_since = 0, deadline = tt_deadline_after_ms(STEP_TIMEOUT_MS);
         while (ok && !tt_deadline_passed(deadline)) {
-            void *slot;
+            bool sent;
             struct tt_wait_hint hint;
-            ok = CHECK(t->send_acquire(s.conn, &slot, &hint) == ncclSuccess, "send_acquire");
-            if (ok && slot != NULL) {
-                size_t n = msg_bytes(s.msgs, s.conn->slot_bytes, UINT64_MAX);
-                fill_msg(&s, slot, n);
-                struct tt_op_desc desc = desc_of(&s, n);
-                ok = CHECK(t->send_commit(s.conn, n, &desc) == ncclSuccess, "send_commit");
-                s.offset += n;
-                s.msgs++;
+            ok = offer_msg(t, &s, &sent, &hint);
+            if (ok && sent) {
                 stuck_since = 0;
             } else if (ok) {
                 if (stuck_since == 0) stuck_since = tt_time_ns();
