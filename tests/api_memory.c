@@ -450,6 +450,35 @@ static void test_register_in_flight(ncclComm_t world)
     munmap(v, bytes);
 }
 
+/* TUTTI_SHAREABLE_BYTES, the ranks' promise of shareable buffers (run with TUTTI_STATS=1 and
+ * cross-memory copies priced out of reach, TUTTI_CMA_COST=5000): an 8 MiB AllReduce on
+ * ncclMemAlloc memory, checked exactly, runs Direct (over the mapped buffers) with the promise
+ * and another algorithm without it, as the counters of tuttiCommStats say. */
+static void test_shareable_promise(ncclComm_t world)
+{
+    const size_t count = (size_t)2 << 20; /* int32s: 8 MiB */
+    const char *text = getenv("TUTTI_SHAREABLE_BYTES");
+    bool promised = text != NULL && strtoull(text, NULL, 0) > 0;
+    int32_t *v = NULL;
+    CHECK_RES(ncclMemAlloc((void **)&v, count * sizeof *v), ncclSuccess);
+    if (v == NULL) return;
+    allreduce_checked(world, v, count, "ncclMemAlloc memory");
+    CHECK_RES(ncclMemFree(v), ncclSuccess);
+    tuttiCommStat_t rows[16];
+    int nrows = 0;
+    uint64_t direct = 0, all = 0;
+    if (CHECK_RES(tuttiCommStats(world, rows, 16, &nrows), ncclSuccess))
+        for (int i = 0; i < nrows && i < 16; i++) {
+            if (strcmp(rows[i].collective, "AllReduce") != 0) continue;
+            all += rows[i].ops;
+            if (strcmp(rows[i].algorithm, "Direct") == 0) direct += rows[i].ops;
+        }
+    CHECK_EQ_MSG((int)all, 1, "AllReduce operations counted");
+    CHECK_EQ_MSG((int)direct, promised ? 1 : 0, promised
+                     ? "AllReduces run by Direct with TUTTI_SHAREABLE_BYTES set"
+                     : "AllReduces run by Direct without TUTTI_SHAREABLE_BYTES, CMA priced out");
+}
+
 int main(int argc, char **argv)
 {
     int exit_code = 0;
@@ -457,6 +486,13 @@ int main(int argc, char **argv)
     if (world == NULL) return exit_code;
     /* `in_flight` alone: run with NCCL_ALGO=Direct, whose peers map the buffer's memory file
      * (the other checks count the files mapped here, which Direct's peers add to). */
+    if (argc > 1 && strcmp(argv[1], "shareable") == 0) {
+        test_shareable_promise(world);
+        CHECK_RES(ncclCommDestroy(world), ncclSuccess);
+        printf("api_memory shareable rank %d: %s (%d failed checks)\n", world_rank,
+               check_failures ? "FAILED" : "passed", check_failures);
+        return check_failures != 0;
+    }
     if (argc > 1 && strcmp(argv[1], "in_flight") == 0) {
         test_register_in_flight(world);
         CHECK_RES(ncclCommDestroy(world), ncclSuccess);

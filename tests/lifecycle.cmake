@@ -29,4 +29,13 @@ if(TARGET tutti-run)
            COMMAND $<TARGET_FILE:tutti-run> -n 4 --timeout 110 $<TARGET_FILE:api_memory> in_flight)
   set_tests_properties(api_memory_in_flight PROPERTIES LABELS api TIMEOUT 120 PROCESSORS 2
                        ENVIRONMENT "TUTTI_TIMEOUT_MS=30000;NCCL_ALGO=Direct" SKIP_RETURN_CODE 77)
+  # The ranks' promise of shareable buffers (TUTTI_SHAREABLE_BYTES) decides Direct where
+  # cross-memory copies are priced out of reach; without it, another algorithm runs.
+  foreach(promise 0 1048576)
+    add_test(NAME api_memory_shareable_${promise}
+             COMMAND $<TARGET_FILE:tutti-run> -n 4 --timeout 110 $<TARGET_FILE:api_memory> shareable)
+    set_tests_properties(api_memory_shareable_${promise} PROPERTIES LABELS api TIMEOUT 120
+                         PROCESSORS 2 SKIP_RETURN_CODE 77 ENVIRONMENT
+                         "TUTTI_TIMEOUT_MS=30000;TUTTI_STATS=1;TUTTI_CMA_COST=5000;TUTTI_SHAREABLE_BYTES=${promise}")
+  endforeach()
 endif()

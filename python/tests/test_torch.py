@@ -345,6 +345,9 @@ def check_allocator(rank, n):
     fork() gets private copies: its writes never reach the parent's tensor."""
     installed, made, reused, _, _ = tutti_torch.allocator_stats()
     assert installed
+    # The cost model is told that tensors from the allocator's threshold on are shareable.
+    assert os.environ.get("TUTTI_SHAREABLE_BYTES") == str(256 << 10), \
+        os.environ.get("TUTTI_SHAREABLE_BYTES")
     x = torch.full((1 << 18,), float(rank))  # 1 MiB
     y = torch.full((1 << 18,), float(rank))
     _, made2, reused2, _, _ = tutti_torch.allocator_stats()

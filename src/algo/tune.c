@@ -166,7 +166,7 @@ void tt_tune_select(const struct tt_tune *tune, const struct tt_tune_input *in,
             put(&w, ", also the cost model's pick");
         }
     }
-    if (in->symmetric) put(&w, "; symmetric windows");
+    if (in->symmetric) put(&w, "; buffers mapped (symmetric windows or TUTTI_SHAREABLE_BYTES)");
     if (in->oversubscribed) put(&w, "; oversubscribed");
 }
 

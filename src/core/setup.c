@@ -141,6 +141,7 @@ static uint64_t choice_hash(void)
                             tt_param_net_mbps(),        tt_param_check_rooted(),
                             tt_param_shm_disable(),     tt_param_p2p_disable(),
                             tt_param_map_peers(),       tt_param_cma_cost(),
+                            tt_param_shareable_bytes(),
                             tt_param_cuda_direct(),     tt_param_cuda_direct_bytes(),
                             tt_param_cuda_oneshot_bytes()};
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
@@ -169,6 +170,7 @@ ncclResult_t tt_setup_peers(struct ncclComm *comm)
     me->host_hash = host_hash();
     me->slot_bytes = comm->slot_bytes;
     me->choice_hash = choice_hash();
+    comm->shareable_bytes = (size_t)tt_param_shareable_bytes(); /* compared in the hash */
     if (getrandom(&me->nonce, sizeof me->nonce, 0) != (ssize_t)sizeof me->nonce)
         me->nonce = tt_time_ns() ^ (uint64_t)getpid();
     TT_TRY(tt_bootstrap_allgather(comm->bootstrap, comm->peers, sizeof *me));
@@ -184,7 +186,8 @@ ncclResult_t tt_setup_peers(struct ncclComm *comm)
                             "that choose algorithms and paths (NCCL_ALGO, NCCL_PROTO, "
                             "TUTTI_ONESHOT_BYTES, TUTTI_NET_LATENCY_NS, TUTTI_NET_MBPS, "
                             "TUTTI_CHECK_ROOTED, NCCL_SHM_DISABLE, NCCL_P2P_DISABLE, "
-                            "TUTTI_MAP_PEERS, TUTTI_CMA_COST, TUTTI_CUDA_DIRECT*, "
+                            "TUTTI_MAP_PEERS, TUTTI_CMA_COST, TUTTI_SHAREABLE_BYTES, "
+                            "TUTTI_CUDA_DIRECT*, "
                             "TUTTI_CUDA_ONESHOT_BYTES): ranks that chose differently would wait "
                             "for each other until the deadline; set them alike everywhere",
                             comm->st.rank, r);

@@ -33,11 +33,18 @@ static void buffer_spans(const struct tt_op *op, int nranks, size_t *send, size_
  * non-roots any receive buffer, and a root that looked at those would choose alone. Below 4 KiB
  * the windows cannot change the choice (OneShot's single hand-off wins either way), so the
  * lookup is skipped there and the smallest operations keep their fast path; the rule depends on
- * the operation alone, so every rank applies it alike. */
+ * the operation alone, so every rank applies it alike. From TUTTI_SHAREABLE_BYTES on (equal on
+ * every rank, compared at init) the ranks promised such buffers without windows: the size
+ * alone decides, alike everywhere (a buffer that breaks the promise is copied by cross-memory
+ * attach: slower, never wrong). */
 static bool symmetric_buffers(const struct tt_op *op, const struct ncclComm *comm)
 {
+    /* TUTTI_SHAREABLE_BYTES: the ranks promised shareable buffers from that size on. */
+    size_t bytes = op->count * op->elt_bytes;
+    if (comm->shareable_bytes > 0 && bytes >= comm->shareable_bytes && bytes >= 4096)
+        return comm->direct_ok;
     if (atomic_load_explicit(&comm->sym_windows, memory_order_relaxed) == 0 || !comm->direct_ok ||
-        op->count * op->elt_bytes < 4096)
+        bytes < 4096)
         return false;
     size_t send, recv;
     buffer_spans(op, comm->st.nranks, &send, &recv);

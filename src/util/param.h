@@ -84,6 +84,12 @@
     X(map_peers, "TUTTI_MAP_PEERS", INT, 1, 0, 1,                                                  \
       "0: never map peers' shareable buffers; Direct then copies them with cross-memory "          \
       "attach (debugging, and the fallback's test)")                                               \
+    X(shareable_bytes, "TUTTI_SHAREABLE_BYTES", INT, 0, 0, INT64_MAX,                              \
+      "A promise to the cost model: collectives of at least this many bytes get buffers in "       \
+      "shareable memory (ncclMemAlloc, tuttiMemAllocHost, registered) on every rank, so Direct "   \
+      "is priced as over mapped buffers, as for symmetric windows (a buffer that is not still "    \
+      "works, through cross-memory attach); 0: none. tutti.torch sets it to its allocator's "      \
+      "threshold. Must be equal on every rank")                                                     \
     X(stream_footprint, "TUTTI_STREAM_FOOTPRINT", INT, 0, 0, INT64_MAX,                            \
       "Direct's copies use non-temporal stores above this many bytes of buffers, all ranks "       \
       "together (0: four times the last-level cache)")                                             \
