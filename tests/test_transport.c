@@ -744,15 +744,18 @@ static bool run_fail_notify(const struct tt_transport *t, int rank, int ctl, uin
 /* A receiver that stopped reading fails: the sender, stalled on it (no credit, and reading
  * nothing), learns the receiver's code at once from peer_error, the answer back up the stream
  * (paired: on the control socket, the data sockets' other direction being the pair's). */
-static bool run_stuck_sender(const struct tt_transport *t, int rank, int ctl, uint64_t hash,
-                             pid_t peer_pid)
+static bool stuck_sender(const struct tt_transport *t, int rank, int ctl, uint64_t hash,
+                         bool notify)
 {
     struct conns c;
     bool ok = conns_open(&c, t, rank, ctl, hash, 1, 64 << 10);
     uint8_t token = 1;
     if (ok && rank == 1) {
         ok = ctl_read(ctl, &token, 1, STEP_TIMEOUT_MS); /* rank 0 is stuck */
-        t->fail_notify(&c.recv[0], ncclInvalidUsage, "rank 1 stopped reading");
+        if (notify)
+            t->fail_notify(&c.recv[0], ncclInvalidUsage, "rank 1 stopped reading");
+        else
+            t->shutdown(&c.recv[0]);
         ok = ctl_read(ctl, &token, 1, STEP_TIMEOUT_MS) && ok; /* rank 0 is done */
     } else if (ok) {
         struct stream s = {&c.send[0], 0, 0, UINT64_MAX, UINT64_MAX, 0, 0, false};
@@ -777,13 +780,29 @@ static bool run_stuck_sender(const struct tt_transport *t, int rank, int ctl, ui
             back = t->peer_error(s.conn);
             if (back == ncclSuccess) usleep(1000);
         }
-        ok = ok && CHECK(back == ncclInvalidUsage, "a stalled sender's peer_error gave %d 5 s "
-                         "after its receiver failed, want the receiver's %d", (int)back,
-                         (int)ncclInvalidUsage);
+        ncclResult_t want = notify ? ncclInvalidUsage : ncclRemoteError;
+        ok = ok && CHECK(back == want, "a stalled sender's peer_error gave %d 5 s after its "
+                         "receiver %s, want %d", (int)back, notify ? "failed" : "shut down",
+                         (int)want);
         ok = ctl_write(ctl, &token, 1) && ok;
     }
     conns_close(&c);
     return ok;
+}
+
+static bool run_stuck_sender(const struct tt_transport *t, int rank, int ctl, uint64_t hash,
+                             pid_t peer_pid)
+{
+    return stuck_sender(t, rank, ctl, hash, true);
+}
+
+/* The same receiver shut down without a word (a receive side that failed on its own): paired,
+ * the sender learns it from the control socket's end (one-way connections learn it when the
+ * receiver closes its socket, not tested here). */
+static bool run_stuck_sender_shutdown(const struct tt_transport *t, int rank, int ctl,
+                                      uint64_t hash, pid_t peer_pid)
+{
+    return !paired || stuck_sender(t, rank, ctl, hash, false);
 }
 
 /* ---- A hostile TCP peer, written against the documented wire format. ---- */
@@ -1129,6 +1148,7 @@ int main(int argc, char **argv)
         {"congestion", run_congestion, true, false},
         {"fail-notify", run_fail_notify, true, false},
         {"stuck-sender", run_stuck_sender, true, false},
+        {"stuck-sender-shutdown", run_stuck_sender_shutdown, true, false},
         {"kill-sender", run_kill_sender, false, true},
         {"kill-receiver", run_kill_receiver, false, true},
     };
@@ -1192,7 +1212,7 @@ int main(int argc, char **argv)
         for (size_t si = 0; si < sizeof scenarios / sizeof scenarios[0]; si++) {
             const struct scenario *sc = &scenarios[si];
             if (sc->run != run_stream_large && sc->run != run_fail_notify &&
-                sc->run != run_stuck_sender)
+                sc->run != run_stuck_sender && sc->run != run_stuck_sender_shutdown)
                 continue;
             printf("paired, 2 sockets: ");
             ok = run_scenario(sc, transports[ti]) && ok;

@@ -134,14 +134,14 @@ void tt_setup_pidfds(struct ncclComm *comm)
  * transports allowed, and the rooted check. A rank started with other values would pick another
  * algorithm or path for the same operation, and the ranks would wait for each other until the
  * deadline: compared at init instead (tt_setup_peers). */
-static uint64_t choice_hash(void)
+static uint64_t choice_hash(int64_t shareable_bytes)
 {
     const char *strs[] = {tt_param_algo(), tt_param_proto()};
     const int64_t ints[] = {tt_param_oneshot_bytes(),   tt_param_net_latency_ns(),
                             tt_param_net_mbps(),        tt_param_check_rooted(),
                             tt_param_shm_disable(),     tt_param_p2p_disable(),
                             tt_param_map_peers(),       tt_param_cma_cost(),
-                            tt_param_shareable_bytes(),
+                            shareable_bytes,
                             tt_param_cuda_direct(),     tt_param_cuda_direct_bytes(),
                             tt_param_cuda_oneshot_bytes()};
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
@@ -169,8 +169,10 @@ ncclResult_t tt_setup_peers(struct ncclComm *comm)
     me->cpus = cpus > 0 ? (uint32_t)cpus : 1;
     me->host_hash = host_hash();
     me->slot_bytes = comm->slot_bytes;
-    me->choice_hash = choice_hash();
-    comm->shareable_bytes = (size_t)tt_param_shareable_bytes(); /* compared in the hash */
+    /* Read at each init, not cached: tutti.torch sets it in the process (python/tutti/torch). */
+    int64_t shareable = tt_param_int_now(tt_param_find("TUTTI_SHAREABLE_BYTES"));
+    comm->shareable_bytes = (size_t)shareable; /* compared in the hash */
+    me->choice_hash = choice_hash(shareable);
     if (getrandom(&me->nonce, sizeof me->nonce, 0) != (ssize_t)sizeof me->nonce)
         me->nonce = tt_time_ns() ^ (uint64_t)getpid();
     TT_TRY(tt_bootstrap_allgather(comm->bootstrap, comm->peers, sizeof *me));

@@ -28,16 +28,25 @@
  * return the same result. The descriptors stay open until tt_tcp_close: tcp_shutdown may run
  * on another thread (the watchdog failing the communicator) and must never meet a number that
  * was closed and reused meanwhile. */
+static void encode_error(uint8_t *hdr, uint64_t frame, int code, size_t len);
+static void write_back_error(const struct tcp_conn *tc, int code, const char *reason);
+
 static ncclResult_t fail(struct tcp_conn *tc, ncclResult_t res)
 {
     tc->failed = res;
-    /* A shared pair's other direction goes on (the peer may still say why it failed there):
-     * a send side ends only its writing half, a receive side its reading half and the
-     * control socket's writing half, which its error frame would have used. */
-    int how = !tc->shared ? SHUT_RDWR : tc->dir == TT_CONN_SEND ? SHUT_WR : SHUT_RD;
+    if (tc->shared && tc->dir == TT_CONN_RECV) {
+        /* The data sockets carry the pair's frames the other way and stay up (shutting their
+         * reading half, then the pair its writing half, would make the kernel answer the
+         * peer's data with a reset). The peer's sender, which may be stalled on this side,
+         * reads why on the control socket, then its end. */
+        write_back_error(tc, (int)res, tt_error_last());
+        if (tc->ctl_fd >= 0) shutdown(tc->ctl_fd, SHUT_WR);
+        return res;
+    }
+    /* A shared send side ends only its own direction. */
+    int how = tc->shared ? SHUT_WR : SHUT_RDWR;
     for (int k = 0; k < TCP_MAX_SOCKS; k++)
         if (tc->socks[k].fd >= 0) shutdown(tc->socks[k].fd, how);
-    if (tc->shared && tc->dir == TT_CONN_RECV && tc->ctl_fd >= 0) shutdown(tc->ctl_fd, SHUT_WR);
     return res;
 }
 
@@ -392,19 +401,24 @@ static void encode_error(uint8_t *hdr, uint64_t frame, int code, size_t len)
     tt_wire_put_desc(hdr + 8, &d);
 }
 
+/* Receiver: the error frame back up the stream (socket 0's idle direction, or a shared pair's
+ * control socket): one small write into an empty direction, never blocking. */
+static void write_back_error(const struct tcp_conn *tc, int code, const char *reason)
+{
+    uint8_t frame[TCP_FRAME_HEADER_BYTES + TCP_ERROR_BYTES];
+    size_t len = strnlen(reason != NULL ? reason : "", TCP_ERROR_BYTES);
+    encode_error(frame, 0, code, len);
+    memcpy(frame + TCP_FRAME_HEADER_BYTES, reason != NULL ? reason : "", len);
+    if (back_fd(tc) >= 0)
+        (void)!send(back_fd(tc), frame, TCP_FRAME_HEADER_BYTES + len, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 static void tcp_fail_notify(struct tt_conn *conn, int code, const char *reason)
 {
     struct tcp_conn *tc = conn->priv;
     if (tc == NULL || tc->failed != ncclSuccess) return;
     if (conn->dir != TT_CONN_SEND) {
-        /* Back up the stream: one small write into an empty direction, never blocking. */
-        uint8_t frame[TCP_FRAME_HEADER_BYTES + TCP_ERROR_BYTES];
-        size_t len = strnlen(reason != NULL ? reason : "", TCP_ERROR_BYTES);
-        encode_error(frame, 0, code, len);
-        memcpy(frame + TCP_FRAME_HEADER_BYTES, reason != NULL ? reason : "", len);
-        if (back_fd(tc) >= 0)
-            (void)!send(back_fd(tc), frame, TCP_FRAME_HEADER_BYTES + len,
-                        MSG_NOSIGNAL | MSG_DONTWAIT);
+        write_back_error(tc, code, reason);
         return;
     }
     uint64_t deadline = tt_time_ns() + TCP_ERROR_FLUSH_NS;
@@ -456,6 +470,13 @@ static ncclResult_t tcp_peer_error(struct tt_conn *conn)
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
+        /* A shared pair's control socket closed while frames wait to go: the peer's receiving
+         * side is gone, and its data sockets, which the peer still sends on, will not say so. */
+        if (n == 0 && tc->shared && tc->done < tc->posted)
+            return fail(tc, TT_ERROR(ncclRemoteError,
+                                     "tcp: peer rank %d stopped receiving (its side of the "
+                                     "connection closed) with %" PRIu64 " frames unsent",
+                                     conn->peer, tc->posted - tc->done));
         return ncclSuccess; /* nothing (more) yet, or closed: the data path reports that */
     }
     struct tt_op_desc d;

@@ -33,7 +33,11 @@
  * two namespaces 7.5 us instead of 6.1). The lower rank connects one more socket (hello index
  * nsocks), the control socket, which carries nothing but each receive side's error frame back
  * to the peer's send side, both ways: what socket 0's idle direction carries otherwise, so a
- * sender stalled on a receiver that stopped reading still learns why at once.
+ * sender stalled on a receiver that stopped reading still learns why at once. A receive side
+ * whose stream breaks writes its error frame there too and ends that direction (its data
+ * sockets stay up: the pair sends on them); a send side that finds the control socket ended
+ * while frames wait to go fails (peer_error), where a one-way socket's reset would have told
+ * it. Only Tree's senders ask (point-to-point ones wait for their deadline, as before).
  *   Hello, the first 40 bytes the sender writes on each socket:
  *     0 u64 magic TCP_HELLO_MAGIC | 8 u64 nonce | 16 u64 slot_bytes | 24 u32 from rank
  *     28 u32 to rank | 32 u32 tag | 36 u32 socket index (0..nsocks-1; nsocks: the control

@@ -107,13 +107,12 @@ def _stop_completion_threads():
 
 def _create(store, rank, size, timeout):
     global _atexit_registered
-    if os.environ.get("TUTTI_TORCH_ALLOCATOR", "1") != "0":
-        install_allocator()
+    if os.environ.get("TUTTI_TORCH_ALLOCATOR", "1") != "0" and install_allocator():
         # Tensors from the allocator's threshold on lie in shareable memory on every rank: the
         # cost model may count on Direct mapping them (every rank sets the same, from the same
         # environment; read at the communicator's init, compared between the ranks there).
         os.environ.setdefault("TUTTI_SHAREABLE_BYTES",
-                              str(_env_bytes("TUTTI_TORCH_ALLOC_MIN_BYTES", 256 << 10)))
+                              str(max(1, _env_bytes("TUTTI_TORCH_ALLOC_MIN_BYTES", 256 << 10))))
     if not _atexit_registered:
         atexit.register(_stop_completion_threads)
         _atexit_registered = True
