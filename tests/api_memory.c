@@ -484,19 +484,17 @@ int main(int argc, char **argv)
     int exit_code = 0;
     ncclComm_t world = api_world("api_memory", &exit_code);
     if (world == NULL) return exit_code;
-    /* `in_flight` alone: run with NCCL_ALGO=Direct, whose peers map the buffer's memory file
-     * (the other checks count the files mapped here, which Direct's peers add to). */
-    if (argc > 1 && strcmp(argv[1], "shareable") == 0) {
-        test_shareable_promise(world);
+    /* One check alone: `in_flight`, run with NCCL_ALGO=Direct, whose peers map the buffer's
+     * memory file (the other checks count the files mapped here, which Direct's peers add to);
+     * `shareable`, run with the environment test_shareable_promise names. */
+    const char *mode = argc > 1 ? argv[1] : "";
+    void (*alone)(ncclComm_t) = strcmp(mode, "in_flight") == 0 ? test_register_in_flight
+                                : strcmp(mode, "shareable") == 0 ? test_shareable_promise
+                                                                 : NULL;
+    if (alone != NULL) {
+        alone(world);
         CHECK_RES(ncclCommDestroy(world), ncclSuccess);
-        printf("api_memory shareable rank %d: %s (%d failed checks)\n", world_rank,
-               check_failures ? "FAILED" : "passed", check_failures);
-        return check_failures != 0;
-    }
-    if (argc > 1 && strcmp(argv[1], "in_flight") == 0) {
-        test_register_in_flight(world);
-        CHECK_RES(ncclCommDestroy(world), ncclSuccess);
-        printf("api_memory in_flight rank %d: %s (%d failed checks)\n", world_rank,
+        printf("api_memory %s rank %d: %s (%d failed checks)\n", mode, world_rank,
                check_failures ? "FAILED" : "passed", check_failures);
         return check_failures != 0;
     }
