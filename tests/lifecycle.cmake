@@ -33,9 +33,11 @@ if(TARGET tutti-run)
   # cross-memory copies are priced out of reach; without it, another algorithm runs.
   foreach(promise 0 1048576)
     add_test(NAME api_memory_shareable_${promise}
-             COMMAND $<TARGET_FILE:tutti-run> -n 4 --timeout 110 $<TARGET_FILE:api_memory> shareable)
+             COMMAND $<TARGET_FILE:tutti-run> -n 4 --timeout 110
+                     $<TARGET_FILE:api_memory> shareable)
+    set(env "TUTTI_TIMEOUT_MS=30000;TUTTI_STATS=1;TUTTI_CMA_COST=5000")
     set_tests_properties(api_memory_shareable_${promise} PROPERTIES LABELS api TIMEOUT 120
-                         PROCESSORS 2 SKIP_RETURN_CODE 77 ENVIRONMENT
-                         "TUTTI_TIMEOUT_MS=30000;TUTTI_STATS=1;TUTTI_CMA_COST=5000;TUTTI_SHAREABLE_BYTES=${promise}")
+                         PROCESSORS 2 SKIP_RETURN_CODE 77
+                         ENVIRONMENT "${env};TUTTI_SHAREABLE_BYTES=${promise}")
   endforeach()
 endif()

@@ -89,7 +89,7 @@
       "shareable memory (ncclMemAlloc, tuttiMemAllocHost, registered) on every rank, so Direct "   \
       "is priced as over mapped buffers, as for symmetric windows (a buffer that is not still "    \
       "works, through cross-memory attach); 0: none. tutti.torch sets it to its allocator's "      \
-      "threshold. Must be equal on every rank")                                                     \
+      "threshold. Must be equal on every rank")                                                    \
     X(stream_footprint, "TUTTI_STREAM_FOOTPRINT", INT, 0, 0, INT64_MAX,                            \
       "Direct's copies use non-temporal stores above this many bytes of buffers, all ranks "       \
       "together (0: four times the last-level cache)")                                             \
