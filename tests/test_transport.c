@@ -211,6 +211,11 @@ static bool check_shared(const struct conns *c)
                        "tag %d socket %d: the send and receive sides of a pair do not share it",
                        tag, k))
                 return false;
+        /* One descriptor per socket, as one-way connections have: not a copy per side. */
+        bool same = s->ctl_fd >= 0 && s->ctl_fd == r->ctl_fd;
+        for (int k = 0; k < s->nsocks; k++) same &= s->socks[k].fd == r->socks[k].fd;
+        if (!CHECK(same, "tag %d: the sides of a pair hold copies of its descriptors", tag))
+            return false;
     }
     return true;
 }
@@ -1081,8 +1086,20 @@ static bool shm_close_unconnected(void)
                  shm_segments(hash)) && ok;
 }
 
+/* Descriptors open in this process. */
+static int open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
 static bool run_scenario(const struct scenario *sc, const struct tt_transport *t)
 {
+    int fds_before = open_fds();
     int sv[2];
     uint64_t hash;
     if (!CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "socketpair") ||
@@ -1123,6 +1140,9 @@ static bool run_scenario(const struct scenario *sc, const struct tt_transport *t
         waitpid(pid, NULL, 0);
     }
     ok = ok && check_failures == before;
+    int fds_after = open_fds();
+    ok = CHECK(fds_after == fds_before, "%d descriptors open after %s/%s, %d before", fds_after,
+               t->name, sc->name, fds_before) && ok;
     int left = shm_segments(hash);
     ok = CHECK(left == 0, "%d segment(s) left in /dev/shm after %s/%s", left, t->name,
                sc->name) && ok;

@@ -26,8 +26,9 @@
  *     flags; zeros from older peers.
  * Shared sockets: when both ranks made both directions of a connection at once (both sides'
  * blobs say TCP_INFO_PAIRED) and ask for as many sockets, the two directions share the lower
- * rank's send sockets: that rank connects them as usual and its receive side takes duplicates;
- * the higher rank's receive side accepts them and its send side takes duplicates. Each
+ * rank's send sockets: that rank connects them as usual and its receive side holds them too;
+ * the higher rank's receive side accepts them and its send side holds them too (the last side
+ * to close closes them: a pair costs as many descriptors as two one-way sockets). Each
  * direction's frames then travel beside the other's, which carry their acknowledgements
  * (a one-way socket answers every small frame with a packet of its own: 8 B AllReduce between
  * two namespaces 7.5 us instead of 6.1). The lower rank connects one more socket (hello index
@@ -57,6 +58,7 @@
 #ifndef TT_TRANSPORT_TCP_H
 #define TT_TRANSPORT_TCP_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -145,6 +147,8 @@ struct tcp_conn {
     ncclResult_t failed; /* sticky: once the stream is broken every call returns this */
     bool shared;         /* the sockets carry the pair's frames the other way */
     int ctl_fd;          /* shared: the control socket, carrying error frames back only */
+    _Atomic int *holders; /* shared: the sides holding the sockets; the last to close closes
+                             them (the two sides share the descriptors, not copies of them) */
     enum tt_conn_dir dir;
     uint8_t *staging;    /* TT_CONN_SLOTS slots, tt_conn_slot_stride(slot_bytes) apart */
     uint32_t len[TT_CONN_SLOTS];

@@ -3,7 +3,6 @@
  * format and the invariants; tcp.c is the data path). */
 #include <endian.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdatomic.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -499,12 +498,13 @@ static ncclResult_t connect_send(struct tt_transport_ctx *ctx, struct tt_conn *c
     return ncclSuccess;
 }
 
-/* A side of a pair that shares sockets takes duplicates of its pair's, connected already (the
- * core connects the owner first: transport.h). Duplicates, so that each side closes its own. */
+/* A side of a pair that shares sockets takes its pair's, connected already (the core connects
+ * the owner first: transport.h): the same descriptors, held by both sides and closed by the
+ * last to close (duplicates would cost every pair twice the descriptors of one-way sockets). */
 static ncclResult_t adopt_sockets(struct tt_transport_ctx *ctx, struct tt_conn *conn,
                                   struct tcp_conn *tc)
 {
-    const struct tcp_conn *from = conn->pair->priv;
+    struct tcp_conn *from = conn->pair->priv;
     bool ready = from != NULL && from->nsocks > 0 && from->ctl_fd >= 0;
     for (int k = 0; ready && k < from->nsocks; k++) ready = from->socks[k].fd >= 0;
     if (!ready)
@@ -512,15 +512,21 @@ static ncclResult_t adopt_sockets(struct tt_transport_ctx *ctx, struct tt_conn *
                         "connected yet; its pair cannot share its sockets",
                         conn->pair->dir == TT_CONN_SEND ? "send" : "receive", conn->peer,
                         conn->tag);
-    tc->nsocks = from->nsocks;
-    for (int k = 0; k <= tc->nsocks; k++) {
-        int *fd = k < tc->nsocks ? &tc->socks[k].fd : &tc->ctl_fd;
-        *fd = fcntl(k < tc->nsocks ? from->socks[k].fd : from->ctl_fd, F_DUPFD_CLOEXEC, 0);
-        if (*fd < 0)
-            return TT_ERROR(ncclSystemError, "tcp: duplicating a socket to peer rank %d: %s",
-                            conn->peer, strerror(errno));
-        if (k < tc->nsocks) tc->socks[k].next = (uint64_t)k;
+    if (from->holders == NULL) {
+        from->holders = malloc(sizeof *from->holders);
+        if (from->holders == NULL)
+            return TT_ERROR(ncclSystemError, "tcp: out of memory sharing sockets with peer rank "
+                            "%d", conn->peer);
+        atomic_init(from->holders, 1);
     }
+    atomic_fetch_add(from->holders, 1);
+    tc->holders = from->holders;
+    tc->nsocks = from->nsocks;
+    for (int k = 0; k < tc->nsocks; k++) {
+        tc->socks[k].fd = from->socks[k].fd;
+        tc->socks[k].next = (uint64_t)k;
+    }
+    tc->ctl_fd = from->ctl_fd;
     tc->shared = true;
     if (conn->dir == TT_CONN_RECV) {
         /* Nobody connects with this side's nonce now. */
@@ -555,8 +561,12 @@ void tt_tcp_close(struct tt_conn *conn)
     if (tc->shared && conn->dir == TT_CONN_SEND)
         for (int k = 0; k < tc->nsocks; k++)
             if (tc->socks[k].fd >= 0) shutdown(tc->socks[k].fd, SHUT_WR);
-    for (int k = 0; k < TCP_MAX_SOCKS; k++) tt_sock_close(&tc->socks[k].fd);
-    tt_sock_close(&tc->ctl_fd);
+    bool last = tc->holders == NULL || atomic_fetch_sub(tc->holders, 1) == 1;
+    if (last) {
+        for (int k = 0; k < TCP_MAX_SOCKS; k++) tt_sock_close(&tc->socks[k].fd);
+        tt_sock_close(&tc->ctl_fd);
+        free((void *)tc->holders);
+    }
     free(tc->staging);
     free(tc);
     conn->priv = NULL;
