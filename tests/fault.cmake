@@ -89,6 +89,8 @@ set_tests_properties(fault_signal PROPERTIES LABELS fault TIMEOUT 60 PASS_REGULA
 tutti_fault_program(fault_inject)
 add_test(NAME fault_inject COMMAND fault_inject)
 set_tests_properties(fault_inject PROPERTIES LABELS fault TIMEOUT 120)
+add_test(NAME fault_inject_tree COMMAND fault_inject tree)
+set_tests_properties(fault_inject_tree PROPERTIES LABELS fault TIMEOUT 60)
 
 # The libFuzzer harnesses (label fuzz, left out of `make test`; `make fuzz` runs them for
 # FUZZ_SECONDS each). Exit 77 without clang's libFuzzer.

@@ -9,7 +9,10 @@
  *   corrupt  ncclInvalidUsage (rank 2 sees a descriptor from another operation; the others
  *            learn it from rank 2)
  *
- * A malformed TUTTI_FAULT fails init with ncclInvalidArgument. Exit 1 on any failure. */
+ * A malformed TUTTI_FAULT fails init with ncclInvalidArgument. `fault_inject tree` runs close
+ * under Tree over TCP instead (NCCL_SHM_DISABLE=1), where rank 1 itself must report its failure
+ * too: the connection it closed is one of Tree's, which its failure handlers then meet. Exit 1
+ * on any failure. */
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -54,7 +57,7 @@ static void run_rank(int rank, ncclUniqueId id, const char *fault, int out)
     _exit(0);
 }
 
-static int check_action(const char *action, int want)
+static int check_action(const char *action, int want, bool rank1_reports)
 {
     char fault[128];
     snprintf(fault, sizeof fault, "rank=1,op=allreduce,seq=3,point=after_chunk:2,action=%s",
@@ -80,7 +83,7 @@ static int check_action(const char *action, int want)
     }
     int failures = 0;
     for (int r = 0; r < NRANKS; r++) {
-        if (r == 1) continue;
+        if (r == 1 && !rank1_reports) continue;
         struct report rep;
         alarm(30);
         ssize_t got = read(fds[r][0], &rep, sizeof rep);
@@ -90,7 +93,10 @@ static int check_action(const char *action, int want)
             failures++;
             continue;
         }
-        if (rep.calls != 2 || rep.result != want || !rep.names) {
+        /* Under Tree a rank that did not use rank 1's closed connection in the third
+         * AllReduce fails in the fourth. */
+        bool calls_ok = rep.calls == 2 || (rank1_reports && r != 1 && rep.calls == 3);
+        if (!calls_ok || rep.result != want || !rep.names) {
             fprintf(stderr, "%s: rank %d: %d AllReduces succeeded, then %d (%s), naming rank 1: "
                     "%s; want 2, then %d (%s), naming it\n", action, r, rep.calls, rep.result,
                     ncclGetErrorString(rep.result), rep.names ? "yes" : "no", want,
@@ -112,7 +118,7 @@ static void on_alarm(int sig)
     (void)sig;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     /* Before anything reads them: parameters are cached per process, and the ranks fork. */
@@ -121,10 +127,17 @@ int main(void)
     struct sigaction sa = {.sa_handler = on_alarm};
     sigaction(SIGALRM, &sa, NULL);
     int failures = 0;
-    failures += check_action("exit", ncclRemoteError);
-    failures += check_action("stall", ncclRemoteError);
-    failures += check_action("close", ncclRemoteError);
-    failures += check_action("corrupt", ncclInvalidUsage);
+    if (argc > 1 && strcmp(argv[1], "tree") == 0) {
+        setenv("NCCL_ALGO", "Tree", 1);
+        setenv("NCCL_SHM_DISABLE", "1", 1);
+        int tree_failures = check_action("close", ncclRemoteError, true);
+        printf("%d failures\n", tree_failures);
+        return tree_failures ? 1 : 0;
+    }
+    failures += check_action("exit", ncclRemoteError, false);
+    failures += check_action("stall", ncclRemoteError, false);
+    failures += check_action("close", ncclRemoteError, false);
+    failures += check_action("corrupt", ncclInvalidUsage, false);
     /* A malformed fault is refused at init. */
     setenv("TUTTI_FAULT", "rank=1,op=allreduce,seq=0,point=after_chunk:2,action=exit", 1);
     ncclUniqueId id;

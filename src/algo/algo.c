@@ -278,8 +278,8 @@ ncclResult_t tt_algo_peek_mismatch(struct tt_op *op)
         TT_TRY(send->transport->peer_error(send));
     for (int r = 0; env->tree != NULL && r < op->nranks; r++) {
         struct tt_tree_link *l = &env->tree[r];
-        if (l->recv_ready) TT_TRY(peek_one(op, &l->recv));
-        if (l->send_ready && l->send.transport->peer_error)
+        if (l->recv_ready && l->recv.transport != NULL) TT_TRY(peek_one(op, &l->recv));
+        if (l->send_ready && l->send.transport != NULL && l->send.transport->peer_error)
             TT_TRY(l->send.transport->peer_error(&l->send));
     }
     return ncclSuccess;

@@ -169,6 +169,13 @@ static bool wants_tree(const struct ncclComm *comm)
     return comm->hier.valid && comm->tune.algo_allowed[TT_COLL_ALLREDUCE][TT_ALGO_HIER];
 }
 
+/* A connection made and not closed since (TUTTI_FAULT's close, algo/prims.c, leaves a made
+ * connection's transport NULL). */
+static bool live(bool ready, const struct tt_conn *c)
+{
+    return ready && c->transport != NULL;
+}
+
 /* The communicator failed: its peers across sockets learn it at once from their connections
  * (the local team's mailboxes tell the others). Ring and Tree connections are made at init and
  * never change; point-to-point ones are looked at only when no other thread is making one. */
@@ -181,14 +188,18 @@ static void shutdown_conns(void *arg)
             fixed[i]->transport->shutdown(fixed[i]);
     for (int r = 0; comm->tree_ready && r < comm->st.nranks; r++) {
         struct tt_tree_link *l = &comm->tree[r];
-        if (l->send_ready && l->send.transport->shutdown) l->send.transport->shutdown(&l->send);
-        if (l->recv_ready && l->recv.transport->shutdown) l->recv.transport->shutdown(&l->recv);
+        if (live(l->send_ready, &l->send) && l->send.transport->shutdown)
+            l->send.transport->shutdown(&l->send);
+        if (live(l->recv_ready, &l->recv) && l->recv.transport->shutdown)
+            l->recv.transport->shutdown(&l->recv);
     }
     if (pthread_mutex_trylock(&comm->bootstrap_lock) != 0) return;
     for (int r = 0; r < comm->st.nranks; r++) {
         struct tt_p2p_peer *p = &comm->p2p[r];
-        if (p->send_ready && p->send.transport->shutdown) p->send.transport->shutdown(&p->send);
-        if (p->recv_ready && p->recv.transport->shutdown) p->recv.transport->shutdown(&p->recv);
+        if (live(p->send_ready, &p->send) && p->send.transport->shutdown)
+            p->send.transport->shutdown(&p->send);
+        if (live(p->recv_ready, &p->recv) && p->recv.transport->shutdown)
+            p->recv.transport->shutdown(&p->recv);
     }
     pthread_mutex_unlock(&comm->bootstrap_lock);
 }
@@ -205,9 +216,9 @@ static void tell_coll_peers(void *arg, ncclResult_t res, const char *reason)
             ring[i]->transport->fail_notify(ring[i], (int)res, reason);
     for (int r = 0; comm->tree_ready && r < comm->st.nranks; r++) {
         struct tt_tree_link *l = &comm->tree[r];
-        if (l->send_ready && l->send.transport->fail_notify)
+        if (live(l->send_ready, &l->send) && l->send.transport->fail_notify)
             l->send.transport->fail_notify(&l->send, (int)res, reason);
-        if (l->recv_ready && l->recv.transport->fail_notify)
+        if (live(l->recv_ready, &l->recv) && l->recv.transport->fail_notify)
             l->recv.transport->fail_notify(&l->recv, (int)res, reason);
     }
 }

@@ -38,8 +38,9 @@ static ncclResult_t fail(struct tcp_conn *tc, ncclResult_t res)
         /* The data sockets carry the pair's frames the other way and stay up (shutting their
          * reading half, then the pair its writing half, would make the kernel answer the
          * peer's data with a reset). The peer's sender, which may be stalled on this side,
-         * reads why on the control socket, then its end. */
-        write_back_error(tc, (int)res, tt_error_last());
+         * reads why on the control socket (unless the peer's own error frame ended the
+         * stream), then its end. */
+        if (!tc->peer_said) write_back_error(tc, (int)res, tt_error_last());
         if (tc->ctl_fd >= 0) shutdown(tc->ctl_fd, SHUT_WR);
         return res;
     }
@@ -170,6 +171,7 @@ static ncclResult_t read_error_frame(struct tt_conn *conn, struct tcp_conn *tc,
         code = ncclRemoteError;
     for (size_t i = 0; i < sk->rx_got; i++)
         if (sk->rx_err_text[i] < 0x20 || sk->rx_err_text[i] > 0x7e) sk->rx_err_text[i] = '?';
+    tc->peer_said = true;
     return fail(tc, TT_ERROR((ncclResult_t)code, "peer rank %d failed: %s", conn->peer,
                              sk->rx_err_text));
 }

@@ -150,6 +150,7 @@ struct tcp_conn {
     _Atomic int *holders; /* shared: the sides holding the sockets; the last to close closes
                              them (the two sides share the descriptors, not copies of them) */
     enum tt_conn_dir dir;
+    bool peer_said;      /* receiver: the stream ended with the peer's error frame */
     uint8_t *staging;    /* TT_CONN_SLOTS slots, tt_conn_slot_stride(slot_bytes) apart */
     uint32_t len[TT_CONN_SLOTS];
     bool full[TT_CONN_SLOTS]; /* receiver: the slot holds a whole frame not yet released */

@@ -50,6 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         close(sv[1]);
         return 0;
     }
+    for (int k = 0; k < TCP_MAX_SOCKS; k++) tc->socks[k].fd = -1; /* as tt_tcp_setup leaves them */
+    tc->ctl_fd = -1;
     tc->nsocks = 1; /* one stripe: every frame arrives on the socketpair */
     tc->socks[0].fd = sv[0];
     conn.priv = tc;
