@@ -233,7 +233,9 @@ static bool connects(const struct tt_task *t)
 }
 
 /* After a failed exchange: half-made connections are closed, so the next attempt starts
- * clean. */
+ * clean on this rank. The peer may have finished its sides meanwhile (a pair whose higher
+ * rank's send side, made last, was not), so a retry with that peer can wait for its deadline:
+ * a communicator whose exchange failed is one to abort, as its error says. */
 static void close_unready(struct need *needs, int count)
 {
     for (int i = 0; i < count; i++) {
