@@ -43,7 +43,7 @@ core_level() {
             env_detect.c | watch.c | watch.h) echo 1 ;;
         coll.c | coll.h | group.c | group.h | event.c | event.h) echo 2 ;;
         dispatch.c | dispatch.h) echo 3 ;;
-        stream.c | stream.h) echo 4 ;;
+        stream.c | stream_scan.c | stream.h) echo 4 ;;
         task.c | task.h | connect.c | connect.h | redop.c | redop.h | mem.c | mem.h | comm.h) echo 5 ;;
         engine.c | engine.h | forms.c | forms.h) echo 6 ;;
         state.c | state.h) echo 7 ;;

@@ -568,144 +568,21 @@ ncclResult_t tt_stream_destroy(cudaStream_t stream)
     return ncclSuccess;
 }
 
-/* Whether any queued batch has a task of `comm` (engine lock held); with `background_only`,
- * any batch a nonblocking call queued on a background stream. */
-static bool comm_queued(const struct ncclComm *comm, bool background_only)
+bool tt_stream_scan(bool engine_locked, tt_stream_visit visit, void *arg)
 {
-    for (struct tt_stream *s = engine.streams; s; s = s->next) {
+    bool stopped = false;
+    if (!engine_locked) pthread_mutex_lock(&engine.lock);
+    for (struct tt_stream *s = engine.streams; s != NULL && !stopped; s = s->next) {
         pthread_mutex_lock(&s->lock);
-        bool found = false;
-        for (struct tt_batch *b = s->head; b && !found; b = b->next)
-            for (struct tt_task *t = b->head; t && !found && (b->background || !background_only);
-                 t = t->next)
-                found = t->comm == comm;
-        pthread_mutex_unlock(&s->lock);
-        if (found) return true;
-    }
-    return false;
-}
-
-cudaStream_t tt_stream_comm_background_last(const struct ncclComm *comm, cudaStream_t own)
-{
-    cudaStream_t found = own;
-    uint64_t latest = 0;
-    bool any = false;
-    pthread_mutex_lock(&engine.lock);
-    for (struct tt_stream *s = engine.streams; s; s = s->next) {
-        pthread_mutex_lock(&s->lock);
-        for (struct tt_batch *b = s->head; b; b = b->next) {
-            if (!b->background || (any && b->enqueued < latest)) continue;
-            for (const struct tt_task *t = b->head; t; t = t->next)
-                if (t->comm == comm) {
-                    found = (cudaStream_t)(void *)s;
-                    latest = b->enqueued;
-                    any = true;
-                    break;
-                }
-        }
+        for (struct tt_batch *b = s->head; b != NULL && !stopped; b = b->next)
+            stopped = visit((cudaStream_t)(void *)s, b, b == s->head, arg);
         pthread_mutex_unlock(&s->lock);
     }
-    pthread_mutex_unlock(&engine.lock);
-    return found;
+    if (!engine_locked) pthread_mutex_unlock(&engine.lock);
+    return stopped;
 }
 
-bool tt_stream_comm_in_background(const struct ncclComm *comm)
+void tt_stream_drive_until(bool (*until)(void *), void *arg)
 {
-    pthread_mutex_lock(&engine.lock);
-    bool found = comm_queued(comm, true);
-    pthread_mutex_unlock(&engine.lock);
-    return found;
-}
-
-/* Whether a task's buffers may reach into [lo, hi): each from its pointer over count elements
- * for every rank (more than most collectives touch, which only makes a wait longer). */
-static bool task_touches(const struct tt_task *t, uintptr_t lo, uintptr_t hi)
-{
-    size_t span = t->op.count * t->op.elt_bytes * (size_t)(t->op.nranks > 1 ? t->op.nranks : 1);
-    const uintptr_t bufs[2] = {(uintptr_t)t->op.sendbuff, (uintptr_t)t->op.recvbuff};
-    for (int i = 0; i < 2; i++)
-        if (bufs[i] != 0 && bufs[i] < hi && bufs[i] + span > lo) return true;
-    return false;
-}
-
-struct range_wait {
-    uintptr_t lo, hi;
-    bool locked;          /* drive_until asks once before taking the engine lock: not then */
-    uint64_t deadline_ns; /* a batch held by a device stream (gated) may never end... */
-    bool expired;         /* ...and the wait gives up here */
-};
-
-/* Whether no queued batch has a task touching the range (engine lock held once `locked`), or
- * the wait is over. */
-static bool range_idle(void *arg)
-{
-    struct range_wait *r = arg;
-    if (!r->locked) {
-        r->locked = true;
-        return false;
-    }
-    if (tt_deadline_passed(r->deadline_ns)) {
-        r->expired = true;
-        return true;
-    }
-    for (struct tt_stream *s = engine.streams; s; s = s->next) {
-        pthread_mutex_lock(&s->lock);
-        bool touched = false;
-        for (const struct tt_batch *b = s->head; b && !touched; b = b->next)
-            for (const struct tt_task *t = b->head; t && !touched; t = t->next)
-                touched = !t->done && task_touches(t, r->lo, r->hi);
-        pthread_mutex_unlock(&s->lock);
-        if (touched) return false;
-    }
-    return true;
-}
-
-bool tt_stream_wait_range_idle(const void *ptr, size_t bytes)
-{
-    struct range_wait r = {.lo = (uintptr_t)ptr, .hi = (uintptr_t)ptr + bytes, .locked = true,
-                           .deadline_ns = tt_deadline_after_ms(tt_param_timeout_ms())};
-    pthread_mutex_lock(&engine.lock);
-    bool idle = range_idle(&r);
-    pthread_mutex_unlock(&engine.lock);
-    if (idle) return !r.expired;
-    TT_INFO(TT_SUB_REG, "%zu bytes at %p: waiting for the queued operations that use them "
-                        "before their pages move", bytes, ptr);
-    r.locked = false;
-    drive_until(range_idle, &r);
-    return !r.expired;
-}
-
-void tt_stream_cancel_comm(const struct ncclComm *comm, const struct tt_comm_state *st)
-{
-    int cancelled = 0;
-    pthread_mutex_lock(&engine.lock); /* no pass runs meanwhile */
-    for (struct tt_stream *s = engine.streams; s; s = s->next) {
-        pthread_mutex_lock(&s->lock);
-        for (struct tt_batch *b = s->head ? s->head->next : NULL; b; b = b->next) {
-            bool only = b->gate == NULL && b->head != NULL;
-            for (const struct tt_task *t = b->head; t && only; t = t->next) only = t->comm == comm;
-            if (!only) continue;
-            /* The error the engine gives an operation of a stopped communicator. */
-            tt_engine_cancel(b, ncclRemoteError);
-            cancelled++;
-        }
-        pthread_mutex_unlock(&s->lock);
-    }
-    pthread_mutex_unlock(&engine.lock);
-    if (cancelled > 0)
-        TT_INFO(TT_SUB_INIT, "rank %d: %d operation(s) of the stopped communicator, queued behind "
-                             "other work on their streams, failed without starting",
-                st->rank, cancelled);
-}
-
-void tt_stream_wait_comm_idle(const struct ncclComm *comm)
-{
-    for (;;) {
-        pthread_mutex_lock(&engine.lock);
-        bool queued = comm_queued(comm, false);
-        pthread_mutex_unlock(&engine.lock);
-        if (!queued) return;
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = 500000};
-        nanosleep(&ts, NULL);
-    }
+    drive_until(until, arg);
 }

@@ -60,6 +60,18 @@ bool tt_stream_wait_range_idle(const void *ptr, size_t bytes);
  * came before. */
 void tt_stream_cancel_comm(const struct ncclComm *comm, const struct tt_comm_state *st);
 
+/* Called for each queued batch `b` of stream `s` (`head`: the one the engine runs), with the
+ * stream's lock held; true stops the scan. */
+typedef bool (*tt_stream_visit)(cudaStream_t s, struct tt_batch *b, bool head, void *arg);
+/* Visits every queued batch, stream by stream, oldest first, under the engine lock (taken
+ * unless `engine_locked`: the caller holds it, as a tt_stream_drive_until condition does), so
+ * no engine pass runs meanwhile. Returns whether a visit stopped it (core/stream_scan.c asks
+ * its questions this way). */
+bool tt_stream_scan(bool engine_locked, tt_stream_visit visit, void *arg);
+/* Waits until until(arg) holds, driving the streams meanwhile as a synchronize does; until is
+ * asked once before the engine lock is taken, then under it. */
+void tt_stream_drive_until(bool (*until)(void *), void *arg);
+
 /* Records `rec` after the last batch queued on `stream`: it completes with that batch's result
  * when the batch ends, or at once (ncclSuccess) when nothing is queued. */
 void tt_stream_record(cudaStream_t stream, struct tt_event_rec *rec);
