@@ -12,6 +12,13 @@
  *  4. mismatched algorithms: 2 ranks with NCCL_ALGO set differently (Direct on rank 0, Ring on
  *     rank 1) for that AllGather. Both must fail within the deadline naming the other rank, and
  *     neither may crash.
+ *  5. a point-to-point sender on another host whose receiver fails: 3 ranks, each its own host
+ *     (NCCL_HOSTID), so every connection is TCP and no rank sees another's team mailbox. Rank 2
+ *     (deadline 30 s) sends 64 MiB to rank 1, which stops receiving from it: rank 1 waits for a
+ *     second Send that rank 0 never makes (after a first one, so that it fails in the data path,
+ *     not while connecting) and fails at its 2 s deadline, then lives on for 7 s with
+ *     its communicator failed but not destroyed. Rank 2 must fail long before its own deadline
+ *     (the receive side's shutdown reaches it up the connection), naming rank 1.
  * Nothing may hang: the parent kills stragglers. */
 #include <signal.h>
 #include <stdio.h>
@@ -163,6 +170,59 @@ static int algo_mismatch_child(const ncclUniqueId *id, int rank)
     return 0;
 }
 
+/* Child of case 5. */
+#define P2P_BYTES (64u << 20)
+static int p2p_receiver_failed_child(const ncclUniqueId *id, int rank)
+{
+    char host[32];
+    snprintf(host, sizeof host, "fd-p2p-host-%d", rank);
+    setenv("NCCL_HOSTID", host, 1);
+    if (rank == 2) setenv("TUTTI_TIMEOUT_MS", "30000", 1);
+    ncclComm_t comm = NULL;
+    if (ncclCommInitRank(&comm, 3, *id, rank) != ncclSuccess) return fail(rank, "init failed");
+    char *buf = calloc(P2P_BYTES, 1);
+    if (buf == NULL) return fail(rank, "out of memory");
+    /* One small message first from ranks 0 and 2 to rank 1, so that their connections are up
+     * and rank 1 fails in the data path, not while connecting. */
+    ncclResult_t res = ncclGroupStart();
+    if (rank == 1) {
+        ncclRecv(buf, 1, ncclInt8, 0, comm, NULL);
+        ncclRecv(buf + 1, 1, ncclInt8, 2, comm, NULL);
+    } else {
+        ncclSend(buf, 1, ncclInt8, 1, comm, NULL);
+    }
+    if (res != ncclSuccess || ncclGroupEnd() != ncclSuccess)
+        return fail(rank, "the first messages failed");
+    if (rank == 0) { /* never sends to rank 1 again */
+        sleep(9);
+        ncclCommDestroy(comm);
+        free(buf);
+        return 0;
+    }
+    double t0 = now_s();
+    if (rank == 1) {
+        res = ncclRecv(buf, 1, ncclInt8, 0, comm, NULL);
+        printf("rank 1: recv from rank 0 returned %d after %.2f s\n", (int)res, now_s() - t0);
+        if (res == ncclSuccess) return fail(rank, "a receive from a silent rank succeeded");
+        sleep(7); /* failed, not destroyed: nothing reads rank 2's frames any more */
+        ncclCommDestroy(comm);
+        free(buf);
+        return 0;
+    }
+    res = ncclSend(buf, P2P_BYTES, ncclInt8, 1, comm, NULL);
+    double took = now_s() - t0;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", ncclGetLastError(comm));
+    printf("rank 2: send to rank 1 returned %d after %.2f s: %s\n", (int)res, took, msg);
+    if (res == ncclSuccess) return fail(rank, "a send nobody receives succeeded");
+    if (took > 6.0) return fail(rank, "the sender learned of its receiver's failure too late");
+    if (strstr(msg, "Send") == NULL || strstr(msg, "rank 1") == NULL)
+        return fail(rank, "the error does not name the Send and rank 1");
+    ncclCommDestroy(comm);
+    free(buf);
+    return 0;
+}
+
 /* Runs `nchildren` children (ranks 0..nchildren-1) and waits at most `limit_s`. */
 static int run_case(const char *name, int nchildren,
                     int (*child)(const ncclUniqueId *, int), double limit_s)
@@ -214,5 +274,7 @@ int main(void)
     failed |= run_case("silent peer in AllReduce", 2, silent_peer_child, 20.0);
     failed |= run_case("symmetric windows on one rank only", 2, window_mismatch_child, 20.0);
     failed |= run_case("NCCL_ALGO differing between ranks", 2, algo_mismatch_child, 20.0);
+    failed |= run_case("point-to-point receiver failing on another host", 3,
+                       p2p_receiver_failed_child, 30.0);
     return failed;
 }

@@ -272,16 +272,28 @@ ncclResult_t tt_algo_peek_mismatch(struct tt_op *op)
     if (env == NULL) return ncclSuccess;
     if (env->ring_recv != NULL && env->ring_recv->transport != NULL)
         TT_TRY(peek_one(op, env->ring_recv));
-    /* A receiver that failed may have said why up the stream (a sender waits for it). */
-    struct tt_conn *send = env->ring_send;
-    if (send != NULL && send->transport != NULL && send->transport->peer_error)
-        TT_TRY(send->transport->peer_error(send));
     for (int r = 0; env->tree != NULL && r < op->nranks; r++) {
         struct tt_tree_link *l = &env->tree[r];
         if (l->recv_ready && l->recv.transport != NULL) TT_TRY(peek_one(op, &l->recv));
-        if (l->send_ready && l->send.transport != NULL && l->send.transport->peer_error)
-            TT_TRY(l->send.transport->peer_error(&l->send));
     }
+    return ncclSuccess;
+}
+
+static ncclResult_t peer_error_of(struct tt_conn *send)
+{
+    if (send == NULL || send->transport == NULL || send->transport->peer_error == NULL)
+        return ncclSuccess;
+    return send->transport->peer_error(send);
+}
+
+ncclResult_t tt_algo_peer_errors(struct tt_op *op)
+{
+    if (op->coll == TT_COLL_SEND) return peer_error_of(op->send);
+    const struct tt_algo_env *env = op->env;
+    if (op->coll > TT_COLL_SEND || env == NULL) return ncclSuccess;
+    TT_TRY(peer_error_of(env->ring_send));
+    for (int r = 0; env->tree != NULL && r < op->nranks; r++)
+        if (env->tree[r].send_ready) TT_TRY(peer_error_of(&env->tree[r].send));
     return ncclSuccess;
 }
 

@@ -296,11 +296,18 @@ static inline ncclResult_t tt_algo_check_desc(const struct tt_op *op,
  * never sends, while that peer's frames for the same operation sit unread on another of its
  * connections: tt_algo_peek_mismatch looks at the oldest unread frame of every collective
  * connection the op's environment holds (without consuming it), and returns the mismatch it
- * shows, if any. Slow path only, on the thread that drives the collectives. */
+ * shows, if any. Slow path only, on the thread that drives the collectives.
+ *
+ * A sender stalls for good on a receiver whose communicator failed while its process lives on
+ * (its side of the connection stops reading but stays open): tt_algo_peer_errors asks each send
+ * connection of the op (a Send's own; a collective's ring and tree sends) whether its receiver
+ * said why it failed, or stopped receiving with frames still to go (the transport's
+ * peer_error), and returns that error. Slow path only, on the thread that drives the op. */
 void tt_algo_agree_start(struct tt_op *op);
 ncclResult_t tt_algo_agree_step(struct tt_op *op, bool *done, bool *progressed,
                                 struct tt_wait_hint *hint);
 ncclResult_t tt_algo_peek_mismatch(struct tt_op *op);
+ncclResult_t tt_algo_peer_errors(struct tt_op *op);
 
 /* The primitive executor (algo/prims.c): the `step` of every algorithm that is a schedule of
  * primitives (op->next). */

@@ -464,6 +464,12 @@ ncclResult_t tt_engine_check_stall(struct tt_batch *b)
                 ncclResult_t res = tt_algo_peek_mismatch(&t->op);
                 if (res != ncclSuccess) return batch_fail(b, task_failed(t, b, res));
             }
+            /* A receiver on another host that failed, or stopped reading, says so on its
+             * connection: the team above sees only this host's ranks. */
+            if (t->started) {
+                ncclResult_t res = tt_algo_peer_errors(&t->op);
+                if (res != ncclSuccess) return batch_fail(b, task_failed(t, b, res));
+            }
             if (entry.peer >= 0) {
                 tt_team_set_waiting(t->st->team, entry.peer);
                 b->published_wait = true;

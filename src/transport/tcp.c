@@ -472,9 +472,11 @@ static ncclResult_t tcp_peer_error(struct tt_conn *conn)
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
-        /* A shared pair's control socket closed while frames wait to go: the peer's receiving
-         * side is gone, and its data sockets, which the peer still sends on, will not say so. */
-        if (n == 0 && tc->shared && tc->done < tc->posted)
+        /* The way back ended while frames wait to go: the peer's receiving side shut down
+         * (its communicator failed, or it left), and nothing will read them. A one-way socket
+         * keeps taking bytes into its buffers until they fill; a shared pair's data sockets,
+         * which the peer still sends on, never say so. */
+        if (n == 0 && tc->done < tc->posted)
             return fail(tc, TT_ERROR(ncclRemoteError,
                                      "tcp: peer rank %d stopped receiving (its side of the "
                                      "connection closed) with %" PRIu64 " frames unsent",

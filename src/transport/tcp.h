@@ -38,7 +38,9 @@
  * whose stream breaks writes its error frame there too and ends that direction (its data
  * sockets stay up: the pair sends on them); a send side that finds the control socket ended
  * while frames wait to go fails (peer_error), where a one-way socket's reset would have told
- * it. Only Tree's senders ask (point-to-point ones wait for their deadline, as before).
+ * it. A stalled op's senders ask (core/engine.c, tt_algo_peer_errors): ring, Tree and
+ * point-to-point; on a one-way socket an end of socket 0 while frames wait to go means the
+ * same (the receive side shut down).
  *   Hello, the first 40 bytes the sender writes on each socket:
  *     0 u64 magic TCP_HELLO_MAGIC | 8 u64 nonce | 16 u64 slot_bytes | 24 u32 from rank
  *     28 u32 to rank | 32 u32 tag | 36 u32 socket index (0..nsocks-1; nsocks: the control
