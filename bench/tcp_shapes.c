@@ -3,7 +3,13 @@
  * exchange" target at 1 MiB). One process per end, one nonblocking socket between them
  * (TCP_NODELAY, reno), both ends running the same shape in lock step:
  *
- *   0 exchange  send S while receiving S, no arithmetic: bench/hosts' "TCP exchange limit"
+ *   0 exchange  send S while receiving S, no arithmetic, from and into S-byte buffers: what
+ *               bench/hosts' "exchange, S-byte buffers" column runs (its "TCP exchange limit",
+ *               the anchors' tcp_limit, cycles through 1 MiB buffers, which stay in the cache)
+ * Every send and recv asks for at most 1 MiB, as tcp_limit's do: one call of 16 MiB or more
+ * throws a burst at the veth pair that often sends the connection into its slow mode
+ * (docs/performance.md, "Spurious retransmissions on the veth pair"): 10-11 ms against 3.3 ms
+ * at 16 MiB in two of three runs.
  *   1 rd        exchange S, then sum it with the local S (recursive doubling at 2 ranks)
  *   2 ring      the ring at 2 ranks with no copy but the kernel's: exchange half, sum the
  *               received half with the local one straight into the output, exchange the summed
@@ -39,6 +45,10 @@ static double now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* Most bytes one send or recv asks for, as the anchors' tcp_limit does (its CHUNK). */
+#define CALL_BYTES ((size_t)1 << 20)
+static size_t at_most(size_t n) { return n < CALL_BYTES ? n : CALL_BYTES; }
+
 /* Send n bytes from s while receiving n bytes into r; poll() only when neither moves. */
 static void exchange(const char *s, char *r, size_t n)
 {
@@ -46,11 +56,11 @@ static void exchange(const char *s, char *r, size_t n)
     while (sent < n || got < n) {
         int moved = 0;
         if (sent < n) {
-            ssize_t k = send(fd, s + sent, n - sent, MSG_DONTWAIT);
+            ssize_t k = send(fd, s + sent, at_most(n - sent), MSG_DONTWAIT);
             if (k > 0) sent += (size_t)k, moved = 1;
         }
         if (got < n) {
-            ssize_t k = recv(fd, r + got, n - got, MSG_DONTWAIT);
+            ssize_t k = recv(fd, r + got, at_most(n - got), MSG_DONTWAIT);
             if (k > 0) got += (size_t)k, moved = 1;
             if (k == 0) {
                 fprintf(stderr, "tcp_shapes: peer closed\n");
@@ -101,9 +111,12 @@ int main(int argc, char **argv)
     }
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "reno", 4);
+    /* Only the staged shape uses the 8 S of slots (2 GiB at 256 MiB). */
+    size_t stage_bytes = shape == 3 ? 8 * S : 4096;
     char *src = aligned_alloc(4096, S), *dst = aligned_alloc(4096, S),
-         *tmp = aligned_alloc(4096, S), *stage = aligned_alloc(4096, 8 * S);
-    memset(src, 0, S), memset(dst, 0, S), memset(tmp, 0, S), memset(stage, 0, 8 * S);
+         *tmp = aligned_alloc(4096, S), *stage = aligned_alloc(4096, stage_bytes);
+    if (src == NULL || dst == NULL || tmp == NULL || stage == NULL) return perror("alloc"), 1;
+    memset(src, 0, S), memset(dst, 0, S), memset(tmp, 0, S), memset(stage, 0, stage_bytes);
     /* Ring halves: the server reduces the first half, the client the second. */
     char *mine = server ? src : src + h, *theirs = server ? src + h : src;
     char *out_mine = server ? dst : dst + h, *out_theirs = server ? dst + h : dst;
