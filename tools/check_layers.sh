@@ -44,7 +44,8 @@ core_level() {
         coll.c | coll.h | group.c | group.h | event.c | event.h) echo 2 ;;
         dispatch.c | dispatch.h) echo 3 ;;
         stream.c | stream_scan.c | stream.h) echo 4 ;;
-        task.c | task.h | connect.c | connect.h | redop.c | redop.h | mem.c | mem.h | comm.h) echo 5 ;;
+        task.c | task.h | connect.c | connect.h | redop.c | redop.h | mem.c | mem_reg.c | \
+            mem.h | comm.h) echo 5 ;;
         engine.c | engine.h | forms.c | forms.h) echo 6 ;;
         state.c | state.h) echo 7 ;;
         *) return 1 ;;

@@ -45,6 +45,18 @@ void tt_mem_close_device_windows(struct ncclComm *comm);
 /* Frees a communicator's registration table (accepts NULL). */
 void tt_mem_table_destroy(struct tt_reg_table *table);
 
+/* For the registrations (core/mem_reg.c): tt_mem_share_pages moves the whole pages of
+ * [buff, buff + bytes) into a memory file and returns the block now holding them, or NULL where
+ * they stay (fewer than 64 KiB of whole pages, not private anonymous memory, ncclMemAlloc memory
+ * or overlapping another block, pinned for a device, TUTTI_REGISTER_REMAP=0, or the move
+ * failed); the very range moved before gets the same block, counted. tt_mem_unshare_pages
+ * gives one such count back, the last swapping private pages back in (accepts NULL).
+ * tt_mem_in_allocated_block: whether [ptr, ptr + bytes) lies inside one ncclMemAlloc block. */
+struct tt_mem_block;
+struct tt_mem_block *tt_mem_share_pages(void *buff, size_t bytes);
+void tt_mem_unshare_pages(struct tt_mem_block *block);
+bool tt_mem_in_allocated_block(const void *ptr, size_t bytes);
+
 /* Installs what waits until no queued operation may touch a range (core/stream.c, with its
  * first stream: until then nothing can be queued); registration and deregistration call it
  * before they move pages; false: the wait ran out, and the pages stay where they are. */
