@@ -18,9 +18,11 @@
  *     second Send that rank 0 never makes (after a first one, so that it fails in the data path,
  *     not while connecting) and fails at its 2 s deadline, then lives on for 7 s with
  *     its communicator failed but not destroyed. Rank 2 must fail long before its own deadline
- *     (the receive side's shutdown reaches it up the connection), naming rank 1.
+ *     (the receive side's shutdown reaches it up the connection), naming rank 1. Run twice: the
+ *     connection a shared pair (both ranks ask for one socket), then two one-way streams.
  * Nothing may hang: the parent kills stragglers. */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,14 +172,17 @@ static int algo_mismatch_child(const ncclUniqueId *id, int rank)
     return 0;
 }
 
-/* Child of case 5. */
+/* Child of case 5. With p2p_one_way, rank 2 asks for 2 sockets per connection where rank 1
+ * asks for 1, so their connection is two one-way streams rather than one shared pair. */
 #define P2P_BYTES (64u << 20)
+static bool p2p_one_way;
 static int p2p_receiver_failed_child(const ncclUniqueId *id, int rank)
 {
     char host[32];
     snprintf(host, sizeof host, "fd-p2p-host-%d", rank);
     setenv("NCCL_HOSTID", host, 1);
     if (rank == 2) setenv("TUTTI_TIMEOUT_MS", "30000", 1);
+    if (rank == 2 && p2p_one_way) setenv("NCCL_NSOCKS_PERTHREAD", "2", 1);
     ncclComm_t comm = NULL;
     if (ncclCommInitRank(&comm, 3, *id, rank) != ncclSuccess) return fail(rank, "init failed");
     char *buf = calloc(P2P_BYTES, 1);
@@ -209,12 +214,14 @@ static int p2p_receiver_failed_child(const ncclUniqueId *id, int rank)
         free(buf);
         return 0;
     }
-    res = ncclSend(buf, P2P_BYTES, ncclInt8, 1, comm, NULL);
+    /* Until one fails: kernels whose socket buffers grow large might take a whole 64 MiB. */
+    for (int k = 0; k < 16 && res == ncclSuccess; k++)
+        res = ncclSend(buf, P2P_BYTES, ncclInt8, 1, comm, NULL);
     double took = now_s() - t0;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", ncclGetLastError(comm));
     printf("rank 2: send to rank 1 returned %d after %.2f s: %s\n", (int)res, took, msg);
-    if (res == ncclSuccess) return fail(rank, "a send nobody receives succeeded");
+    if (res == ncclSuccess) return fail(rank, "1 GiB of sends nobody receives succeeded");
     if (took > 6.0) return fail(rank, "the sender learned of its receiver's failure too late");
     if (strstr(msg, "Send") == NULL || strstr(msg, "rank 1") == NULL)
         return fail(rank, "the error does not name the Send and rank 1");
@@ -275,6 +282,9 @@ int main(void)
     failed |= run_case("symmetric windows on one rank only", 2, window_mismatch_child, 20.0);
     failed |= run_case("NCCL_ALGO differing between ranks", 2, algo_mismatch_child, 20.0);
     failed |= run_case("point-to-point receiver failing on another host", 3,
+                       p2p_receiver_failed_child, 30.0);
+    p2p_one_way = true;
+    failed |= run_case("point-to-point receiver failing on another host, one-way sockets", 3,
                        p2p_receiver_failed_child, 30.0);
     return failed;
 }

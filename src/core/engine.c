@@ -464,8 +464,9 @@ ncclResult_t tt_engine_check_stall(struct tt_batch *b)
                 ncclResult_t res = tt_algo_peek_mismatch(&t->op);
                 if (res != ncclSuccess) return batch_fail(b, task_failed(t, b, res));
             }
-            /* A receiver on another host that failed, or stopped reading, says so on its
-             * connection: the team above sees only this host's ranks. */
+            /* A receiver that failed, or shut its side down, says so on its connection:
+             * where no team spans the communicator (several hosts), the only place to learn
+             * it before the deadline. */
             if (t->started) {
                 ncclResult_t res = tt_algo_peer_errors(&t->op);
                 if (res != ncclSuccess) return batch_fail(b, task_failed(t, b, res));

@@ -22,12 +22,15 @@ mkdir -p "$out"
 all=$(find "$src/src" -mindepth 2 -maxdepth 2 -name '*.c' ! -name 'ucx*.c' | sort)
 flags="-g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
        -D_GNU_SOURCE -DTUTTI_VERSION_STRING=\"fuzz\" -I$src/include -I$src/src"
-# The library's sources are compiled once (into $out/obj, again only when a source is newer)
-# and shared by every harness.
+# The library's sources are compiled once (into $out/obj, again when the source or any header
+# is newer than its object: param.h's table, for one, defines what param.c compiles into) and
+# shared by every harness.
 mkdir -p "$out/obj"
+# shellcheck disable=SC2046
+newest_h=$(ls -t $(find "$src/src" "$src/include" -name '*.h') | head -1)
 for f in $all; do
     o="$out/obj/$(echo "${f#"$src"/}" | tr / _).o"
-    if [ ! -e "$o" ] || [ "$f" -nt "$o" ]; then
+    if [ ! -e "$o" ] || [ "$f" -nt "$o" ] || [ "$newest_h" -nt "$o" ]; then
         # shellcheck disable=SC2086
         clang $flags -c "$f" -o "$o"
     fi
