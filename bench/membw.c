@@ -22,7 +22,9 @@
  * Output (CSV on stdout): kernel,nranks,threads,bytes,reps,best_us,gbps with gbps = bytes / best
  * time (1 GB = 1e9 B); the hand-off line has kernel "handoff", bytes 64 and best_us one way.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #if defined(__x86_64__)
 #include <immintrin.h>

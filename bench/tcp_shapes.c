@@ -24,7 +24,9 @@
  *   tcp_shapes client ADDR PORT S ITERS SHAPE    (on the other; prints the time per call)
  *
  * bench/tcp_shapes runs it between two network namespaces, the shapes interleaved. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
