@@ -160,6 +160,7 @@ int main(int argc, char **argv)
         }
     }
     static const char *names[] = {"exchange", "rd", "ring", "staged", "rd4"};
-    if (!server) printf("%s %zu %.1f\n", names[shape > 4 ? 4 : shape], S, (now() - t0) / iters * 1e6);
+    if (!server)
+        printf("%s %zu %.1f\n", names[shape > 4 ? 4 : shape], S, (now() - t0) / iters * 1e6);
     return 0;
 }
