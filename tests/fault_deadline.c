@@ -18,7 +18,8 @@
  *     second Send that rank 0 never makes (after a first one, so that it fails in the data path,
  *     not while connecting) and fails at its 2 s deadline, then lives on for 7 s with
  *     its communicator failed but not destroyed. Rank 2 must fail long before its own deadline
- *     (the receive side's shutdown reaches it up the connection), naming rank 1. Run twice: the
+ *     (rank 1's failed communicator writes its reason back up the connection, then shuts its
+ *     side down), with rank 1's reason: it waited for rank 0. Run twice: the
  *     connection a shared pair (both ranks ask for one socket), then two one-way streams.
  * Nothing may hang: the parent kills stragglers. */
 #include <signal.h>
@@ -223,8 +224,11 @@ static int p2p_receiver_failed_child(const ncclUniqueId *id, int rank)
     printf("rank 2: send to rank 1 returned %d after %.2f s: %s\n", (int)res, took, msg);
     if (res == ncclSuccess) return fail(rank, "1 GiB of sends nobody receives succeeded");
     if (took > 6.0) return fail(rank, "the sender learned of its receiver's failure too late");
-    if (strstr(msg, "Send") == NULL || strstr(msg, "rank 1") == NULL)
-        return fail(rank, "the error does not name the Send and rank 1");
+    if (strstr(msg, "Send") == NULL || strstr(msg, "peer rank 1 failed") == NULL)
+        return fail(rank, "the error does not name the Send and rank 1's failure");
+    /* Rank 1's own reason, sent back up the connection: what it waited for. */
+    if (strstr(msg, "waiting for data from rank 0") == NULL)
+        return fail(rank, "the error does not say what rank 1 waited for");
     ncclCommDestroy(comm);
     free(buf);
     return 0;

@@ -176,30 +176,38 @@ static bool live(bool ready, const struct tt_conn *c)
     return ready && c->transport != NULL;
 }
 
-/* The communicator failed: its peers across sockets learn it at once from their connections
- * (the local team's mailboxes tell the others). Ring and Tree connections are made at init and
- * never change; point-to-point ones are looked at only when no other thread is making one. */
+/* A receive connection's sender learns why this communicator failed (the thread that failed
+ * it holds the reason), then the connection is shut down. */
+static void end_recv(struct tt_conn *c, int code, const char *reason)
+{
+    if (c->transport->notify_back) c->transport->notify_back(c, code, reason);
+    if (c->transport->shutdown) c->transport->shutdown(c);
+}
+
+/* The communicator failed: its peers across sockets learn it at once from their connections,
+ * receive connections' senders with the reason (the local team's mailboxes tell the others).
+ * Ring and Tree connections are made at init and never change; point-to-point ones are looked
+ * at only when no other thread is making one. */
 static void shutdown_conns(void *arg)
 {
     struct ncclComm *comm = arg;
-    struct tt_conn *fixed[2] = {&comm->ring.send, &comm->ring.recv};
-    for (int i = 0; i < 2; i++)
-        if (fixed[i]->transport && fixed[i]->transport->shutdown)
-            fixed[i]->transport->shutdown(fixed[i]);
+    int code = atomic_load(&comm->st.async_error);
+    const char *reason = tt_error_last();
+    if (comm->ring.send.transport && comm->ring.send.transport->shutdown)
+        comm->ring.send.transport->shutdown(&comm->ring.send);
+    if (comm->ring.recv.transport) end_recv(&comm->ring.recv, code, reason);
     for (int r = 0; comm->tree_ready && r < comm->st.nranks; r++) {
         struct tt_tree_link *l = &comm->tree[r];
         if (live(l->send_ready, &l->send) && l->send.transport->shutdown)
             l->send.transport->shutdown(&l->send);
-        if (live(l->recv_ready, &l->recv) && l->recv.transport->shutdown)
-            l->recv.transport->shutdown(&l->recv);
+        if (live(l->recv_ready, &l->recv)) end_recv(&l->recv, code, reason);
     }
     if (pthread_mutex_trylock(&comm->bootstrap_lock) != 0) return;
     for (int r = 0; r < comm->st.nranks; r++) {
         struct tt_p2p_peer *p = &comm->p2p[r];
         if (live(p->send_ready, &p->send) && p->send.transport->shutdown)
             p->send.transport->shutdown(&p->send);
-        if (live(p->recv_ready, &p->recv) && p->recv.transport->shutdown)
-            p->recv.transport->shutdown(&p->recv);
+        if (live(p->recv_ready, &p->recv)) end_recv(&p->recv, code, reason);
     }
     pthread_mutex_unlock(&comm->bootstrap_lock);
 }

@@ -444,6 +444,14 @@ static void tcp_fail_notify(struct tt_conn *conn, int code, const char *reason)
     }
 }
 
+/* Receiver, any thread: write_back_error reads only what connect set (the descriptors, and
+ * whether the pair is shared), and the way back carries nothing else from this side. */
+static void tcp_notify_back(struct tt_conn *conn, int code, const char *reason)
+{
+    const struct tcp_conn *tc = conn->priv;
+    if (tc != NULL && conn->dir == TT_CONN_RECV) write_back_error(tc, code, reason);
+}
+
 /* Sender: the receiver's error frame, read back from socket 0 or the control socket (whatever
  * else arrives there is a broken stream). */
 static ncclResult_t tcp_peer_error(struct tt_conn *conn)
@@ -519,6 +527,7 @@ const struct tt_transport tt_transport_tcp = {
     .progress = tcp_progress,
     .shutdown = tcp_shutdown,
     .fail_notify = tcp_fail_notify,
+    .notify_back = tcp_notify_back,
     .peer_error = tcp_peer_error,
     .ctx_fini = tt_tcp_ctx_fini,
 };

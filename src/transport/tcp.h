@@ -54,11 +54,12 @@
  * its payload is never handed out. A sender whose communicator fails ends its stream with an
  * error frame: check word (k mod 2^32) XOR TCP_ERROR_MAGIC, the descriptor's count holding the
  * ncclResult_t it failed with (2..7), and its reason (at most TCP_ERROR_BYTES, not
- * terminated) as the payload; the receiver fails with that code and reason. A collective's
- * receive side whose collective fails writes one such frame (frame number 0) back up socket 0,
- * which otherwise carries nothing that way: a sender stalled on a receiver that stopped reading
- * learns why. A point-to-point receive side writes none: its shutdown ends socket 0's way back,
- * which is all its stalled sender learns. */
+ * terminated) as the payload; the receiver fails with that code and reason. A receive side
+ * whose communicator fails writes one such frame (frame number 0) back up socket 0, which
+ * otherwise carries nothing that way (a collective's receive side when its collective fails,
+ * fail_notify; every receive side when the communicator fails, notify_back, from the thread
+ * that failed it): a sender stalled on a receiver that stopped reading learns why. A sender
+ * reads only the first such frame. */
 #ifndef TT_TRANSPORT_TCP_H
 #define TT_TRANSPORT_TCP_H
 

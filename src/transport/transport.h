@@ -155,6 +155,12 @@ struct tt_transport {
      * only from the thread that drives the connection. May be NULL (shared memory: the local
      * team's mailboxes carry the reason). */
     void (*fail_notify)(struct tt_conn *conn, int code, const char *reason);
+    /* Receiver whose communicator failed: tell the peer's sender why, from any thread (a
+     * connection another thread may be driving): one small write of an error frame where
+     * nothing else writes (TCP: socket 0's way back, or a shared pair's control socket), read
+     * by the sender's peer_error. Best effort; the caller shuts the connection down next. May
+     * be NULL. */
+    void (*notify_back)(struct tt_conn *conn, int code, const char *reason);
     /* Sender: whether the receiver sent back why it failed (fail_notify on a receive
      * connection answers up the stream): that error, else ncclSuccess. Slow path only (a
      * stalled sender); may be NULL. */
