@@ -192,7 +192,10 @@ static void shutdown_conns(void *arg)
 {
     struct ncclComm *comm = arg;
     int code = atomic_load(&comm->st.async_error);
+    /* The failing thread's last error: the cause, except where a batch over several
+     * communicators failed them all with one (it names the first one's operation). */
     const char *reason = tt_error_last();
+    if (reason == NULL || reason[0] == '\0') reason = "its communicator failed";
     if (comm->ring.send.transport && comm->ring.send.transport->shutdown)
         comm->ring.send.transport->shutdown(&comm->ring.send);
     if (comm->ring.recv.transport) end_recv(&comm->ring.recv, code, reason);

@@ -44,6 +44,9 @@ static ncclResult_t fail(struct tcp_conn *tc, ncclResult_t res)
         if (tc->ctl_fd >= 0) shutdown(tc->ctl_fd, SHUT_WR);
         return res;
     }
+    /* A one-way receive side says why on socket 0's way back before it ends both ways (a
+     * sender stalled on it reads that; after the shutdown nothing more could be written). */
+    if (tc->dir == TT_CONN_RECV && !tc->peer_said) write_back_error(tc, (int)res, tt_error_last());
     /* A shared send side ends only its own direction. */
     int how = tc->shared ? SHUT_WR : SHUT_RDWR;
     for (int k = 0; k < TCP_MAX_SOCKS; k++)
@@ -445,7 +448,8 @@ static void tcp_fail_notify(struct tt_conn *conn, int code, const char *reason)
 }
 
 /* Receiver, any thread: write_back_error reads only what connect set (the descriptors, and
- * whether the pair is shared), and the way back carries nothing else from this side. */
+ * whether the pair is shared), and the way back carries nothing from this side but error
+ * frames (fail's, fail_notify's and this one: the sender reads the first). */
 static void tcp_notify_back(struct tt_conn *conn, int code, const char *reason)
 {
     const struct tcp_conn *tc = conn->priv;
