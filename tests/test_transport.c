@@ -700,7 +700,8 @@ static bool run_kill_receiver(const struct tt_transport *t, int rank, int ctl, u
     return ok;
 }
 
-/* A failing rank tells its peer why (fail_notify on both sides, then shutdown): the peer
+/* A failing rank tells its peer why (fail_notify on its send side, notify_back on its receive
+ * side, then shutdown): the peer
  * receives intact messages (those still queued when the error frame arrives may be dropped),
  * then the failure's code. A sender asking whether its receiver
  * failed (peer_error) must never eat the frames of a shared socket's other direction. */
@@ -715,7 +716,7 @@ static bool run_fail_notify(const struct tt_transport *t, int rank, int ctl, uin
         struct stream s = {&c.send[0], 1, 0, UINT64_MAX, MSGS, 0, 0, false};
         ok = drive(&c, &s, 1, NULL, 0, STEP_TIMEOUT_MS);
         t->fail_notify(&c.send[0], ncclInvalidUsage, "rank 1 gave up");
-        t->fail_notify(&c.recv[0], ncclInvalidUsage, "rank 1 gave up");
+        t->notify_back(&c.recv[0], ncclInvalidUsage, "rank 1 gave up");
         t->shutdown(&c.send[0]);
         t->shutdown(&c.recv[0]);
         ok = ctl_read(ctl, &token, 1, STEP_TIMEOUT_MS) && ok; /* rank 0 is done */
@@ -760,7 +761,7 @@ static bool stuck_sender(const struct tt_transport *t, int rank, int ctl, uint64
     if (ok && rank == 1) {
         ok = ctl_read(ctl, &token, 1, STEP_TIMEOUT_MS); /* rank 0 is stuck */
         if (notify)
-            t->fail_notify(&c.recv[0], ncclInvalidUsage, "rank 1 stopped reading");
+            t->notify_back(&c.recv[0], ncclInvalidUsage, "rank 1 stopped reading");
         else
             t->shutdown(&c.recv[0]);
         ok = ctl_read(ctl, &token, 1, STEP_TIMEOUT_MS) && ok; /* rank 0 is done */

@@ -216,21 +216,17 @@ static void shutdown_conns(void *arg)
 }
 
 /* A collective failed on this rank (its thread calls, before shutdown_conns): the peers at the
- * other end of the collectives' connections, both ways, read why, and fail with the same
- * code. */
+ * other end of the collectives' send connections read why, and fail with the same code (the
+ * receive connections' senders learn it from shutdown_conns, which follows at once). */
 static void tell_coll_peers(void *arg, ncclResult_t res, const char *reason)
 {
     struct ncclComm *comm = arg;
-    struct tt_conn *ring[2] = {&comm->ring.send, &comm->ring.recv};
-    for (int i = 0; i < 2; i++)
-        if (ring[i]->transport && ring[i]->transport->fail_notify)
-            ring[i]->transport->fail_notify(ring[i], (int)res, reason);
+    if (comm->ring.send.transport && comm->ring.send.transport->fail_notify)
+        comm->ring.send.transport->fail_notify(&comm->ring.send, (int)res, reason);
     for (int r = 0; comm->tree_ready && r < comm->st.nranks; r++) {
         struct tt_tree_link *l = &comm->tree[r];
         if (live(l->send_ready, &l->send) && l->send.transport->fail_notify)
             l->send.transport->fail_notify(&l->send, (int)res, reason);
-        if (live(l->recv_ready, &l->recv) && l->recv.transport->fail_notify)
-            l->recv.transport->fail_notify(&l->recv, (int)res, reason);
     }
 }
 

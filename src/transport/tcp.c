@@ -34,19 +34,17 @@ static void write_back_error(const struct tcp_conn *tc, int code, const char *re
 static ncclResult_t fail(struct tcp_conn *tc, ncclResult_t res)
 {
     tc->failed = res;
+    /* A receive side says why on its way back first (the peer's sender, which may be stalled
+     * on this side, reads it; after the shutdown nothing more could be written), unless the
+     * peer's own error frame ended the stream. */
+    if (tc->dir == TT_CONN_RECV && !tc->peer_said) write_back_error(tc, (int)res, tt_error_last());
     if (tc->shared && tc->dir == TT_CONN_RECV) {
         /* The data sockets carry the pair's frames the other way and stay up (shutting their
          * reading half, then the pair its writing half, would make the kernel answer the
-         * peer's data with a reset). The peer's sender, which may be stalled on this side,
-         * reads why on the control socket (unless the peer's own error frame ended the
-         * stream), then its end. */
-        if (!tc->peer_said) write_back_error(tc, (int)res, tt_error_last());
+         * peer's data with a reset): only the control socket ends. */
         if (tc->ctl_fd >= 0) shutdown(tc->ctl_fd, SHUT_WR);
         return res;
     }
-    /* A one-way receive side says why on socket 0's way back before it ends both ways (a
-     * sender stalled on it reads that; after the shutdown nothing more could be written). */
-    if (tc->dir == TT_CONN_RECV && !tc->peer_said) write_back_error(tc, (int)res, tt_error_last());
     /* A shared send side ends only its own direction. */
     int how = tc->shared ? SHUT_WR : SHUT_RDWR;
     for (int k = 0; k < TCP_MAX_SOCKS; k++)
@@ -421,11 +419,7 @@ static void write_back_error(const struct tcp_conn *tc, int code, const char *re
 static void tcp_fail_notify(struct tt_conn *conn, int code, const char *reason)
 {
     struct tcp_conn *tc = conn->priv;
-    if (tc == NULL || tc->failed != ncclSuccess) return;
-    if (conn->dir != TT_CONN_SEND) {
-        write_back_error(tc, code, reason);
-        return;
-    }
+    if (tc == NULL || tc->failed != ncclSuccess || conn->dir != TT_CONN_SEND) return;
     uint64_t deadline = tt_time_ns() + TCP_ERROR_FLUSH_NS;
     for (;;) {
         if (flush(conn, tc) != ncclSuccess) return;
@@ -449,7 +443,7 @@ static void tcp_fail_notify(struct tt_conn *conn, int code, const char *reason)
 
 /* Receiver, any thread: write_back_error reads only what connect set (the descriptors, and
  * whether the pair is shared), and the way back carries nothing from this side but error
- * frames (fail's, fail_notify's and this one: the sender reads the first). */
+ * frames (fail's and this one: the sender reads the first). */
 static void tcp_notify_back(struct tt_conn *conn, int code, const char *reason)
 {
     const struct tcp_conn *tc = conn->priv;

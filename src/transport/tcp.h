@@ -56,10 +56,10 @@
  * ncclResult_t it failed with (2..7), and its reason (at most TCP_ERROR_BYTES, not
  * terminated) as the payload; the receiver fails with that code and reason. A receive side
  * whose communicator fails writes one such frame (frame number 0) back up socket 0, which
- * otherwise carries nothing that way (a collective's receive side when its collective fails,
- * fail_notify; every receive side when the communicator fails, notify_back, from the thread
- * that failed it): a sender stalled on a receiver that stopped reading learns why. A sender
- * reads only the first such frame. */
+ * otherwise carries nothing that way (every receive side when its communicator fails,
+ * notify_back, from the thread that failed it; one whose own stream broke, as it fails): a
+ * sender stalled on a receiver that stopped reading learns why. A sender reads only the first
+ * such frame. */
 #ifndef TT_TRANSPORT_TCP_H
 #define TT_TRANSPORT_TCP_H
 

@@ -161,9 +161,9 @@ struct tt_transport {
      * by the sender's peer_error. Best effort; the caller shuts the connection down next. May
      * be NULL. */
     void (*notify_back)(struct tt_conn *conn, int code, const char *reason);
-    /* Sender: whether the receiver sent back why it failed (fail_notify on a receive
-     * connection answers up the stream): that error, else ncclSuccess. Slow path only (a
-     * stalled sender); may be NULL. */
+    /* Sender: whether the receiver sent back why it failed (notify_back, or its receive side
+     * broke and its transport said so), or shut its side down with frames still to go: that
+     * error, else ncclSuccess. Slow path only (a stalled sender); may be NULL. */
     ncclResult_t (*peer_error)(struct tt_conn *conn);
     /* Free per-communicator state kept in the ctx (may be NULL). */
     void (*ctx_fini)(struct tt_transport_ctx *ctx);
