@@ -89,6 +89,30 @@ ncclResult_t tuttiAlltoAllV(const void *sendbuff, const size_t sendcounts[],
                             const size_t rdispls[], ncclDataType_t datatype, ncclComm_t comm,
                             cudaStream_t stream);
 
+/* AllGather with a count per rank (MPI's Allgatherv): rank p contributes counts[p] elements,
+ * its sendbuff, and every rank receives them at recvbuff + displs[p] elements. counts and
+ * displs have one entry per rank and must be the same on every rank; a count that differs from
+ * a peer's is ncclInvalidUsage (the descriptor check), a layout that differs is wrong data. In
+ * place when sendbuff is recvbuff + displs[rank]. What PyTorch's all_gather of tensors of
+ * different sizes needs. It runs as one group of a Broadcast rooted at each rank with a nonzero
+ * count (as PyTorch's NCCL backend does), so it takes a host stream, joins an enclosing group,
+ * and has every algorithm and transport Broadcast has. Blocks of recvbuff must not overlap. Every
+ * argument is checked before anything is issued: an error issues nothing. */
+ncclResult_t tuttiAllGatherV(const void *sendbuff, void *recvbuff, const size_t counts[],
+                             const size_t displs[], ncclDataType_t datatype, ncclComm_t comm,
+                             cudaStream_t stream);
+
+/* ReduceScatter with a count per rank (MPI's Reduce_scatter, with displacements): block p of
+ * every rank's sendbuff, counts[p] elements at sendbuff + displs[p] elements, is reduced with
+ * `op` into rank p's recvbuff (counts[rank] elements). counts and displs have one entry per
+ * rank and must be the same on every rank, as for tuttiAllGatherV. In place when recvbuff is
+ * sendbuff + displs[rank]. Every operator ncclReduceScatter takes, ncclAvg and
+ * ncclRedOpCreatePreMulSum's included. It runs as one group of a Reduce rooted at each rank with
+ * a nonzero count, and checks every argument before anything is issued. */
+ncclResult_t tuttiReduceScatterV(const void *sendbuff, void *recvbuff, const size_t counts[],
+                                 const size_t displs[], ncclDataType_t datatype, ncclRedOp_t op,
+                                 ncclComm_t comm, cudaStream_t stream);
+
 /* Per-operation events: tell when one operation completed, and with what error, however it was
  * issued (what a PyTorch Work or any asynchronous caller waits on). tuttiEventRecord marks the
  * point after every operation `comm` has issued so far on `stream` (a host stream), or, with

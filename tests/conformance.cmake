@@ -13,6 +13,9 @@ if(TARGET tutti-run)
     target_link_libraries(${t} PRIVATE tutti m)
   endforeach()
   # api_conformance's tests are spread over three files that share one set of helpers.
+  add_executable(collv ${CMAKE_SOURCE_DIR}/tests/collv.c ${CMAKE_SOURCE_DIR}/tests/harness.c)
+  target_compile_options(collv PRIVATE ${TUTTI_WARNINGS})
+  target_link_libraries(collv PRIVATE tutti m)
   target_sources(api_conformance PRIVATE ${CMAKE_SOURCE_DIR}/tests/api_conformance_colls.c
                                          ${CMAKE_SOURCE_DIR}/tests/api_conformance_groups.c
                                          ${CMAKE_SOURCE_DIR}/tests/api_conformance_common.c)
@@ -50,6 +53,12 @@ if(TARGET tutti-run)
     tutti_conformance_test(alltoallv_n${n} ${n} 60 api "${env}" alltoallv)
   endforeach()
   tutti_conformance_test(alltoallv_n3_tcp 3 60 api "${env};NCCL_SHM_DISABLE=1" alltoallv)
+  # tuttiAllGatherV and tuttiReduceScatterV: the same, and ranks that disagree on a count.
+  foreach(n 2 3 4)
+    tutti_conformance_test(collv_n${n} ${n} 90 api "${env}" collv)
+  endforeach()
+  tutti_conformance_test(collv_n3_tcp 3 90 api "${env};NCCL_SHM_DISABLE=1" collv)
+  tutti_conformance_test(collv_mismatch_n3 3 60 api "TUTTI_TIMEOUT_MS=5000" collv mismatch)
   tutti_conformance_test(events_n2_tcp 2 60 api "${env};NCCL_SHM_DISABLE=1" events)
   tutti_conformance_test(events_errors_n2 2 60 api "TUTTI_TIMEOUT_MS=2000" events errors)
   # Host streams and events drive batches from several threads: make tsan runs them too.

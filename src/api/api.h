@@ -24,7 +24,6 @@
  * and the argument, and returns its code; ncclSuccess when the argument is fine. */
 ncclResult_t tt_api_check_ptr(const void *ptr, const char *caller, const char *arg);
 ncclResult_t tt_api_check_dtype(ncclDataType_t dtype, const char *caller);
-ncclResult_t tt_api_check_op(ncclRedOp_t op, const char *caller);
 ncclResult_t tt_api_check_stream(cudaStream_t stream, const char *caller);
 /* `rank` (named `arg` in the message) must lie in [0, nranks). */
 ncclResult_t tt_api_check_rank(int rank, int nranks, const char *caller, const char *arg);

@@ -22,19 +22,6 @@ ncclResult_t tt_api_check_dtype(ncclDataType_t dtype, const char *caller)
     return ncclSuccess;
 }
 
-ncclResult_t tt_api_check_op(ncclRedOp_t op, const char *caller)
-{
-    if ((int)op < 0)
-        return TT_ERROR(ncclInvalidArgument, "%s: op %d is not an ncclRedOp_t", caller, (int)op);
-    if ((int)op >= (int)ncclNumOps)
-        return TT_ERROR(ncclInvalidArgument,
-                        "%s: op %d is not a built-in operator (sum, prod, max, min, avg = 0 to "
-                        "%d); user-defined operators (ncclRedOpCreatePreMulSum) are not "
-                        "supported yet in Tutti",
-                        caller, (int)op, (int)ncclNumOps - 1);
-    return ncclSuccess;
-}
-
 ncclResult_t tt_api_check_stream(cudaStream_t stream, const char *caller)
 {
     return tt_stream_check_op(stream, caller);

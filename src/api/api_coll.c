@@ -200,6 +200,83 @@ TT_API ncclResult_t pncclRecv(void *recvbuff, size_t count, ncclDataType_t datat
 }
 TT_API_ALIAS(ncclRecv);
 
+/* What every vector variant checks of one block before anything is issued: its end, in bytes,
+ * fits in size_t, and a buffer it has elements in is not NULL (`buf` NULL: not this rank's). */
+static ncclResult_t check_block(const char *caller, const char *name, const void *buf,
+                                size_t count, size_t displ, size_t elem, int peer)
+{
+    size_t end;
+    if (__builtin_add_overflow(displ, count, &end) || __builtin_mul_overflow(end, elem, &end))
+        return TT_ERROR(ncclInvalidArgument,
+                        "%s: the count and displacement of %s for rank %d overflow the address "
+                        "space", caller, name, peer);
+    if (count > 0) TT_TRY(tt_api_check_buffer(buf, 1, caller, name));
+    return ncclSuccess;
+}
+
+/* The checks every vector variant starts with; sets *nranks. */
+static ncclResult_t check_vector(const char *caller, ncclComm_t comm, cudaStream_t stream,
+                                 ncclDataType_t datatype, int *nranks)
+{
+    tt_error_clear();
+    TT_TRY(tt_comm_check(comm, caller));
+    *nranks = tt_comm_nranks(comm);
+    tt_log_set_rank(tt_comm_rank(comm));
+    TT_TRY(tt_api_check_stream(stream, caller));
+    return tt_api_check_dtype(datatype, caller);
+}
+
+/* Issues the n operations a vector variant is made of as one group (joining an enclosing one);
+ * `make` fills operation p's arguments and says whether it has any. An operation's argument
+ * error fails the group, so an error issues nothing. */
+static ncclResult_t run_grouped(const char *caller, ncclComm_t comm, int n, int per_peer,
+                                bool (*make)(const void *ctx, int p, int k,
+                                             struct tt_coll_args *args),
+                                const void *ctx)
+{
+    TT_TRY(tt_group_start());
+    ncclResult_t res = ncclSuccess;
+    for (int p = 0; p < n && res == ncclSuccess; p++) {
+        for (int k = 0; k < per_peer && res == ncclSuccess; k++) {
+            struct tt_coll_args args = {.op = ncclSum};
+            if (make(ctx, p, k, &args)) res = check_and_run(caller, &args, comm);
+        }
+    }
+    if (res != ncclSuccess && res != ncclInProgress) tt_group_note_error(res);
+    ncclResult_t end = tt_group_end(tt_comm_check);
+    return res != ncclSuccess ? res : end;
+}
+
+struct vector_args {
+    const char *sendbuff;
+    char *recvbuff;
+    const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
+    ncclDataType_t dtype;
+    ncclRedOp_t op;
+    size_t elem;
+    int rank;
+    cudaStream_t stream;
+};
+
+/* AlltoAllV's operations: a Send (k 0) and a Recv (k 1) per peer. */
+static bool make_alltoallv(const void *ctx, int p, int k, struct tt_coll_args *args)
+{
+    const struct vector_args *v = ctx;
+    args->dtype = v->dtype;
+    args->stream = v->stream;
+    args->peer = p;
+    if (k == 0) {
+        args->coll = TT_COLL_SEND;
+        args->count = v->sendcounts[p];
+        args->sendbuff = v->sendbuff + v->sdispls[p] * v->elem;
+    } else {
+        args->coll = TT_COLL_RECV;
+        args->count = v->recvcounts[p];
+        args->recvbuff = v->recvbuff + v->rdispls[p] * v->elem;
+    }
+    return true;
+}
+
 /* tuttiAlltoAllV (include/tutti.h): every peer's counts and displacements checked first, then
  * one group of a Send and a Recv per peer through the same checks as ncclSend/ncclRecv. */
 TT_API ncclResult_t tuttiAlltoAllV(const void *sendbuff, const size_t sendcounts[],
@@ -209,44 +286,95 @@ TT_API ncclResult_t tuttiAlltoAllV(const void *sendbuff, const size_t sendcounts
 {
     TT_CALL_SCOPE;
     const char *caller = "tuttiAlltoAllV";
-    tt_error_clear();
-    TT_TRY(tt_comm_check(comm, caller));
-    int nranks = tt_comm_nranks(comm);
-    tt_log_set_rank(tt_comm_rank(comm));
-    TT_TRY(tt_api_check_stream(stream, caller));
-    TT_TRY(tt_api_check_dtype(datatype, caller));
+    int nranks;
+    TT_TRY(check_vector(caller, comm, stream, datatype, &nranks));
     TT_TRY(tt_api_check_ptr(sendcounts, caller, "sendcounts"));
     TT_TRY(tt_api_check_ptr(sdispls, caller, "sdispls"));
     TT_TRY(tt_api_check_ptr(recvcounts, caller, "recvcounts"));
     TT_TRY(tt_api_check_ptr(rdispls, caller, "rdispls"));
     size_t elem = tt_dtype_bytes(datatype);
     for (int p = 0; p < nranks; p++) {
-        size_t end;
-        if (__builtin_add_overflow(sdispls[p], sendcounts[p], &end) ||
-            __builtin_mul_overflow(end, elem, &end) ||
-            __builtin_add_overflow(rdispls[p], recvcounts[p], &end) ||
-            __builtin_mul_overflow(end, elem, &end))
-            return TT_ERROR(ncclInvalidArgument,
-                            "%s: the counts and displacements for peer %d overflow the address "
-                            "space", caller, p);
-        if (sendcounts[p] > 0) TT_TRY(tt_api_check_buffer(sendbuff, 1, caller, "sendbuff"));
-        if (recvcounts[p] > 0) TT_TRY(tt_api_check_buffer(recvbuff, 1, caller, "recvbuff"));
+        TT_TRY(check_block(caller, "sendbuff", sendbuff, sendcounts[p], sdispls[p], elem, p));
+        TT_TRY(check_block(caller, "recvbuff", recvbuff, recvcounts[p], rdispls[p], elem, p));
     }
-    TT_TRY(tt_group_start());
-    ncclResult_t res = ncclSuccess;
-    for (int p = 0; p < nranks && res == ncclSuccess; p++) {
-        struct tt_coll_args send = {.coll = TT_COLL_SEND, .count = sendcounts[p],
-                                    .sendbuff = (const char *)sendbuff + sdispls[p] * elem,
-                                    .dtype = datatype, .op = ncclSum, .peer = p,
-                                    .stream = stream};
-        struct tt_coll_args recv = {.coll = TT_COLL_RECV, .count = recvcounts[p],
-                                    .recvbuff = (char *)recvbuff + rdispls[p] * elem,
-                                    .dtype = datatype, .op = ncclSum, .peer = p,
-                                    .stream = stream};
-        res = check_and_run(caller, &send, comm);
-        if (res == ncclSuccess) res = check_and_run(caller, &recv, comm);
-    }
-    if (res != ncclSuccess && res != ncclInProgress) tt_group_note_error(res);
-    ncclResult_t end = tt_group_end(tt_comm_check);
-    return res != ncclSuccess ? res : end;
+    struct vector_args v = {.sendbuff = sendbuff, .recvbuff = recvbuff,
+                            .sendcounts = sendcounts, .sdispls = sdispls,
+                            .recvcounts = recvcounts, .rdispls = rdispls, .dtype = datatype,
+                            .elem = elem, .stream = stream};
+    return run_grouped(caller, comm, nranks, 2, make_alltoallv, &v);
+}
+
+/* AllGatherV's operations: a Broadcast rooted at each rank with a nonzero count, from this
+ * rank's sendbuff when it is the root. */
+static bool make_allgatherv(const void *ctx, int p, int k, struct tt_coll_args *args)
+{
+    const struct vector_args *v = ctx;
+    (void)k;
+    *args = (struct tt_coll_args){.coll = TT_COLL_BROADCAST, .count = v->recvcounts[p],
+                                  .sendbuff = p == v->rank ? v->sendbuff : NULL,
+                                  .recvbuff = v->recvbuff + v->rdispls[p] * v->elem,
+                                  .dtype = v->dtype, .op = ncclSum, .root = p,
+                                  .stream = v->stream};
+    return args->count > 0;
+}
+
+/* ReduceScatterV's operations: a Reduce of block p rooted at rank p, into recvbuff there. */
+static bool make_reducescatterv(const void *ctx, int p, int k, struct tt_coll_args *args)
+{
+    const struct vector_args *v = ctx;
+    (void)k;
+    *args = (struct tt_coll_args){.coll = TT_COLL_REDUCE, .count = v->recvcounts[p],
+                                  .sendbuff = v->sendbuff + v->sdispls[p] * v->elem,
+                                  .recvbuff = p == v->rank ? v->recvbuff : NULL,
+                                  .dtype = v->dtype, .op = v->op, .root = p,
+                                  .stream = v->stream};
+    return args->count > 0;
+}
+
+/* The checks tuttiAllGatherV and tuttiReduceScatterV share, then their group. `gathered` is
+ * the buffer holding every rank's block (AllGatherV's recvbuff, ReduceScatterV's sendbuff);
+ * `own` the one holding this rank's block alone. */
+static ncclResult_t run_rooted_v(const char *caller, struct vector_args *v, const void *own,
+                                 const char *own_name, const void *gathered,
+                                 const char *gathered_name, ncclComm_t comm,
+                                 bool (*make)(const void *ctx, int p, int k,
+                                              struct tt_coll_args *args))
+{
+    int nranks;
+    TT_TRY(check_vector(caller, comm, v->stream, v->dtype, &nranks));
+    TT_TRY(tt_api_check_ptr(v->recvcounts, caller, "counts"));
+    TT_TRY(tt_api_check_ptr(v->rdispls, caller, "displs"));
+    v->rank = tt_comm_rank(comm);
+    v->elem = tt_dtype_bytes(v->dtype);
+    for (int p = 0; p < nranks; p++)
+        TT_TRY(check_block(caller, gathered_name, gathered, v->recvcounts[p], v->rdispls[p],
+                           v->elem, p));
+    TT_TRY(check_block(caller, own_name, own, v->recvcounts[v->rank], 0, v->elem, v->rank));
+    return run_grouped(caller, comm, nranks, 1, make, v);
+}
+
+TT_API ncclResult_t tuttiAllGatherV(const void *sendbuff, void *recvbuff, const size_t counts[],
+                                    const size_t displs[], ncclDataType_t datatype,
+                                    ncclComm_t comm, cudaStream_t stream)
+{
+    TT_CALL_SCOPE;
+    struct vector_args v = {.sendbuff = sendbuff, .recvbuff = recvbuff, .recvcounts = counts,
+                            .rdispls = displs, .dtype = datatype, .op = ncclSum,
+                            .stream = stream};
+    return run_rooted_v("tuttiAllGatherV", &v, sendbuff, "sendbuff", recvbuff, "recvbuff", comm,
+                        make_allgatherv);
+}
+
+TT_API ncclResult_t tuttiReduceScatterV(const void *sendbuff, void *recvbuff,
+                                        const size_t counts[], const size_t displs[],
+                                        ncclDataType_t datatype, ncclRedOp_t op,
+                                        ncclComm_t comm, cudaStream_t stream)
+{
+    TT_CALL_SCOPE;
+    /* ReduceScatterV reads its blocks from sendbuff at the displacements. */
+    struct vector_args v = {.sendbuff = sendbuff, .recvbuff = recvbuff, .recvcounts = counts,
+                            .sdispls = displs, .rdispls = displs, .dtype = datatype, .op = op,
+                            .stream = stream};
+    return run_rooted_v("tuttiReduceScatterV", &v, recvbuff, "recvbuff", sendbuff, "sendbuff",
+                        comm, make_reducescatterv);
 }
