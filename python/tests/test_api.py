@@ -395,6 +395,18 @@ def argument_errors(world):
     raises(ValueError, world.broadcast, f, root=n, match="root %d out of range" % n)
     raises(ValueError, world.send, f, -1, match="peer -1 out of range")
     raises(TypeError, world.all_reduce, [1.0, 2.0], match="buffer protocol")
+    # The vector variants check their layouts before C.
+    raises(ValueError, world.all_gather_v, f, np.zeros(4 * n, np.float32), [4] * (n + 1),
+           match="needs %d counts" % n)
+    raises(ValueError, world.all_gather_v, f, np.zeros(4 * n - 1, np.float32), [4] * n,
+           match="needs %d" % (4 * n))
+    raises(ValueError, world.reduce_scatter_v, f, f, [1] * n, [0] * (n - 1) + [-1],
+           match="must not be negative")
+    raises(ValueError, world.reduce_scatter_v, np.zeros(n, np.float32), f, [2] * n,
+           match="needs %d" % (2 * n))
+    raises(TypeError, world.alltoall_v, f, [1.5] * n, f, [1] * n, match="must be an int")
+    raises(ValueError, world.alltoall_v, np.zeros(n, np.float32), [1] * n,
+           np.zeros(2 * n - 1, np.float32), [2] * n, match="needs %d" % (2 * n))
     raises(TypeError, world.all_reduce, f, op=1.5)
     raises(ValueError, world.all_reduce, f, op="median", match="unknown reduction op")
     raises(TypeError, tutti.Comm, 2, b"x" * 128, "0")

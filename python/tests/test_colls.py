@@ -82,6 +82,31 @@ def main():
                 comm.reduce_scatter(big, big[rank * count:(rank + 1) * count], redop, **kw)
                 fail.check(big[rank * count:(rank + 1) * count], mine,
                            "reduce_scatter in place " + what)
+
+                # ReduceScatterV: block r holds count - r elements (none past count), at the
+                # counts' running sums; then in place, with a gap of one after each block.
+                cnt = [max(count - r, 0) for r in range(n)]
+                at = np.cumsum([0] + cnt)
+                vals, enc = inputs(dt, op, int(at[-1]))
+                full = ref.reduce_ref(vals, dt, op, n)
+                mine = full[at[rank]:at[rank] + cnt[rank]]
+                big = alloc(int(at[-1]), dt)
+                big[:] = enc[rank]
+                out = alloc(cnt[rank], dt)
+                comm.reduce_scatter_v(big, out, cnt, op=redop, **kw)
+                fail.check(out, mine, "reduce_scatter_v " + what)
+                fail.check(big, enc[rank], "reduce_scatter_v sendbuf untouched " + what)
+                gapped = [int(at[r]) + r for r in range(n)]
+                wide = alloc(int(at[-1]) + n, dt)
+                for r in range(n):
+                    wide[gapped[r]:gapped[r] + cnt[r]] = enc[rank][at[r]:at[r] + cnt[r]]
+                    wide[gapped[r] + cnt[r]] = enc[rank][0] if count else 0
+                before = wide.copy()
+                own = wide[gapped[rank]:gapped[rank] + cnt[rank]]
+                comm.reduce_scatter_v(wide, own, cnt, gapped, op=redop, **kw)
+                fail.check(own, mine, "reduce_scatter_v in place " + what)
+                before[gapped[rank]:gapped[rank] + cnt[rank]] = mine
+                fail.check(wide, before, "reduce_scatter_v in place, the rest " + what)
             if op == "premul":
                 redop.destroy()
 
@@ -113,6 +138,26 @@ def main():
             big[rank * count:(rank + 1) * count] = block[rank]
             comm.all_gather(big[rank * count:(rank + 1) * count], big, **kw)
             fail.check(big, gathered, "all_gather in place " + what)
+
+            # AllGatherV: rank r gives its first count - r elements (none past count).
+            cnt = [max(count - r, 0) for r in range(n)]
+            want = np.concatenate([enc[r][:cnt[r]] for r in range(n)])
+            src = alloc(cnt[rank], dt)
+            src[:] = enc[rank][:cnt[rank]]
+            dst = alloc(int(sum(cnt)), dt)
+            comm.all_gather_v(src, dst, cnt, **kw)
+            fail.check(dst, want, "all_gather_v " + what)
+
+            # AlltoAllV: rank i sends (i + j) % 3 * count elements to rank j, from its input's
+            # start (every block from the same elements), to the counts' running sums.
+            sc = [(rank + j) % 3 * count for j in range(n)]
+            rc = [(i + rank) % 3 * count for i in range(n)]
+            src = alloc(max(sc + [0]), dt)
+            src[:] = enc[rank][:len(src)] if len(src) <= len(enc[rank]) else 0
+            dst = alloc(sum(rc), dt)
+            comm.alltoall_v(src, sc, dst, rc, [0] * n, **kw)
+            want = np.concatenate([enc[i][:rc[i]] for i in range(n)])
+            fail.check(dst, want, "alltoall_v " + what)
 
             # AlltoAll: block j of rank i's input goes to block i of rank j's output.
             src = alloc(count * n, dt)

@@ -532,6 +532,70 @@ class Comm:
                                     root), (s, r), stream)
         return recvbuf
 
+    # -- vector variants (Tutti extensions) --
+
+    def _layout(self, counts, displs, what):
+        """counts and displs (None: the counts' running sums) as ctypes size_t arrays of one
+        entry per rank, and the number of elements the layout spans."""
+        n = self.size
+        counts = [_check_count(c, "%s counts" % what) for c in counts]
+        if len(counts) != n:
+            raise ValueError("%s needs %d counts (one per rank), got %d" % (what, n, len(counts)))
+        if displs is None:
+            displs, at = [], 0
+            for c in counts:
+                displs.append(at)
+                at += c
+        else:
+            displs = [_check_count(d, "%s displs" % what) for d in displs]
+            if len(displs) != n:
+                raise ValueError("%s needs %d displs (one per rank), got %d" %
+                                 (what, n, len(displs)))
+        span = max((d + c for c, d in zip(counts, displs) if c), default=0)
+        arr = ctypes.c_size_t * n
+        return arr(*counts), arr(*displs), span
+
+    def alltoall_v(self, sendbuf, sendcounts, recvbuf, recvcounts, sdispls=None, rdispls=None,
+                   *, dtype=None, stream=None):
+        """tuttiAlltoAllV: sendcounts[j] elements at sendbuf[sdispls[j]:] go to rank j;
+        recvcounts[i] elements from rank i land at recvbuf[rdispls[i]:]. Displacements default
+        to the counts' running sums; recvcounts[i] must equal rank i's sendcounts[this rank].
+        Returns recvbuf."""
+        dt, s, r = self._typed(dtype, (sendbuf, "sendbuf", False), (recvbuf, "recvbuf", True))
+        sc, sd, s_span = self._layout(sendcounts, sdispls, "alltoall_v send")
+        rc, rd, r_span = self._layout(recvcounts, rdispls, "alltoall_v recv")
+        self._need(s, s_span, "alltoall_v's send layout")
+        self._need(r, r_span, "alltoall_v's receive layout")
+        self._issue("tuttiAlltoAllV", (s.ptr, sc, sd, r.ptr, rc, rd, int(dt)), (s, r), stream)
+        return recvbuf
+
+    def all_gather_v(self, sendbuf, recvbuf, counts, displs=None, *, dtype=None, stream=None):
+        """tuttiAllGatherV: rank i's sendbuf (counts[i] elements) lands at recvbuf[displs[i]:]
+        on every rank (displs default to the counts' running sums). counts and displs must be
+        the same on every rank. In place when sendbuf is recvbuf's own block. Returns
+        recvbuf."""
+        dt, s, r = self._typed(dtype, (sendbuf, "sendbuf", False), (recvbuf, "recvbuf", True))
+        c, d, span = self._layout(counts, displs, "all_gather_v")
+        self._need(s, c[self.rank], "all_gather_v (counts[rank])")
+        self._need(r, span, "all_gather_v's layout")
+        self._issue("tuttiAllGatherV", (s.ptr, r.ptr, c, d, int(dt)), (s, r), stream)
+        return recvbuf
+
+    def reduce_scatter_v(self, sendbuf, recvbuf, counts, displs=None, op=_types.RedOp.SUM, *,
+                         dtype=None, stream=None):
+        """tuttiReduceScatterV: block i of sendbuf (counts[i] elements at displs[i], by default
+        the counts' running sums) is reduced over the ranks into rank i's recvbuf. counts and
+        displs must be the same on every rank. In place when recvbuf is sendbuf's own block.
+        Returns recvbuf."""
+        dt, s, r = self._typed(dtype, (sendbuf, "sendbuf", False), (recvbuf, "recvbuf", True))
+        c, d, span = self._layout(counts, displs, "reduce_scatter_v")
+        self._need(s, span, "reduce_scatter_v's layout")
+        self._need(r, c[self.rank], "reduce_scatter_v (counts[rank])")
+        redop = _types.as_redop(op)
+        self._issue("tuttiReduceScatterV", (s.ptr, r.ptr, c, d, int(dt), redop), (s, r),
+                    stream)
+        return recvbuf
+
     # -- point to point --
 
     def send(self, buf, peer, *, dtype=None, stream=None):
@@ -557,6 +621,14 @@ def _check_int(value, what):
         return operator.index(value)
     except TypeError:
         raise TypeError("%s must be an int, not %s" % (what, type(value).__name__)) from None
+
+
+def _check_count(value, what):
+    """A count or displacement: an int >= 0."""
+    value = _check_int(value, what)
+    if value < 0:
+        raise ValueError("%s must not be negative, got %d" % (what, value))
+    return value
 
 
 def init_from_env():
