@@ -2,8 +2,8 @@
 "tutti" backend through a FileStore (a file named after tutti-run's pid, which every rank
 shares as its parent). Every operation is checked exactly against what it must produce,
 computed here from the ranks' inputs: all_reduce with every operator over every datatype
-(bool and complex included), broadcast, reduce, all_gather and reduce_scatter (lists and
-single tensors), all_to_all_single (equal and uneven splits), all_to_all of lists, gather,
+(bool and complex included), broadcast, reduce, all_gather and reduce_scatter (lists, of
+equal and of different sizes, and single tensors), all_to_all_single (equal and uneven splits), all_to_all of lists, gather,
 scatter, barrier, send/recv and isend/irecv in both directions at once, batch_isend_irecv,
 an irecv posted across an all_to_all of its size (run over TCP too: TUTTI_TORCH_TEST_ONLY),
 non-contiguous tensors, async_op with wait(), is_completed() and get_future() (on a group
@@ -199,6 +199,20 @@ def check_collectives(rank, n):
     dist.reduce_scatter(rs, [torch.full((3,), q * 10 + rank, dtype=torch.int64)
                              for q in range(n)])
     assert torch.equal(rs, torch.full((3,), n * rank * 10 + ranks_sum)), rs
+    # lists of different sizes (tuttiAllGatherV, tuttiReduceScatterV): block q has q + 1
+    # elements of width 2, non-contiguous outputs among them
+    outs = [torch.zeros(2, q + 1).t() for q in range(n)]
+    dist.all_gather(outs, torch.full((rank + 1, 2), rank * 10.0 + 1))
+    for q in range(n):
+        assert torch.equal(outs[q], torch.full((q + 1, 2), q * 10.0 + 1)), outs
+    rs = torch.zeros(rank + 2, dtype=torch.int32)
+    dist.reduce_scatter(rs, [torch.arange(q + 2, dtype=torch.int32) * (rank + 1)
+                             for q in range(n)], op=dist.ReduceOp.SUM)
+    assert torch.equal(rs, torch.arange(rank + 2, dtype=torch.int32) * (n * (n + 1) // 2)), rs
+    rs = torch.zeros(rank + 1)
+    dist.reduce_scatter(rs, [torch.full((q + 1,), float(rank + q)) for q in range(n)],
+                        op=dist.ReduceOp.MIN)
+    assert torch.equal(rs, torch.full((rank + 1,), float(rank))), rs
     rst = torch.zeros(2)
     dist.reduce_scatter_tensor(rst, torch.arange(2 * n, dtype=torch.float32),
                                op=dist.ReduceOp.MAX)
@@ -495,6 +509,11 @@ def check_errors(rank, n):
                  "world_size x the output's elements")
     expect_error(lambda: dist.all_gather_into_tensor(torch.zeros(n, dtype=torch.int32),
                                                      torch.zeros(1)), "types differ")
+    expect_error(lambda: dist.all_gather([torch.zeros(1 + (q == rank)) for q in range(n)],
+                                         torch.zeros(1)), "this rank's output tensor")
+    expect_error(lambda: dist.reduce_scatter(torch.zeros(1), [torch.zeros(1 + (q == rank))
+                                                              for q in range(n)]),
+                 "this rank's input tensor")
     x = torch.ones(3)
     dist.all_reduce(x)
     assert torch.equal(x, torch.full((3,), float(n)))

@@ -174,7 +174,9 @@ class ProcessGroupTutti : public BackendBase {
   }
 
   // AllGather into a list of size() tensors: gathered into one contiguous buffer, copied out
-  // when it completes (the list's tensors need not be adjacent in memory).
+  // when it completes (the list's tensors need not be adjacent in memory). Tensors of different
+  // sizes, as PyTorch's NCCL backend takes them, go through tuttiAllGatherV: block q has output
+  // q's size, and this rank's output must have the input's.
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                            std::vector<at::Tensor>& inputs,
                                            const c10d::AllgatherOptions& /* opts */) override {
@@ -182,21 +184,31 @@ class ProcessGroupTutti : public BackendBase {
     at::Tensor& in = single(inputs, what);
     TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
                 "tutti: all_gather needs one list of ", getSize(), " output tensors");
+    std::vector<size_t> counts, displs;
+    size_t total = 0;
+    bool even = true;
     for (const at::Tensor& o : outputs[0]) {
       check_cpu(o, what);
       same_type(in, o, what);
-      TORCH_CHECK(o.numel() == in.numel(), "tutti: all_gather: every output tensor must have "
-                  "the input's ", in.numel(), " elements (got ", o.numel(), ")");
+      counts.push_back(static_cast<size_t>(o.numel()));
+      displs.push_back(total);
+      total += static_cast<size_t>(o.numel());
+      even = even && o.numel() == in.numel();
     }
+    TORCH_CHECK(outputs[0][getRank()].numel() == in.numel(), "tutti: all_gather: this rank's "
+                "output tensor (", getRank(), ") must have the input's ", in.numel(),
+                " elements (got ", outputs[0][getRank()].numel(), ")");
     Pending p;
     p.outputs = outputs[0];
     Buf src = buf(p.stage(in, true, false), what);
-    at::Tensor flat = at::empty({static_cast<int64_t>(getSize()) * in.numel()}, in.options());
+    at::Tensor flat = at::empty({static_cast<int64_t>(total)}, in.options());
     p.keep.push_back(flat);
     split_into(p, flat, outputs[0]);
     Buf dst = buf(flat, what);
     return issue(c10d::OpType::ALLGATHER, coll_stream_, std::move(p), [&](cudaStream_t s) {
-      return ncclAllGather(src.ptr, dst.ptr, src.count, src.dtype, comm_, s);
+      if (even) return ncclAllGather(src.ptr, dst.ptr, src.count, src.dtype, comm_, s);
+      return tuttiAllGatherV(src.ptr, dst.ptr, counts.data(), displs.data(), src.dtype, comm_,
+                             s);
     });
   }
 
@@ -238,7 +250,9 @@ class ProcessGroupTutti : public BackendBase {
     });
   }
 
-  // ReduceScatter from a list of size() tensors: concatenated into one buffer first.
+  // ReduceScatter from a list of size() tensors: concatenated into one buffer first. Tensors
+  // of different sizes go through tuttiReduceScatterV, block q the size of input q, which for
+  // this rank must be the output's.
   c10::intrusive_ptr<c10d::Work> reduce_scatter(
       std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
       const c10d::ReduceScatterOptions& opts) override {
@@ -247,14 +261,28 @@ class ProcessGroupTutti : public BackendBase {
     TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
                 "tutti: reduce_scatter needs one list of ", getSize(), " input tensors");
     ncclRedOp_t op = redop(opts.reduceOp, out.scalar_type(), what);
+    TORCH_CHECK(inputs[0][getRank()].numel() == out.numel(), "tutti: reduce_scatter: this "
+                "rank's input tensor (", getRank(), ") must have the output's ", out.numel(),
+                " elements (got ", inputs[0][getRank()].numel(), ")");
+    std::vector<size_t> counts, displs;
+    size_t total = 0;
+    bool even = true;
+    for (const at::Tensor& t : inputs[0]) {
+      counts.push_back(static_cast<size_t>(t.numel()));
+      displs.push_back(total);
+      total += static_cast<size_t>(t.numel());
+      even = even && t.numel() == out.numel();
+    }
     Pending p;
     p.outputs = outputs;
-    at::Tensor flat = concatenated(inputs[0], out, what);
+    at::Tensor flat = concatenated(inputs[0], out, what, even);
     p.keep.push_back(flat);
     Buf src = buf(flat, what);
     Buf dst = buf(p.stage(out, false, true), what);
     return issue(c10d::OpType::REDUCE_SCATTER, coll_stream_, std::move(p), [&](cudaStream_t s) {
-      return ncclReduceScatter(src.ptr, dst.ptr, dst.count, dst.dtype, op, comm_, s);
+      if (even) return ncclReduceScatter(src.ptr, dst.ptr, dst.count, dst.dtype, op, comm_, s);
+      return tuttiReduceScatterV(src.ptr, dst.ptr, counts.data(), displs.data(), dst.dtype, op,
+                                 comm_, s);
     });
   }
 
@@ -633,13 +661,14 @@ class ProcessGroupTutti : public BackendBase {
 
   // The list's tensors, each shaped like `like`, laid end to end in one contiguous tensor.
   at::Tensor concatenated(const std::vector<at::Tensor>& list, const at::Tensor& like,
-                          const char* what) {
+                          const char* what, bool equal_sizes = true) {
     std::vector<at::Tensor> flat;
     for (const at::Tensor& t : list) {
       check_cpu(t, what);
       same_type(t, like, what);
-      TORCH_CHECK(t.numel() == like.numel(), "tutti: ", what, ": every tensor of the list must "
-                  "have the output's ", like.numel(), " elements (got ", t.numel(), ")");
+      TORCH_CHECK(!equal_sizes || t.numel() == like.numel(), "tutti: ", what, ": every tensor "
+                  "of the list must have the output's ", like.numel(), " elements (got ",
+                  t.numel(), ")");
       flat.push_back(t.reshape({-1}));
     }
     return at::cat(flat);
