@@ -52,6 +52,16 @@ if(TARGET fault_kill)
                        SKIP_RETURN_CODE 77 ENVIRONMENT "NCCL_NET=UCX;UCX_TLS=tcp;NCCL_SHM_DISABLE=1")
 endif()
 
+# A point-to-point sender stalled on a receiver whose communicator failed learns it from the
+# receiver's bye (tests/fault_deadline.c, case 5), not at its own deadline.
+if(TARGET fault_deadline)
+  add_test(NAME fault_deadline_ucx COMMAND ${CMAKE_SOURCE_DIR}/tests/ucx/if_built.sh
+                                           ${CMAKE_BINARY_DIR} $<TARGET_FILE:fault_deadline>
+                                           p2p-ucx)
+  set_tests_properties(fault_deadline_ucx PROPERTIES LABELS "ucx;transport;fault" TIMEOUT 60
+                       SKIP_RETURN_CODE 77 ENVIRONMENT "NCCL_NET=UCX;UCX_TLS=tcp")
+endif()
+
 # Two network namespaces joined by a veth pair (needs root; else skipped): one rank per host,
 # then two (shared memory within each host, UCX between them), over UCX's TCP, and once over its
 # shared memory, which the namespaces still share.

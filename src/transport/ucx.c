@@ -37,18 +37,20 @@ static bool peer_ok(const struct tt_conn *conn, const struct ucx_conn *uc)
     return atomic_load(&uc->net->peers[conn->peer].status) == UCS_OK;
 }
 
-/* Checks a control receive; returns whether it completed. */
+/* Checks a control receive (one u64); returns whether it completed. */
 static ncclResult_t poll_ctl(struct tt_conn *conn, void **req, bool *done)
 {
     *done = false;
     if (*req == NULL) return ncclSuccess;
-    ucs_status_t st = ucp_request_check_status(*req);
+    ucp_tag_recv_info_t info = {.length = 0};
+    ucs_status_t st = ucp_tag_recv_request_test(*req, &info);
     if (st == UCS_INPROGRESS) return ncclSuccess;
     ucp_request_free(*req);
     *req = NULL;
     if (st != UCS_OK)
         return TT_ERROR(ncclRemoteError, "ucx: control message from peer rank %d failed: %s",
                         conn->peer, ucs_status_string(st));
+    TT_TRY(tt_ucx_check_ctl(conn, info.length));
     *done = true;
     return ncclSuccess;
 }
@@ -77,16 +79,16 @@ static ncclResult_t poll_credit(struct tt_conn *conn, struct ucx_conn *uc)
                             "ucx: peer rank %d released %" PRIu64 " frames of %" PRIu64 " sent",
                             conn->peer, released, uc->posted);
         if (released > uc->credit) uc->credit = released;
+        /* Through a request (checked at the top of the next round), so its length is known. */
         TT_TRY(tt_ucx_post_credit_recv(conn, uc, &done));
-        if (!done) return ncclSuccess;
     }
     return ncclSuccess;
 }
 
-/* Sender: frees the send requests that completed. One that failed means the endpoint failed:
- * that is recorded as the peer's failure, an error only once a call needs the peer (a credit),
- * since the peer may well have taken every frame before it went (as a TCP peer may close after
- * reading what it needed). */
+/* Sender: frees the send requests that completed. One that failed means the endpoint failed
+ * before the frame was known to be delivered (an eager send completes once UCX holds its bytes,
+ * a rendezvous one once the peer fetched them): the connection fails, since only a send that
+ * completed may have reached the peer. The peer is marked failed too. */
 static ncclResult_t reap_sends(struct tt_conn *conn, struct ucx_conn *uc)
 {
     for (unsigned s = 0; s < uc->depth; s++) {
@@ -98,8 +100,9 @@ static ncclResult_t reap_sends(struct tt_conn *conn, struct ucx_conn *uc)
         if (st != UCS_OK) {
             int ok = UCS_OK;
             atomic_compare_exchange_strong(&uc->net->peers[conn->peer].status, &ok, (int)st);
-            TT_INFO(TT_SUB_NET, "ucx: a send to peer rank %d failed: %s", conn->peer,
-                    ucs_status_string(st));
+            return TT_ERROR(ncclRemoteError, "ucx: a send to peer rank %d failed (%s): the "
+                                             "frame may not have reached it",
+                            conn->peer, ucs_status_string(st));
         }
     }
     return ncclSuccess;
@@ -126,6 +129,7 @@ static void send_credit(struct tt_conn *conn, struct ucx_conn *uc)
     void *r = ucp_tag_send_nbx(p->ep, &uc->credit_buf, sizeof uc->credit_buf,
                                make_tag(KIND_CREDIT, conn->tag, n->rank, 0), &param);
     if (UCS_PTR_IS_PTR(r)) uc->credit_req = r;
+    else if (UCS_PTR_IS_ERR(r)) uc->credit_dirty = true; /* sent again at the next call */
     n->armed = false;
 }
 
@@ -352,13 +356,15 @@ static bool ucx_send_idle(struct tt_conn *conn)
     bool idle = false;
     pthread_mutex_lock(&n->lock);
     if (uc->failed != ncclSuccess || sender_poll(conn, uc) != ncclSuccess) goto out;
-    /* Nothing more can leave towards a failed peer: what it missed is its own error. */
+    /* A send still open completes, or fails with its endpoint (the error then comes from the
+     * next call): the frame is not known to have left. */
+    for (unsigned s = 0; s < uc->depth; s++)
+        if (uc->req[s] != NULL) goto out;
+    /* Every send completed; nothing is left to flush towards a failed peer. */
     if (!peer_ok(conn, uc)) {
         idle = true;
         goto out;
     }
-    for (unsigned s = 0; s < uc->depth; s++)
-        if (uc->req[s] != NULL) goto out;
     if (uc->flush_req != NULL) {
         if (ucp_request_check_status(uc->flush_req) == UCS_INPROGRESS &&
             tt_time_ns() - uc->flush_since_ns < UCX_FLUSH_WAIT_NS)
@@ -402,6 +408,25 @@ out:
     return res;
 }
 
+/* Sender, on the stall path: the receiver's bye (the frames it released) with frames of this
+ * side still unreleased means it stopped receiving (its communicator failed, or it closed the
+ * connection) and they will never be taken; a send that failed is the peer's failure. */
+static ncclResult_t ucx_peer_error(struct tt_conn *conn)
+{
+    struct ucx_conn *uc = conn->priv;
+    if (uc == NULL) return ncclSuccess;
+    pthread_mutex_lock(&uc->net->lock);
+    ncclResult_t res = uc->failed;
+    if (res == ncclSuccess) res = sender_poll(conn, uc);
+    if (res == ncclSuccess && uc->bye_got && le64toh(uc->bye_buf) < uc->posted)
+        res = fail(uc, TT_ERROR(ncclRemoteError,
+                                "ucx: peer rank %d stopped receiving (its communicator failed) "
+                                "after %" PRIu64 " of %" PRIu64 " frames",
+                                conn->peer, le64toh(uc->bye_buf), uc->posted));
+    pthread_mutex_unlock(&uc->net->lock);
+    return res;
+}
+
 /* ---- Selection ------------------------------------------------------------------------------ */
 
 /* Any peer, when NCCL_NET (or TUTTI_NET) asks for UCX; shared memory comes first in the table,
@@ -425,6 +450,7 @@ const struct tt_transport tt_transport_ucx = {
     .recv_release = ucx_recv_release,
     .progress = ucx_progress,
     .shutdown = tt_ucx_shutdown,
+    .peer_error = ucx_peer_error,
     .ctx_fini = tt_ucx_ctx_fini,
 };
 

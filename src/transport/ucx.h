@@ -220,5 +220,7 @@ ncclResult_t tt_ucx_take_frame(struct tt_conn *conn, struct ucx_conn *uc, uint64
 ncclResult_t tt_ucx_post_frame(struct tt_conn *conn, struct ucx_conn *uc, uint64_t frame);
 /* Sender: posts the receive of the next credit (*done when it completed at once). */
 ncclResult_t tt_ucx_post_credit_recv(struct tt_conn *conn, struct ucx_conn *uc, bool *done);
+/* Checks the length of a control message (credit or bye) from conn's peer. */
+ncclResult_t tt_ucx_check_ctl(const struct tt_conn *conn, size_t length);
 
 #endif

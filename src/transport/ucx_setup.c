@@ -153,9 +153,12 @@ static void drain_unexpected(struct ucx_net *n, void ***bufs, size_t *nbufs)
         (*bufs)[(*nbufs)++] = buf;
         ucp_request_param_t param = {.op_attr_mask = 0};
         void *r = ucp_tag_msg_recv_nbx(n->worker, buf, info.length, msg, &param);
+        struct tt_backoff b;
+        tt_backoff_init(&b);
         while (UCS_PTR_IS_PTR(r) && ucp_request_check_status(r) == UCS_INPROGRESS &&
-               !tt_deadline_passed(deadline))
-            ucp_worker_progress(n->worker);
+               !tt_deadline_passed(deadline)) {
+            if (ucp_worker_progress(n->worker) == 0) tt_backoff_pause(&b, NULL);
+        }
         if (UCS_PTR_IS_PTR(r)) ucp_request_free(r); /* released by UCX once it completes */
     }
 }
@@ -181,9 +184,13 @@ static void net_destroy(struct ucx_net *n)
             }
             peer->ep = NULL;
         }
+        /* Peers that are slow to answer get the CPU meanwhile (ranks may share cores); an
+         * abort arriving meanwhile ends the wait. */
         uint64_t deadline = tt_deadline_after_ms(UCX_CLOSE_MS);
+        struct tt_backoff b;
+        tt_backoff_init(&b);
         for (bool pending = reqs != NULL; pending;) {
-            ucp_worker_progress(n->worker);
+            if (ucp_worker_progress(n->worker) == 0) tt_backoff_pause(&b, NULL);
             pending = false;
             for (int p = 0; p < n->nranks; p++) {
                 if (reqs[p] == NULL) continue;
@@ -194,9 +201,10 @@ static void net_destroy(struct ucx_net *n)
                     pending = true;
                 }
             }
-            if (pending && tt_deadline_passed(deadline)) {
-                TT_INFO(TT_SUB_NET, "ucx: endpoints not closed after %d ms; destroying the "
-                                    "worker anyway", UCX_CLOSE_MS);
+            bool aborted = n->abort != NULL && atomic_load(n->abort);
+            if (pending && (tt_deadline_passed(deadline) || aborted)) {
+                TT_INFO(TT_SUB_NET, "ucx: endpoints not closed %s; destroying the worker anyway",
+                        aborted ? "before the abort" : "within their time");
                 for (int p = 0; p < n->nranks; p++)
                     if (reqs[p] != NULL) ucp_request_free(reqs[p]);
                 break;
@@ -387,11 +395,15 @@ static ncclResult_t peer_ep(struct ucx_net *n, int peer, const uint8_t *addr)
 }
 
 /* Posts a receive of `bytes` into buf for exactly `tag`. Returns the request (NULL with
- * *done set when it completed at once, with its length in *info). */
+ * *done set when it completed at once, with its length in *info). With `via_request` it never
+ * completes at once: UCX 1.13 leaves *info unfilled then, and a control message's length must
+ * be checked (ucp_tag_recv_request_test gives it). */
 static ncclResult_t post_recv(struct ucx_net *n, void *buf, size_t bytes, ucp_tag_t tag,
-                              void **req, bool *done, ucp_tag_recv_info_t *info)
+                              void **req, bool *done, ucp_tag_recv_info_t *info,
+                              bool via_request)
 {
-    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO,
+    ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO |
+                                                 (via_request ? UCP_OP_ATTR_FLAG_NO_IMM_CMPL : 0),
                                  .recv_info.tag_info = info};
     void *r = ucp_tag_recv_nbx(n->worker, buf, bytes, tag, UINT64_MAX, &param);
     *req = NULL;
@@ -434,9 +446,17 @@ ncclResult_t tt_ucx_post_frame(struct tt_conn *conn, struct ucx_conn *uc, uint64
     TT_TRY(post_recv(uc->net, slot_of(uc, frame) + UCX_SLOT_LEAD - UCX_FRAME_HEADER_BYTES,
                      UCX_FRAME_HEADER_BYTES + conn->slot_bytes,
                      make_tag(KIND_DATA, conn->tag, conn->peer, frame), &uc->req[s], &done,
-                     &info));
+                     &info, false));
     if (done) TT_TRY(tt_ucx_take_frame(conn, uc, frame, info.length));
     return ncclSuccess;
+}
+
+/* A control message (credit or bye) is one u64: anything shorter would leave stale bytes. */
+ncclResult_t tt_ucx_check_ctl(const struct tt_conn *conn, size_t length)
+{
+    if (length == sizeof(uint64_t)) return ncclSuccess;
+    return TT_ERROR(ncclRemoteError, "ucx: peer rank %d sent a control message of %zu bytes, "
+                                     "not 8", conn->peer, length);
 }
 
 /* The control receive of this side: credits (sender) and the peer's bye (both). */
@@ -445,7 +465,7 @@ ncclResult_t tt_ucx_post_credit_recv(struct tt_conn *conn, struct ucx_conn *uc, 
     ucp_tag_recv_info_t info;
     return post_recv(uc->net, &uc->credit_buf, sizeof uc->credit_buf,
                      make_tag(KIND_CREDIT, conn->tag, conn->peer, 0), &uc->credit_req, done,
-                     &info);
+                     &info, true);
 }
 
 static ncclResult_t post_bye_recv(struct tt_conn *conn, struct ucx_conn *uc)
@@ -454,7 +474,7 @@ static ncclResult_t post_bye_recv(struct tt_conn *conn, struct ucx_conn *uc)
     enum ucx_kind kind = conn->dir == TT_CONN_SEND ? KIND_BYE_TO_SEND : KIND_BYE_TO_RECV;
     return post_recv(uc->net, &uc->bye_buf, sizeof uc->bye_buf,
                      make_tag(kind, conn->tag, conn->peer, 0), &uc->bye_req, &uc->bye_got,
-                     &info);
+                     &info, true);
 }
 
 ncclResult_t tt_ucx_connect(struct tt_transport_ctx *ctx, struct tt_conn *conn,
