@@ -213,6 +213,20 @@ def check_collectives(rank, n):
     dist.reduce_scatter(rs, [torch.full((q + 1,), float(rank + q)) for q in range(n)],
                         op=dist.ReduceOp.MIN)
     assert torch.equal(rs, torch.full((rank + 1,), float(rank))), rs
+    # complex: each element moves as two reals (torch's all_gather views complex tensors as
+    # real itself, so the process group is called directly, as torch 2.x's may)
+    outs = [torch.zeros(q + 1, dtype=torch.complex64) for q in range(n)]
+    pg = dist.distributed_c10d._get_default_group()
+    pg.allgather([outs], [torch.full((rank + 1,), complex(rank, -rank),
+                                     dtype=torch.complex64)]).wait()
+    for q in range(n):
+        assert torch.equal(outs[q], torch.full((q + 1,), complex(q, -q),
+                                               dtype=torch.complex64)), outs
+    rs = torch.zeros(rank + 1, dtype=torch.complex128)
+    dist.reduce_scatter(rs, [torch.full((q + 1,), complex(q, rank), dtype=torch.complex128)
+                             for q in range(n)])
+    assert torch.equal(rs, torch.full((rank + 1,), complex(n * rank, n * (n - 1) // 2),
+                                      dtype=torch.complex128)), rs
     rst = torch.zeros(2)
     dist.reduce_scatter_tensor(rst, torch.arange(2 * n, dtype=torch.float32),
                                op=dist.ReduceOp.MAX)
@@ -503,6 +517,9 @@ def check_errors(rank, n):
     expect_error(lambda: dist.all_to_all_single(torch.zeros(n), torch.zeros(n),
                                                 [n] + [0] * (n - 1), [2] * n),
                  "input split sizes add up to")
+    x = torch.zeros(2 * n)
+    expect_error(lambda: dist.all_to_all_single(x, x, [1] * n, [1] * n), "overlap")
+    expect_error(lambda: dist.all_to_all_single(x[1:], x[:-1]), "overlap")
     expect_error(lambda: dist.all_gather_into_tensor(torch.zeros(n + 1), torch.zeros(1)),
                  "world_size x the input's elements")
     expect_error(lambda: dist.reduce_scatter_tensor(torch.zeros(2), torch.zeros(2 * n + 1)),

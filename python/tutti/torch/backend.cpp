@@ -184,14 +184,16 @@ class ProcessGroupTutti : public BackendBase {
     at::Tensor& in = single(inputs, what);
     TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
                 "tutti: all_gather needs one list of ", getSize(), " output tensors");
+    // Blocks in the elements Tutti moves (complex: pairs of reals); `total` in the tensors'.
+    const size_t per = moved_per_element(in.scalar_type());
     std::vector<size_t> counts, displs;
     size_t total = 0;
     bool even = true;
     for (const at::Tensor& o : outputs[0]) {
       check_cpu(o, what);
       same_type(in, o, what);
-      counts.push_back(static_cast<size_t>(o.numel()));
-      displs.push_back(total);
+      counts.push_back(static_cast<size_t>(o.numel()) * per);
+      displs.push_back(total * per);
       total += static_cast<size_t>(o.numel());
       even = even && o.numel() == in.numel();
     }
@@ -264,13 +266,15 @@ class ProcessGroupTutti : public BackendBase {
     TORCH_CHECK(inputs[0][getRank()].numel() == out.numel(), "tutti: reduce_scatter: this "
                 "rank's input tensor (", getRank(), ") must have the output's ", out.numel(),
                 " elements (got ", inputs[0][getRank()].numel(), ")");
+    // Blocks in the elements Tutti moves (complex: pairs of reals).
+    const size_t per = moved_per_element(out.scalar_type());
     std::vector<size_t> counts, displs;
     size_t total = 0;
     bool even = true;
     for (const at::Tensor& t : inputs[0]) {
-      counts.push_back(static_cast<size_t>(t.numel()));
+      counts.push_back(static_cast<size_t>(t.numel()) * per);
       displs.push_back(total);
-      total += static_cast<size_t>(t.numel());
+      total += counts.back();
       even = even && t.numel() == out.numel();
     }
     Pending p;
@@ -296,6 +300,9 @@ class ProcessGroupTutti : public BackendBase {
     check_cpu(input, what);
     check_cpu(output, what);
     same_type(input, output, what);
+    // Each block is received while others are still to be sent: in place would lose data.
+    TORCH_CHECK(!overlap(input, output), "tutti: ", what, ": input and output overlap; "
+                "AlltoAll needs distinct tensors");
     const int n = getSize();
     std::vector<int64_t> send_rows = splits(input, input_splits, "input");
     std::vector<int64_t> recv_rows = splits(output, output_splits, "output");

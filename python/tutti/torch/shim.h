@@ -121,6 +121,24 @@ Buf buf(const at::Tensor& contiguous, const char* what) {
           datatype(type, what)};
 }
 
+// Elements Tutti moves per element of a tensor of `type`: 2 for complex (a pair of reals).
+size_t moved_per_element(at::ScalarType type) {
+  return at::isComplexType(type) ? 2 : 1;
+}
+
+// Whether the bytes two tensors span (from their first to their last element) overlap.
+bool overlap(const at::Tensor& a, const at::Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0) return false;
+  auto span = [](const at::Tensor& t) {
+    int64_t last = 0;
+    for (int64_t d = 0; d < t.dim(); d++) last += (t.size(d) - 1) * t.stride(d);
+    const char* p = static_cast<const char*>(t.data_ptr());
+    return std::make_pair(p, p + (last + 1) * static_cast<int64_t>(t.element_size()));
+  };
+  auto x = span(a), y = span(b);
+  return x.first < y.second && y.first < x.second;
+}
+
 void check_cpu(const at::Tensor& t, const char* what) {
   TORCH_CHECK(t.defined(), "tutti: ", what, ": undefined tensor");
   TORCH_CHECK(t.device().is_cpu(), "tutti: ", what, " needs CPU tensors (got ", t.device(),
