@@ -390,6 +390,10 @@ def check_allocator(rank, n):
     if pid == 0:
         ok = torch.equal(y, torch.full((1 << 18,), float(rank)))
         y.fill_(-7.0)
+        # the child's own large tensors come from the fallback: no Tutti call in a child
+        made_before = tutti_torch.allocator_stats()[1]
+        w = torch.ones(1 << 18)
+        ok = ok and tutti_torch.allocator_stats()[1] == made_before and float(w.sum()) == 1 << 18
         os._exit(0 if ok and float(y[12345]) == -7.0 else 1)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status

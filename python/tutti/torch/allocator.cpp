@@ -83,7 +83,13 @@ class TuttiAllocator final : public c10::Allocator {
 
   static void fork_prepare() { instance->mutex_.lock(); }
   static void fork_parent() { instance->mutex_.unlock(); }
-  static void fork_child() { instance->privatize(); instance->mutex_.unlock(); }
+  // A child of fork() calls no Tutti function (docs/semantics.md, "fork()"): a lock Tutti
+  // held at the fork may stay held there. Its new tensors come from the fallback.
+  static void fork_child() {
+    instance->privatize();
+    instance->forked_ = true;
+    instance->mutex_.unlock();
+  }
 
  private:
   static size_t rounded(size_t n) {
@@ -105,7 +111,7 @@ class TuttiAllocator final : public c10::Allocator {
       return p;
     }
     // Each block holds a descriptor (its memory file): past the budget, the fallback serves.
-    if (blocks_.size() >= fd_budget_) return nullptr;
+    if (forked_ || blocks_.size() >= fd_budget_) return nullptr;
     void* p = nullptr;
     if (tuttiMemAllocHost(&p, bytes) != ncclSuccess) return nullptr;
     blocks_[p] = Block{bytes, false};
@@ -168,6 +174,7 @@ class TuttiAllocator final : public c10::Allocator {
   mutable std::multimap<size_t, void*> cached_;      // freed blocks by rounded size
   mutable size_t cached_total_ = 0;
   mutable size_t made_ = 0, reused_ = 0;
+  bool forked_ = false;  // in a child of fork(): nothing new from Tutti
 };
 
 TuttiAllocator* TuttiAllocator::instance = nullptr;
