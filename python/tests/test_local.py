@@ -4,6 +4,7 @@ a one-rank communicator (every collective, a stream, errors), and import without
 """
 
 import ctypes
+import math
 import os
 import pickle
 import shutil
@@ -90,6 +91,11 @@ def scalar_encodings():
         for v in vals:
             want = ref.encode(np.array([v]), dt).tobytes()
             eq(_types.encode_scalar(v, dt), want, "encode %r as %s" % (v, dt.name))
+    # fp8 saturates: infinity and anything past the largest finite value become it
+    for dt in (D.FLOAT8_E4M3, D.FLOAT8_E5M2):
+        top = ref.FP8_MAXCODE[dt]
+        for v, sign in [(math.inf, 0), (-math.inf, 0x80), (1e30, 0), (-1e30, 0x80)]:
+            eq(_types.encode_scalar(v, dt), bytes([sign | top]), "encode %r as %s" % (v, dt.name))
     eq(_types.encode_scalar(b"\x01\x02", "bfloat16"), b"\x01\x02", "raw scalar bytes")
     raises(ValueError, _types.encode_scalar, b"\x01", "bfloat16", match="2 long")
     raises(ValueError, _types.encode_scalar, 300, "uint8", match="out of range")

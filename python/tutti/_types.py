@@ -188,6 +188,9 @@ def _fp8_encode(x, e4m3):
     a = abs(x)
     finite = [(c, _fp8_value(c, e4m3)) for c in range(0x80)]
     finite = [(c, v) for c, v in finite if math.isfinite(v)]
+    top = max(finite, key=lambda cv: cv[1])
+    if a >= top[1]:  # infinity included, whose distance to every value ties
+        return sign | top[0]
     best = None
     for c, v in finite:
         d = abs(v - a)
