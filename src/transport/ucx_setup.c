@@ -163,6 +163,27 @@ static void drain_unexpected(struct ucx_net *n, void ***bufs, size_t *nbufs)
     }
 }
 
+/* UCX's log level is the process's: quieting it for a moment is serialised, so that two
+ * communicators doing so at once cannot leave it quiet (each restoring what the other set).
+ * quiet_ucx_log lowers the level to `to`, when `want` and UCX is not set to debug, and
+ * returns the level to restore; the lock is held until restore_ucx_log. */
+static pthread_mutex_t ucx_log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static ucs_log_level_t quiet_ucx_log(bool want, ucs_log_level_t to)
+{
+    pthread_mutex_lock(&ucx_log_lock);
+    ucs_log_level_t level = ucs_global_opts.log_component.log_level;
+    if (want && level < UCS_LOG_LEVEL_DEBUG && to < level)
+        ucs_global_opts.log_component.log_level = to;
+    return level;
+}
+
+static void restore_ucx_log(ucs_log_level_t level)
+{
+    ucs_global_opts.log_component.log_level = level;
+    pthread_mutex_unlock(&ucx_log_lock);
+}
+
 static void net_destroy(struct ucx_net *n)
 {
     if (n == NULL) return;
@@ -217,10 +238,9 @@ static void net_destroy(struct ucx_net *n)
         void **bufs = NULL;
         size_t nbufs = 0;
         if (!force) drain_unexpected(n, &bufs, &nbufs);
-        ucs_log_level_t level = ucs_global_opts.log_component.log_level;
-        if (level == UCS_LOG_LEVEL_WARN) ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_ERROR;
+        ucs_log_level_t level = quiet_ucx_log(true, UCS_LOG_LEVEL_ERROR);
         ucp_worker_destroy(n->worker);
-        ucs_global_opts.log_component.log_level = level;
+        restore_ucx_log(level);
         for (size_t i = 0; i < nbufs; i++) free(bufs[i]);
         free(bufs);
     }
@@ -372,13 +392,11 @@ static ncclResult_t peer_ep(struct ucx_net *n, int peer, const uint8_t *addr)
                                                       : UCP_ERR_HANDLING_MODE_NONE,
                                   .err_handler = {.cb = on_ep_error, .arg = p}};
         /* The first try fails by design over shared memory, and UCX would say so as an ERROR:
-         * its log is quieted for that try (only UCX's own log level; a race with another
-         * thread's UCX logging can at worst drop that thread's line). */
-        ucs_log_level_t level = ucs_global_opts.log_component.log_level;
-        if (checked && level < UCS_LOG_LEVEL_DEBUG)
-            ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_FATAL;
+         * its log is quieted for that try (only UCX's own log level; another thread's UCX
+         * line meanwhile can at worst be dropped). */
+        ucs_log_level_t level = quiet_ucx_log(checked, UCS_LOG_LEVEL_FATAL);
         st = ucp_ep_create(n->worker, &params, &p->ep);
-        ucs_global_opts.log_component.log_level = level;
+        restore_ucx_log(level);
         if (st == UCS_OK) {
             if (!checked)
                 TT_INFO(TT_SUB_NET, "ucx: the transports to peer rank %d cannot report a dead "
