@@ -125,6 +125,40 @@ def check_async(rank, n, g=None):
     w.wait(datetime.timedelta(seconds=30))
 
 
+def check_issue_order(rank, n):
+    """Operations queued on one stream see each other's results in issue order, also where
+    the shim copies through a contiguous buffer (a non-contiguous tensor, a list): an input is
+    copied when its turn comes, and a collective that copies results back completes first."""
+    g = async_group(n)
+    total = float(n * (n - 1) // 2)
+    x = torch.zeros(4, 2).t()  # non-contiguous, 8 elements
+    x.fill_(float(rank))
+    if rank == n - 1:
+        time.sleep(0.3)
+    h = dist.all_reduce(x, group=g, async_op=True)
+    dist.broadcast(x, src=0, group=g)  # rank 0 sends the sum the all_reduce made
+    h.wait()
+    assert torch.equal(x, torch.full((2, 4), total)), x
+    # the last rank comes late, so that elsewhere the first operation is still pending when
+    # the second is issued
+    outs = [torch.zeros(3) for _ in range(n)]
+    if rank == n - 1:
+        time.sleep(0.3)
+    h = dist.all_gather(outs, torch.full((3,), rank + 1.0), group=g, async_op=True)
+    dist.all_reduce(outs[n - 1], group=g)  # every rank holds n there once the gather is done
+    h.wait()
+    assert torch.equal(outs[n - 1], torch.full((3,), float(n * n))), outs
+    y = torch.full((2,), float(rank), dtype=torch.float64)
+    if rank == n - 1:
+        time.sleep(0.3)
+    h = dist.all_reduce(y, group=g, async_op=True)
+    rs = torch.zeros(2, dtype=torch.float64)
+    dist.reduce_scatter(rs, [y] * n, group=g)  # reads y once the all_reduce is done
+    h.wait()
+    assert torch.equal(rs, torch.full((2,), total * n, dtype=torch.float64)), rs
+    dist.destroy_process_group(g)
+
+
 def check_inline(rank, n):
     """Collectives up to TUTTI_TORCH_INLINE_BYTES run on the calling thread when nothing is
     queued ahead of them: complete when returned. Behind a larger one that went on the stream
@@ -585,6 +619,7 @@ def main():
     check_async(rank, n)
     check_async(rank, n, async_group(n))
     check_inline(rank, n)
+    check_issue_order(rank, n)
     check_collectives(rank, n)
     check_p2p(rank, n)
     check_after_p2p(rank, n)

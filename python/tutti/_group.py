@@ -9,6 +9,7 @@ Group state is per thread, as NCCL's groups are.
 
 import contextlib
 import ctypes
+import os
 import threading
 
 from . import _errors, _lib
@@ -95,6 +96,7 @@ class Stream:
         h = ctypes.c_void_p()
         _errors.check(_lib.lib().tuttiStreamCreate(ctypes.byref(h)), "tuttiStreamCreate")
         self._handle = h.value
+        self._pid = os.getpid()
         self._keep = []
         self._lock = threading.Lock()
 
@@ -156,7 +158,9 @@ class Stream:
         self.destroy()
 
     def __del__(self):
-        if getattr(self, "_handle", None) is not None:
+        # A child of fork() must not call Tutti (docs/semantics.md, "fork()"): it leaves the
+        # parent's handle alone.
+        if getattr(self, "_handle", None) is not None and self._pid == os.getpid():
             try:
                 self.destroy()
             except Exception:
@@ -174,6 +178,7 @@ class Event:
         h = ctypes.c_void_p()
         _errors.check(_lib.lib().tuttiEventCreate(ctypes.byref(h)), "tuttiEventCreate")
         self._handle = h.value
+        self._pid = os.getpid()
 
     def _h(self):
         if self._handle is None:
@@ -221,7 +226,9 @@ class Event:
         self.destroy()
 
     def __del__(self):
-        if getattr(self, "_handle", None) is not None:
+        # A child of fork() must not call Tutti (docs/semantics.md, "fork()"): it leaves the
+        # parent's handle alone.
+        if getattr(self, "_handle", None) is not None and self._pid == os.getpid():
             try:
                 self.destroy()
             except Exception:

@@ -81,6 +81,8 @@ class ProcessGroupTutti : public BackendBase {
       new std::thread(std::move(completer_));
       for (auto& work : queue_) (void)work.release();
       (void)queue_cv_.release();
+      std::lock_guard<std::mutex> lock(live_mutex());
+      live().erase(this);  // else the child's atexit handler would read the freed group
       return;
     }
     // The completion thread may need the GIL to finish (a Work's last tensor), and Python
@@ -279,8 +281,7 @@ class ProcessGroupTutti : public BackendBase {
     }
     Pending p;
     p.outputs = outputs;
-    at::Tensor flat = concatenated(inputs[0], out, what, even);
-    p.keep.push_back(flat);
+    at::Tensor flat = concatenated(p, inputs[0], out, what, even);
     Buf src = buf(flat, what);
     Buf dst = buf(p.stage(out, false, true), what);
     return issue(c10d::OpType::REDUCE_SCATTER, coll_stream_, std::move(p), [&](cudaStream_t s) {
@@ -415,8 +416,7 @@ class ProcessGroupTutti : public BackendBase {
     if (getRank() == root) {
       TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
                   "tutti: scatter needs one list of ", getSize(), " input tensors at the root");
-      at::Tensor flat = concatenated(inputs[0], out, what);
-      p.keep.push_back(flat);
+      at::Tensor flat = concatenated(p, inputs[0], out, what);
       src = buf(flat, what).ptr;
     } else {
       TORCH_CHECK(inputs.empty() || inputs[0].empty(),
@@ -501,6 +501,11 @@ class ProcessGroupTutti : public BackendBase {
                                        Launch&& launch) {
     const bool coll = stream == coll_stream_;
     if (!coll) point_to_point_seen.store(true, std::memory_order_relaxed);
+    // Stream order for what the shim copies on the host (outside the issuing lock: completing
+    // a Work runs its future's callbacks, which may issue operations).
+    order_behind_queued(stream, pending);
+    for (auto& copy : pending.before) copy();
+    pending.before.clear();
     std::unique_lock<std::mutex> lock(coll ? coll_mutex_ : p2p_mutex_);
     TORCH_CHECK(!timed_out_.load(), "tutti: ", op_name(type), ": ", note_->get());
     const uint64_t seq = ++seq_;
@@ -534,7 +539,31 @@ class ProcessGroupTutti : public BackendBase {
       queue_.push_back(work);
     }
     if (wake) queue_cv_->notify_one();
+    if (work->copies_back()) work->count_in(copies_pending_);
     return work;
+  }
+
+  // What the shim copies on the host is ordered with the stream: the copies into a contiguous
+  // buffer that `pending` makes before it is issued (Pending::before) read tensors only once
+  // the Works queued ahead on `stream` that hold them are complete (they may write them), and
+  // make (so copies back into one tensor also land in issue order). Those Works are completed
+  // here, waiting for them; the others are left alone, so nothing waits where stream order
+  // suffices (contiguous tensors, as DDP's buckets are): the queue is looked at only when
+  // `pending` copies inputs or a queued Work still has copies back to make (copies_pending_).
+  void order_behind_queued(cudaStream_t stream, const Pending& pending) {
+    if (pending.reads.empty() && copies_pending_->load(std::memory_order_acquire) == 0) return;
+    std::vector<at::Tensor> mine = pending.keep;
+    mine.insert(mine.end(), pending.outputs.begin(), pending.outputs.end());
+    mine.insert(mine.end(), pending.reads.begin(), pending.reads.end());
+    std::vector<c10::intrusive_ptr<WorkTutti>> ahead;
+    {
+      std::lock_guard<std::mutex> q(queue_mutex_);
+      for (const auto& w : queue_)
+        if (w->stream() == stream && !w->done()) ahead.push_back(w);
+    }
+    for (auto& w : ahead) {
+      if ((w->copies_back() && w->touches(mine)) || w->touches(pending.reads)) w->complete();
+    }
   }
 
   // Whether a collective may run inline (collective lock held): small enough, and nothing
@@ -666,19 +695,32 @@ class ProcessGroupTutti : public BackendBase {
     ncclCommRevoke(p2p_comm_, 0);
   }
 
-  // The list's tensors, each shaped like `like`, laid end to end in one contiguous tensor.
-  at::Tensor concatenated(const std::vector<at::Tensor>& list, const at::Tensor& like,
-                          const char* what, bool equal_sizes = true) {
-    std::vector<at::Tensor> flat;
+  // One contiguous tensor to hold the list's tensors, each shaped like `like`, end to end;
+  // issue() fills it when the operation's turn comes (Pending::before).
+  at::Tensor concatenated(Pending& p, const std::vector<at::Tensor>& list,
+                          const at::Tensor& like, const char* what, bool equal_sizes = true) {
+    int64_t total = 0;
     for (const at::Tensor& t : list) {
       check_cpu(t, what);
       same_type(t, like, what);
       TORCH_CHECK(!equal_sizes || t.numel() == like.numel(), "tutti: ", what, ": every tensor "
                   "of the list must have the output's ", like.numel(), " elements (got ",
                   t.numel(), ")");
-      flat.push_back(t.reshape({-1}));
+      total += t.numel();
     }
-    return at::cat(flat);
+    at::Tensor flat = at::empty({total}, like.options());
+    std::vector<at::Tensor> ins = list;
+    p.reads.insert(p.reads.end(), list.begin(), list.end());
+    p.before.push_back([ins, flat]() mutable {
+      at::NoGradGuard no_grad;
+      int64_t off = 0;
+      for (const at::Tensor& t : ins) {
+        flat.narrow(0, off, t.numel()).view(t.sizes()).copy_(t);
+        off += t.numel();
+      }
+    });
+    p.keep.push_back(flat);
+    return flat;
   }
 
   // Copies block r of `flat` into list[r] when the operation completes.
@@ -733,6 +775,9 @@ class ProcessGroupTutti : public BackendBase {
   std::atomic<bool> timed_out_{false};
   std::shared_ptr<RevokeNote> note_ = std::make_shared<RevokeNote>();
 
+  // Queued Works whose copies back have not run yet.
+  std::shared_ptr<std::atomic<int64_t>> copies_pending_ =
+      std::make_shared<std::atomic<int64_t>>(0);
   std::mutex queue_mutex_;
   // On the heap so that a child of fork() can leave it: the parent's completion thread may
   // have been waiting on it, and destroying it then waits for that waiter forever.

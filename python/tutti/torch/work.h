@@ -30,25 +30,38 @@ struct RevokeNote {
 };
 
 // What an operation needs once it is issued: the tensors it reads and writes (kept alive until
-// it completes), the outputs its future holds, and the copies to run when it completes.
+// it completes), the outputs its future holds, the copies of inputs to make when its turn on
+// the stream comes (`before`: issue() runs them once the operations queued ahead of it on its
+// stream, which may write those inputs, are done) and the copies to run when it completes.
 struct Pending {
   std::vector<at::Tensor> keep;
   std::vector<at::Tensor> outputs;
+  std::vector<std::function<void()>> before;
+  std::vector<at::Tensor> reads;  // the tensors `before` reads
   std::vector<std::function<void()>> after;
 
   // A contiguous tensor standing for `t`: t itself when it is contiguous, else a copy (of its
-  // contents when `input`), copied back into t when the operation completes when `output`.
-  // An output whose elements share memory (an expand()ed tensor) is refused before anything
-  // runs: the copy back could not write it. The copy back is not autograd's business (a leaf
-  // that requires grad would refuse it), and may run on the completion thread.
+  // contents when `input`, made by issue()), copied back into t when the operation completes
+  // when `output`. An output whose elements share memory (an expand()ed tensor) is refused
+  // before anything runs: the copy back could not write it. The copies are not autograd's
+  // business (a leaf that requires grad would refuse them); the copy back may run on the
+  // completion thread.
   at::Tensor stage(const at::Tensor& t, bool input, bool output) {
     TORCH_CHECK(!output || at::has_internal_overlap(t) != at::MemOverlap::Yes,
                 "tutti: an output tensor has elements that share memory (expand()ed?); "
                 "pass one whose elements are distinct");
     keep.push_back(t);
     if (t.is_contiguous()) return t;
-    at::Tensor c = input ? t.contiguous() : at::empty_like(t, at::MemoryFormat::Contiguous);
+    at::Tensor c = at::empty_like(t, at::MemoryFormat::Contiguous);
     keep.push_back(c);
+    if (input) {
+      reads.push_back(t);
+      at::Tensor src = t;
+      before.push_back([src, c]() mutable {
+        at::NoGradGuard no_grad;
+        c.copy_(src);
+      });
+    }
     if (output) {
       at::Tensor dst = t;
       after.push_back([dst, c]() mutable {
@@ -72,12 +85,14 @@ class WorkTutti : public c10d::Work {
         pending_(std::move(pending)),
         deadline_(deadline),
         note_(std::move(note)),
-        future_(c10::make_intrusive<c10::ivalue::Future>(tensor_list_type())) {
+        future_(c10::make_intrusive<c10::ivalue::Future>(tensor_list_type())),
+        copies_back_(!pending_.after.empty()) {
     if (!inline_run) check(tuttiEventCreate(&event_), "tuttiEventCreate");
   }
 
   ~WorkTutti() override {
-    if (event_ == nullptr) return;
+    // A child of fork() must not call Tutti: a Work it inherited leaves its event alone.
+    if (event_ == nullptr || getpid() != pid_) return;
     if (!done_.load(std::memory_order_acquire)) tuttiEventSynchronize(event_);
     tuttiEventDestroy(event_);
   }
@@ -159,6 +174,7 @@ class WorkTutti : public c10d::Work {
       std::swap(held.after, pending_.after);
       std::swap(held.keep, pending_.keep);
       done_.store(true, std::memory_order_release);
+      if (counted_in_) counted_in_->fetch_sub(1, std::memory_order_acq_rel);
       finish(error);
     }
     if (error) {
@@ -180,6 +196,27 @@ class WorkTutti : public c10d::Work {
   }
 
   bool done() const { return done_.load(std::memory_order_acquire); }
+  bool copies_back() const { return copies_back_; }
+
+  // Counts it in `pending` until its copies back have run (complete()).
+  void count_in(const std::shared_ptr<std::atomic<int64_t>>& pending) {
+    std::lock_guard<std::mutex> lock(complete_mutex_);
+    if (done()) return;
+    pending->fetch_add(1, std::memory_order_acq_rel);
+    counted_in_ = pending;
+  }
+
+  // Whether it is not complete yet and holds a tensor whose bytes overlap one of `tensors`.
+  bool touches(const std::vector<at::Tensor>& tensors) {
+    if (tensors.empty() || done()) return false;
+    std::lock_guard<std::mutex> lock(complete_mutex_);
+    if (done()) return false;
+    for (const std::vector<at::Tensor>* held : {&pending_.keep, &pending_.outputs})
+      for (const at::Tensor& a : *held)
+        for (const at::Tensor& b : tensors)
+          if (overlap(a, b)) return true;
+    return false;
+  }
   Clock::time_point deadline() const { return deadline_; }
   uint64_t seq() const { return seq_; }
 
@@ -196,6 +233,9 @@ class WorkTutti : public c10d::Work {
   std::string inline_error_;
   std::mutex complete_mutex_;
   std::atomic<bool> done_{false};
+  bool copies_back_;
+  const pid_t pid_ = getpid();  // the process that made it
+  std::shared_ptr<std::atomic<int64_t>> counted_in_;  // count_in()
 };
 
 }  // namespace tutti_torch
