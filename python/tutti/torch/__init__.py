@@ -95,9 +95,6 @@ def allocator_stats():
     return extension().allocator_stats()
 
 
-_atexit_registered = False
-
-
 def _stop_completion_threads():
     # Before the interpreter finalizes: a completion thread that then needed the GIL (to
     # release a tensor whose Python object is gone) would be ended by Python mid-destructor.
@@ -105,17 +102,20 @@ def _stop_completion_threads():
         _ext.stop_completion_threads()
 
 
+# Registered at import, not at the first group: atexit runs its handlers last registered
+# first, so a program's own handlers registered after this import (a final barrier, a
+# destroy_process_group) run while the completion threads still complete Works, enforce the
+# groups' timeouts and run their futures' callbacks.
+atexit.register(_stop_completion_threads)
+
+
 def _create(store, rank, size, timeout):
-    global _atexit_registered
     if os.environ.get("TUTTI_TORCH_ALLOCATOR", "1") != "0" and install_allocator():
         # Tensors from the allocator's threshold on lie in shareable memory on every rank: the
         # cost model may count on Direct mapping them (every rank sets the same, from the same
         # environment; read at the communicator's init, compared between the ranks there).
         os.environ.setdefault("TUTTI_SHAREABLE_BYTES",
                               str(max(1, _env_bytes("TUTTI_TORCH_ALLOC_MIN_BYTES", 256 << 10))))
-    if not _atexit_registered:
-        atexit.register(_stop_completion_threads)
-        _atexit_registered = True
     return extension().create_process_group(store, rank, size, timeout, inline_bytes())
 
 

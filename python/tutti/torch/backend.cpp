@@ -529,8 +529,11 @@ class ProcessGroupTutti : public BackendBase {
                                                deadline, note_, false);
     ncclResult_t res = launch(stream);
     if (res != ncclSuccess) fail(res, op_name(type));
-    check(tuttiEventRecord(work->event(), coll ? comm_ : p2p_comm_, stream),
-          "tuttiEventRecord");
+    ncclResult_t recorded = tuttiEventRecord(work->event(), coll ? comm_ : p2p_comm_, stream);
+    // Without its event the Work could not wait for the operation when it goes: the stream
+    // is waited for here, before the error frees the tensors the operation still uses.
+    if (recorded != ncclSuccess) tuttiStreamSynchronize(stream);
+    check(recorded, "tuttiEventRecord");
     work->set_stream(stream);
     bool wake;
     {
