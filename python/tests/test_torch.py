@@ -159,6 +159,23 @@ def check_issue_order(rank, n):
     dist.destroy_process_group(g)
 
 
+def check_release_in_callback(rank, n):
+    """A group whose last reference a future's callback lets go, on the group's completion
+    thread, is destroyed there: that thread could not join itself (std::terminate before)."""
+    g = async_group(n)
+    holder = [g]
+    if rank == n - 1:
+        time.sleep(0.3)  # elsewhere the all_reduce is still pending when then() is attached
+    t = torch.ones(4)
+    fut = dist.all_reduce(t, group=g, async_op=True).get_future()
+    chained = fut.then(lambda f, h=holder: (h.clear(), f.value())[1])
+    dist.destroy_process_group(g)
+    del g, holder
+    chained.wait()
+    assert torch.equal(t, torch.full((4,), float(n))), t
+    dist.barrier()
+
+
 def check_inline(rank, n):
     """Collectives up to TUTTI_TORCH_INLINE_BYTES run on the calling thread when nothing is
     queued ahead of them: complete when returned. Behind a larger one that went on the stream
@@ -620,6 +637,7 @@ def main():
     check_async(rank, n, async_group(n))
     check_inline(rank, n)
     check_issue_order(rank, n)
+    check_release_in_callback(rank, n)
     check_collectives(rank, n)
     check_p2p(rank, n)
     check_after_p2p(rank, n)

@@ -587,7 +587,22 @@ class ProcessGroupTutti : public BackendBase {
     }
     queue_cv_->notify_one();
     std::lock_guard<std::mutex> lock(join_mutex_);
-    if (completer_.joinable()) completer_.join();
+    if (!completer_.joinable()) return;
+    // The group released for the last time by a future's callback on its own completion
+    // thread: that thread cannot join itself. It is let go, and told (destroyed_here) to
+    // return from complete_loop without touching the group again.
+    if (completer_.get_id() == std::this_thread::get_id()) {
+      completer_.detach();
+      destroyed_here() = true;
+      return;
+    }
+    completer_.join();
+  }
+
+  // Set on a completion thread whose group was destroyed on it (stop_completer).
+  static bool& destroyed_here() {
+    static thread_local bool destroyed = false;
+    return destroyed;
   }
 
   // The live groups, for stop_completion_threads.
@@ -637,6 +652,8 @@ class ProcessGroupTutti : public BackendBase {
       for (auto& work : batch) {
         if (tuttiEventQuery(work->event()) != ncclInProgress) {
           work->complete();
+          // Its future's callbacks may have let go of the group's last reference: it is gone.
+          if (destroyed_here()) return;
           progressed = true;
           continue;
         }
