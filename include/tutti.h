@@ -92,7 +92,8 @@ ncclResult_t tuttiAlltoAllV(const void *sendbuff, const size_t sendcounts[],
 /* AllGather with a count per rank (MPI's Allgatherv): rank p contributes counts[p] elements,
  * its sendbuff, and every rank receives them at recvbuff + displs[p] elements. counts and
  * displs have one entry per rank and must be the same on every rank; a count that differs from
- * a peer's is ncclInvalidUsage (the descriptor check), a layout that differs is wrong data. In
+ * a peer's is ncclInvalidUsage (the descriptor check; one taken for 0 may be seen only at the
+ * deadline, docs/semantics.md), a layout that differs is wrong data. In
  * place when sendbuff is recvbuff + displs[rank]. What PyTorch's all_gather of tensors of
  * different sizes needs. It runs as one group of a Broadcast rooted at each rank with a nonzero
  * count (as PyTorch's NCCL backend does), so it takes a host stream, joins an enclosing group,

@@ -19,7 +19,7 @@
  *   args            NULL counts or displs, a NULL buffer with a nonzero count,
  *                   an overflowing displacement, a bad datatype, operator or
  *                   communicator: ncclInvalidArgument, nothing issued (a correct
- *                   call follows)
+ *                   call follows); inside a group, the whole group fails
  *   mismatch        (only when named) rank 0 alone thinks rank 1's block is one
  *                   element longer: ncclInvalidUsage there, an error on every
  *                   rank, on a communicator split off for it
@@ -367,6 +367,16 @@ static void test_args(void) {
   CHECK_RES(tuttiReduceScatterV(pl.recv, pl.send, c, NULL, dt, ncclSum, comm,
                                 NULL),
             ncclInvalidArgument);
+  /* Inside a group, an argument error fails the whole group on every rank: the
+   * AllReduce before it is not issued either. */
+  int one = 1, sum = -1;
+  CHECK_RES(ncclGroupStart(), ncclSuccess);
+  CHECK_RES(ncclAllReduce(&one, &sum, 1, ncclInt32, ncclSum, comm, NULL),
+            ncclSuccess);
+  CHECK_RES(tuttiAllGatherV(pl.send, pl.recv, c, NULL, dt, comm, NULL),
+            ncclInvalidArgument);
+  CHECK(ncclGroupEnd() != ncclSuccess, "the group with a failed AllGatherV ran");
+  CHECK(sum == -1, "the AllReduce of the failed group ran (sum %d)", sum);
   /* Nothing was issued: a correct call still matches the peers' and is right. */
   if (CHECK_RES(run_agv(&pl, false, NULL), ncclSuccess))
     check_agv("AllGatherV after errors", &pl);

@@ -214,6 +214,14 @@ static ncclResult_t check_block(const char *caller, const char *name, const void
     return ncclSuccess;
 }
 
+/* An argument error of a vector variant, found before its group: noted in an enclosing group
+ * too, which then fails (NCCL's rule, as run_coll's), so no rank issues part of it. */
+static ncclResult_t vector_error(ncclResult_t res)
+{
+    if (res != ncclSuccess && res != ncclInProgress) tt_group_note_error(res);
+    return res;
+}
+
 /* The checks every vector variant starts with; sets *nranks. */
 static ncclResult_t check_vector(const char *caller, ncclComm_t comm, cudaStream_t stream,
                                  ncclDataType_t datatype, int *nranks)
@@ -287,16 +295,18 @@ TT_API ncclResult_t tuttiAlltoAllV(const void *sendbuff, const size_t sendcounts
     TT_CALL_SCOPE;
     const char *caller = "tuttiAlltoAllV";
     int nranks;
-    TT_TRY(check_vector(caller, comm, stream, datatype, &nranks));
-    TT_TRY(tt_api_check_ptr(sendcounts, caller, "sendcounts"));
-    TT_TRY(tt_api_check_ptr(sdispls, caller, "sdispls"));
-    TT_TRY(tt_api_check_ptr(recvcounts, caller, "recvcounts"));
-    TT_TRY(tt_api_check_ptr(rdispls, caller, "rdispls"));
+    ncclResult_t res = check_vector(caller, comm, stream, datatype, &nranks);
+    if (res == ncclSuccess) res = tt_api_check_ptr(sendcounts, caller, "sendcounts");
+    if (res == ncclSuccess) res = tt_api_check_ptr(sdispls, caller, "sdispls");
+    if (res == ncclSuccess) res = tt_api_check_ptr(recvcounts, caller, "recvcounts");
+    if (res == ncclSuccess) res = tt_api_check_ptr(rdispls, caller, "rdispls");
     size_t elem = tt_dtype_bytes(datatype);
-    for (int p = 0; p < nranks; p++) {
-        TT_TRY(check_block(caller, "sendbuff", sendbuff, sendcounts[p], sdispls[p], elem, p));
-        TT_TRY(check_block(caller, "recvbuff", recvbuff, recvcounts[p], rdispls[p], elem, p));
+    for (int p = 0; p < nranks && res == ncclSuccess; p++) {
+        res = check_block(caller, "sendbuff", sendbuff, sendcounts[p], sdispls[p], elem, p);
+        if (res == ncclSuccess)
+            res = check_block(caller, "recvbuff", recvbuff, recvcounts[p], rdispls[p], elem, p);
     }
+    if (res != ncclSuccess) return vector_error(res);
     struct vector_args v = {.sendbuff = sendbuff, .recvbuff = recvbuff,
                             .sendcounts = sendcounts, .sdispls = sdispls,
                             .recvcounts = recvcounts, .rdispls = rdispls, .dtype = datatype,
@@ -341,15 +351,18 @@ static ncclResult_t run_rooted_v(const char *caller, struct vector_args *v, cons
                                               struct tt_coll_args *args))
 {
     int nranks;
-    TT_TRY(check_vector(caller, comm, v->stream, v->dtype, &nranks));
-    TT_TRY(tt_api_check_ptr(v->recvcounts, caller, "counts"));
-    TT_TRY(tt_api_check_ptr(v->rdispls, caller, "displs"));
+    ncclResult_t res = check_vector(caller, comm, v->stream, v->dtype, &nranks);
+    if (res == ncclSuccess) res = tt_api_check_ptr(v->recvcounts, caller, "counts");
+    if (res == ncclSuccess) res = tt_api_check_ptr(v->rdispls, caller, "displs");
+    if (res != ncclSuccess) return vector_error(res);
     v->rank = tt_comm_rank(comm);
     v->elem = tt_dtype_bytes(v->dtype);
-    for (int p = 0; p < nranks; p++)
-        TT_TRY(check_block(caller, gathered_name, gathered, v->recvcounts[p], v->rdispls[p],
-                           v->elem, p));
-    TT_TRY(check_block(caller, own_name, own, v->recvcounts[v->rank], 0, v->elem, v->rank));
+    for (int p = 0; p < nranks && res == ncclSuccess; p++)
+        res = check_block(caller, gathered_name, gathered, v->recvcounts[p], v->rdispls[p],
+                          v->elem, p);
+    if (res == ncclSuccess)
+        res = check_block(caller, own_name, own, v->recvcounts[v->rank], 0, v->elem, v->rank);
+    if (res != ncclSuccess) return vector_error(res);
     return run_grouped(caller, comm, nranks, 1, make, v);
 }
 
