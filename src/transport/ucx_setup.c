@@ -412,16 +412,15 @@ static ncclResult_t peer_ep(struct ucx_net *n, int peer, const uint8_t *addr)
                     peer, ucs_status_string(st));
 }
 
-/* Posts a receive of `bytes` into buf for exactly `tag`. Returns the request (NULL with
- * *done set when it completed at once, with its length in *info). With `via_request` it never
- * completes at once: UCX 1.13 leaves *info unfilled then, and a control message's length must
- * be checked (ucp_tag_recv_request_test gives it). */
+/* Posts a receive of `bytes` into buf for exactly `tag`, always through a request (*req;
+ * *done stays false): a receive that completed at posting would give no length here (UCX
+ * 1.13 left *info unset: every credit then read as 0 bytes), and every message's length is
+ * checked, from ucp_tag_recv_request_test. */
 static ncclResult_t post_recv(struct ucx_net *n, void *buf, size_t bytes, ucp_tag_t tag,
-                              void **req, bool *done, ucp_tag_recv_info_t *info,
-                              bool via_request)
+                              void **req, bool *done, ucp_tag_recv_info_t *info)
 {
     ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO |
-                                                 (via_request ? UCP_OP_ATTR_FLAG_NO_IMM_CMPL : 0),
+                                                 UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
                                  .recv_info.tag_info = info};
     void *r = ucp_tag_recv_nbx(n->worker, buf, bytes, tag, UINT64_MAX, &param);
     *req = NULL;
@@ -459,14 +458,14 @@ ncclResult_t tt_ucx_post_frame(struct tt_conn *conn, struct ucx_conn *uc, uint64
 {
     unsigned s = (unsigned)(frame % uc->depth);
     bool done;
-    ucp_tag_recv_info_t info;
+    ucp_tag_recv_info_t info = {.length = 0};
     uc->full[s] = false;
-    TT_TRY(post_recv(uc->net, slot_of(uc, frame) + UCX_SLOT_LEAD - UCX_FRAME_HEADER_BYTES,
+    /* Through a request, as control messages: a frame that arrived before its receive was
+     * posted would otherwise complete at posting with no length (poll_oldest reads it). */
+    return post_recv(uc->net, slot_of(uc, frame) + UCX_SLOT_LEAD - UCX_FRAME_HEADER_BYTES,
                      UCX_FRAME_HEADER_BYTES + conn->slot_bytes,
                      make_tag(KIND_DATA, conn->tag, conn->peer, frame), &uc->req[s], &done,
-                     &info, false));
-    if (done) TT_TRY(tt_ucx_take_frame(conn, uc, frame, info.length));
-    return ncclSuccess;
+                     &info);
 }
 
 /* A control message (credit or bye) is one u64: anything shorter would leave stale bytes. */
@@ -483,7 +482,7 @@ ncclResult_t tt_ucx_post_credit_recv(struct tt_conn *conn, struct ucx_conn *uc, 
     ucp_tag_recv_info_t info;
     return post_recv(uc->net, &uc->credit_buf, sizeof uc->credit_buf,
                      make_tag(KIND_CREDIT, conn->tag, conn->peer, 0), &uc->credit_req, done,
-                     &info, true);
+                     &info);
 }
 
 static ncclResult_t post_bye_recv(struct tt_conn *conn, struct ucx_conn *uc)
@@ -492,7 +491,7 @@ static ncclResult_t post_bye_recv(struct tt_conn *conn, struct ucx_conn *uc)
     enum ucx_kind kind = conn->dir == TT_CONN_SEND ? KIND_BYE_TO_SEND : KIND_BYE_TO_RECV;
     return post_recv(uc->net, &uc->bye_buf, sizeof uc->bye_buf,
                      make_tag(kind, conn->tag, conn->peer, 0), &uc->bye_req, &uc->bye_got,
-                     &info, true);
+                     &info);
 }
 
 ncclResult_t tt_ucx_connect(struct tt_transport_ctx *ctx, struct tt_conn *conn,
