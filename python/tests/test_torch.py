@@ -575,6 +575,11 @@ def check_errors(rank, n):
     x = torch.zeros(2 * n)
     expect_error(lambda: dist.all_to_all_single(x, x, [1] * n, [1] * n), "overlap")
     expect_error(lambda: dist.all_to_all_single(x[1:], x[:-1]), "overlap")
+    # interleaved views share no element: each is staged through a copy of its own
+    xy = torch.zeros(n, 2)
+    xy[:, 0] = torch.arange(n) + 10 * rank
+    dist.all_to_all_single(xy[:, 1], xy[:, 0])
+    assert torch.equal(xy[:, 1], torch.arange(n) * 10.0 + rank), xy
     expect_error(lambda: dist.all_gather_into_tensor(torch.zeros(n + 1), torch.zeros(1)),
                  "world_size x the input's elements")
     expect_error(lambda: dist.reduce_scatter_tensor(torch.zeros(2), torch.zeros(2 * n + 1)),

@@ -81,8 +81,10 @@ class ProcessGroupTutti : public BackendBase {
       new std::thread(std::move(completer_));
       for (auto& work : queue_) (void)work.release();
       (void)queue_cv_.release();
-      std::lock_guard<std::mutex> lock(live_mutex());
-      live().erase(this);  // else the child's atexit handler would read the freed group
+      // Off the list the child's atexit handler reads, unless a parent thread held its lock
+      // at the fork (it stays held here): the handler skips the parent's groups by pid anyway.
+      std::unique_lock<std::mutex> lock(live_mutex(), std::try_to_lock);
+      if (lock.owns_lock()) live().erase(this);
       return;
     }
     // The completion thread may need the GIL to finish (a Work's last tensor), and Python
@@ -302,8 +304,10 @@ class ProcessGroupTutti : public BackendBase {
     check_cpu(output, what);
     same_type(input, output, what);
     // Each block is received while others are still to be sent: in place would lose data.
-    TORCH_CHECK(!overlap(input, output), "tutti: ", what, ": input and output overlap; "
-                "AlltoAll needs distinct tensors");
+    // A non-contiguous tensor goes through a copy of its own, so only two contiguous ones
+    // can meet.
+    TORCH_CHECK(!(input.is_contiguous() && output.is_contiguous() && overlap(input, output)),
+                "tutti: ", what, ": input and output overlap; AlltoAll needs distinct tensors");
     const int n = getSize();
     std::vector<int64_t> send_rows = splits(input, input_splits, "input");
     std::vector<int64_t> recv_rows = splits(output, output_splits, "output");

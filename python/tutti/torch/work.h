@@ -171,9 +171,12 @@ class WorkTutti : public c10d::Work {
             std::string("tutti: ") + op_name(type_) + " (operation " + std::to_string(seq_) +
             " of this process group) failed: " + why));
       }
-      std::swap(held.after, pending_.after);
-      std::swap(held.keep, pending_.keep);
-      done_.store(true, std::memory_order_release);
+      {
+        std::lock_guard<std::mutex> held_lock(held_mutex_);
+        std::swap(held.after, pending_.after);
+        std::swap(held.keep, pending_.keep);
+        done_.store(true, std::memory_order_release);
+      }
       if (counted_in_) counted_in_->fetch_sub(1, std::memory_order_acq_rel);
       finish(error);
     }
@@ -207,9 +210,10 @@ class WorkTutti : public c10d::Work {
   }
 
   // Whether it is not complete yet and holds a tensor whose bytes overlap one of `tensors`.
+  // Under held_mutex_, not complete_mutex_, which complete() holds while it waits.
   bool touches(const std::vector<at::Tensor>& tensors) {
     if (tensors.empty() || done()) return false;
-    std::lock_guard<std::mutex> lock(complete_mutex_);
+    std::lock_guard<std::mutex> lock(held_mutex_);
     if (done()) return false;
     for (const std::vector<at::Tensor>* held : {&pending_.keep, &pending_.outputs})
       for (const at::Tensor& a : *held)
@@ -232,6 +236,7 @@ class WorkTutti : public c10d::Work {
   ncclResult_t inline_result_ = ncclSuccess;
   std::string inline_error_;
   std::mutex complete_mutex_;
+  std::mutex held_mutex_;  // pending_.keep's and .outputs' readers (touches) against complete()
   std::atomic<bool> done_{false};
   bool copies_back_;
   const pid_t pid_ = getpid();  // the process that made it
