@@ -3,7 +3,7 @@
 # fails or dies by a signal (the others are stopped, SIGKILL after the grace period, nobody
 # left behind), signal forwarding, --timeout, several nodes, usage errors.
 # Usage: test_launcher.sh TUTTI_RUN CASE   (CASE: env tag fail signal forward timeout
-#        multinode usage). Each case is its own CTest test. Exit 0: pass, 1: fail.
+#        multinode usage fdlimit drain). Each case is its own CTest test. Exit 0: pass, 1: fail.
 set -u
 
 run=$1
@@ -307,6 +307,9 @@ case_multinode() {
     wait $!
     check_eq "exit status node 0" $? 0
     check_eq "exit status node 1" $rc1 0
+    # Without TUTTI_SECRET across nodes, anyone who reaches the rendezvous may join: said.
+    grep -q "warning: no TUTTI_SECRET across 2 nodes" "$dir/err1" ||
+        fail "no warning about the missing secret: $(cat "$dir/err1")"
     # A loopback rendezvous across nodes is said to be one (other hosts could not reach it).
     grep -q "warning: --rdzv host '127.0.0.1' is 127.0.0.1 here, a loopback address" \
         "$dir/err1" || fail "no loopback warning: $(cat "$dir/err1")"
@@ -320,6 +323,29 @@ case_multinode() {
         check_eq "rank $rank NODE_RANK" "$node" $((rank / 2))
         check_eq "rank $rank NCCL_COMM_ID" "$id" 127.0.0.1:29912
     done <"$dir/out"
+}
+
+case_fdlimit() {
+    # Two pipes per rank: a soft limit too low for them is raised, and the ranks get the
+    # limit they were started with back.
+    out=$(ulimit -S -n 64 && "$run" -n 40 --tag-output sh -c 'ulimit -S -n' 2>&1)
+    check_eq "exit status, soft limit 64" $? 0
+    check_eq "ranks' own limit" "$(echo "$out" | sed 's/^\[[0-9]*\] //' | sort -u)" 64
+    # A hard limit too low: refused before any rank starts, saying why.
+    (ulimit -n 64 && "$run" -n 40 --tag-output true) >/dev/null 2>"$dir/err"
+    check_eq "exit status, hard limit 64" $? 1
+    grep -q "needs about 144 file descriptors" "$dir/err" || fail "no reason: $(cat "$dir/err")"
+}
+
+case_drain() {
+    # A failed rank whose leftover child keeps writing to the rank's pipe: the job is still
+    # stopped, with that rank's status (before, tutti-run drained the pipe forever).
+    start=$(now_ms)
+    "$run" -n 2 --timeout 30 sh -c \
+        'if [ "$RANK" = 0 ]; then yes & sleep 0.3; exit 3; fi; sleep 30' >/dev/null 2>&1
+    check_eq "exit status" $? 3
+    took=$(($(now_ms) - start))
+    [ $took -lt 10000 ] || fail "the job took $took ms to stop"
 }
 
 case_usage() {
@@ -340,6 +366,8 @@ case_usage() {
     expect_usage "--rdzv without port" -n 1 --rdzv host true
     expect_usage "--rdzv bad port" -n 1 --rdzv host:70000 true
     expect_usage "--rdzv unbracketed IPv6" -n 1 --rdzv ::1:5 true
+    expect_usage "--rdzv port with a sign" -n 1 --rdzv host:+80 true
+    expect_usage "--rdzv port with a blank" -n 1 --rdzv "host: 80" true
     expect_usage "--timeout 0" -n 1 --timeout 0 true
     expect_usage "-x =v" -n 1 -x =v true
     expect_usage "unknown option" -n 1 --bogus true
@@ -351,7 +379,9 @@ case_usage() {
 }
 
 case "$case_name" in
-    env | tag | fail | signal | forward | orphans | timeout | multinode | usage) "case_$case_name" ;;
+    env | tag | fail | signal | forward | orphans | timeout | multinode | usage | fdlimit | drain)
+        "case_$case_name"
+        ;;
     *)
         echo "test_launcher.sh: unknown case '$case_name'" >&2
         exit 2

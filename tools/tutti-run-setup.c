@@ -49,13 +49,15 @@ static void usage(FILE *f)
             "124 on --timeout, 127 when prog cannot be executed.\n");
 }
 
-/* Strict decimal integer in [lo, hi]. */
+/* Strict decimal integer in [lo, hi]: an optional '-' and digits, nothing else (strtol alone
+ * takes leading blanks and '+'). */
 static int parse_int(const char *opt, const char *text, long lo, long hi, int *out)
 {
     char *end = NULL;
     errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) {
+    const char *digits = text[0] == '-' ? text + 1 : text;
+    long v = *digits >= '0' && *digits <= '9' ? strtol(text, &end, 10) : 0;
+    if (errno != 0 || end == NULL || end == text || *end != '\0' || v < lo || v > hi) {
         fprintf(stderr, "tutti-run: %s wants an integer in [%ld, %ld], got '%s'\n", opt, lo, hi,
                 text);
         return -1;

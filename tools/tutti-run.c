@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -111,6 +112,7 @@ static void exec_rank(struct launcher *l, const struct rank_proc *r, int pipes[2
     sigaction(SIGPIPE, &saved_actions[NCAUGHT], NULL);
     sigprocmask(SIG_SETMASK, old_mask, NULL);
 
+    if (l->nofile_raised) setrlimit(RLIMIT_NOFILE, &l->nofile); /* the rank's own limit */
     int null_fd = open("/dev/null", O_RDONLY);
     if (null_fd >= 0 && null_fd != STDIN_FILENO) {
         dup2(null_fd, STDIN_FILENO);
@@ -289,11 +291,16 @@ static bool read_stream(int rank, struct out_stream *s)
     return true;
 }
 
-/* Emits what an exited rank left in its pipes, so that its last words precede the report. */
+/* Emits what an exited rank left in its pipes, so that its last words precede the report: at
+ * most DRAIN_READS reads per stream (a full pipe takes 4), since a process the rank left
+ * behind may hold the pipe and keep writing, and the failure must still be handled (the rest
+ * is read by the main loop as usual). */
+#define DRAIN_READS 64
 static void drain_rank(struct rank_proc *r)
 {
     for (int s = 0; s < 2; s++)
-        while (r->out[s].fd >= 0 && read_stream(r->rank, &r->out[s])) {
+        for (int k = 0; k < DRAIN_READS && r->out[s].fd >= 0 && read_stream(r->rank, &r->out[s]);
+             k++) {
         }
 }
 
@@ -522,6 +529,34 @@ static int make_bind_sets(struct launcher *l)
     return 0;
 }
 
+/* Two pipes per rank stay open in tutti-run: the soft descriptor limit is raised to what the
+ * job needs (within the hard limit) and restored in the ranks (exec_rank); a job that still
+ * does not fit is refused with the reason, before any rank starts. */
+static int raise_fd_limit(struct launcher *l)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;
+    l->nofile = rl;
+    l->nofile_raised = false;
+    rlim_t need = (rlim_t)l->opt.nproc * 2 + 64;
+    if (!l->tagging || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need) return 0;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need) {
+        fprintf(stderr, "tutti-run: -n %d needs about %llu file descriptors (two pipes per "
+                        "rank), and the hard limit is %llu: raise it (ulimit -Hn) or pass "
+                        "--no-tag\n", l->opt.nproc, (unsigned long long)need,
+                (unsigned long long)rl.rlim_max);
+        return -1;
+    }
+    struct rlimit raised = {.rlim_cur = need, .rlim_max = rl.rlim_max};
+    if (setrlimit(RLIMIT_NOFILE, &raised) != 0) {
+        fprintf(stderr, "tutti-run: cannot raise the descriptor limit to %llu for -n %d: %s\n",
+                (unsigned long long)need, l->opt.nproc, strerror(errno));
+        return -1;
+    }
+    l->nofile_raised = true;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct launcher l;
@@ -540,6 +575,14 @@ int main(int argc, char **argv)
         goto out;
     }
     if (o->nnodes == 1 && getenv("TUTTI_SECRET") == NULL && make_secret(l.secret) != 0) {
+        l.exit_code = EXIT_LAUNCH;
+        goto out;
+    }
+    if (o->nnodes > 1 && getenv("TUTTI_SECRET") == NULL)
+        fprintf(stderr, "tutti-run: warning: no TUTTI_SECRET across %d nodes: whoever can reach "
+                        "%s can join the job; set the same TUTTI_SECRET on every node "
+                        "(docs/security.md)\n", o->nnodes, l.comm_id);
+    if (raise_fd_limit(&l) != 0) {
         l.exit_code = EXIT_LAUNCH;
         goto out;
     }

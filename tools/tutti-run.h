@@ -6,6 +6,7 @@
 
 #include <poll.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -55,6 +56,8 @@ struct launcher {
     char master_port[16];
     char secret[4 + 64 + 1]; /* "key:" + hex of a fresh 256-bit secret, or "" */
     cpu_set_t *bind_sets;    /* --bind: each local rank's CPUs, else NULL */
+    struct rlimit nofile;    /* the descriptor limit tutti-run was started with */
+    bool nofile_raised;      /* raised for the pipes; the ranks get `nofile` back */
     struct rank_proc *ranks;
     int nrunning;
     int exit_code;      /* -1 until a failure or the timeout decides it */
