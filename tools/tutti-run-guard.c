@@ -42,6 +42,11 @@ static void sentinel_main(int from_launcher)
         if (got < 0 && errno == EINTR) continue;
         if (got != (ssize_t)sizeof pid) break; /* end of file: tutti-run is gone */
         if (pid == 0) _exit(0);                /* its goodbye: it ended the ranks itself */
+        if (pid < 0) { /* a group found empty: its id may be anyone's after the pids wrap */
+            for (size_t i = 0; i < n; i++)
+                if (groups[i] == -pid) groups[i--] = groups[--n];
+            continue;
+        }
         if (n == cap) {
             size_t grown = cap ? 2 * cap : 64;
             pid_t *g = realloc(groups, grown * sizeof *g);

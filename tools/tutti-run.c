@@ -214,7 +214,7 @@ static void signal_all(struct launcher *l, int sig)
     pid_t *gone = calloc((size_t)l->opt.nproc, sizeof *gone);
     int ngone = 0;
     for (int i = 0; i < l->opt.nproc; i++) {
-        if (l->ranks[i].pid <= 0) continue;
+        if (l->ranks[i].pid <= 0 || l->ranks[i].forgotten) continue;
         if (l->ranks[i].running)
             kill(-l->ranks[i].pid, sig);
         else if (gone != NULL)
@@ -352,14 +352,41 @@ static void blame_and_stop(struct launcher *l)
  * first reaped), because ranks that fail within milliseconds of each other are often reaped in
  * another order than they died (a killed rank and the survivor that reported its death).
  * Returns false once no child of any kind is left. */
+/* After something was reaped: the exited ranks whose groups are now empty are forgotten, by
+ * tutti-run (signal_all skips them) and by the sentinel, since their ids are free for any
+ * process to take once the pids wrap. */
+static void forget_empty_groups(struct launcher *l)
+{
+    pid_t *gone = calloc((size_t)l->opt.nproc, sizeof *gone);
+    int *which = calloc((size_t)l->opt.nproc, sizeof *which);
+    int ngone = 0;
+    for (int i = 0; i < l->opt.nproc && gone != NULL && which != NULL; i++) {
+        if (l->ranks[i].pid <= 0 || l->ranks[i].running || l->ranks[i].forgotten) continue;
+        which[ngone] = i;
+        gone[ngone++] = l->ranks[i].pid;
+    }
+    if (ngone > 0) keep_groups_of_ours(gone, ngone);
+    for (int k = 0; k < ngone; k++) {
+        if (gone[k] != 0) continue;
+        l->ranks[which[k]].forgotten = true;
+        sentinel_tell(-(int32_t)l->ranks[which[k]].pid);
+    }
+    free(gone);
+    free(which);
+}
+
 static bool reap(struct launcher *l)
 {
+    bool reaped = false;
     for (;;) {
         int status = 0;
         pid_t pid = waitpid(-1, &status, WNOHANG);
         if (pid < 0 && errno == EINTR) continue;
-        if (pid < 0) return false;
-        if (pid == 0) return true;
+        if (pid <= 0) {
+            if (reaped) forget_empty_groups(l);
+            return pid == 0;
+        }
+        reaped = true;
         struct rank_proc *r = NULL;
         for (int i = 0; i < l->opt.nproc && r == NULL; i++)
             if (l->ranks[i].pid == pid && l->ranks[i].running) r = &l->ranks[i];

@@ -32,6 +32,7 @@ struct rank_proc {
     int rank;      /* global rank */
     pid_t pid;     /* also the id of its process group; 0 until started */
     bool running;
+    bool forgotten; /* exited and its group found empty: the sentinel was told to forget it */
     struct out_stream out[2];
 };
 
@@ -85,8 +86,10 @@ int make_secret(char out[4 + 64 + 1]);
 /* NCCL_COMM_ID, MASTER_ADDR and MASTER_PORT, from --rdzv or two free local ports. */
 int make_addresses(struct launcher *l);
 
-/* The sentinel (tutti-run-guard.c): forked first; told each rank's process group; kills them all
- * if tutti-run dies without saying goodbye (sentinel_tell(0)). */
+/* The sentinel (tutti-run-guard.c): forked first; told each rank's process group (a pid), and
+ * to forget one found empty (its pid negated: after the pids wrap, the id may lead an
+ * unrelated group); kills those it knows if tutti-run dies without saying goodbye
+ * (sentinel_tell(0)). */
 void start_sentinel(void);
 void sentinel_tell(int32_t pid);
 /* Zeroes the entries of `pgids` with no process whose parent is tutti-run. */
