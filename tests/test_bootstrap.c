@@ -87,6 +87,33 @@ static uint8_t msg_byte(int from, int to, int k, size_t i)
 /* Every rank sends three messages to every rank (itself included) in increasing order, then
  * receives them in the opposite order of peers and of messages, so that most arrive before
  * they are asked for and must be stashed. */
+/* Sealed messages (a child communicator's id goes so): what crosses the wire is not the
+ * plaintext (read as a plain message of the sealed size: nonce and MAC add 40 bytes), a sealed
+ * message opens to it, and a message not sealed under this communicator's key is refused. */
+#define SEALED_BYTES 128
+static void check_sealed(struct tt_bootstrap *bs, int rank, int nranks)
+{
+    int peer = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+    uint8_t plain[SEALED_BYTES], wire[SEALED_BYTES + 40], got[SEALED_BYTES];
+    for (int i = 0; i < SEALED_BYTES; i++) plain[i] = (uint8_t)(rank * 7 + i);
+    CHECK_OK(tt_bootstrap_send_sealed(bs, peer, 77001, plain, sizeof plain));
+    CHECK_OK(tt_bootstrap_send_sealed(bs, peer, 77002, plain, sizeof plain));
+    memset(wire, 0x5a, sizeof wire);
+    CHECK_OK(tt_bootstrap_send(bs, peer, 77003, wire, sizeof wire));
+    CHECK_OK(tt_bootstrap_recv(bs, prev, 77001, wire, sizeof wire));
+    for (int i = 0; i < SEALED_BYTES; i++) plain[i] = (uint8_t)(prev * 7 + i);
+    for (size_t at = 0; at + 16 <= SEALED_BYTES; at++)
+        if (memmem(wire, sizeof wire, plain + at, 16) != NULL) {
+            FAIL("the sealed message carries its plaintext (bytes %zu-%zu)", at, at + 15);
+            break;
+        }
+    memset(got, 0, sizeof got);
+    CHECK_OK(tt_bootstrap_recv_sealed(bs, prev, 77002, got, sizeof got));
+    CHECK_EQ_MSG(memcmp(got, plain, sizeof got), 0, "the sealed message opened to its plaintext");
+    CHECK_EQ_MSG(tt_bootstrap_recv_sealed(bs, prev, 77003, got, sizeof got), ncclRemoteError,
+                 "a message not sealed under this communicator's key");
+}
+
 static void check_p2p(struct tt_bootstrap *bs, int rank, int nranks)
 {
     uint8_t *buf = malloc(20000 + 2 * MAX_RANKS);
@@ -128,6 +155,7 @@ static void check_p2p(struct tt_bootstrap *bs, int rank, int nranks)
     /* The refused message is kept, and the connection stays in step. */
     CHECK_OK(tt_bootstrap_recv(bs, prev, 99999, buf, 3));
     CHECK_OK(tt_bootstrap_recv(bs, prev, 99998, buf, 2));
+    check_sealed(bs, rank, nranks);
     free(buf);
 }
 

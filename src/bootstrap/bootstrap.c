@@ -10,12 +10,15 @@
  * calls nothing. Connecting waits only for that thread's challenge, never for the peer's
  * calls, so sends never deadlock against sends. Messages that arrive on a p2p connection
  * before they are asked for are stashed in a list. */
+#include <endian.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <sodium.h>
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/proto.h"
@@ -462,6 +465,62 @@ ncclResult_t tt_bootstrap_recv(struct tt_bootstrap *bs, int peer, int tag, void 
                                size_t bytes)
 {
     return tt_bootstrap_recv_watched(bs, peer, tag, data, bytes, NULL, NULL);
+}
+
+#define SEAL_EXTRA (crypto_secretbox_NONCEBYTES + crypto_secretbox_MACBYTES)
+
+/* The key of sealed messages from rank `from` to rank `to` with `tag`: a keyed BLAKE2b of the
+ * session, the tag and both ranks under the communicator's secret. */
+static void seal_key(const struct tt_bootstrap *bs, int from, int to, int tag,
+                     uint8_t key[crypto_secretbox_KEYBYTES])
+{
+    uint8_t what[16 + TT_BS_NONCE_BYTES];
+    memcpy(what, "tutti seal", 10);
+    memset(what + 10, 0, 6);
+    uint32_t fields[3] = {htole32((uint32_t)from), htole32((uint32_t)to), htole32((uint32_t)tag)};
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, bs->secret, sizeof bs->secret, crypto_secretbox_KEYBYTES);
+    crypto_generichash_update(&st, what, 16);
+    crypto_generichash_update(&st, bs->session, sizeof bs->session);
+    crypto_generichash_update(&st, (const uint8_t *)fields, sizeof fields);
+    crypto_generichash_final(&st, key, crypto_secretbox_KEYBYTES);
+}
+
+ncclResult_t tt_bootstrap_send_sealed(struct tt_bootstrap *bs, int peer, int tag,
+                                      const void *data, size_t bytes)
+{
+    if (bytes > TT_BOOTSTRAP_SEALED_MAX)
+        return TT_ERROR(ncclInternalError, "bootstrap: a sealed message of %zu bytes (at most "
+                                           "%d)", bytes, TT_BOOTSTRAP_SEALED_MAX);
+    uint8_t box[TT_BOOTSTRAP_SEALED_MAX + SEAL_EXTRA];
+    uint8_t key[crypto_secretbox_KEYBYTES];
+    randombytes_buf(box, crypto_secretbox_NONCEBYTES);
+    seal_key(bs, bs->rank, peer, tag, key);
+    crypto_secretbox_easy(box + crypto_secretbox_NONCEBYTES, data, bytes, box, key);
+    sodium_memzero(key, sizeof key);
+    ncclResult_t res = tt_bootstrap_send(bs, peer, tag, box, bytes + SEAL_EXTRA);
+    sodium_memzero(box, sizeof box);
+    return res;
+}
+
+ncclResult_t tt_bootstrap_recv_sealed(struct tt_bootstrap *bs, int peer, int tag, void *data,
+                                      size_t bytes)
+{
+    if (bytes > TT_BOOTSTRAP_SEALED_MAX)
+        return TT_ERROR(ncclInternalError, "bootstrap: a sealed message of %zu bytes (at most "
+                                           "%d)", bytes, TT_BOOTSTRAP_SEALED_MAX);
+    uint8_t box[TT_BOOTSTRAP_SEALED_MAX + SEAL_EXTRA];
+    TT_TRY(tt_bootstrap_recv(bs, peer, tag, box, bytes + SEAL_EXTRA));
+    uint8_t key[crypto_secretbox_KEYBYTES];
+    seal_key(bs, peer, bs->rank, tag, key);
+    int bad = crypto_secretbox_open_easy(data, box + crypto_secretbox_NONCEBYTES,
+                                         bytes + crypto_secretbox_MACBYTES, box, key);
+    sodium_memzero(key, sizeof key);
+    if (bad != 0)
+        return TT_ERROR(ncclRemoteError, "bootstrap rank %d: a sealed message from rank %d "
+                                         "(tag %d) does not open: not sealed under this "
+                                         "communicator's secret", bs->rank, peer, tag);
+    return ncclSuccess;
 }
 
 /* Waits until `fd` has something to read (or its peer closed it), asking `watch` between

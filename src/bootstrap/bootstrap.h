@@ -65,6 +65,15 @@ ncclResult_t tt_bootstrap_send(struct tt_bootstrap *bs, int peer, int tag, const
                                size_t bytes);
 ncclResult_t tt_bootstrap_recv(struct tt_bootstrap *bs, int peer, int tag, void *data,
                                size_t bytes);
+/* The same, sealed (crypto_secretbox, under a key derived from the communicator's secret and
+ * session, the tag and both ranks; a fresh nonce per message): for what must stay secret on the
+ * wire, such as a child communicator's unique id, which holds its secret. At most
+ * TT_BOOTSTRAP_SEALED_MAX bytes. A message that does not open is ncclRemoteError. */
+#define TT_BOOTSTRAP_SEALED_MAX 1024
+ncclResult_t tt_bootstrap_send_sealed(struct tt_bootstrap *bs, int peer, int tag,
+                                      const void *data, size_t bytes);
+ncclResult_t tt_bootstrap_recv_sealed(struct tt_bootstrap *bs, int peer, int tag, void *data,
+                                      size_t bytes);
 /* Called about every TT_BOOTSTRAP_WATCH_MS while a watched receive waits: ncclSuccess to go
  * on waiting, else the error the receive returns at once (a peer known to have failed). */
 typedef ncclResult_t (*tt_bootstrap_watch_fn)(void *arg);

@@ -69,11 +69,12 @@ static ncclResult_t share_id(struct ncclComm *comm, const int *members, int n, i
     pthread_mutex_lock(&comm->bootstrap_lock);
     if (newrank == 0) {
         for (int i = 1; i < n; i++)
-            TT_TRY_GOTO(tt_bootstrap_send(comm->bootstrap, members[i], tag, id, sizeof *id),
+            TT_TRY_GOTO(tt_bootstrap_send_sealed(comm->bootstrap, members[i], tag, id,
+                                                 sizeof *id),
                         res, out);
     } else {
-        TT_TRY_GOTO(tt_bootstrap_recv(comm->bootstrap, members[0], tag, id, sizeof *id), res,
-                    out);
+        TT_TRY_GOTO(tt_bootstrap_recv_sealed(comm->bootstrap, members[0], tag, id, sizeof *id),
+                    res, out);
     }
 out:
     pthread_mutex_unlock(&comm->bootstrap_lock);
@@ -116,7 +117,8 @@ static ncclResult_t share_shrink_id(struct ncclComm *comm, const int *members, i
     struct tt_bootstrap *bs = comm->bootstrap;
     if (newrank == 0) {
         for (int i = 1; i < n; i++)
-            TT_TRY_GOTO(tt_bootstrap_send(bs, members[i], SHRINK_ID_TAG, &offer, sizeof offer),
+            TT_TRY_GOTO(tt_bootstrap_send_sealed(bs, members[i], SHRINK_ID_TAG, &offer,
+                                                 sizeof offer),
                         res, out);
         for (int i = 1; i < n; i++) {
             int32_t same = 0;
@@ -130,8 +132,8 @@ static ncclResult_t share_shrink_id(struct ncclComm *comm, const int *members, i
                         res, out);
     } else {
         struct shrink_offer got;
-        TT_TRY_GOTO(tt_bootstrap_recv(bs, members[0], SHRINK_ID_TAG, &got, sizeof got), res,
-                    out);
+        TT_TRY_GOTO(tt_bootstrap_recv_sealed(bs, members[0], SHRINK_ID_TAG, &got, sizeof got),
+                    res, out);
         int32_t same = got.n == offer.n && got.digest == offer.digest;
         TT_TRY_GOTO(tt_bootstrap_send(bs, members[0], SHRINK_ID_TAG, &same, sizeof same), res,
                     out);
@@ -359,10 +361,11 @@ ncclResult_t tt_comm_grow(ncclComm_t comm, int nranks, const ncclUniqueId *id, i
     if (comm->st.rank == coordinator) {
         for (int r = 0; r < comm->st.nranks && res == ncclSuccess; r++)
             if (r != coordinator)
-                res = tt_bootstrap_send(comm->bootstrap, r, GROW_ID_TAG, &shared, sizeof shared);
+                res = tt_bootstrap_send_sealed(comm->bootstrap, r, GROW_ID_TAG, &shared,
+                                               sizeof shared);
     } else {
-        res = tt_bootstrap_recv(comm->bootstrap, coordinator, GROW_ID_TAG, &shared,
-                                sizeof shared);
+        res = tt_bootstrap_recv_sealed(comm->bootstrap, coordinator, GROW_ID_TAG, &shared,
+                                       sizeof shared);
     }
     pthread_mutex_unlock(&comm->bootstrap_lock);
     if (res != ncclSuccess) goto out;
