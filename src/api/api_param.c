@@ -80,6 +80,15 @@ PARAM_GET_INT(U16, uint16_t, 0, UINT16_MAX)
 PARAM_GET_INT(U32, uint32_t, 0, UINT32_MAX)
 PARAM_GET_INT(U64, uint64_t, 0, UINT64_MAX)
 
+/* A string parameter's value as the API shows it: the job's secret is said to be set, never
+ * returned (tt_param_value_text does the same for the text forms). */
+static const char *shown_str(const struct tt_param_desc *d, int i)
+{
+    const char *s = tt_param_str_now(i);
+    if (s != NULL && *s != '\0' && strcmp(d->env, "TUTTI_SECRET") == 0) return "(set, not shown)";
+    return s;
+}
+
 TT_API ncclResult_t ncclParamGetStr(ncclParamHandle_t h, const char **out)
 {
     tt_error_clear();
@@ -90,7 +99,7 @@ TT_API ncclResult_t ncclParamGetStr(ncclParamHandle_t h, const char **out)
     if (d->type != TT_PARAM_STR)
         return TT_ERROR(ncclInvalidArgument, "ncclParamGetStr: %s is an integer parameter "
                                              "(ncclParamGetI64)", d->env);
-    *out = tt_param_str_now(i);
+    *out = shown_str(d, i);
     return ncclSuccess;
 }
 
@@ -107,7 +116,7 @@ TT_API ncclResult_t ncclParamGet(ncclParamHandle_t h, void *out, int maxLen, int
     if (d->type == TT_PARAM_INT) {
         v = tt_param_int_now(i);
     } else {
-        bytes = tt_param_str_now(i);
+        bytes = shown_str(d, i);
         need = strlen(bytes) + 1;
     }
     *len = (int)need;

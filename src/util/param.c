@@ -82,7 +82,10 @@ const struct tt_param_desc *tt_param_table(int *count)
 const char *tt_param_value_text(int i, char *buf, unsigned buf_bytes)
 {
     const char *s = getenv(param_table[i].env);
-    snprintf(buf, buf_bytes, "%s", (s != NULL && *s != '\0') ? s : param_table[i].default_text);
+    bool set = s != NULL && *s != '\0';
+    /* Text ends up in logs and bug reports: the job's secret is said to be set, not shown. */
+    if (set && strcmp(param_table[i].env, "TUTTI_SECRET") == 0) s = "(set, not shown)";
+    snprintf(buf, buf_bytes, "%s", set ? s : param_table[i].default_text);
     return buf;
 }
 
