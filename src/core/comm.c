@@ -146,14 +146,41 @@ static void comm_free(struct ncclComm *comm)
 }
 
 /* Whether `id` is the one every rank derives from NCCL_COMM_ID (whose root rank 0 starts):
- * ids made by ncclGetUniqueId, split or shrink already have a running root. */
+ * ids made by ncclGetUniqueId, split or shrink already have a running root. The derivation is
+ * remembered for the NCCL_COMM_ID and TUTTI_SECRET it was made from: with a passphrase it is an
+ * Argon2id run (about a second, 64 MiB), which every init of rank 0, splits included, would
+ * otherwise repeat (found by review). */
 static bool id_is_comm_id(const ncclUniqueId *id)
 {
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static char seen_id[256];
+    static uint64_t seen_secret; /* a hash: no copy of the secret is kept */
+    static bool seen_ok;
+    static ncclUniqueId seen;
     const char *comm_id = tt_param_comm_id();
+    if (comm_id[0] == '\0') return false;
+    uint64_t secret = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (const char *c = tt_param_secret(); *c != '\0'; c++)
+        secret = (secret ^ (uint8_t)*c) * 0x100000001b3ull;
+    bool cacheable = strlen(comm_id) < sizeof seen_id;
     ncclUniqueId derived;
-    if (comm_id[0] == '\0' || tt_bootstrap_id_from_string(comm_id, &derived) != ncclSuccess)
-        return false;
-    return memcmp(&derived, id, sizeof derived) == 0;
+    bool ok;
+    pthread_mutex_lock(&lock);
+    if (cacheable && seen_id[0] != '\0' && strcmp(seen_id, comm_id) == 0 &&
+        seen_secret == secret) {
+        derived = seen;
+        ok = seen_ok;
+    } else {
+        ok = tt_bootstrap_id_from_string(comm_id, &derived) == ncclSuccess;
+        if (cacheable) {
+            snprintf(seen_id, sizeof seen_id, "%s", comm_id);
+            seen_secret = secret;
+            seen = derived;
+            seen_ok = ok;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return ok && memcmp(&derived, id, sizeof derived) == 0;
 }
 
 /* Whether init makes Tree's connections: where the cost model may pick Tree, across hosts, or
