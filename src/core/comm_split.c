@@ -78,6 +78,9 @@ static ncclResult_t share_id(struct ncclComm *comm, const int *members, int n, i
     }
 out:
     pthread_mutex_unlock(&comm->bootstrap_lock);
+    /* The root new rank 0 started ends now, not at its deadline: the members that did get the
+     * id are told at once that the communicator cannot form. */
+    if (res != ncclSuccess && newrank == 0) tt_bootstrap_root_cancel(id);
     return res;
 }
 
@@ -150,6 +153,7 @@ static ncclResult_t share_shrink_id(struct ncclComm *comm, const int *members, i
     *id = offer.id;
 out:
     pthread_mutex_unlock(&comm->bootstrap_lock);
+    if (res != ncclSuccess && newrank == 0) tt_bootstrap_root_cancel(&offer.id);
     return res;
 }
 
@@ -407,7 +411,7 @@ ncclResult_t tt_comm_init_all(ncclComm_t *comms, int ndev)
     for (int i = 0; i < ndev; i++) comms[i] = NULL;
     ncclUniqueId id;
     TT_TRY(tt_bootstrap_get_unique_id(&id));
-    TT_TRY(TT_CALLOC(&ranks, (size_t)ndev));
+    TT_TRY_GOTO(TT_CALLOC(&ranks, (size_t)ndev), res, out);
     TT_TRY_GOTO(TT_CALLOC(&threads, (size_t)ndev), res, out);
     /* Every rank must be running before any can finish: init is a rendezvous of all ndev. */
     for (; started < ndev; started++) {
@@ -417,9 +421,10 @@ ncclResult_t tt_comm_init_all(ncclComm_t *comms, int ndev)
         int err = pthread_create(&threads[started], NULL, init_all_main, t);
         if (err != 0) {
             res = TT_ERROR(ncclSystemError,
-                           "ncclCommInitAll: starting the thread of rank %d of %d failed: %s; "
-                           "the ranks already started fail at their deadline (TUTTI_TIMEOUT_MS)",
+                           "ncclCommInitAll: starting the thread of rank %d of %d failed: %s",
                            started, ndev, strerror(err));
+            /* The ranks already started learn at once that the job cannot form. */
+            tt_bootstrap_root_cancel(&id);
             break;
         }
     }
@@ -441,6 +446,7 @@ out:
             if (comms[i] != NULL) tt_comm_destroy(comms[i], false);
             comms[i] = NULL;
         }
+        tt_bootstrap_root_cancel(&id); /* nothing is left to wait for it */
     }
     free(threads);
     free(ranks);
