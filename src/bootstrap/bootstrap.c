@@ -281,6 +281,7 @@ void tt_bootstrap_destroy(struct tt_bootstrap *bs)
     }
     free(bs->peer_addrs);
     free(bs->p2p_out_fd);
+    sodium_memzero(bs->secret, sizeof bs->secret); /* freed memory keeps no secret */
     free(bs);
 }
 

@@ -32,6 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "bootstrap/proto.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -376,6 +378,7 @@ void tt_bs_listener_stop(struct tt_bs_listener *l)
     pthread_cond_destroy(&l->filed);
     pthread_mutex_destroy(&l->lock);
     free(l->p2p_fd);
+    sodium_memzero(l->secret, sizeof l->secret); /* freed memory keeps no secret */
     free(l);
 }
 

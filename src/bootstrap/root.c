@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "bootstrap/proto.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -527,6 +529,7 @@ static void *root_main(void *arg)
     tt_sock_close(&root->listen_fd);
     free(root->conns);
     free(root->rank_conn);
+    sodium_memzero(&root->id, sizeof root->id); /* freed memory keeps no secret */
     free(root);
     return NULL;
 }
@@ -575,6 +578,7 @@ ncclResult_t tt_bs_root_spawn(const struct tt_unique_id *id, int listen_fd)
     }
     return ncclSuccess;
 fail:
+    if (root != NULL) sodium_memzero(&root->id, sizeof root->id);
     free(root);
     tt_sock_close(&listen_fd);
     return res;
