@@ -137,7 +137,9 @@ static void comm_free(struct ncclComm *comm)
     tt_transport_ctx_fini(&comm->tctx);
     tt_bootstrap_destroy(comm->bootstrap);
     tt_redop_table_destroy(comm->redops);
-    tt_mem_table_destroy(comm->regs);
+    /* Registrations still held: moved back, unless the communicator was aborted or failed
+     * (Abort returns within a second; moving may wait for queued operations and copies). */
+    tt_mem_table_destroy(comm->regs, atomic_load(&comm->st.abort) || tt_state_stopped(&comm->st));
     pthread_mutex_destroy(&comm->bootstrap_lock);
     pthread_mutex_destroy(&comm->tables_lock);
     free(comm->peers);

@@ -406,6 +406,10 @@ struct tt_mem_block *tt_mem_share_pages(void *buff, size_t bytes)
     }
     pages = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (pages == MAP_FAILED) goto out;
+    /* Not inherited by fork(), set before the move (mremap carries it along), so that a child
+     * forked at any moment never shares these pages with the parent; set again below for the
+     * fallback, which maps the file anew. */
+    madvise(pages, len, MADV_DONTFORK);
     memcpy(pages, (void *)lo, len);
     bool fell_back;
     if (!swap_in((void *)lo, pages, len, fd, &fell_back)) {
@@ -432,6 +436,14 @@ out:
     return NULL;
 }
 
+void tt_mem_leave_pages(struct tt_mem_block *block)
+{
+    if (block == NULL) return;
+    pthread_mutex_lock(&blocks_lock);
+    if (block->refs > 0) block->refs--;
+    pthread_mutex_unlock(&blocks_lock);
+}
+
 void tt_mem_unshare_pages(struct tt_mem_block *block)
 {
     if (block == NULL) return;
@@ -445,7 +457,18 @@ void tt_mem_unshare_pages(struct tt_mem_block *block)
     struct stat st;
     bool shared_still = false;
     if (!wait_range_idle(block->ptr, block->bytes)) {
-        shared_still = true; /* moved under a queued operation, they would lose its writes */
+        /* An operation still queued on the range would lose its writes if the pages moved,
+         * and it may yet publish the file's descriptor to its peers: the block stays as it
+         * is, linked, its file open (closed, the number could name another file by then). */
+        TT_WARN("deregistration: operations queued on the %zu bytes at %p did not finish "
+                "within TUTTI_TIMEOUT_MS; the pages stay shared and their memory file open",
+                block->bytes, block->ptr);
+        pthread_mutex_lock(&blocks_lock);
+        block->next = blocks;
+        blocks = block;
+        atomic_fetch_add(&live_blocks, 1);
+        pthread_mutex_unlock(&blocks_lock);
+        return;
     } else if (!block_intact(block)) {
         TT_WARN("deregistration: the %zu bytes at %p no longer hold their memory file (freed "
                 "while registered?); left as they are", block->bytes, block->ptr);

@@ -42,8 +42,10 @@ bool tt_mem_device_window(const struct ncclComm *comm, const void *ptr, size_t b
                           const struct tt_device_window **win, size_t *offset);
 /* Unmaps every device window's peers (the communicator's teardown, before its device team). */
 void tt_mem_close_device_windows(struct ncclComm *comm);
-/* Frees a communicator's registration table (accepts NULL). */
-void tt_mem_table_destroy(struct tt_reg_table *table);
+/* Frees a communicator's registration table (accepts NULL). `quick` (a communicator that was
+ * aborted or failed, whose teardown must not wait): registered pages are left where they are
+ * (tt_mem_leave_pages) instead of being moved back. */
+void tt_mem_table_destroy(struct tt_reg_table *table, bool quick);
 
 /* For the registrations (core/mem_reg.c): tt_mem_share_pages moves the whole pages of
  * [buff, buff + bytes) into a memory file and returns the block now holding them, or NULL where
@@ -55,6 +57,9 @@ void tt_mem_table_destroy(struct tt_reg_table *table);
 struct tt_mem_block;
 struct tt_mem_block *tt_mem_share_pages(void *buff, size_t bytes);
 void tt_mem_unshare_pages(struct tt_mem_block *block);
+/* Gives one count back without moving anything: the last leaves the pages shared, the block
+ * known and its file open, so the memory keeps working as it is; no wait, no copy. */
+void tt_mem_leave_pages(struct tt_mem_block *block);
 bool tt_mem_in_allocated_block(const void *ptr, size_t bytes);
 
 /* Installs what waits until no queued operation may touch a range (core/stream.c, with its

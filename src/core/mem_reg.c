@@ -45,14 +45,17 @@ struct tt_reg_table {
     struct tt_reg *head;
 };
 
-void tt_mem_table_destroy(struct tt_reg_table *table)
+void tt_mem_table_destroy(struct tt_reg_table *table, bool quick)
 {
     if (table == NULL) return;
     struct tt_reg *reg = table->head;
     while (reg != NULL) {
         struct tt_reg *next = reg->next;
         /* A window's record is the start of its ncclWindow_vidmem allocation. */
-        tt_mem_unshare_pages(reg->pages);
+        if (quick)
+            tt_mem_leave_pages(reg->pages);
+        else
+            tt_mem_unshare_pages(reg->pages);
         free(reg);
         reg = next;
     }
