@@ -6,7 +6,8 @@
  *
  * Checked: a sealed file of the right size maps and shows what was written into it, and a second
  * lookup is served from the cache; an unsealed file and a sealed file shorter than the published
- * block are refused; a sealed file cannot be shrunk. Exit 77 where pidfd_getfd is unavailable. */
+ * block are refused; a sealed file cannot be shrunk; a descriptor the peer has closed is
+ * refused without disabling mapping from that peer. Exit 77 where pidfd_getfd is unavailable. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -100,6 +101,16 @@ int main(void)
     r = region(small, 3, BLOCK);
     CHECK(tt_team_map(h[0], 1, &r) == NULL, "a file of %zu bytes was mapped as %zu", BLOCK / 2,
           BLOCK);
+
+    /* A descriptor the peer no longer holds (EBADF): this block is refused, but later ones
+     * still map (a one-off failure must not switch the peer to cross-memory attach for good). */
+    r = region(9999, 4, BLOCK);
+    CHECK(tt_team_map(h[0], 1, &r) == NULL, "a closed descriptor was mapped");
+    int again = make_file(BLOCK, 1);
+    r = region(again, 5, BLOCK);
+    CHECK(tt_team_map(h[0], 1, &r) != NULL,
+          "after one failed pidfd_getfd, a sealed file was no longer mapped");
+    close(again);
 
     close(good);
     close(loose);

@@ -426,11 +426,17 @@ static void *map_block(struct tt_team *h, int peer, const struct tt_team_region 
     if (h->pidfds[peer] < 0) return NULL;
     long fd = syscall(SYS_pidfd_getfd, h->pidfds[peer], r->fd, 0);
     if (fd < 0) {
-        TT_INFO(TT_SUB_SHM, "pidfd_getfd of rank %d's memory file %d failed (%s): its "
-                            "shareable buffers are read with cross-memory attach",
-                peer, (int)r->fd, strerror(errno));
-        close(h->pidfds[peer]);
-        h->pidfds[peer] = -2;
+        /* Not allowed, or not in this kernel: never for this peer. Anything else (out of
+         * descriptors here, a file the peer has closed since) fails this mapping only. */
+        bool never = errno == EPERM || errno == ENOSYS || errno == ESRCH;
+        TT_INFO(TT_SUB_SHM, "pidfd_getfd of rank %d's memory file %d failed (%s): %s read "
+                            "with cross-memory attach",
+                peer, (int)r->fd, strerror(errno),
+                never ? "its shareable buffers are" : "this buffer is");
+        if (never) {
+            close(h->pidfds[peer]);
+            h->pidfds[peer] = -2;
+        }
         return NULL;
     }
     /* A file shorter than the block, or one its owner could still shrink, would turn a load
