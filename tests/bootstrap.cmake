@@ -21,7 +21,7 @@ tutti_bootstrap_program(test_bootstrap)
 foreach(n 1 2 3 5 8)
   add_test(NAME bootstrap_ranks_${n} COMMAND test_bootstrap ranks ${n})
 endforeach()
-foreach(s missing mismatch commid garbage emfile sock)
+foreach(s missing late mismatch commid garbage emfile sock)
   add_test(NAME bootstrap_${s} COMMAND test_bootstrap ${s})
 endforeach()
 foreach(n 1 2 3 5 8)
@@ -29,7 +29,7 @@ foreach(n 1 2 3 5 8)
 endforeach()
 set_tests_properties(${TUTTI_BOOTSTRAP_TESTS} bootstrap_commid bootstrap_garbage bootstrap_emfile
   PROPERTIES LABELS transport TIMEOUT 120 SKIP_RETURN_CODE 77)
-set_tests_properties(bootstrap_missing bootstrap_mismatch
+set_tests_properties(bootstrap_missing bootstrap_late bootstrap_mismatch
   PROPERTIES LABELS fault TIMEOUT 120 SKIP_RETURN_CODE 77)
 set_tests_properties(bootstrap_sock PROPERTIES LABELS unit TIMEOUT 120 SKIP_RETURN_CODE 77)
 

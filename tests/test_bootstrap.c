@@ -277,6 +277,18 @@ static int scenario_ranks(int nranks)
     return all_ranks(&id, nranks, "full");
 }
 
+/* An id used long after it was made (as NCCL allows: its root waits until the id is used):
+ * made under a 1 s deadline, used 2 s later, and the job still forms. */
+static int scenario_late(void)
+{
+    ncclUniqueId id;
+    set_env("TUTTI_TIMEOUT_MS", "1000");
+    CHECK_OK(tt_bootstrap_get_unique_id(&id));
+    if (check_failures) return 1;
+    usleep(2000000);
+    return all_ranks(&id, 3, "full");
+}
+
 /* Ranks 0 and 1 of 3 start; both must fail within about TUTTI_TIMEOUT_MS, naming rank 2. */
 static int missing_rank_body(const ncclUniqueId *id, int rank, int nranks)
 {
@@ -687,6 +699,8 @@ int main(int argc, char **argv)
         rc = scenario_ranks(atoi(argv[2]));
     else if (strcmp(what, "missing") == 0)
         rc = scenario_missing();
+    else if (strcmp(what, "late") == 0)
+        rc = scenario_late();
     else if (strcmp(what, "mismatch") == 0)
         rc = scenario_mismatch();
     else if (strcmp(what, "commid") == 0)
@@ -698,8 +712,8 @@ int main(int argc, char **argv)
     else if (strcmp(what, "sock") == 0)
         rc = scenario_sock();
     else {
-        fprintf(stderr, "usage: %s ranks N | missing | mismatch | commid | garbage | emfile | sock\n",
-                argv[0]);
+        fprintf(stderr, "usage: %s ranks N | missing | late | mismatch | commid | garbage | "
+                        "emfile | sock\n", argv[0]);
         return 2;
     }
     rc = rc != 0 || check_failures != 0;

@@ -246,7 +246,9 @@ static ncclResult_t admit(struct root *root, int i)
     }
     c->state = CONN_ARRIVED;
     root->rank_conn[c->hello.rank] = i;
-    root->arrived++;
+    /* The job's deadline runs from its first rank, as NCCL's root waits until its id is used:
+     * an id may be made long before the ranks call init. */
+    if (root->arrived++ == 0) root->deadline_ns = tt_deadline_after_ms(root->timeout_ms);
     TT_TRACE(TT_SUB_BOOTSTRAP, "bootstrap root at %s: rank %d of %d arrived from %s",
              root->addr_text, (int)c->hello.rank, root->nranks, c->peer);
     return ncclSuccess;
@@ -557,7 +559,7 @@ ncclResult_t tt_bs_root_spawn(const struct tt_unique_id *id, int listen_fd)
     root->listen_fd = listen_fd;
     root->timeout_ms = tt_param_timeout_ms();
     root->handshake_ms = tt_param_handshake_ms();
-    root->deadline_ns = tt_deadline_after_ms(root->timeout_ms);
+    root->deadline_ns = TT_NO_DEADLINE; /* set when the first rank arrives (admit) */
     struct sockaddr_storage addr;
     TT_TRY_GOTO(tt_bs_id_addr(id, &addr), res, fail);
     tt_sock_addr_str(&addr, root->addr_text, sizeof root->addr_text);
