@@ -1,7 +1,8 @@
 # tutti-run (tests/test_launcher.sh, one CTest test per case) and the launcher environment
 # detection behind tuttiCommInitFromEnv (tests/test_env_detect.c). The detection test builds
 # its own copy of env_detect.c and util/, so it does not wait for the rest of the library.
-foreach(case env tag fail signal forward orphans timeout multinode usage fdlimit drain)
+foreach(case env tag fail signal forward orphans timeout multinode usage fdlimit drain
+             stopped)
   add_test(NAME launcher_${case}
            COMMAND sh ${CMAKE_SOURCE_DIR}/tests/test_launcher.sh $<TARGET_FILE:tutti-run> ${case})
   set_tests_properties(launcher_${case} PROPERTIES LABELS unit TIMEOUT 60 SKIP_RETURN_CODE 77)

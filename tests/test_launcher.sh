@@ -3,7 +3,7 @@
 # fails or dies by a signal (the others are stopped, SIGKILL after the grace period, nobody
 # left behind), signal forwarding, --timeout, several nodes, usage errors.
 # Usage: test_launcher.sh TUTTI_RUN CASE   (CASE: env tag fail signal forward timeout
-#        multinode usage fdlimit drain). Each case is its own CTest test. Exit 0: pass, 1: fail.
+#        multinode usage fdlimit drain stopped). Each case is its own CTest test. Exit 0: pass, 1: fail.
 set -u
 
 run=$1
@@ -348,6 +348,32 @@ case_drain() {
     [ $took -lt 10000 ] || fail "the job took $took ms to stop"
 }
 
+case_stopped() {
+    # A rank that stops (a read from the terminal stops a background process group with
+    # SIGTTIN; SIGSTOP here): tutti-run says so, and a forwarded SIGTERM still ends it (SIGCONT
+    # follows it; before, the stopped rank held the job until SIGKILL).
+    start_ranks 'echo "$$" >"$D/ready.$RANK"; [ $RANK = 0 ] && kill -STOP $$
+                 while :; do sleep 0.1; done'
+    tries=0
+    while ! grep -q "rank 0 (pid [0-9]*) was stopped by SIGSTOP" "$dir/err" &&
+        [ $tries -lt 100 ]; do
+        sleep 0.05
+        tries=$((tries + 1))
+    done
+    grep -q "rank 0 (pid [0-9]*) was stopped by SIGSTOP" "$dir/err" ||
+        fail "no word of the stopped rank: $(cat "$dir/err")"
+    kill -TERM $tpid
+    tries=0
+    while kill -0 $tpid 2>/dev/null && [ $tries -lt 100 ]; do
+        sleep 0.05
+        tries=$((tries + 1))
+    done
+    kill -0 $tpid 2>/dev/null && { kill -KILL $tpid; fail "a stopped rank held the job after SIGTERM"; }
+    wait $tpid
+    check_eq "exit status (ranks killed by SIGTERM)" $? $((128 + 15))
+    check_gone "$dir/ready.0" "$dir/ready.1"
+}
+
 case_usage() {
     # expect_usage WHAT ARGS...: tutti-run must exit 2 and say something on stderr.
     expect_usage() {
@@ -379,7 +405,8 @@ case_usage() {
 }
 
 case "$case_name" in
-    env | tag | fail | signal | forward | orphans | timeout | multinode | usage | fdlimit | drain)
+    env | tag | fail | signal | forward | orphans | timeout | multinode | usage | fdlimit | drain | \
+        stopped)
         "case_$case_name"
         ;;
     *)

@@ -213,16 +213,24 @@ static void signal_all(struct launcher *l, int sig)
 {
     pid_t *gone = calloc((size_t)l->opt.nproc, sizeof *gone);
     int ngone = 0;
+    /* A stopped process acts on a terminating signal only once continued: it gets SIGCONT
+     * after it (a rank stopped reading the terminal would otherwise wait for SIGKILL). */
+    bool wake = sig == SIGTERM || sig == SIGINT || sig == SIGHUP;
     for (int i = 0; i < l->opt.nproc; i++) {
         if (l->ranks[i].pid <= 0 || l->ranks[i].forgotten) continue;
-        if (l->ranks[i].running)
+        if (l->ranks[i].running) {
             kill(-l->ranks[i].pid, sig);
-        else if (gone != NULL)
+            if (wake) kill(-l->ranks[i].pid, SIGCONT);
+        } else if (gone != NULL) {
             gone[ngone++] = l->ranks[i].pid;
+        }
     }
     if (ngone > 0) keep_groups_of_ours(gone, ngone);
-    for (int i = 0; i < ngone; i++)
-        if (gone[i] > 0) kill(-gone[i], sig);
+    for (int i = 0; i < ngone; i++) {
+        if (gone[i] <= 0) continue;
+        kill(-gone[i], sig);
+        if (wake) kill(-gone[i], SIGCONT);
+    }
     free(gone);
 }
 
@@ -380,16 +388,28 @@ static bool reap(struct launcher *l)
     bool reaped = false;
     for (;;) {
         int status = 0;
-        pid_t pid = waitpid(-1, &status, WNOHANG);
+        pid_t pid = waitpid(-1, &status, WNOHANG | WUNTRACED);
         if (pid < 0 && errno == EINTR) continue;
         if (pid <= 0) {
             if (reaped) forget_empty_groups(l);
             return pid == 0;
         }
-        reaped = true;
         struct rank_proc *r = NULL;
         for (int i = 0; i < l->opt.nproc && r == NULL; i++)
             if (l->ranks[i].pid == pid && l->ranks[i].running) r = &l->ranks[i];
+        if (WIFSTOPPED(status)) {
+            /* Not an exit: said, since the job waits for that rank now (a read from the
+             * terminal stops a background process group with SIGTTIN). */
+            char name[32];
+            if (r != NULL)
+                fprintf(stderr, "tutti-run: rank %d (pid %d) was stopped by %s%s; the job "
+                                "waits for it\n", r->rank, (int)pid,
+                        signal_name(WSTOPSIG(status), name, sizeof name),
+                        WSTOPSIG(status) == SIGTTIN || WSTOPSIG(status) == SIGTTOU
+                            ? " (it used the terminal)" : "");
+            continue;
+        }
+        reaped = true;
         if (r == NULL) continue;
         r->running = false;
         l->nrunning--;
