@@ -234,6 +234,17 @@ start_ranks() {
     [ $tries -lt 100 ] || fail "ranks not ready after 5 s"
 }
 
+# expect_exit WHY TRIES: tutti-run ($tpid) must exit within TRIES x 50 ms; else it is killed
+# and WHY is the failure.
+expect_exit() {
+    tries=0
+    while kill -0 $tpid 2>/dev/null && [ $tries -lt "$2" ]; do
+        sleep 0.05
+        tries=$((tries + 1))
+    done
+    kill -0 $tpid 2>/dev/null && { kill -KILL $tpid; fail "$1"; }
+}
+
 case_forward() {
     # The ranks catch SIGTERM, say so and exit 5: the signal reached each of them. The handler
     # ignores further SIGTERMs: once one rank exits 5, tutti-run stops the others with another
@@ -270,12 +281,7 @@ case_forward() {
     kill -TERM $tpid
     sleep 0.3
     kill -TERM $tpid
-    tries=0
-    while kill -0 $tpid 2>/dev/null && [ $tries -lt 200 ]; do
-        sleep 0.05
-        tries=$((tries + 1))
-    done
-    kill -0 $tpid 2>/dev/null && { kill -KILL $tpid; fail "a second SIGTERM did not stop the ranks"; }
+    expect_exit "a second SIGTERM did not stop the ranks" 200
     wait $tpid
     check_eq "exit status (stopped by a second SIGTERM)" $? $((128 + 15))
     grep -q "interrupted again" "$dir/err" || fail "no word of the second interrupt: $(cat "$dir/err")"
@@ -363,12 +369,7 @@ case_stopped() {
     grep -q "rank 0 (pid [0-9]*) was stopped by SIGSTOP" "$dir/err" ||
         fail "no word of the stopped rank: $(cat "$dir/err")"
     kill -TERM $tpid
-    tries=0
-    while kill -0 $tpid 2>/dev/null && [ $tries -lt 100 ]; do
-        sleep 0.05
-        tries=$((tries + 1))
-    done
-    kill -0 $tpid 2>/dev/null && { kill -KILL $tpid; fail "a stopped rank held the job after SIGTERM"; }
+    expect_exit "a stopped rank held the job after SIGTERM" 100
     wait $tpid
     check_eq "exit status (ranks killed by SIGTERM)" $? $((128 + 15))
     check_gone "$dir/ready.0" "$dir/ready.1"

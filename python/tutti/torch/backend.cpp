@@ -10,9 +10,11 @@
 // between two ranks never waits on itself. A Work completes when its event does: Work::wait()
 // synchronizes the event on the caller's thread (which drives Tutti's engine meanwhile), and a
 // completion thread sleeps on the pending events (tuttiEventWait) so that futures (what
-// DistributedDataParallel waits on) complete without anybody calling wait(). Copies out of
-// staging buffers (tensor lists, non-contiguous outputs) run when the operation completes,
-// before its future does. The group's timeout is enforced by the completion thread: an
+// DistributedDataParallel waits on) complete without anybody calling wait(). Copies into
+// staging buffers (tensor lists, non-contiguous inputs) are made at issue, once the queued
+// operations holding those tensors are done, and copies out of them when the operation
+// completes, before its future does (ProcessGroupTutti::order_behind_queued keeps both in
+// stream order). The group's timeout is enforced by the completion thread: an
 // operation pending longer (inline or queued) revokes the communicator (ncclCommRevoke), which
 // fails everything in flight, and its Work raises a timeout error.
 //
@@ -209,7 +211,7 @@ class ProcessGroupTutti : public BackendBase {
     Buf src = buf(p.stage(in, true, false), what);
     at::Tensor flat = at::empty({static_cast<int64_t>(total)}, in.options());
     p.keep.push_back(flat);
-    split_into(p, flat, outputs[0]);
+    p.split_into(flat, outputs[0]);
     Buf dst = buf(flat, what);
     return issue(c10d::OpType::ALLGATHER, coll_stream_, std::move(p), [&](cudaStream_t s) {
       if (even) return ncclAllGather(src.ptr, dst.ptr, src.count, src.dtype, comm_, s);
@@ -283,7 +285,7 @@ class ProcessGroupTutti : public BackendBase {
     }
     Pending p;
     p.outputs = outputs;
-    at::Tensor flat = concatenated(p, inputs[0], out, what, even);
+    at::Tensor flat = p.concatenated(inputs[0], out, what, even);
     Buf src = buf(flat, what);
     Buf dst = buf(p.stage(out, false, true), what);
     return issue(c10d::OpType::REDUCE_SCATTER, coll_stream_, std::move(p), [&](cudaStream_t s) {
@@ -309,8 +311,8 @@ class ProcessGroupTutti : public BackendBase {
     TORCH_CHECK(!(input.is_contiguous() && output.is_contiguous() && overlap(input, output)),
                 "tutti: ", what, ": input and output overlap; AlltoAll needs distinct tensors");
     const int n = getSize();
-    std::vector<int64_t> send_rows = splits(input, input_splits, "input");
-    std::vector<int64_t> recv_rows = splits(output, output_splits, "output");
+    std::vector<int64_t> send_rows = splits(input, input_splits, getSize(), "input");
+    std::vector<int64_t> recv_rows = splits(output, output_splits, getSize(), "output");
     Pending p;
     p.outputs = {output};
     Buf src = buf(p.stage(input, true, false), what);
@@ -396,7 +398,7 @@ class ProcessGroupTutti : public BackendBase {
       at::Tensor flat = at::empty({static_cast<int64_t>(getSize()) * in.numel()}, in.options());
       p.keep.push_back(flat);
       p.outputs = outputs[0];
-      split_into(p, flat, outputs[0]);
+      p.split_into(flat, outputs[0]);
       dst = buf(flat, what).ptr;
     } else {
       TORCH_CHECK(outputs.empty() || outputs[0].empty(),
@@ -420,7 +422,7 @@ class ProcessGroupTutti : public BackendBase {
     if (getRank() == root) {
       TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
                   "tutti: scatter needs one list of ", getSize(), " input tensors at the root");
-      at::Tensor flat = concatenated(p, inputs[0], out, what);
+      at::Tensor flat = p.concatenated(inputs[0], out, what);
       src = buf(flat, what).ptr;
     } else {
       TORCH_CHECK(inputs.empty() || inputs[0].empty(),
@@ -717,69 +719,6 @@ class ProcessGroupTutti : public BackendBase {
     tuttiCommDump(p2p_comm_);
     ncclCommRevoke(comm_, 0);
     ncclCommRevoke(p2p_comm_, 0);
-  }
-
-  // One contiguous tensor to hold the list's tensors, each shaped like `like`, end to end;
-  // issue() fills it when the operation's turn comes (Pending::before).
-  at::Tensor concatenated(Pending& p, const std::vector<at::Tensor>& list,
-                          const at::Tensor& like, const char* what, bool equal_sizes = true) {
-    int64_t total = 0;
-    for (const at::Tensor& t : list) {
-      check_cpu(t, what);
-      same_type(t, like, what);
-      TORCH_CHECK(!equal_sizes || t.numel() == like.numel(), "tutti: ", what, ": every tensor "
-                  "of the list must have the output's ", like.numel(), " elements (got ",
-                  t.numel(), ")");
-      total += t.numel();
-    }
-    at::Tensor flat = at::empty({total}, like.options());
-    std::vector<at::Tensor> ins = list;
-    p.reads.insert(p.reads.end(), list.begin(), list.end());
-    p.before.push_back([ins, flat]() mutable {
-      at::NoGradGuard no_grad;
-      int64_t off = 0;
-      for (const at::Tensor& t : ins) {
-        flat.narrow(0, off, t.numel()).view(t.sizes()).copy_(t);
-        off += t.numel();
-      }
-    });
-    p.keep.push_back(flat);
-    return flat;
-  }
-
-  // Copies block r of `flat` into list[r] when the operation completes.
-  void split_into(Pending& p, const at::Tensor& flat, const std::vector<at::Tensor>& list) {
-    std::vector<at::Tensor> outs = list;
-    at::Tensor src = flat;
-    p.after.push_back([outs, src]() mutable {
-      int64_t off = 0;
-      for (at::Tensor& o : outs) {
-        o.copy_(src.narrow(0, off, o.numel()).view(o.sizes()));
-        off += o.numel();
-      }
-    });
-  }
-
-  // Rows per peer of an all_to_all_single tensor: the split sizes given, or equal blocks.
-  std::vector<int64_t> splits(const at::Tensor& t, const std::vector<int64_t>& given,
-                              const char* which) {
-    const int n = getSize();
-    const int64_t rows = t.dim() > 0 ? t.size(0) : t.numel();
-    if (given.empty()) {
-      TORCH_CHECK(rows % n == 0, "tutti: all_to_all_single: the ", which, "'s ", rows,
-                  " rows do not divide into ", n, " equal blocks (give split sizes)");
-      return std::vector<int64_t>(n, rows / n);
-    }
-    TORCH_CHECK(static_cast<int>(given.size()) == n, "tutti: all_to_all_single: ", which,
-                " split sizes must have ", n, " entries, got ", given.size());
-    int64_t sum = 0;
-    for (int64_t s : given) {
-      TORCH_CHECK(s >= 0, "tutti: all_to_all_single: negative ", which, " split size ", s);
-      sum += s;
-    }
-    TORCH_CHECK(sum == rows, "tutti: all_to_all_single: ", which, " split sizes add up to ",
-                sum, " but the tensor has ", rows, " rows");
-    return given;
   }
 
   ncclComm_t comm_ = nullptr;

@@ -139,6 +139,27 @@ bool overlap(const at::Tensor& a, const at::Tensor& b) {
   return x.first < y.second && y.first < x.second;
 }
 
+// Rows per peer of an all_to_all_single tensor: the split sizes given, or equal blocks.
+std::vector<int64_t> splits(const at::Tensor& t, const std::vector<int64_t>& given, int n,
+                          const char* which) {
+  const int64_t rows = t.dim() > 0 ? t.size(0) : t.numel();
+  if (given.empty()) {
+    TORCH_CHECK(rows % n == 0, "tutti: all_to_all_single: the ", which, "'s ", rows,
+                " rows do not divide into ", n, " equal blocks (give split sizes)");
+    return std::vector<int64_t>(n, rows / n);
+  }
+  TORCH_CHECK(static_cast<int>(given.size()) == n, "tutti: all_to_all_single: ", which,
+              " split sizes must have ", n, " entries, got ", given.size());
+  int64_t sum = 0;
+  for (int64_t s : given) {
+    TORCH_CHECK(s >= 0, "tutti: all_to_all_single: negative ", which, " split size ", s);
+    sum += s;
+  }
+  TORCH_CHECK(sum == rows, "tutti: all_to_all_single: ", which, " split sizes add up to ",
+              sum, " but the tensor has ", rows, " rows");
+  return given;
+}
+
 void check_cpu(const at::Tensor& t, const char* what) {
   TORCH_CHECK(t.defined(), "tutti: ", what, ": undefined tensor");
   TORCH_CHECK(t.device().is_cpu(), "tutti: ", what, " needs CPU tensors (got ", t.device(),

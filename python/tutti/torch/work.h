@@ -71,6 +71,47 @@ struct Pending {
     }
     return c;
   }
+
+  // One contiguous tensor to hold the list's tensors, each shaped like `like`, end to end;
+  // issue() fills it when the operation's turn comes (Pending::before).
+  at::Tensor concatenated(const std::vector<at::Tensor>& list, const at::Tensor& like,
+                          const char* what, bool equal_sizes = true) {
+    int64_t total = 0;
+    for (const at::Tensor& t : list) {
+      check_cpu(t, what);
+      same_type(t, like, what);
+      TORCH_CHECK(!equal_sizes || t.numel() == like.numel(), "tutti: ", what, ": every tensor "
+                  "of the list must have the output's ", like.numel(), " elements (got ",
+                  t.numel(), ")");
+      total += t.numel();
+    }
+    at::Tensor flat = at::empty({total}, like.options());
+    std::vector<at::Tensor> ins = list;
+    reads.insert(reads.end(), list.begin(), list.end());
+    before.push_back([ins, flat]() mutable {
+      at::NoGradGuard no_grad;
+      int64_t off = 0;
+      for (const at::Tensor& t : ins) {
+        flat.narrow(0, off, t.numel()).view(t.sizes()).copy_(t);
+        off += t.numel();
+      }
+    });
+    keep.push_back(flat);
+    return flat;
+  }
+
+  // Copies block r of `flat` into list[r] when the operation completes.
+  void split_into(const at::Tensor& flat, const std::vector<at::Tensor>& list) {
+    std::vector<at::Tensor> outs = list;
+    at::Tensor src = flat;
+    after.push_back([outs, src]() mutable {
+      int64_t off = 0;
+      for (at::Tensor& o : outs) {
+        o.copy_(src.narrow(0, off, o.numel()).view(o.sizes()));
+        off += o.numel();
+      }
+    });
+  }
 };
 
 class WorkTutti : public c10d::Work {
