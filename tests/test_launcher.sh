@@ -115,6 +115,14 @@ case_tag() {
     done
     check_eq "stdout lines" "$(wc -l <"$dir/out" | tr -d ' ')" $((3 * 202))
     check_eq "stderr lines" "$(wc -l <"$dir/err" | tr -d ' ')" 3
+    # A reader slower than the drain time after the ranks' exit (4 KiB per 0.1 s, 180 KB in
+    # all): what the ranks wrote is all there (before, what sat in their pipes was dropped).
+    "$run" -n 2 sh -c 'seq 1 10000' | python3 -c 'import os, time
+while True:
+    b = os.read(0, 4096)
+    if not b: break
+    os.write(1, b); time.sleep(0.1)' >"$dir/out"
+    check_eq "lines through a late reader" "$(grep -c '^\[[01]\] [0-9]*$' "$dir/out")" 20000
     # One rank: untagged by default; --tag-output forces tags; --no-tag disables them.
     check_eq "-n 1" "$("$run" -n 1 echo hi)" "hi"
     check_eq "-n 1 --tag-output" "$("$run" -n 1 --tag-output echo hi)" "[0] hi"

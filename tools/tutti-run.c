@@ -537,7 +537,10 @@ static void supervise(struct launcher *l)
         for (int i = 1; i < nfds; i++)
             if (fds[i].revents != 0) read_stream(l->stream_rank[i], l->streams[i]);
     }
+    /* What the ranks wrote before they exited is still in the pipes when writing to a slow
+     * stdout took the drain time: emitted now, within drain_rank's bound. */
     for (int i = 0; i < l->opt.nproc; i++) {
+        drain_rank(&l->ranks[i]);
         for (int s = 0; s < 2; s++) {
             struct out_stream *st = &l->ranks[i].out[s];
             if (st->used > 0) emit_line(l->ranks[i].rank, st->dest_fd, st->buf, st->used);
