@@ -105,7 +105,7 @@ struct port {
 };
 
 static struct {
-    pid_t pids[NRANKS];
+    _Atomic pid_t pids[NRANKS]; /* written by the main thread, read by the attacker */
     int conns;
     atomic_int stop;
     atomic_int nports;
@@ -249,8 +249,9 @@ static bool rank_socket(unsigned long ino)
 {
     static unsigned long inodes[65536];
     for (int r = 0; r < NRANKS; r++) {
-        if (att.pids[r] <= 0) continue;
-        int n = socket_inodes(att.pids[r], inodes, (int)(sizeof inodes / sizeof *inodes));
+        pid_t pid = atomic_load(&att.pids[r]);
+        if (pid <= 0) continue;
+        int n = socket_inodes(pid, inodes, (int)(sizeof inodes / sizeof *inodes));
         for (int i = 0; i < n; i++)
             if (inodes[i] == ino) return true;
     }
@@ -282,9 +283,10 @@ static void scan_ports(void)
     static unsigned long inodes[MAX_LISTENERS], judged[MAX_LISTENERS];
     static int njudged;
     static pid_t judged_for[NRANKS];
-    if (memcmp(judged_for, att.pids, sizeof judged_for) != 0) {
-        memcpy(judged_for, att.pids, sizeof judged_for);
-        njudged = 0;
+    for (int r = 0; r < NRANKS; r++) {
+        pid_t pid = atomic_load(&att.pids[r]);
+        if (judged_for[r] != pid) njudged = 0; /* a new rank: its ports are judged afresh */
+        judged_for[r] = pid;
     }
     int n = listening_sockets(ports, inodes, MAX_LISTENERS);
     if (n < 0) n = proc_net_listeners(ports, inodes, MAX_LISTENERS);
@@ -392,9 +394,9 @@ static int run_job(const char *self, bool attack, int ops, double *init_ms)
     setenv("TUTTI_SECRET", secret, 1);
 
     pthread_t thread;
-    memset(att.pids, 0, sizeof att.pids);
+    for (int r = 0; r < NRANKS; r++) atomic_store(&att.pids[r], 0);
     atomic_store(&att.stop, 0);
-    att.pids[0] = spawn_rank(self, 0, ops, fds[1]);
+    atomic_store(&att.pids[0], spawn_rank(self, 0, ops, fds[1]));
     att.opened = 0;
     if (attack) {
         pthread_create(&thread, NULL, attacker, NULL);
@@ -404,7 +406,7 @@ static int run_job(const char *self, bool attack, int ops, double *init_ms)
         printf("  rank 0's %d listening ports flooded after %.0f ms\n",
                atomic_load(&att.nports), (now_s() - t0) * 1e3);
     }
-    att.pids[1] = spawn_rank(self, 1, ops, fds[1]);
+    atomic_store(&att.pids[1], spawn_rank(self, 1, ops, fds[1]));
     close(fds[1]);
 
     int failed = 0;
