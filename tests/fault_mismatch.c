@@ -10,8 +10,10 @@
  *   op        AllReduce sum, the last rank max;
  *   root      Broadcast from rank 0, the last rank believes rank 1 is the root;
  *   coll      AllReduce, the last rank Reduce to rank 0;
+ *   zero      AllReduce of n elements, the last rank of none (which sends nothing a receiver
+ *             could compare: before, it returned ncclSuccess at once and the others waited);
  * at 8 B, 1 MiB and 64 MiB. `fault_mismatch [--max-bytes N] [--kinds count,dtype,...]
- * [--skip root@67108864,...]`; the default kinds are all five, --skip leaves cases out. Every
+ * [--skip root@67108864,...]`; the default kinds are all six, --skip leaves cases out. Every
  * rank prints the error it got. Exit 1 on any failure. */
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,8 +26,8 @@
 
 #include "world.h"
 
-enum kind { COUNT, DTYPE, OP, ROOT, COLL, NKINDS };
-static const char *const kind_names[NKINDS] = {"count", "dtype", "op", "root", "coll"};
+enum kind { COUNT, DTYPE, OP, ROOT, COLL, ZERO, NKINDS };
+static const char *const kind_names[NKINDS] = {"count", "dtype", "op", "root", "coll", "zero"};
 
 static int rank, nranks;
 
@@ -42,6 +44,8 @@ static ncclResult_t run_case(ncclComm_t c, enum kind kind, size_t bytes, void *s
         return ncclAllReduce(send, recv, n, ncclFloat, odd ? ncclMax : ncclSum, c, NULL);
     case ROOT:
         return ncclBroadcast(send, recv, n, ncclFloat, odd ? 1 : 0, c, NULL);
+    case ZERO:
+        return ncclAllReduce(send, recv, odd ? 0 : n, ncclFloat, ncclSum, c, NULL);
     default:
         if (odd) return ncclReduce(send, recv, n, ncclFloat, ncclSum, 0, c, NULL);
         return ncclAllReduce(send, recv, n, ncclFloat, ncclSum, c, NULL);
@@ -51,7 +55,7 @@ static ncclResult_t run_case(ncclComm_t c, enum kind kind, size_t bytes, void *s
 int main(int argc, char **argv)
 {
     size_t max_bytes = 64u << 20;
-    const char *kinds = "count,dtype,op,root,coll";
+    const char *kinds = "count,dtype,op,root,coll,zero";
     const char *skip = ""; /* "root@67108864,...": cases left out */
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--max-bytes") == 0) max_bytes = strtoull(argv[i + 1], NULL, 0);

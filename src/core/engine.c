@@ -293,6 +293,17 @@ __attribute__((cold, noinline)) static ncclResult_t verify_start(struct tt_task 
     return verify(t, b, progressed, hint);
 }
 
+/* Whether the operation reports success only once every peer ran the same one (verify_start):
+ * a rooted collective, where a root or a Reduce rank may finish before its peers, and a
+ * collective of no elements, which sends nothing a peer could compare (a rank's count of 0
+ * against the others' n would return at once and leave them waiting). */
+static inline bool verifies_peers(const struct tt_task *t)
+{
+    if (!t->st->check_rooted || t->st->nranks < 2) return false;
+    return t->op.coll == TT_COLL_BROADCAST || t->op.coll == TT_COLL_REDUCE ||
+           (t->op.count == 0 && t->op.coll < TT_COLL_SEND);
+}
+
 static inline ncclResult_t task_progress(struct tt_task *t, struct tt_batch *b,
                                          bool *progressed, struct tt_wait_hint *hint)
 {
@@ -304,10 +315,9 @@ static inline ncclResult_t task_progress(struct tt_task *t, struct tt_batch *b,
             return ncclSuccess;
         t->started = true;
         tt_algo_op_start(&t->op);
-        /* A rooted collective publishes its descriptor as it starts, so that its peers' checks
+        /* Such an operation publishes its descriptor as it starts, so that its peers' checks
          * when their own parts are done (verify_peers) find it at once, not a wait later. */
-        if (__builtin_expect(t->op.coll == TT_COLL_BROADCAST || t->op.coll == TT_COLL_REDUCE, 0) &&
-            t->st->team != NULL && t->st->check_rooted && t->st->nranks > 1)
+        if (__builtin_expect(t->st->team != NULL && verifies_peers(t), 0))
             tt_team_publish_desc(t->st->team, &t->op.desc);
         if (__builtin_expect(t->op.trace != NULL, 0)) trace_op_start(t);
     }
@@ -317,9 +327,7 @@ static inline ncclResult_t task_progress(struct tt_task *t, struct tt_batch *b,
     if (res != ncclSuccess) return task_failed(t, b, res);
     if (moved) *progressed = true;
     if (done) {
-        if ((t->op.coll == TT_COLL_BROADCAST || t->op.coll == TT_COLL_REDUCE) &&
-            t->st->check_rooted && t->st->nranks > 1)
-            return verify_start(t, b, progressed, hint);
+        if (__builtin_expect(verifies_peers(t), 0)) return verify_start(t, b, progressed, hint);
         task_finish(t, b, ncclSuccess);
         *progressed = true;
     }

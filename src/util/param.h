@@ -78,8 +78,9 @@
     X(port_range, "TUTTI_PORT_RANGE", STR, "", 0, 0,                                               \
       "lo-hi: listen only on TCP ports in this range (firewalls)")                                 \
     X(check_rooted, "TUTTI_CHECK_ROOTED", INT, 1, 0, 1,                                            \
-      "1: a Broadcast or Reduce reports success only once every rank ran the same operation "      \
-      "(root and collective mismatches caught on every rank, at the cost of a synchronisation); "  \
+      "1: a Broadcast or Reduce, or a collective of count 0, reports success only once every "    \
+      "rank ran the same operation (root, collective and zero-count mismatches caught on every "   \
+      "rank, at the cost of a synchronisation); "                                                   \
       "0: off. Must be equal on every rank")                                                        \
     X(map_peers, "TUTTI_MAP_PEERS", INT, 1, 0, 1,                                                  \
       "0: never map peers' shareable buffers; Direct then copies them with cross-memory "          \
