@@ -243,6 +243,19 @@ static void test_args(void)
     CHECK_RES(tuttiEventDestroy(ev), ncclSuccess);
 }
 
+/* ncclGetLastError after `what` reported an asynchronous failure names it: holds `cause`, a
+ * piece of the message logged where the operation failed. A message left by an earlier call
+ * is planted first, so a report that sets none fails here. */
+static void check_reason(const char *what, const char *cause)
+{
+    const char *last = ncclGetLastError(NULL);
+    if (last == NULL || strstr(last, cause) == NULL)
+        FAIL("%s: ncclGetLastError says '%s', without the failure's reason ('%s')", what,
+             last ? last : "(null)", cause);
+    /* An earlier, unrelated error: the next report must replace it. */
+    ncclCommUserRank(NULL, NULL);
+}
+
 static void test_errors(void)
 {
     if (nranks < 2) return;
@@ -264,11 +277,15 @@ static void test_errors(void)
     if (rank == 0) {
         CHECK_RES(ncclAllReduce(x, x, 64, ncclInt64, ncclSum, doomed, s), ncclSuccess);
         CHECK_RES(tuttiEventRecord(after, doomed, s), ncclSuccess);
+        ncclCommUserRank(NULL, NULL); /* an earlier error, which the report must replace */
         ncclResult_t res = tuttiEventSynchronize(after);
         if (res != ncclRemoteError)
             FAIL("event after an AllReduce no peer issued: got %d (%s), want ncclRemoteError",
                  (int)res, ncclGetErrorString(res));
+        check_reason("tuttiEventSynchronize", "AllReduce #");
         CHECK_RES(tuttiEventQuery(before), ncclSuccess);
+        CHECK_RES(tuttiStreamSynchronize(s), ncclRemoteError);
+        check_reason("tuttiStreamSynchronize", "AllReduce #");
     } else {
         CHECK_RES(tuttiEventSynchronize(before), ncclSuccess);
         check_all("AllReduce before the failure", x, 64, ranks_sum(1));
@@ -299,17 +316,22 @@ static void test_late(void)
     /* Wait until the failure is latched and the stream has drained, without taking the
      * stream's error (tuttiStreamQuery would). */
     ncclResult_t async = ncclSuccess;
+    ncclCommUserRank(NULL, NULL); /* an earlier error, which the report must replace */
     for (int i = 0; i < 200000 && (async == ncclSuccess || async == ncclInProgress); i++) {
         ncclCommGetAsyncError(doomed, &async);
         if (async == ncclSuccess || async == ncclInProgress)
             nanosleep(&(struct timespec){0, 50000}, NULL);
     }
     CHECK_RES(async, ncclInvalidUsage);
+    /* Each report of the failure carries its reason, not an earlier message. */
+    check_reason("ncclCommGetAsyncError", "count mismatch");
     /* The failing operation's batch leaves the stream just after the latch. */
     CHECK_RES(tuttiEventRecord(late, doomed, s), ncclSuccess);
     CHECK_RES(tuttiEventSynchronize(late), ncclInvalidUsage);
+    check_reason("tuttiEventSynchronize, recorded after the failure", "count mismatch");
     CHECK_RES(tuttiEventDestroy(late), ncclSuccess);
-    tuttiStreamSynchronize(s); /* forget the stream's latched error */
+    CHECK_RES(tuttiStreamQuery(s), ncclInvalidUsage); /* takes the stream's latched error */
+    check_reason("tuttiStreamQuery", "count mismatch");
     CHECK_RES(tuttiStreamDestroy(s), ncclSuccess);
     CHECK_RES(ncclCommAbort(doomed), ncclSuccess);
 }

@@ -143,6 +143,11 @@ TT_API ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncE
     tt_log_set_rank(tt_comm_rank(comm));
     TT_TRY(tt_api_check_ptr(asyncError, "ncclCommGetAsyncError", "asyncError"));
     *asyncError = tt_comm_async_error(comm);
+    if (*asyncError != ncclSuccess && *asyncError != ncclInProgress) {
+        const char *why = tt_comm_fail_reason(comm);
+        tt_error_note("rank %d's communicator failed: %s", tt_comm_rank(comm),
+                      why[0] ? why : "(no reason recorded; see the WARN lines on stderr)");
+    }
     return ncclSuccess;
 }
 TT_API_ALIAS(ncclCommGetAsyncError);

@@ -151,8 +151,7 @@ TT_API ncclResult_t tuttiEventCreate(tuttiEvent_t *event)
 
 TT_API ncclResult_t tuttiEventDestroy(tuttiEvent_t event)
 {
-    TT_CALL_SCOPE;
-    tt_error_clear();
+    TT_CALL_SCOPE; /* keeps the last error: a destroy during cleanup must not hide why */
     TT_TRY(tt_event_check(event, "tuttiEventDestroy"));
     return tt_event_destroy(event);
 }

@@ -585,6 +585,7 @@ ncclResult_t tt_comm_check(ncclComm_t comm, const char *caller)
 int tt_comm_rank(ncclComm_t comm) { return comm->st.rank; }
 int tt_comm_cuda_device(ncclComm_t comm) { return comm->cuda_device; }
 int tt_comm_nranks(ncclComm_t comm) { return comm->st.nranks; }
+const char *tt_comm_fail_reason(ncclComm_t comm) { return tt_state_fail_reason(&comm->st); }
 ncclResult_t tt_comm_async_error(ncclComm_t comm)
 {
     if (atomic_load(&comm->st.phase) == TT_COMM_INITIALIZING) return ncclInProgress;

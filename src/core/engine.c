@@ -407,7 +407,11 @@ static ncclResult_t batch_fail(struct tt_batch *b, ncclResult_t res)
 void tt_engine_cancel(struct tt_batch *b, ncclResult_t res)
 {
     for (struct tt_task *t = b->head; t; t = t->next) {
-        if (!t->done) task_finish(t, b, res);
+        if (!t->done) {
+            tt_error_note("%s #%llu of rank %d: not started, its communicator was stopped",
+                          tt_coll_name(t->op.coll), (unsigned long long)t->seq, t->st->rank);
+            task_finish(t, b, res);
+        }
         t->comm = NULL;
         t->st = NULL;
         t->lane = NULL;
@@ -659,13 +663,14 @@ ncclResult_t tt_engine_run_task(struct tt_task *t)
     return tt_engine_run(&b);
 }
 
-void tt_engine_complete_events(struct tt_batch *b)
+void tt_engine_complete_events(struct tt_batch *b, const char *reason)
 {
     struct tt_event_rec *list = b->events;
     b->events = NULL;
     while (list != NULL) {
         struct tt_event_rec *next = list->next;
         list->result = b->result;
+        if (b->result != ncclSuccess) snprintf(list->reason, sizeof list->reason, "%s", reason);
         list->next = NULL;
         atomic_store_explicit(&list->state, TT_EVENT_DONE, memory_order_release);
         list = next;

@@ -36,6 +36,7 @@ struct tt_event_rec {
     ncclResult_t result;   /* written before state becomes DONE */
     cudaStream_t stream;   /* where it is recorded, while PENDING */
     struct tt_event_rec *next; /* in its batch's list */
+    char reason[TT_REASON_BYTES]; /* why, when result is an error */
 };
 
 struct tt_lane {
@@ -117,9 +118,9 @@ ncclResult_t tt_engine_check_stall(struct tt_batch *b);
  * `res`, and lets go of the communicator: the batch then ends as soon as its stream reaches it,
  * without touching what ncclCommAbort frees. */
 void tt_engine_cancel(struct tt_batch *b, ncclResult_t res);
-/* Completes every event recorded on the ended batch `b` with its result (under the lock of
- * the stream that owns the batch). */
-void tt_engine_complete_events(struct tt_batch *b);
+/* Completes every event recorded on the ended batch `b` with its result, and `reason` when it
+ * failed (under the lock of the stream that owns the batch). */
+void tt_engine_complete_events(struct tt_batch *b, const char *reason);
 /* Whether the peer the batch waits for runs on the calling thread's CPU (then the caller
  * should yield rather than spin); moves the thread off that CPU when it may. Records the
  * caller's CPU in its team mailbox for its peers' waiters. */

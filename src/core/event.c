@@ -81,6 +81,10 @@ ncclResult_t tt_event_query(struct tuttiEvent_st *event)
     struct tt_event_rec *ev = &event->rec;
     int state = atomic_load_explicit(&ev->state, memory_order_acquire);
     if (state == TT_EVENT_PENDING) return ncclInProgress;
+    if (ev->result != ncclSuccess)
+        tt_error_note("an operation before event %p failed: %s", (void *)event,
+                      ev->reason[0] ? ev->reason
+                                    : "(no reason recorded; see the WARN lines on stderr)");
     return ev->result;
 }
 

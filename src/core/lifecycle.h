@@ -32,6 +32,8 @@ int tt_comm_cuda_device(ncclComm_t comm);
 int tt_comm_nranks(ncclComm_t comm);
 /* The first error latched on the communicator (ncclCommGetAsyncError). */
 ncclResult_t tt_comm_async_error(ncclComm_t comm);
+/* Why the communicator failed ("" while it has not, or when no reason was recorded). */
+const char *tt_comm_fail_reason(ncclComm_t comm);
 /* Waits for a background init to end and returns its result. */
 ncclResult_t tt_comm_wait_ready(struct ncclComm *comm);
 ncclResult_t tt_comm_finalize(ncclComm_t comm);

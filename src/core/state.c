@@ -161,6 +161,8 @@ void tt_state_fail(struct tt_comm_state *st, ncclResult_t res)
 {
     int expected = ncclSuccess;
     if (atomic_compare_exchange_strong(&st->async_error, &expected, (int)res)) {
+        snprintf(st->fail_reason, sizeof st->fail_reason, "%s", tt_error_last());
+        atomic_store_explicit(&st->fail_reason_set, true, memory_order_release);
         tt_team_set_failed(st->team, (int)res, tt_error_last());
         if (st->on_fail != NULL) st->on_fail(st->on_fail_arg);
     }

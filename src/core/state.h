@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "nccl.h"
+#include "util/err.h"
 
 struct tt_team;
 
@@ -53,6 +54,10 @@ struct tt_comm_state {
     _Atomic int revoked;
     _Atomic int phase;          /* enum tt_comm_phase */
     _Atomic int async_error;    /* the first error (ncclResult_t), latched */
+    /* Why it failed: the failing thread's last error, written once after async_error, and
+     * readable once fail_reason_set is. */
+    char fail_reason[TT_REASON_BYTES];
+    _Atomic bool fail_reason_set;
     ncclResult_t init_result;   /* written before phase leaves INITIALIZING */
     _Atomic bool finalized;
     struct tt_team *team;       /* the local team, for the waiters' CPU records (or NULL) */
@@ -81,13 +86,6 @@ void tt_state_flight_release(struct tt_comm_state *st, int *slot);
 /* Writes the stalled operations to the log at WARN (`why` says what asked). */
 void tt_state_flight_dump(struct tt_comm_state *st, const char *why);
 
-/* Records `res` as the communicator's first error (ncclCommGetAsyncError); thread-safe. */
-static inline void tt_state_latch(struct tt_comm_state *st, ncclResult_t res)
-{
-    int expected = ncclSuccess;
-    atomic_compare_exchange_strong(&st->async_error, &expected, (int)res);
-}
-
 static inline ncclResult_t tt_state_error(const struct tt_comm_state *st)
 {
     return (ncclResult_t)atomic_load_explicit(&st->async_error, memory_order_acquire);
@@ -103,6 +101,13 @@ static inline bool tt_state_stopped(const struct tt_comm_state *st)
 /* Latches `res` as the first error and, the first time, tells the local team's members
  * (transport/team.h) why, so that their waits on this rank fail at once. */
 void tt_state_fail(struct tt_comm_state *st, ncclResult_t res);
+
+/* Why the communicator failed ("" when no reason was recorded, or it has not failed). */
+static inline const char *tt_state_fail_reason(const struct tt_comm_state *st)
+{
+    return atomic_load_explicit(&st->fail_reason_set, memory_order_acquire) ? st->fail_reason
+                                                                            : "";
+}
 
 /* A peer of this host that is gone: `peer` itself when peer >= 0, else any of them. Gone means
  * its process ended (one poll over the pidfds) or its communicator failed (its team mailbox).

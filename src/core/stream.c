@@ -45,6 +45,7 @@ struct tt_stream {
     uint64_t queued;
     uint64_t completed;
     ncclResult_t error; /* first error of completed batches, until reported */
+    char error_reason[TT_REASON_BYTES]; /* why, while error is set */
     struct tt_stream *next;
     /* Shadows of device streams only: */
     bool shadow;
@@ -108,6 +109,9 @@ static bool engine_pass(bool *progressed, struct tt_wait_hint *hint, struct tt_b
         busy = true;
         if (gate_closed(b)) continue;
         bool done = false, moved = false;
+        /* A failure below leaves its reason as this thread's last error, kept for the
+         * stream's and the events' reports; none left from before may stand in for it. */
+        tt_error_clear();
         ncclResult_t res = tt_engine_progress(b, &done, &moved, &batch_hint);
         if (moved) *progressed = true;
         if (!done) {
@@ -123,10 +127,14 @@ static bool engine_pass(bool *progressed, struct tt_wait_hint *hint, struct tt_b
         pthread_mutex_lock(&s->lock);
         s->head = b->next;
         if (s->head == NULL) s->tail = NULL;
-        if (res != ncclSuccess && s->error == ncclSuccess) s->error = res;
+        const char *why = res == ncclSuccess ? "" : tt_error_last();
+        if (res != ncclSuccess && s->error == ncclSuccess) {
+            s->error = res;
+            snprintf(s->error_reason, sizeof s->error_reason, "%s", why);
+        }
         s->completed++;
         b->result = res;
-        tt_engine_complete_events(b);
+        tt_engine_complete_events(b, why);
         /* The device stream waits for this, whatever the result (the error is latched on the
          * communicator, as NCCL reports asynchronous failures). */
         if (b->gate != NULL) __atomic_store_n(&b->gate[1], b->gate_seq, __ATOMIC_RELEASE);
@@ -454,6 +462,8 @@ void tt_stream_record(cudaStream_t stream, struct tt_event_rec *rec)
          * nobody took yet (an operation that failed at once, before its caller could record
          * an event behind it): that is the first error among them. */
         rec->result = s->error;
+        if (s->error != ncclSuccess)
+            snprintf(rec->reason, sizeof rec->reason, "%s", s->error_reason);
         atomic_store_explicit(&rec->state, TT_EVENT_DONE, memory_order_release);
     }
     pthread_mutex_unlock(&s->lock);
@@ -511,10 +521,16 @@ void tt_stream_sleep_event(cudaStream_t stream, struct tt_event_rec *rec, int64_
     pthread_mutex_unlock(&s->lock);
 }
 
-static ncclResult_t take_error(struct tt_stream *s)
+/* Reports and forgets the stream's first error since the last report, with its reason (the
+ * failure itself was logged where it happened). */
+static ncclResult_t take_error(struct tt_stream *s, const char *caller)
 {
     pthread_mutex_lock(&s->lock);
     ncclResult_t res = s->error;
+    if (res != ncclSuccess)
+        tt_error_note("%s: an operation on stream %p failed: %s", caller, (void *)s,
+                      s->error_reason[0] ? s->error_reason
+                                         : "(no reason recorded; see the WARN lines on stderr)");
     s->error = ncclSuccess;
     pthread_mutex_unlock(&s->lock);
     return res;
@@ -524,12 +540,7 @@ ncclResult_t tt_stream_synchronize(cudaStream_t stream)
 {
     struct tt_stream *s = (struct tt_stream *)(void *)stream;
     wait_drained(s);
-    ncclResult_t res = take_error(s);
-    if (res != ncclSuccess)
-        return TT_ERROR(res, "tuttiStreamSynchronize: an operation on stream %p failed "
-                             "(error %d); see the message logged when it failed",
-                        (void *)stream, (int)res);
-    return ncclSuccess;
+    return take_error(s, "tuttiStreamSynchronize");
 }
 
 ncclResult_t tt_stream_query(cudaStream_t stream)
@@ -539,7 +550,7 @@ ncclResult_t tt_stream_query(cudaStream_t stream)
     bool busy = s->completed < s->queued;
     pthread_mutex_unlock(&s->lock);
     if (busy) return ncclInProgress;
-    return take_error(s);
+    return take_error(s, "tuttiStreamQuery");
 }
 
 ncclResult_t tt_stream_destroy(cudaStream_t stream)

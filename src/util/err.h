@@ -12,11 +12,18 @@
 
 #include "nccl.h"
 
+/* Room for a failure's reason kept for a later status query (a communicator's, a stream's, an
+ * event's). */
+#define TT_REASON_BYTES 512
+
 /* Logs `fmt` at WARN, records it as this thread's last error and returns `res`. */
 ncclResult_t tt_error_at(ncclResult_t res, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Leaves the INFO-level "-> file:line" trail for an error passing through. */
 void tt_error_trail(ncclResult_t res, const char *file, int line);
+/* Records `fmt` as this thread's last error without logging it: for a status query that
+ * reports an error already logged where it happened (and may be polled in a loop). */
+void tt_error_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* This thread's last error message ("" when none). */
 const char *tt_error_last(void);
 /* Forgets this thread's last error (used at the start of public calls that succeed). */

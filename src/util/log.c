@@ -218,6 +218,15 @@ ncclResult_t tt_error_at(ncclResult_t res, const char *file, int line, const cha
     return res;
 }
 
+void tt_error_note(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    has_error = true;
+    va_end(ap);
+}
+
 void tt_error_trail(ncclResult_t res, const char *file, int line)
 {
     TT_INFO(TT_SUB_ALL, "%s:%d -> %d", file, line, (int)res);

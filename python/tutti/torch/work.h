@@ -203,6 +203,10 @@ class WorkTutti : public c10d::Work {
         }
       } else {
         std::string why = note_->get();
+        // A failed event leaves the failure's reason as this thread's last error.
+        const char* last = event_ != nullptr ? ncclGetLastError(nullptr) : nullptr;
+        if (why.empty() && last != nullptr && last[0] != '\0')
+          why = std::string(ncclGetErrorString(res)) + ": " + last;
         if (why.empty() && !inline_error_.empty())
           why = std::string(ncclGetErrorString(res)) + ": " + inline_error_;
         if (why.empty())
