@@ -222,6 +222,121 @@ def groups(world):
 
 
 @case
+def streams_in_groups(world):
+    """A stream used inside a group: C queues the group's operations on it only at group_end,
+    so Python keeps the stream (a temporary one too) and the buffers until then, and refuses
+    to destroy it meanwhile; a synchronize inside the group drops no hold."""
+    n = world.size
+    xs = [np.full(1000, float(i)) for i in range(3)]
+    with tutti.group():
+        world.all_reduce(xs[0], stream=tutti.Stream())  # dropped at once by the caller
+        gc.collect()
+    s = tutti.Stream()
+    tutti.group_start()
+    world.all_reduce(xs[1], stream=s)
+    world.all_reduce(xs[2], stream=s)
+    raises(tutti.InvalidUsageError, s.destroy, match="open group")
+    s.synchronize()  # nothing queued yet
+    eq(len(s._keep), 0, "holds before group_end (taken at group_end)")
+    tutti.group_end()
+    eq(len(s._keep), 2, "holds after group_end, until the stream is synchronized")
+    s.synchronize()
+    eq(len(s._keep), 0, "holds after synchronize")
+    for i, x in enumerate(xs):
+        eq(x, np.full(1000, float(i) * n), "group all_reduce %d on a stream" % i)
+    # Events release what they follow: a loop that only waits on events does not grow.
+    with tutti.Event() as e:
+        for i in range(5):
+            world.all_reduce(np.ones(100), stream=s)
+            e.record(world, s)
+            e.wait()
+        eq(len(s._keep), 0, "holds after waiting on the last event")
+    s.destroy()
+
+
+@case
+def stream_left_on_error(world):
+    """A `with` body that raises leaves a stream whose operation cannot complete (an
+    all_reduce only rank 0 issues) at once, instead of waiting for TUTTI_TIMEOUT_MS; the
+    communicator's abort ends the operation, and the stream with it."""
+    import time
+    c = world.split(0)
+    t0 = time.monotonic()
+    try:
+        with tutti.Stream() as s:
+            if c.rank == 0:
+                c.all_reduce(np.ones(8), stream=s)
+            raise KeyError("the body failed")
+    except KeyError:
+        pass
+    took = time.monotonic() - t0
+    if took > 5:
+        raise AssertionError("leaving the with block took %.1f s" % took)
+    parked = any(p is s for p in tutti._group._parked)
+    eq(parked, c.rank == 0, "the busy stream is parked, an idle one destroyed")
+    world.all_reduce(np.ones(1))  # every rank has left its block
+    c.abort()
+    eq(any(p is s for p in tutti._group._parked), False, "reaped after the abort")
+    eq(s._handle, None, "the parked stream destroyed")
+
+
+@case
+def dropped_registration(world):
+    """A Registration dropped without deregister() deregisters itself: the library must not
+    keep the registration of memory that is then freed."""
+    x = np.ones(1 << 15)
+    r = world.register(x)
+    handle = r.handle
+    del r
+    gc.collect()
+    lib = tutti._lib.lib()
+    rc = lib.ncclCommDeregister(world.handle, handle)
+    eq(rc, tutti.Result.INVALID_ARGUMENT, "deregistering the collected registration again")
+
+
+@case
+def unsafe_buffers(world):
+    """Arrays whose bytes the library must not treat as numbers, even with dtype=: Python
+    object pointers, and numbers in the other byte order."""
+    raises(TypeError, world.all_reduce, np.empty(4, dtype=object), dtype="int64",
+           match="Python objects")
+    raises(TypeError, world.all_reduce, np.ones(4, dtype=">f4"), dtype="float32",
+           match="byte order")
+    raises(TypeError, world.all_reduce, np.ones(4, dtype=">f4"), match="byte order")
+    big = memoryview(bytearray(16)).cast("B").cast("I")
+    eq(big.format, "I", "a native memoryview is accepted")
+    world.all_reduce(np.zeros(4, dtype="<f4"))  # this machine's order, said explicitly
+
+
+@case
+def int_ranges_and_pickling(world):
+    """Values C takes as int are range-checked (ctypes would wrap them), and a TuttiError
+    survives pickling (multiprocessing sends exceptions back that way)."""
+    import pickle
+    raises(ValueError, world.split, 2 ** 32 - 1, match="C int")
+    raises(ValueError, world.split, 0, key=2 ** 31, match="C int")
+    e = raises(tutti.InvalidArgumentError, world.all_reduce, np.ones(2), op=99)
+    back = pickle.loads(pickle.dumps(e))
+    eq((type(back), back.code, back.message, back.call, str(back)),
+       (type(e), e.code, e.message, e.call, str(e)), "a pickled TuttiError")
+
+
+@case
+def async_error_message(world):
+    """A failure that happens after its call returned reaches the exception with its reason:
+    a count that differs on the last rank, on a nonblocking-style host stream."""
+    c = world.split(0)
+    n = 4 + (1 if c.rank == c.size - 1 else 0)
+    with tutti.Stream() as s:
+        c.all_reduce(np.ones(n), stream=s)
+        e = raises(tutti.InvalidUsageError, s.synchronize)
+        if "count mismatch" not in e.message:
+            raise AssertionError("the stream's error lacks the failure's reason: %r" % e)
+    world.all_reduce(np.ones(1))
+    c.abort()
+
+
+@case
 def split_and_queries(world):
     n, r = world.size, world.rank
     sub = world.split(r % 2, key=-r)

@@ -604,9 +604,9 @@ def check_errors(rank, n):
     dtype = torch.float32 if rank == 0 else torch.int32
     expect_error(lambda: dist.all_reduce(torch.ones(4, dtype=dtype), group=g), "failed",
                  "invalid usage")
-    g = async_group(n)  # the same, reported by the operation's event
+    g = async_group(n)  # the same, reported by the operation's event, with its reason
     text = expect_error(lambda: dist.all_reduce(torch.ones(4 + rank), group=g), "all_reduce",
-                        "failed")
+                        "failed", "count mismatch")
     assert "invalid usage" in text, text
 
     # the group's timeout: rank 0 waits for an all_reduce nobody else joins, run inline (the

@@ -69,6 +69,13 @@ def resolve(obj, name, writable):
         if writable and not obj.flags.writeable:
             raise ValueError("%s must be writable (it receives the result), got a read-only "
                              "array" % name)
+        if obj.dtype.hasobject:  # Python object pointers: never numbers to add or overwrite
+            raise TypeError("%s holds Python objects (dtype %s); pass an array of numbers" %
+                            (name, obj.dtype))
+        if not obj.dtype.isnative:  # the library would read the bytes in its own order
+            raise TypeError("%s is not in this machine's byte order (dtype %s); convert it "
+                            "with .astype(%r)" % (name, obj.dtype,
+                                                  obj.dtype.newbyteorder("=").str))
         why = None
         try:
             natural = _types.from_numpy_dtype(obj.dtype)
@@ -87,6 +94,12 @@ def resolve(obj, name, writable):
     if writable and view.readonly:
         raise ValueError("%s must be writable (it receives the result), got a read-only %s" %
                          (name, type(obj).__name__))
+    if "O" in view.format:
+        raise TypeError("%s holds Python objects (format %r); pass a buffer of numbers" %
+                        (name, view.format))
+    if view.itemsize > 1 and _types.foreign_order(view.format):
+        raise TypeError("%s is not in this machine's byte order (format %r)" %
+                        (name, view.format))
     natural = _types.from_format(view.format, view.itemsize)
     return Buf(name, _address_of(view), view.nbytes, natural, view.itemsize, (obj, view))
 

@@ -9,12 +9,15 @@ group ended, or the communicator reports it idle.
 """
 
 import ctypes
+import os
 import operator
+import threading
 import time
+import warnings
 
 from . import _buffer, _errors, _lib, _types
 from ._errors import Result
-from ._group import _group, _stream_handle
+from ._group import _group, _in_group, _stream_handle, reap_parked
 from ._ids import UniqueId, _as_uid, _config_ptr
 
 NCCL_SPLIT_NOCOLOR = -1
@@ -55,12 +58,30 @@ class PreMulSum:
         self.destroy()
 
 
+# Buffers whose release could not be proven safe (a window dropped without its collective
+# deregistration, holds of a communicator destroyed with operations of unknown state): kept
+# until the process ends rather than freed under the library.
+_kept_forever = []
+
+
 class Registration:
     """A buffer registered with ncclCommRegister; deregister() (or leaving a `with`) undoes it.
-    Deregister before the buffer is freed."""
+    It holds the buffer while registered; dropped unregistered, it deregisters itself (the
+    library must not keep a registration of memory that is freed and perhaps reused)."""
 
     def __init__(self, comm, handle, buf):
         self.comm, self.handle, self._buf = comm, handle, buf
+        self._pid = os.getpid()
+
+    def __del__(self):
+        if getattr(self, "handle", None) is None or self._pid != os.getpid():
+            return
+        if getattr(self.comm, "_handle", None) is None:
+            return  # the communicator's destroy or abort dropped its registrations
+        try:
+            self.deregister()
+        except Exception:
+            _kept_forever.append(self._buf)
 
     def deregister(self):
         if self.handle is None:
@@ -78,7 +99,18 @@ class Registration:
 
 
 class Window(Registration):
-    """A window registered with ncclCommWindowRegister (a collective call)."""
+    """A window registered with ncclCommWindowRegister (a collective call). Its deregistration
+    is collective too, so a Window dropped without deregister() cannot undo itself: its buffer
+    is then kept until the process ends, with a ResourceWarning."""
+
+    def __del__(self):
+        if getattr(self, "handle", None) is None or self._pid != os.getpid():
+            return
+        if getattr(self.comm, "_handle", None) is None:
+            return
+        _kept_forever.append(self._buf)
+        warnings.warn("a tutti Window was dropped without deregister(); its buffer stays "
+                      "allocated until the process ends", ResourceWarning)
 
     def deregister(self):
         if self.handle is None:
@@ -123,8 +155,13 @@ class Comm:
 
     def _init(self, handle):
         self._handle = handle
-        self._keep = []
+        self._keep = []  # buffers of operations still running on a nonblocking communicator
+        self._keep_lock = threading.Lock()
         self._nranks = None
+
+    def _hold(self, keep):
+        with self._keep_lock:
+            self._keep.append(keep)
 
     @classmethod
     def from_env(cls):
@@ -213,10 +250,15 @@ class Comm:
         communicator still working) or the latched error's code. Does not raise for it."""
         h = self._h("ncclCommGetAsyncError")
         out = ctypes.c_int()
+        with self._keep_lock:
+            held = len(self._keep)
         _errors.check(_lib.lib().ncclCommGetAsyncError(h, ctypes.byref(out)),
                       "ncclCommGetAsyncError", h)
-        if out.value != Result.IN_PROGRESS:
-            self._keep = []
+        # Idle: what was issued before the query has ended. After an error, operations of
+        # the failed batch may still be running: their buffers stay held until destroy/abort.
+        if out.value == Result.SUCCESS:
+            with self._keep_lock:
+                del self._keep[:held]
         return Result(out.value)
 
     def wait(self, timeout=None, poll_s=0.0005):
@@ -248,7 +290,13 @@ class Comm:
         rc = getattr(_lib.lib(), fn)(h)
         if rc in (Result.SUCCESS, Result.IN_PROGRESS):
             self._handle = None
-            self._keep = []
+            with self._keep_lock:
+                # The library may have left the communicator to be freed once another thread
+                # leaves its call, with operations still queued: their buffers stay.
+                if self._keep:
+                    _kept_forever.append(self._keep)
+                self._keep = []
+            reap_parked()  # streams whose operations this ended
         _errors.check(rc, call, None, allow_in_progress=True)
 
     def destroy(self):
@@ -392,17 +440,17 @@ class Comm:
         alive for as long as the operation may still run."""
         h = self._h(call)
         sh = _stream_handle(stream)
-        rc = getattr(_lib.lib(), call)(*args, h, sh)
-        _errors.check(rc, call, h, allow_in_progress=True)
         keep = [b.keep for b in bufs if b is not None]
+        # Held before the call: an exception (KeyboardInterrupt) right after it must not leave
+        # a queued operation unheld; one that failed to queue only stays held a while longer.
         if _group.depth > 0:
-            _group.keep.append(keep)
-            if self not in _group.comms:
-                _group.comms.append(self)
-        if stream is not None:
+            _in_group(self, stream, keep)
+        elif stream is not None:
             stream._hold(keep)
-        elif rc == Result.IN_PROGRESS and _group.depth == 0:
-            self._keep.append(keep)
+        rc = getattr(_lib.lib(), call)(*args, h, sh)
+        if rc == Result.IN_PROGRESS and stream is None and _group.depth == 0:
+            self._hold(keep)
+        _errors.check(rc, call, h, allow_in_progress=True)
         return rc
 
     def _typed(self, dtype, *pairs):
@@ -613,7 +661,7 @@ class Comm:
         return buf
 
 
-def _check_int(value, what):
+def _check_index(value, what):
     """`value` as an int (numpy integers accepted); TypeError for anything else."""
     if isinstance(value, bool):
         raise TypeError("%s must be an int, not bool" % what)
@@ -623,9 +671,20 @@ def _check_int(value, what):
         raise TypeError("%s must be an int, not %s" % (what, type(value).__name__)) from None
 
 
+def _check_int(value, what):
+    """`value` as an int that fits C's int (ctypes would silently wrap it: a color of 2**32 - 1
+    would become NCCL_SPLIT_NOCOLOR); TypeError or ValueError otherwise."""
+    value = _check_index(value, what)
+    if not -2**31 <= value < 2**31:
+        raise ValueError("%s %d does not fit a C int (32 bits)" % (what, value))
+    return value
+
+
 def _check_count(value, what):
-    """A count or displacement: an int >= 0."""
-    value = _check_int(value, what)
+    """A count or displacement (C's size_t): an int >= 0."""
+    value = _check_index(value, what)
+    if value >= 2**64:
+        raise ValueError("%s %d does not fit a size_t" % (what, value))
     if value < 0:
         raise ValueError("%s must not be negative, got %d" % (what, value))
     return value

@@ -36,6 +36,9 @@ class TuttiError(RuntimeError):
         text = "%s%s (%d): %s" % (where, _code_name(code), self.code, message or name)
         super().__init__(text)
 
+    def __reduce__(self):  # pickled whole, e.g. back from a multiprocessing worker
+        return (type(self), (self.code, self.name, self.message, self.call))
+
 
 class UnhandledCudaError(TuttiError):
     """ncclUnhandledCudaError (1)."""

@@ -114,6 +114,11 @@ def as_datatype(dtype):
 
 _BY_NUMPY = {}  # numpy dtype -> DataType, filled on first sight (dtype.name is slow)
 
+# ml_dtypes' types that are NCCL's: its "float8_e4m3" is IEEE-like (infinities, largest 240),
+# not NCCL's e4m3 (float8_e4m3fn: no infinities, largest 448), so it has no datatype here.
+_ML_DTYPES = {"bfloat16": DataType.BFLOAT16, "float8_e4m3fn": DataType.FLOAT8_E4M3,
+              "float8_e5m2": DataType.FLOAT8_E5M2}
+
 
 def from_numpy_dtype(nd):
     """The DataType of a numpy dtype; TypeError for those NCCL lacks (bool, int16, complex ...)."""
@@ -123,8 +128,8 @@ def from_numpy_dtype(nd):
     if not nd.isnative:
         raise TypeError("numpy dtype %s is not in this machine's byte order; convert it with "
                         ".astype(%r)" % (nd, nd.newbyteorder("=").str))
-    if nd.kind == "V" and nd.name in _NAMES:  # ml_dtypes' bfloat16 / float8 types
-        dt = _NAMES[nd.name]
+    if nd.kind == "V" and nd.name in _ML_DTYPES:  # ml_dtypes' bfloat16 / float8 types
+        dt = _ML_DTYPES[nd.name]
     else:
         dt = _BY_KIND.get((nd.kind, nd.itemsize))
     if dt is None:
@@ -135,10 +140,15 @@ def from_numpy_dtype(nd):
     return dt
 
 
+def foreign_order(fmt):
+    """Whether buffer-protocol format `fmt` names a byte order other than this machine's."""
+    foreign = ">!" if sys.byteorder == "little" else "<"
+    return bool(fmt[:1]) and fmt[0] in foreign
+
+
 def from_format(fmt, itemsize):
     """The DataType of a buffer-protocol format string, or None when it has none."""
-    foreign = ">!" if sys.byteorder == "little" else "<"
-    if fmt[:1] and fmt[0] in foreign:  # not this machine's byte order: no datatype fits
+    if foreign_order(fmt):  # not this machine's byte order: no datatype fits
         return None
     fmt = fmt.lstrip("@=<>!")
     if len(fmt) != 1:
