@@ -381,6 +381,12 @@ static void expect_choice(const struct tt_tune *tune, const struct tt_tune_input
           "%s %zu B: reason \"%s\" should contain \"%s\"", tt_coll_name(in->coll), in->bytes,
           c.reason, reason_has);
     CHECK(memchr(c.reason, '\0', sizeof c.reason) != NULL, "reason not terminated");
+    /* The flag behind the once-per-collective warning, set exactly for a fallback. */
+    bool fell_back = strncmp(c.reason, "fallback", 8) == 0;
+    memset(&c.fallback, !fell_back, sizeof c.fallback); /* whatever select leaves must be set */
+    tt_tune_select(tune, in, &c);
+    CHECK(c.fallback == fell_back, "%s %zu B: fallback flag %d for reason \"%s\"",
+          tt_coll_name(in->coll), in->bytes, (int)c.fallback, c.reason);
     float want = tt_tune_estimate_us(in, c.algo);
     CHECK(c.estimate_us == want, "%s %zu B: estimate got %g, want the model's %g",
           tt_coll_name(in->coll), in->bytes, (double)c.estimate_us, (double)want);

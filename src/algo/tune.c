@@ -96,6 +96,7 @@ void tt_tune_select(const struct tt_tune *tune, const struct tt_tune_input *in,
     struct writer w = {out->reason, out->reason + sizeof out->reason - 1};
     out->algo = TT_ALGO_RING;
     out->proto = TT_PROTO_SIMPLE;
+    out->fallback = false;
     if (!tt_tune_selectable(in->coll) || in->nranks <= 1) {
         out->estimate_us = tt_tune_estimate_us(in, TT_ALGO_RING);
         put(&w, tt_tune_selectable(in->coll) ? "single rank" : "point-to-point");
@@ -128,6 +129,7 @@ void tt_tune_select(const struct tt_tune *tune, const struct tt_tune_input *in,
     if (best < 0) {
         /* The variables allow only algorithms that cannot run this operation here. */
         out->estimate_us = tt_tune_estimate_us(in, TT_ALGO_RING);
+        out->fallback = true;
         put(&w, "fallback: nothing ");
         put(&w, vars_named((tune->algo_forced ? 1u : 0u) | (tune->proto_forced ? 2u : 0u)));
         put(&w, " allows can run here");

@@ -97,6 +97,7 @@ struct tt_tune_choice {
     enum tt_algo_id algo;
     enum tt_proto_id proto;
     float estimate_us;
+    bool fallback;    /* NCCL_ALGO/NCCL_PROTO allow nothing that can run it: Ring runs */
     char reason[128]; /* "cost model: 0.4 us vs Ring 9.0 us", "NCCL_ALGO: 9.0 us; ..." */
 };
 

@@ -83,6 +83,7 @@ struct ncclComm {
     struct tt_direct_scratch scratch;
     struct tt_algo_env algo_env; /* what algorithms bind to (core/comm.c fills it at init) */
     struct tt_tune tune;
+    _Atomic uint32_t fallback_warned; /* collectives (bits) whose selection fell back to Ring */
     _Atomic int sym_windows; /* symmetric windows in shareable memory everywhere (core/mem.c) */
     size_t shareable_bytes;  /* TUTTI_SHAREABLE_BYTES at init, equal on every rank (0: none) */
     bool oversubscribed; /* one host, more ranks than any rank has CPUs (agreed at init) */

@@ -107,6 +107,19 @@ struct tune_memo {
 };
 static _Thread_local struct tune_memo memo __attribute__((tls_model("initial-exec")));
 
+/* Once per communicator and collective: NCCL_ALGO/NCCL_PROTO forced a choice that cannot run
+ * this operation here, so it runs Ring, which a benchmark of the forced algorithm must know. */
+__attribute__((cold, noinline)) static void warn_fallback(const struct tt_task *task,
+                                                          struct ncclComm *comm)
+{
+    uint32_t bit = 1u << task->op.coll;
+    if (atomic_fetch_or(&comm->fallback_warned, bit) & bit) return;
+    TT_WARN("rank %d: %s of %zu bytes: %s; it runs Ring (said once per collective; "
+            "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING shows each)",
+            comm->st.rank, tt_coll_name(task->op.coll), task->op.count * task->op.elt_bytes,
+            task->choice.reason);
+}
+
 /* Asks selection which algorithm runs this collective and binds the op to it. */
 static void choose_algorithm(struct tt_task *task, struct ncclComm *comm)
 {
@@ -127,6 +140,7 @@ static void choose_algorithm(struct tt_task *task, struct ncclComm *comm)
             struct tt_tune_input in;
             tune_input(task, comm, symmetric, &in);
             tt_tune_select(&comm->tune, &in, &task->choice);
+            if (__builtin_expect(task->choice.fallback, 0)) warn_fallback(task, comm);
             memo = (struct tune_memo){.comm_id = comm->id, .coll = op->coll, .bytes = bytes,
                                       .elt_bytes = op->elt_bytes, .symmetric = symmetric,
                                       .algo = task->choice.algo,
