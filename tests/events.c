@@ -22,6 +22,10 @@
  *                the same stream keeps ncclSuccess.
  *   late         an event recorded after its operation already failed (a count mismatch)
  *                reports that operation's error, not success.
+ *   group_reason a group whose first operation fails and whose second fails after it: the
+ *                stream and an event report the first one's reason.
+ *   cancel_reason an operation cancelled by Abort behind another communicator's stuck one:
+ *                the abort leaves no last error; the event reports the cancellation's reason.
  *
  * `events [NAME...]` runs the named tests, by default all but errors. The exit code is 1 when
  * any check failed. */
@@ -336,6 +340,82 @@ static void test_late(void)
     CHECK_RES(ncclCommAbort(doomed), ncclSuccess);
 }
 
+/* A new communicator of every rank, from the world's. */
+static bool fresh_comm(ncclComm_t *out)
+{
+    ncclUniqueId id;
+    if (rank == 0) CHECK_RES(ncclGetUniqueId(&id), ncclSuccess);
+    CHECK_RES(ncclBroadcast(&id, &id, sizeof id, ncclChar, 0, comm, NULL), ncclSuccess);
+    return CHECK_RES(ncclCommInitRank(out, nranks, id, rank), ncclSuccess);
+}
+
+/* A group whose first operation fails (a count mismatch) and whose second then fails in a
+ * later pass ("not run"): the stream and an event after the group report the first failure's
+ * reason, whichever pass ended the batch. */
+static void test_group_reason(void)
+{
+    if (nranks < 2) return;
+    ncclComm_t doomed = NULL;
+    if (!fresh_comm(&doomed)) return;
+    cudaStream_t s = NULL;
+    tuttiEvent_t ev = NULL;
+    if (!CHECK_RES(tuttiStreamCreate(&s), ncclSuccess)) return;
+    CHECK_RES(tuttiEventCreate(&ev), ncclSuccess);
+    int64_t x[8] = {0}, y[64] = {0};
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclAllReduce(x, x, 4 + (size_t)rank, ncclInt64, ncclSum, doomed, s), ncclSuccess);
+    CHECK_RES(ncclAllReduce(y, y, 64, ncclInt64, ncclSum, doomed, s), ncclSuccess);
+    CHECK_RES(ncclGroupEnd(), ncclSuccess);
+    CHECK_RES(tuttiEventRecord(ev, doomed, s), ncclSuccess);
+    ncclCommUserRank(NULL, NULL); /* an earlier error, which the report must replace */
+    CHECK_RES(tuttiEventSynchronize(ev), ncclInvalidUsage);
+    check_reason("tuttiEventSynchronize after a failed group", "count mismatch");
+    CHECK_RES(tuttiStreamSynchronize(s), ncclInvalidUsage);
+    check_reason("tuttiStreamSynchronize after a failed group", "count mismatch");
+    CHECK_RES(tuttiEventDestroy(ev), ncclSuccess);
+    CHECK_RES(tuttiStreamDestroy(s), ncclSuccess);
+    CHECK_RES(ncclCommAbort(doomed), ncclSuccess);
+}
+
+/* An operation that Abort cancels while it waits behind another communicator's stuck one on
+ * rank 0's stream: the abort's caller does not get the cancellation as its own last error, and
+ * an event after the cancelled operation reports it with its reason once the stream gets there
+ * (the stuck one ends when its own communicator is aborted). */
+static void test_cancel_reason(void)
+{
+    if (nranks < 2) return;
+    ncclComm_t stuck = NULL, doomed = NULL;
+    if (!fresh_comm(&stuck) || !fresh_comm(&doomed)) return;
+    if (rank == 0) {
+        cudaStream_t s = NULL;
+        tuttiEvent_t ev = NULL;
+        if (!CHECK_RES(tuttiStreamCreate(&s), ncclSuccess)) return;
+        CHECK_RES(tuttiEventCreate(&ev), ncclSuccess);
+        int64_t x[4] = {0}, y[4] = {0};
+        /* Nobody else issues either: the first waits for its peers until its abort. */
+        CHECK_RES(ncclAllReduce(x, x, 4, ncclInt64, ncclSum, stuck, s), ncclSuccess);
+        CHECK_RES(ncclAllReduce(y, y, 4, ncclInt64, ncclSum, doomed, s), ncclSuccess);
+        CHECK_RES(tuttiEventRecord(ev, doomed, s), ncclSuccess);
+        CHECK_RES(ncclCommAbort(doomed), ncclSuccess);
+        const char *last = ncclGetLastError(NULL);
+        if (last != NULL && strstr(last, "not started") != NULL)
+            FAIL("ncclCommAbort succeeded but left the cancellation as its last error: '%s'",
+                 last);
+        CHECK_RES(ncclCommAbort(stuck), ncclSuccess);
+        CHECK_RES(tuttiEventSynchronize(ev), ncclRemoteError);
+        check_reason("tuttiEventSynchronize after a cancelled operation", "not started");
+        tuttiStreamSynchronize(s); /* forget the stream's latched error */
+        CHECK_RES(tuttiEventDestroy(ev), ncclSuccess);
+        CHECK_RES(tuttiStreamDestroy(s), ncclSuccess);
+    }
+    int64_t one = 1;
+    CHECK_RES(ncclAllReduce(&one, &one, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+    if (rank != 0) {
+        CHECK_RES(ncclCommAbort(doomed), ncclSuccess);
+        CHECK_RES(ncclCommAbort(stuck), ncclSuccess);
+    }
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -350,6 +430,8 @@ int main(int argc, char **argv)
         {"args", test_args, false},
         {"errors", test_errors, true},
         {"late", test_late, false},
+        {"group_reason", test_group_reason, false},
+        {"cancel_reason", test_cancel_reason, false},
     };
     int failed = world_run_tests(tests, sizeof tests / sizeof tests[0], argc, argv, 1, NULL);
     ncclCommDestroy(comm);

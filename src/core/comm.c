@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -557,6 +558,9 @@ ncclResult_t tt_comm_abort(ncclComm_t comm, bool outermost)
 ncclResult_t tt_comm_revoke(ncclComm_t comm)
 {
     atomic_store(&comm->st.revoked, 1);
+    /* Its operations queued behind other work fail now, as at an abort, instead of when the
+     * streams reach them (behind an operation that may only end at its deadline). */
+    tt_stream_cancel_comm(comm, &comm->st);
     tt_stream_wait_comm_idle(comm);
     return ncclSuccess;
 }
@@ -585,7 +589,15 @@ ncclResult_t tt_comm_check(ncclComm_t comm, const char *caller)
 int tt_comm_rank(ncclComm_t comm) { return comm->st.rank; }
 int tt_comm_cuda_device(ncclComm_t comm) { return comm->cuda_device; }
 int tt_comm_nranks(ncclComm_t comm) { return comm->st.nranks; }
-const char *tt_comm_fail_reason(ncclComm_t comm) { return tt_state_fail_reason(&comm->st); }
+const char *tt_comm_fail_reason(ncclComm_t comm)
+{
+    /* The failing thread writes the reason just after it latched the error: a moment for it. */
+    for (int i = 0; i < 1000 && tt_state_error(&comm->st) != ncclSuccess &&
+                    !atomic_load_explicit(&comm->st.fail_reason_set, memory_order_acquire);
+         i++)
+        sched_yield();
+    return tt_state_fail_reason(&comm->st);
+}
 ncclResult_t tt_comm_async_error(ncclComm_t comm)
 {
     if (atomic_load(&comm->st.phase) == TT_COMM_INITIALIZING) return ncclInProgress;

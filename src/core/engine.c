@@ -41,6 +41,7 @@ void tt_engine_batch_clear(struct tt_batch *b)
         t = next;
     }
     tt_device_stage_free(b->stages);
+    free(b->reason);
     tt_engine_batch_init(b);
 }
 
@@ -116,7 +117,17 @@ __attribute__((cold, noinline)) static void trace_op_end(struct tt_task *t)
         .root = rooted ? op->root : -1, .step = op->trace_steps, .kind = TT_TRACE_OP};
 }
 
-static void task_finish(struct tt_task *t, struct tt_batch *b, ncclResult_t res)
+/* Keeps the first failure's reason with the batch, for its stream's and its events' reports
+ * (the thread that finished it may not be the one that reports it). */
+__attribute__((cold, noinline)) static void batch_note(struct tt_batch *b, const char *why)
+{
+    if (b->reason == NULL) b->reason = strdup(why); /* out of memory: reported without one */
+}
+
+/* Ends task `t` with `res`; a failure's reason is `why` (NULL: this thread's last error, which
+ * the failing code has just set). */
+static void task_finish_because(struct tt_task *t, struct tt_batch *b, ncclResult_t res,
+                                const char *why)
 {
     if (__builtin_expect(t->op.trace != NULL, 0) && t->started) trace_op_end(t);
     t->done = true;
@@ -130,8 +141,17 @@ static void task_finish(struct tt_task *t, struct tt_batch *b, ncclResult_t res)
         atomic_store_explicit(&t->lane->serving,
                               atomic_load_explicit(&t->lane->serving, memory_order_relaxed) + 1,
                               memory_order_release);
-    if (res != ncclSuccess) tt_state_fail(t->st, res);
+    if (res != ncclSuccess) {
+        if (why == NULL) why = tt_error_last();
+        batch_note(b, why);
+        tt_state_fail_because(t->st, res, why);
+    }
     if (t->flight_slot != 0) tt_state_flight_release(t->st, &t->flight_slot);
+}
+
+static void task_finish(struct tt_task *t, struct tt_batch *b, ncclResult_t res)
+{
+    task_finish_because(t, b, res, NULL);
 }
 
 static const char *wait_text(enum tt_op_wait waiting)
@@ -408,9 +428,12 @@ void tt_engine_cancel(struct tt_batch *b, ncclResult_t res)
 {
     for (struct tt_task *t = b->head; t; t = t->next) {
         if (!t->done) {
-            tt_error_note("%s #%llu of rank %d: not started, its communicator was stopped",
-                          tt_coll_name(t->op.coll), (unsigned long long)t->seq, t->st->rank);
-            task_finish(t, b, res);
+            /* On the stopping thread, whose own last error this is not. */
+            char why[160];
+            snprintf(why, sizeof why, "%s #%llu of rank %d: not started, its communicator was "
+                     "stopped", tt_coll_name(t->op.coll), (unsigned long long)t->seq,
+                     t->st->rank);
+            task_finish_because(t, b, res, why);
         }
         t->comm = NULL;
         t->st = NULL;
@@ -663,8 +686,9 @@ ncclResult_t tt_engine_run_task(struct tt_task *t)
     return tt_engine_run(&b);
 }
 
-void tt_engine_complete_events(struct tt_batch *b, const char *reason)
+void tt_engine_complete_events(struct tt_batch *b)
 {
+    const char *reason = b->reason != NULL ? b->reason : "";
     struct tt_event_rec *list = b->events;
     b->events = NULL;
     while (list != NULL) {

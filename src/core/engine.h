@@ -77,6 +77,7 @@ struct tt_batch {
                                      operation this rank never issued (tt_forms_check)... */
     uint64_t forms_since_ns;      /* ...since when (0: none seen) */
     ncclResult_t result;          /* the first task error, once the batch ended */
+    char *reason;                 /* why its first task failed (heap; NULL: none failed) */
     struct tt_event_rec *events;  /* events recorded on this batch (core/event.c) */
     bool background;              /* queued on its first communicator's background stream (a
                                      nonblocking call): its other communicators' async error
@@ -118,9 +119,9 @@ ncclResult_t tt_engine_check_stall(struct tt_batch *b);
  * `res`, and lets go of the communicator: the batch then ends as soon as its stream reaches it,
  * without touching what ncclCommAbort frees. */
 void tt_engine_cancel(struct tt_batch *b, ncclResult_t res);
-/* Completes every event recorded on the ended batch `b` with its result, and `reason` when it
- * failed (under the lock of the stream that owns the batch). */
-void tt_engine_complete_events(struct tt_batch *b, const char *reason);
+/* Completes every event recorded on the ended batch `b` with its result, and its reason when
+ * it failed (under the lock of the stream that owns the batch). */
+void tt_engine_complete_events(struct tt_batch *b);
 /* Whether the peer the batch waits for runs on the calling thread's CPU (then the caller
  * should yield rather than spin); moves the thread off that CPU when it may. Records the
  * caller's CPU in its team mailbox for its peers' waiters. */

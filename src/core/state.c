@@ -159,11 +159,16 @@ bool tt_call_quiesce(uint64_t deadline_ns)
 
 void tt_state_fail(struct tt_comm_state *st, ncclResult_t res)
 {
+    tt_state_fail_because(st, res, tt_error_last());
+}
+
+void tt_state_fail_because(struct tt_comm_state *st, ncclResult_t res, const char *why)
+{
     int expected = ncclSuccess;
     if (atomic_compare_exchange_strong(&st->async_error, &expected, (int)res)) {
-        snprintf(st->fail_reason, sizeof st->fail_reason, "%s", tt_error_last());
+        snprintf(st->fail_reason, sizeof st->fail_reason, "%s", why);
         atomic_store_explicit(&st->fail_reason_set, true, memory_order_release);
-        tt_team_set_failed(st->team, (int)res, tt_error_last());
+        tt_team_set_failed(st->team, (int)res, why);
         if (st->on_fail != NULL) st->on_fail(st->on_fail_arg);
     }
 }

@@ -101,6 +101,8 @@ static inline bool tt_state_stopped(const struct tt_comm_state *st)
 /* Latches `res` as the first error and, the first time, tells the local team's members
  * (transport/team.h) why, so that their waits on this rank fail at once. */
 void tt_state_fail(struct tt_comm_state *st, ncclResult_t res);
+/* The same with the reason given (tt_state_fail's is this thread's last error). */
+void tt_state_fail_because(struct tt_comm_state *st, ncclResult_t res, const char *why);
 
 /* Why the communicator failed ("" when no reason was recorded, or it has not failed). */
 static inline const char *tt_state_fail_reason(const struct tt_comm_state *st)

@@ -109,9 +109,6 @@ static bool engine_pass(bool *progressed, struct tt_wait_hint *hint, struct tt_b
         busy = true;
         if (gate_closed(b)) continue;
         bool done = false, moved = false;
-        /* A failure below leaves its reason as this thread's last error, kept for the
-         * stream's and the events' reports; none left from before may stand in for it. */
-        tt_error_clear();
         ncclResult_t res = tt_engine_progress(b, &done, &moved, &batch_hint);
         if (moved) *progressed = true;
         if (!done) {
@@ -127,14 +124,13 @@ static bool engine_pass(bool *progressed, struct tt_wait_hint *hint, struct tt_b
         pthread_mutex_lock(&s->lock);
         s->head = b->next;
         if (s->head == NULL) s->tail = NULL;
-        const char *why = res == ncclSuccess ? "" : tt_error_last();
         if (res != ncclSuccess && s->error == ncclSuccess) {
             s->error = res;
-            snprintf(s->error_reason, sizeof s->error_reason, "%s", why);
+            snprintf(s->error_reason, sizeof s->error_reason, "%s", b->reason ? b->reason : "");
         }
         s->completed++;
         b->result = res;
-        tt_engine_complete_events(b, why);
+        tt_engine_complete_events(b);
         /* The device stream waits for this, whatever the result (the error is latched on the
          * communicator, as NCCL reports asynchronous failures). */
         if (b->gate != NULL) __atomic_store_n(&b->gate[1], b->gate_seq, __ATOMIC_RELEASE);
@@ -417,6 +413,10 @@ static bool drained(void *arg)
 static void drive_until(bool (*until)(void *), void *arg)
 {
     if (until(arg)) return;
+    /* The passes below may fail other threads' batches here, which sets this thread's last
+     * error: the caller's own is put back after them (its batches keep their reasons). */
+    const char *last = tt_error_last();
+    char *saved = last[0] != '\0' ? strdup(last) : NULL;
     struct tt_backoff backoff;
     struct tt_wait_hint hint;
     tt_backoff_init(&backoff);
@@ -437,6 +437,12 @@ static void drive_until(bool (*until)(void *), void *arg)
      * wakes it: waking it for nothing costs a context switch where CPUs are shared). */
     if (--engine.drivers == 0 && any_queued()) pthread_cond_signal(&engine.work_cond);
     pthread_mutex_unlock(&engine.lock);
+    if (saved != NULL) {
+        tt_error_note("%s", saved);
+        free(saved);
+    } else {
+        tt_error_clear();
+    }
 }
 
 /* Waits until the batches queued before the call have finished. */
