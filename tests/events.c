@@ -26,6 +26,8 @@
  *                stream and an event report the first one's reason.
  *   cancel_reason an operation cancelled by Abort behind another communicator's stuck one:
  *                the abort leaves no last error; the event reports the cancellation's reason.
+ *   revoke_cancels the same with ncclCommRevoke first: it cancels the queued operation and
+ *                returns (before, it waited for the stuck one's deadline).
  *
  * `events [NAME...]` runs the named tests, by default all but errors. The exit code is 1 when
  * any check failed. */
@@ -381,7 +383,7 @@ static void test_group_reason(void)
  * rank 0's stream: the abort's caller does not get the cancellation as its own last error, and
  * an event after the cancelled operation reports it with its reason once the stream gets there
  * (the stuck one ends when its own communicator is aborted). */
-static void test_cancel_reason(void)
+static void cancel_reason(bool revoke)
 {
     if (nranks < 2) return;
     ncclComm_t stuck = NULL, doomed = NULL;
@@ -396,6 +398,8 @@ static void test_cancel_reason(void)
         CHECK_RES(ncclAllReduce(x, x, 4, ncclInt64, ncclSum, stuck, s), ncclSuccess);
         CHECK_RES(ncclAllReduce(y, y, 4, ncclInt64, ncclSum, doomed, s), ncclSuccess);
         CHECK_RES(tuttiEventRecord(ev, doomed, s), ncclSuccess);
+        /* A revoke cancels alike, and returns without waiting for the stuck operation. */
+        if (revoke) CHECK_RES(ncclCommRevoke(doomed, NCCL_REVOKE_DEFAULT), ncclSuccess);
         CHECK_RES(ncclCommAbort(doomed), ncclSuccess);
         const char *last = ncclGetLastError(NULL);
         if (last != NULL && strstr(last, "not started") != NULL)
@@ -416,6 +420,9 @@ static void test_cancel_reason(void)
     }
 }
 
+static void test_cancel_reason(void) { cancel_reason(false); }
+static void test_revoke_cancels(void) { cancel_reason(true); }
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -432,6 +439,7 @@ int main(int argc, char **argv)
         {"late", test_late, false},
         {"group_reason", test_group_reason, false},
         {"cancel_reason", test_cancel_reason, false},
+        {"revoke_cancels", test_revoke_cancels, false},
     };
     int failed = world_run_tests(tests, sizeof tests / sizeof tests[0], argc, argv, 1, NULL);
     ncclCommDestroy(comm);
