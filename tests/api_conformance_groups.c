@@ -444,6 +444,20 @@ void test_simulate_end(void)
     CHECK_RES(ncclGroupEnd(), ncclSuccess);
     check_all_equal("AllReduce after ncclGroupSimulateEnd", real, 3 * (int64_t)nranks, count);
     check_all_equal("the simulated AllReduce ran with the next group", recv, SENTINEL, count);
+    /* A simInfo not made with the initializer (or NULL) ends the group all the same, running
+     * nothing: the next call is not taken into a group left open. */
+    ncclSimInfo_t bad = {0};
+    for (int k = 0; k < 2; k++) {
+        CHECK_RES(ncclGroupStart(), ncclSuccess);
+        CHECK_RES(ncclAllReduce(send, recv, count, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+        CHECK_RES(ncclGroupSimulateEnd(k == 0 ? &bad : NULL), ncclInvalidArgument);
+        for (size_t i = 0; i < count; i++) real[i] = SENTINEL;
+        CHECK_RES(ncclAllReduce(send, real, count, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+        check_all_equal("AllReduce after a refused ncclGroupSimulateEnd (run at once)", real,
+                        3 * (int64_t)nranks, count);
+        check_all_equal("the AllReduce of a refused ncclGroupSimulateEnd", recv, SENTINEL,
+                        count);
+    }
     free(send);
     free(recv);
     free(real);

@@ -79,10 +79,6 @@ TT_API_ALIAS(ncclGroupEnd);
 TT_API ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
 {
     TT_CALL_SCOPE;
-    TT_TRY(tt_api_check_ptr(simInfo, "ncclGroupSimulateEnd", "simInfo"));
-    if (simInfo->magic != 0x74685283u)
-        return TT_ERROR(ncclInvalidArgument, "ncclGroupSimulateEnd: simInfo was not "
-                                             "initialised with NCCL_SIM_INFO_INITIALIZER");
     return tt_group_simulate_end(simInfo);
 }
 TT_API_ALIAS(ncclGroupSimulateEnd);

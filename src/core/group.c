@@ -251,6 +251,14 @@ ncclResult_t tt_group_simulate_end(ncclSimInfo_t *sim)
                                           "ncclGroupStart");
     group_depth_fast = --group.depth;
     if (group.depth > 0) return ncclSuccess;
+    /* Checked once the group has ended, as NCCL does: a bad argument ends it too (nothing
+     * runs), so that the thread's next calls are not taken into a group left open. */
+    if (sim == NULL || sim->magic != 0x74685283u) {
+        discard();
+        return TT_ERROR(ncclInvalidArgument, "ncclGroupSimulateEnd: simInfo is %s; the group "
+                                             "ended and none of its operations ran",
+                        sim == NULL ? "NULL" : "not initialised with NCCL_SIM_INFO_INITIALIZER");
+    }
     ncclResult_t err = group.error;
     float estimate_us = 0.0f;
     for (struct tt_task *t = group.batch.head; t; t = t->next)

@@ -26,8 +26,8 @@ ncclResult_t tt_state_check_usable_as(const struct tt_comm_state *st, const char
                                       bool revoked_ok)
 {
     int phase = atomic_load(&st->phase);
-    if (phase == TT_COMM_INITIALIZING)
-        return TT_ERROR(ncclInvalidUsage,
+    if (phase == TT_COMM_INITIALIZING) /* NCCL's code for this misuse (ncclCommEnsureReady) */
+        return TT_ERROR(ncclInvalidArgument,
                         "%s: rank %d's communicator is still initialising; poll "
                         "ncclCommGetAsyncError until it returns ncclSuccess",
                         caller, st->rank);
