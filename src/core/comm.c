@@ -473,13 +473,24 @@ static void comm_teardown(struct ncclComm *comm)
     comm_free(comm);
 }
 
-/* Frees the zombies, if no thread is in a call now (checked without waiting). */
+/* Frees the zombies, if no thread is in a call now (checked without waiting), whose work has
+ * ended: one destroyed (not aborted) may still have operations waiting for their peers, and
+ * whoever releases another communicator must not wait for them (an Abort returns within a
+ * second); it is freed by a later release. */
 static void reap_zombies(void)
 {
     pthread_mutex_lock(&zombies_lock);
     if (nzombies > 0 && tt_call_quiesce(0)) {
-        for (size_t i = 0; i < nzombies; i++) comm_teardown(zombies[i]);
-        nzombies = 0;
+        size_t kept = 0;
+        for (size_t i = 0; i < nzombies; i++) {
+            struct ncclComm *z = zombies[i];
+            if (tt_state_stopped(&z->st)) tt_stream_cancel_comm(z, &z->st);
+            bool busy = tt_stream_comm_queued(z) ||
+                        atomic_load(&z->st.phase) == TT_COMM_INITIALIZING;
+            if (busy) zombies[kept++] = z;
+            else comm_teardown(z);
+        }
+        nzombies = kept;
     }
     pthread_mutex_unlock(&zombies_lock);
 }

@@ -65,6 +65,10 @@ static struct {
     pthread_t thread;
     uint64_t work_seq; /* bumped by every enqueue, so the thread never misses one */
     int drivers;       /* synchronizing threads driving the streams themselves */
+    /* Threads pausing in back_off, which may sleep on a word in a communicator's shared
+     * memory, counted by the half of pause_epoch they began in (tt_stream_wait_pauses). */
+    uint64_t pause_epoch;
+    int pausing[2];
 } engine = {.lock = PTHREAD_MUTEX_INITIALIZER, .work_cond = PTHREAD_COND_INITIALIZER};
 
 /* done_cond times its waits (tt_stream_sleep_event) on the monotonic clock. */
@@ -153,9 +157,25 @@ static void back_off(struct tt_backoff *backoff, const struct tt_wait_hint *hint
         (backoff->polls & 63) == 15 && tt_engine_peer_on_my_cpu(blocked))
         backoff->polls = backoff->spin_limit;
     /* Back off without the lock, so enqueues and stream changes go through. */
+    int half = (int)(engine.pause_epoch & 1);
+    engine.pausing[half]++;
     pthread_mutex_unlock(&engine.lock);
     tt_backoff_pause(backoff, hint);
     pthread_mutex_lock(&engine.lock);
+    engine.pausing[half]--;
+}
+
+void tt_stream_wait_pauses(void)
+{
+    pthread_mutex_lock(&engine.lock);
+    int half = (int)(engine.pause_epoch++ & 1); /* pauses from now on count in the other half */
+    while (engine.pausing[half] > 0) {
+        pthread_mutex_unlock(&engine.lock);
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 100000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&engine.lock);
+    }
+    pthread_mutex_unlock(&engine.lock);
 }
 
 static void *engine_main(void *arg)

@@ -39,6 +39,8 @@ uint64_t tt_stream_pending(cudaStream_t stream);
  * communicator's) has a task of `comm`: a group over several nonblocking communicators runs on
  * one of their background streams, and the others must still say ncclInProgress. */
 bool tt_stream_comm_in_background(const struct ncclComm *comm);
+/* Whether any stream still holds a batch with a task of `comm` (never waits). */
+bool tt_stream_comm_queued(const struct ncclComm *comm);
 /* The background stream whose queue holds the batch with a task of `comm` queued last (a
  * nonblocking group over several communicators runs on its first one's), else `own`: where an
  * event recorded on a nonblocking communicator with no stream goes. */
@@ -46,6 +48,9 @@ cudaStream_t tt_stream_comm_background_last(const struct ncclComm *comm, cudaStr
 /* Returns once no queued batch references `comm` (destroy and abort call it; with the abort
  * flag set the engine fails such batches at its next pass). */
 void tt_stream_wait_comm_idle(const struct ncclComm *comm);
+/* Returns once every pause of the streams' progress that began before the call has ended: such
+ * a pause may sleep on a word of a communicator's shared memory, and touches it as it wakes. */
+void tt_stream_wait_pauses(void);
 /* Returns once no queued operation (on any stream, of any communicator) may still read or
  * write the `bytes` at `ptr`, driving the engine meanwhile: registration moves a buffer's pages,
  * which must not happen under an operation (its writes would be lost, or its peers would map a

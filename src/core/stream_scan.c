@@ -61,6 +61,11 @@ bool tt_stream_comm_in_background(const struct ncclComm *comm)
     return comm_queued(comm, true);
 }
 
+bool tt_stream_comm_queued(const struct ncclComm *comm)
+{
+    return comm_queued(comm, false);
+}
+
 /* Whether a task's buffers may reach into [lo, hi): each from its pointer over count elements
  * for every rank (more than most collectives touch, which only makes a wait longer). */
 static bool task_touches(const struct tt_task *t, uintptr_t lo, uintptr_t hi)
@@ -150,4 +155,7 @@ void tt_stream_wait_comm_idle(const struct ncclComm *comm)
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 500000};
         nanosleep(&ts, NULL);
     }
+    /* The last batch gone, a thread that drove it may still sleep on a word of the
+     * communicator's memory, which the caller is about to free. */
+    tt_stream_wait_pauses();
 }
