@@ -28,9 +28,12 @@
  *                the abort leaves no last error; the event reports the cancellation's reason.
  *   revoke_cancels the same with ncclCommRevoke first: it cancels the queued operation and
  *                returns (before, it waited for the stuck one's deadline).
+ *   rerecord     a thread waiting without a limit on an event another thread records anew on
+ *                an empty stream returns at once.
  *
  * `events [NAME...]` runs the named tests, by default all but errors. The exit code is 1 when
  * any check failed. */
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -420,6 +423,59 @@ static void cancel_reason(bool revoke)
     }
 }
 
+struct waiter {
+    tuttiEvent_t ev;
+    _Atomic int done; /* 1 + the result once tuttiEventWait returned */
+};
+
+static void *wait_forever(void *arg)
+{
+    struct waiter *w = arg;
+    ncclResult_t res = tuttiEventWait(w->ev, -1);
+    atomic_store(&w->done, 1 + (int)res);
+    return NULL;
+}
+
+/* A thread waits without a limit on an event whose operation cannot complete yet (the peers
+ * hold back); another thread records the event anew on an empty stream, which completes it:
+ * the waiter returns at once (before, it slept on the first stream until its operation ended). */
+static void test_rerecord(void)
+{
+    if (nranks < 2) return;
+    ncclComm_t c = NULL;
+    if (!fresh_comm(&c)) return;
+    int64_t x[4] = {1, 1, 1, 1}, one = 1;
+    if (rank == 0) {
+        cudaStream_t s1 = NULL, s2 = NULL;
+        struct waiter w = {.ev = NULL};
+        CHECK_RES(tuttiStreamCreate(&s1), ncclSuccess);
+        CHECK_RES(tuttiStreamCreate(&s2), ncclSuccess);
+        CHECK_RES(tuttiEventCreate(&w.ev), ncclSuccess);
+        CHECK_RES(ncclAllReduce(x, x, 4, ncclInt64, ncclSum, c, s1), ncclSuccess);
+        CHECK_RES(tuttiEventRecord(w.ev, c, s1), ncclSuccess);
+        pthread_t th;
+        pthread_create(&th, NULL, wait_forever, &w);
+        nanosleep(&(struct timespec){0, 50000000}, NULL); /* let it sleep */
+        CHECK_RES(tuttiEventRecord(w.ev, c, s2), ncclSuccess);
+        for (int i = 0; i < 5000 && atomic_load(&w.done) == 0; i++)
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+        if (atomic_load(&w.done) != 1 + (int)ncclSuccess)
+            FAIL("tuttiEventWait on an event recorded anew on an empty stream: %s",
+                 atomic_load(&w.done) == 0 ? "still waiting after 5 s" : "failed");
+        CHECK_RES(ncclAllReduce(&one, &one, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+        CHECK_RES(tuttiStreamSynchronize(s1), ncclSuccess); /* the peers joined */
+        pthread_join(th, NULL);
+        check_all("AllReduce the event first followed", x, 4, nranks);
+        CHECK_RES(tuttiEventDestroy(w.ev), ncclSuccess);
+        CHECK_RES(tuttiStreamDestroy(s1), ncclSuccess);
+        CHECK_RES(tuttiStreamDestroy(s2), ncclSuccess);
+    } else {
+        CHECK_RES(ncclAllReduce(&one, &one, 1, ncclInt64, ncclSum, comm, NULL), ncclSuccess);
+        CHECK_RES(ncclAllReduce(x, x, 4, ncclInt64, ncclSum, c, NULL), ncclSuccess);
+    }
+    CHECK_RES(ncclCommDestroy(c), ncclSuccess);
+}
+
 static void test_cancel_reason(void) { cancel_reason(false); }
 static void test_revoke_cancels(void) { cancel_reason(true); }
 
@@ -440,6 +496,7 @@ int main(int argc, char **argv)
         {"group_reason", test_group_reason, false},
         {"cancel_reason", test_cancel_reason, false},
         {"revoke_cancels", test_revoke_cancels, false},
+        {"rerecord", test_rerecord, false},
     };
     int failed = world_run_tests(tests, sizeof tests / sizeof tests[0], argc, argv, 1, NULL);
     ncclCommDestroy(comm);

@@ -91,8 +91,12 @@ ncclResult_t tt_event_query(struct tuttiEvent_st *event)
 ncclResult_t tt_event_wait(struct tuttiEvent_st *event, int64_t timeout_us)
 {
     struct tt_event_rec *ev = &event->rec;
-    if (atomic_load_explicit(&ev->state, memory_order_acquire) == TT_EVENT_PENDING)
+    /* Without a limit, again when another thread recorded the event anew meanwhile (the sleep
+     * on the stream it was taken from then returns). */
+    do {
+        if (atomic_load_explicit(&ev->state, memory_order_acquire) != TT_EVENT_PENDING) break;
         tt_stream_sleep_event(ev->stream, ev, timeout_us);
+    } while (timeout_us < 0);
     return tt_event_query(event);
 }
 

@@ -44,6 +44,7 @@ struct tt_stream {
     struct tt_batch *tail;
     uint64_t queued;
     uint64_t completed;
+    int users;          /* event calls inside it (stream_use), under engine.lock */
     ncclResult_t error; /* first error of completed batches, until reported */
     char error_reason[TT_REASON_BYTES]; /* why, while error is set */
     struct tt_stream *next;
@@ -495,9 +496,30 @@ void tt_stream_record(cudaStream_t stream, struct tt_event_rec *rec)
     pthread_mutex_unlock(&s->lock);
 }
 
-void tt_stream_unrecord(cudaStream_t stream, struct tt_event_rec *rec)
+/* An event call's hold on the stream its event was recorded on, which another thread may
+ * destroy once the event completed (tt_stream_destroy waits for the holds): NULL when that
+ * stream is gone already (the event completed, so there is nothing to do there). */
+static struct tt_stream *stream_use(cudaStream_t stream)
 {
     struct tt_stream *s = (struct tt_stream *)(void *)stream;
+    pthread_mutex_lock(&engine.lock);
+    bool live = s != NULL && stream_live(s);
+    if (live) s->users++;
+    pthread_mutex_unlock(&engine.lock);
+    return live ? s : NULL;
+}
+
+static void stream_unuse(struct tt_stream *s)
+{
+    pthread_mutex_lock(&engine.lock);
+    s->users--;
+    pthread_mutex_unlock(&engine.lock);
+}
+
+void tt_stream_unrecord(cudaStream_t stream, struct tt_event_rec *rec)
+{
+    struct tt_stream *s = stream_use(stream);
+    if (s == NULL) return;
     pthread_mutex_lock(&s->lock);
     for (struct tt_batch *b = s->head; b != NULL; b = b->next) {
         for (struct tt_event_rec **p = &b->events; *p != NULL; p = &(*p)->next) {
@@ -505,12 +527,15 @@ void tt_stream_unrecord(cudaStream_t stream, struct tt_event_rec *rec)
                 *p = rec->next;
                 rec->next = NULL;
                 atomic_store_explicit(&rec->state, TT_EVENT_IDLE, memory_order_release);
-                pthread_mutex_unlock(&s->lock);
-                return;
+                /* A thread sleeping on it (tt_stream_sleep_event) looks again. */
+                pthread_cond_broadcast(&s->done_cond);
+                goto out;
             }
         }
     }
+out:
     pthread_mutex_unlock(&s->lock);
+    stream_unuse(s);
 }
 
 static bool event_done(void *arg)
@@ -527,7 +552,8 @@ void tt_stream_wait_event(cudaStream_t stream, struct tt_event_rec *rec)
 
 void tt_stream_sleep_event(cudaStream_t stream, struct tt_event_rec *rec, int64_t timeout_us)
 {
-    struct tt_stream *s = (struct tt_stream *)(void *)stream;
+    struct tt_stream *s = stream_use(stream);
+    if (s == NULL) return;
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     if (timeout_us >= 0) {
@@ -537,7 +563,8 @@ void tt_stream_sleep_event(cudaStream_t stream, struct tt_event_rec *rec, int64_
     }
     /* The state changes under the stream's lock, before done_cond's broadcast: no lost wake. */
     pthread_mutex_lock(&s->lock);
-    while (!event_done(rec)) {
+    /* Recorded again elsewhere meanwhile (it was taken off this stream): the caller looks. */
+    while (!event_done(rec) && rec->stream == stream) {
         if (timeout_us < 0) {
             pthread_cond_wait(&s->done_cond, &s->lock);
         } else if (pthread_cond_timedwait(&s->done_cond, &s->lock, &until) == ETIMEDOUT) {
@@ -545,6 +572,7 @@ void tt_stream_sleep_event(cudaStream_t stream, struct tt_event_rec *rec, int64_
         }
     }
     pthread_mutex_unlock(&s->lock);
+    stream_unuse(s);
 }
 
 /* Reports and forgets the stream's first error since the last report, with its reason (the
@@ -589,6 +617,16 @@ ncclResult_t tt_stream_destroy(cudaStream_t stream)
             *it = s->next;
             break;
         }
+    }
+    /* An event call holding it (stream_use) leaves at once: its event has completed. */
+    pthread_mutex_lock(&s->lock);
+    pthread_cond_broadcast(&s->done_cond);
+    pthread_mutex_unlock(&s->lock);
+    while (s->users > 0) {
+        pthread_mutex_unlock(&engine.lock);
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 50000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&engine.lock);
     }
     bool last = --engine.count == 0;
     if (last) {
