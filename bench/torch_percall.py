@@ -16,7 +16,8 @@ of --iters calls; the table gives the median over --rounds rounds, which alterna
                   (ctypes, no c10d, no threads): Tutti's collective plus ctypes
   bindings+stream the same on a host stream, then Stream.synchronize() (one hand-off)
 
-Size 0 (an empty tensor) gives each layer's floor: Tutti returns at once for a count of 0.
+Size 0 (an empty tensor) gives each layer's floor: Tutti only checks that every rank passed a
+count of 0 (a handshake through the team mailboxes, docs/semantics.md) and moves nothing.
 The tensors are made after the groups, so from 256 KiB they come from tutti.torch's allocator,
 as the bench's do. The machine's load matters: say it when quoting.
 """
