@@ -8,8 +8,8 @@
  * int32, float64. stream   the same on a host stream, then
  * tuttiStreamSynchronize. group    two AlltoAllVs inside one
  * ncclGroupStart/End. args     NULL arrays, a NULL buffer with a nonzero count,
- * a bad datatype and a NULL communicator are ncclInvalidArgument, and issue
- * nothing (a correct call follows).
+ * a bad datatype, a NULL communicator and overlapping buffers are
+ * ncclInvalidArgument, and issue nothing (a correct call follows).
  *
  * `alltoallv [NAME...]` runs the named tests, by default all. Exit 1 when any
  * check failed. */
@@ -202,6 +202,15 @@ static void test_args(void) {
   CHECK_RES(tuttiAlltoAllV(pl.send, pl.sc, huge, pl.recv, pl.rc, pl.rd,
                            ncclInt32, comm, NULL),
             ncclInvalidArgument);
+  /* In place, or any overlap of the two buffers' blocks: refused as ncclAlltoAll
+   * refuses it (a block one peer reads while another writes it). */
+  if (nranks > 1) {
+    CHECK_RES(tuttiAlltoAllV(pl.recv, pl.rc, pl.rd, pl.recv, pl.rc, pl.rd,
+                             ncclInt32, comm, NULL),
+              ncclInvalidArgument);
+    if (strstr(ncclGetLastError(comm), "overlap") == NULL)
+      FAIL("the message does not say overlap: %s", ncclGetLastError(comm));
+  }
   /* Nothing was issued: a correct call still matches the peers' and is right.
    */
   if (CHECK_RES(run(&pl, ncclInt32, NULL), ncclSuccess))

@@ -127,7 +127,12 @@ void test_group_errors(void)
 
     CHECK_RES(ncclGroupStart(), ncclSuccess);
     CHECK_RES(ncclSend(send, 4, ncclInt64, nranks, comm, NULL), ncclInvalidArgument);
+    ncclCommUserRank(NULL, NULL); /* another error between the call and the end */
     CHECK_FAILS(ncclGroupEnd());
+    /* The end names the call's error, not only its code. */
+    const char *why = ncclGetLastError(NULL);
+    CHECK(strstr(why, "ncclSend") != NULL && strstr(why, "peer") != NULL,
+          "ncclGroupEnd's message does not say why the group failed: %s", why);
 
     CHECK_RES(ncclGroupStart(), ncclSuccess);
     CHECK_FAILS(ncclAllReduce(send, recv, 4, ncclInt64, ncclSum, NULL, NULL));

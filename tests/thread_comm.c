@@ -17,7 +17,8 @@
  *   revoke_p2p   a Send blocked in its first contact with a peer that never receives ends when
  *                another thread revokes the communicator.
  *   abort_in_group a thread's group holds an AllReduce on a communicator that another thread
- *                aborts before ncclGroupEnd: the group is refused.
+ *                aborts before ncclGroupEnd (and a new one is made, perhaps at its address):
+ *                the group is refused; the same for an init deferred to the group's end.
  *   abort        (only when named) ncclCommAbort from one thread while another is blocked in an
  *                AllReduce that rank 0 never issues: the blocked call fails with ncclRemoteError,
  *                Abort returns at once, nothing touches the freed communicator (issue 16: this
@@ -410,8 +411,27 @@ static void test_abort_in_group(void)
         exit(1);
     }
     pthread_join(tid, NULL);
+    /* A new communicator, likely at the freed one's address: the group's operation is still
+     * the old one's (before, a reused address passed for it and ran it on freed memory). */
+    ncclComm_t again = NULL;
+    CHECK_RES(ncclCommSplit(world, 0, rank, &again, NULL), ncclSuccess);
     CHECK_RES(ncclGroupEnd(), ncclInvalidUsage);
     CHECK(x[0] == 1 && x[3] == 4, "abort_in_group: the buffer changed: %d %d", x[0], x[3]);
+    if (again != NULL) CHECK_RES(ncclCommDestroy(again), ncclSuccess);
+    /* An init deferred to a group's end, its communicator aborted by another thread first: the
+     * end refuses it without touching the freed communicator. */
+    ncclUniqueId id;
+    if (rank == 0) CHECK_RES(ncclGetUniqueId(&id), ncclSuccess);
+    CHECK_RES(ncclBroadcast(&id, &id, sizeof id, ncclChar, 0, world, NULL), ncclSuccess);
+    ncclComm_t late = NULL;
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclCommInitRank(&late, nranks, id, rank), ncclSuccess);
+    if (pthread_create(&tid, NULL, abort_now, late) != 0) {
+        FAIL("pthread_create failed");
+        exit(1);
+    }
+    pthread_join(tid, NULL);
+    CHECK_RES(ncclGroupEnd(), ncclInvalidUsage);
     world_barrier();
 }
 

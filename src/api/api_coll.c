@@ -251,7 +251,7 @@ static ncclResult_t run_grouped(const char *caller, ncclComm_t comm, int n, int 
         }
     }
     if (res != ncclSuccess && res != ncclInProgress) tt_group_note_error(res);
-    ncclResult_t end = tt_group_end(tt_comm_check);
+    ncclResult_t end = tt_group_end(tt_comm_check_same);
     return res != ncclSuccess ? res : end;
 }
 
@@ -294,18 +294,34 @@ TT_API ncclResult_t tuttiAlltoAllV(const void *sendbuff, const size_t sendcounts
 {
     TT_CALL_SCOPE;
     const char *caller = "tuttiAlltoAllV";
-    int nranks;
+    int nranks = 0; /* read by the loops below also when check_vector fails */
     ncclResult_t res = check_vector(caller, comm, stream, datatype, &nranks);
     if (res == ncclSuccess) res = tt_api_check_ptr(sendcounts, caller, "sendcounts");
     if (res == ncclSuccess) res = tt_api_check_ptr(sdispls, caller, "sdispls");
     if (res == ncclSuccess) res = tt_api_check_ptr(recvcounts, caller, "recvcounts");
     if (res == ncclSuccess) res = tt_api_check_ptr(rdispls, caller, "rdispls");
     size_t elem = tt_dtype_bytes(datatype);
+    size_t send_end = 0, recv_end = 0; /* bytes from each buffer's start its blocks reach */
     for (int p = 0; p < nranks && res == ncclSuccess; p++) {
         res = check_block(caller, "sendbuff", sendbuff, sendcounts[p], sdispls[p], elem, p);
         if (res == ncclSuccess)
             res = check_block(caller, "recvbuff", recvbuff, recvcounts[p], rdispls[p], elem, p);
+        if (res == ncclSuccess && sendcounts[p] > 0 &&
+            (sdispls[p] + sendcounts[p]) * elem > send_end)
+            send_end = (sdispls[p] + sendcounts[p]) * elem;
+        if (res == ncclSuccess && recvcounts[p] > 0 &&
+            (rdispls[p] + recvcounts[p]) * elem > recv_end)
+            recv_end = (rdispls[p] + recvcounts[p]) * elem;
     }
+    /* As ncclAlltoAll: a block a peer reads while another writes it cannot work in place. The
+     * spans from each buffer's start to its last block's end are compared (blocks interleaved
+     * without overlapping are refused too). */
+    const char *s0 = sendbuff, *r0 = recvbuff;
+    if (res == ncclSuccess && nranks > 1 && send_end > 0 && recv_end > 0 &&
+        s0 < r0 + recv_end && r0 < s0 + send_end)
+        res = TT_ERROR(ncclInvalidArgument,
+                       "%s: the blocks of sendbuff and recvbuff overlap; AlltoAllV needs "
+                       "distinct buffers", caller);
     if (res != ncclSuccess) return vector_error(res);
     struct vector_args v = {.sendbuff = sendbuff, .recvbuff = recvbuff,
                             .sendcounts = sendcounts, .sdispls = sdispls,
@@ -350,7 +366,7 @@ static ncclResult_t run_rooted_v(const char *caller, struct vector_args *v, cons
                                  bool (*make)(const void *ctx, int p, int k,
                                               struct tt_coll_args *args))
 {
-    int nranks;
+    int nranks = 0; /* read by the loops below also when check_vector fails */
     ncclResult_t res = check_vector(caller, comm, v->stream, v->dtype, &nranks);
     if (res == ncclSuccess) res = tt_api_check_ptr(v->recvcounts, caller, "counts");
     if (res == ncclSuccess) res = tt_api_check_ptr(v->rdispls, caller, "displs");

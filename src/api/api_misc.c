@@ -72,7 +72,7 @@ TT_API ncclResult_t pncclGroupEnd(void)
 {
     TT_CALL_SCOPE;
     TT_TRACE(TT_SUB_CALL, "ncclGroupEnd");
-    return tt_group_end(tt_comm_check);
+    return tt_group_end(tt_comm_check_same);
 }
 TT_API_ALIAS(ncclGroupEnd);
 

@@ -382,7 +382,7 @@ ncclResult_t tt_coll_run(ncclComm_t comm, const struct tt_coll_args *args)
     if (comm->dev_team != NULL && device_direct_eligible(args)) {
         if (tt_group_depth() > 0) return tt_group_add_device(comm, args);
         if (!is_p2p(args->coll)) return tt_coll_device_direct(comm, args);
-        struct tt_coll_deferred one = {.comm = comm, .args = *args};
+        struct tt_coll_deferred one = {.comm = comm, .comm_id = comm->id, .args = *args};
         return tt_coll_device_p2p(&one, 1, args->stream);
     }
     if (tt_group_depth() > 0) return tt_coll_group_staged(comm, args);

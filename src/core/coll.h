@@ -22,6 +22,7 @@ ncclResult_t tt_coll_group_staged(ncclComm_t comm, const struct tt_coll_args *ar
  * queued or staged. */
 struct tt_coll_deferred {
     struct ncclComm *comm;
+    uint64_t comm_id; /* comm->id when added (tt_group_live_fn) */
     struct tt_coll_args args;
 };
 /* Queues the device-direct Sends and Recvs among `ops` (the others are skipped) on `stream`:

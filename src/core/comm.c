@@ -87,6 +87,17 @@ static bool registry_remove(const struct ncclComm *comm)
     return found;
 }
 
+/* Whether `comm` is registered with id `id` (its id is read only while it is registered). */
+static bool registry_has_same(const struct ncclComm *comm, uint64_t id)
+{
+    bool same = false;
+    pthread_mutex_lock(&registry_lock);
+    for (size_t i = 0; i < registry_count && !same; i++)
+        same = registry[i] == comm && comm->id == id;
+    pthread_mutex_unlock(&registry_lock);
+    return same;
+}
+
 static bool registry_has(const struct ncclComm *comm)
 {
     uint64_t gen = atomic_load_explicit(&registry_gen, memory_order_acquire);
@@ -332,8 +343,14 @@ static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
 }
 
 /* The outermost ncclGroupEnd waits for the inits issued in the group through this. */
-static ncclResult_t wait_ready(void *arg)
+/* A deferred init's wait at its group's end: another thread may have aborted or destroyed the
+ * communicator since (a watchdog), which then joined its init itself. */
+static ncclResult_t wait_ready(void *arg, uint64_t id)
 {
+    if (!registry_has_same(arg, id))
+        return TT_ERROR(ncclInvalidUsage, "ncclGroupEnd: a communicator initialised in the group "
+                                          "(%p) was destroyed or aborted before the group "
+                                          "ended", arg);
     return tt_comm_wait_ready(arg);
 }
 
@@ -439,7 +456,7 @@ ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *
     }
     comm->init_thread_running = true;
     *out = comm;
-    if (in_group) return tt_group_add_wait(wait_ready, comm);
+    if (in_group) return tt_group_add_wait(wait_ready, comm, comm->id);
     return ncclInProgress;
 fail:
     if (comm->background != NULL) tt_stream_destroy(comm->background); /* and its thread */
@@ -585,6 +602,15 @@ ncclResult_t tt_comm_finalize(ncclComm_t comm)
     tt_stream_wait_comm_idle(comm);
     comm->st.finalized = true;
     return comm->st.async_error;
+}
+
+ncclResult_t tt_comm_check_same(ncclComm_t comm, uint64_t id, const char *caller)
+{
+    if (!registry_has_same(comm, id))
+        return TT_ERROR(ncclInvalidUsage, "%s: a communicator the group used (%p) was destroyed "
+                                          "or aborted before the group ended", caller,
+                        (void *)comm);
+    return tt_state_check_usable_as(&comm->st, caller, false);
 }
 
 ncclResult_t tt_comm_check(ncclComm_t comm, const char *caller)

@@ -46,6 +46,7 @@ struct tt_lane {
 
 struct tt_task {
     struct ncclComm *comm;    /* opaque here */
+    uint64_t comm_id;         /* its id when the task was made (tt_group_live_fn) */
     struct tt_comm_state *st; /* the communicator's run-time state */
     struct tt_op op;
     struct tt_lane *lane; /* NULL: local work that needs no lane */

@@ -2,6 +2,7 @@
  * end; an error inside a group is returned by the call that caused it and again by the end,
  * which then discards the whole group; blocking and nonblocking communicators may not be mixed
  * in one group; all operations of a group use one stream. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,7 @@ struct group_state {
     int depth;
     struct tt_batch batch;
     ncclResult_t error;
+    char error_msg[TT_REASON_BYTES]; /* the first error's message, said again by the end */
     cudaStream_t stream;
     bool any_blocking;
     bool any_nonblocking;
@@ -33,6 +35,7 @@ struct group_state {
 struct deferred_wait {
     tt_group_wait_fn fn;
     void *arg;
+    uint64_t tag;
 };
 
 static _Thread_local struct group_state group;
@@ -57,7 +60,10 @@ ncclResult_t tt_group_start(void)
 
 static ncclResult_t remember(ncclResult_t res)
 {
-    if (res != ncclSuccess && group.error == ncclSuccess) group.error = res;
+    if (res != ncclSuccess && group.error == ncclSuccess) {
+        group.error = res;
+        snprintf(group.error_msg, sizeof group.error_msg, "%s", tt_error_last());
+    }
     return res;
 }
 
@@ -106,7 +112,8 @@ ncclResult_t tt_group_add_device(struct ncclComm *comm, const struct tt_coll_arg
         group.dev = grown;
         group.dev_cap = cap;
     }
-    group.dev[group.dev_count++] = (struct tt_coll_deferred){.comm = comm, .args = *args};
+    group.dev[group.dev_count++] =
+        (struct tt_coll_deferred){.comm = comm, .comm_id = comm->id, .args = *args};
     return ncclSuccess;
 }
 
@@ -134,7 +141,7 @@ static ncclResult_t stage_device_colls_if_mixed(void)
     return ncclSuccess;
 }
 
-ncclResult_t tt_group_add_wait(tt_group_wait_fn fn, void *arg)
+ncclResult_t tt_group_add_wait(tt_group_wait_fn fn, void *arg, uint64_t tag)
 {
     if (group.wait_count == group.wait_cap) {
         int cap = group.wait_cap ? 2 * group.wait_cap : 8;
@@ -143,7 +150,7 @@ ncclResult_t tt_group_add_wait(tt_group_wait_fn fn, void *arg)
         group.waits = grown;
         group.wait_cap = cap;
     }
-    group.waits[group.wait_count++] = (struct deferred_wait){.fn = fn, .arg = arg};
+    group.waits[group.wait_count++] = (struct deferred_wait){.fn = fn, .arg = arg, .tag = tag};
     return ncclSuccess;
 }
 
@@ -152,7 +159,7 @@ static ncclResult_t wait_deferred(void)
 {
     ncclResult_t first = ncclSuccess;
     for (int i = 0; i < group.wait_count; i++) {
-        ncclResult_t res = group.waits[i].fn(group.waits[i].arg);
+        ncclResult_t res = group.waits[i].fn(group.waits[i].arg, group.waits[i].tag);
         if (res != ncclSuccess && first == ncclSuccess) first = res;
     }
     group.wait_count = 0;
@@ -179,12 +186,13 @@ static void discard(void)
 static ncclResult_t check_comms_live(tt_group_live_fn live)
 {
     for (const struct tt_task *t = group.batch.head; t; t = t->next)
-        if (live(t->comm, "ncclGroupEnd") != ncclSuccess)
+        if (live(t->comm, t->comm_id, "ncclGroupEnd") != ncclSuccess)
             return TT_ERROR(ncclInvalidUsage, "ncclGroupEnd: a communicator of the group (%p) "
                             "was destroyed or aborted before the group ended",
                             (void *)t->comm);
     for (int i = 0; i < group.dev_count; i++)
-        if (group.dev[i].comm != NULL && live(group.dev[i].comm, "ncclGroupEnd") != ncclSuccess)
+        if (group.dev[i].comm != NULL &&
+            live(group.dev[i].comm, group.dev[i].comm_id, "ncclGroupEnd") != ncclSuccess)
             return TT_ERROR(ncclInvalidUsage, "ncclGroupEnd: a communicator of the group (%p) "
                             "was destroyed or aborted before the group ended",
                             (void *)group.dev[i].comm);
@@ -202,9 +210,12 @@ ncclResult_t tt_group_end(tt_group_live_fn live)
     if (res == ncclSuccess) res = check_comms_live(live);
     if (group.error != ncclSuccess || res != ncclSuccess) {
         ncclResult_t err = group.error != ncclSuccess ? group.error : res;
+        char why[TT_REASON_BYTES];
+        snprintf(why, sizeof why, "%s", group.error != ncclSuccess ? group.error_msg
+                                                                   : tt_error_last());
         discard();
-        return TT_ERROR(err, "ncclGroupEnd: the group failed (error %d); none of its "
-                             "operations ran", (int)err);
+        return TT_ERROR(err, "ncclGroupEnd: the group failed (error %d: %s); none of its "
+                             "operations ran", (int)err, why);
     }
     res = stage_device_colls_if_mixed();
     if (res != ncclSuccess) {

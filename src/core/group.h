@@ -10,11 +10,12 @@
 
 typedef ncclResult_t (*tt_group_expand_fn)(struct tt_batch *b, struct ncclComm *comm,
                                            const struct tt_coll_args *args);
-typedef ncclResult_t (*tt_group_wait_fn)(void *arg);
+typedef ncclResult_t (*tt_group_wait_fn)(void *arg, uint64_t tag);
 
-/* ncclSuccess when `comm` is still a live communicator (the lifecycle layer's tt_comm_check,
- * passed in from above). */
-typedef ncclResult_t (*tt_group_live_fn)(ncclComm_t comm, const char *caller);
+/* ncclSuccess when `comm` is still the live, usable communicator whose id was `id` when the
+ * operation was added (another one made later at the same address is not); the lifecycle
+ * layer's tt_comm_check_same, passed in from above. */
+typedef ncclResult_t (*tt_group_live_fn)(ncclComm_t comm, uint64_t id, const char *caller);
 
 ncclResult_t tt_group_start(void);
 /* Ends the outermost group: checks with `live` that no communicator of its operations was
@@ -39,6 +40,6 @@ ncclResult_t tt_group_add(struct ncclComm *comm, const struct tt_coll_args *args
 ncclResult_t tt_group_add_device(struct ncclComm *comm, const struct tt_coll_args *args);
 /* Makes the outermost end call fn(arg) and wait for it before it runs the group (a background
  * init); its error fails the group. */
-ncclResult_t tt_group_add_wait(tt_group_wait_fn fn, void *arg);
+ncclResult_t tt_group_add_wait(tt_group_wait_fn fn, void *arg, uint64_t tag);
 
 #endif

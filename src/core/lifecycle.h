@@ -26,6 +26,10 @@ ncclResult_t tt_comm_abort(ncclComm_t comm, bool outermost);
 /* ncclSuccess when `comm` is a live communicator, else ncclInvalidArgument with a message
  * (NULL, never created, or already destroyed). */
 ncclResult_t tt_comm_check(ncclComm_t comm, const char *caller);
+/* The same for a handle kept since an operation was added: still registered with the same id
+ * (not another communicator made since at the same address), and usable (not aborted or
+ * revoked meanwhile). */
+ncclResult_t tt_comm_check_same(ncclComm_t comm, uint64_t id, const char *caller);
 int tt_comm_rank(ncclComm_t comm);
 /* The CUDA device current when the communicator was made (-1: none, or a host build). */
 int tt_comm_cuda_device(ncclComm_t comm);

@@ -224,6 +224,7 @@ ncclResult_t tt_task_init(struct tt_task *task, struct ncclComm *comm,
     task->choice.estimate_us = 0;
     task->choice.reason[0] = '\0';
     task->comm = comm;
+    task->comm_id = comm->id;
     task->st = &comm->st;
     task->peer = peer;
     task->result = ncclSuccess;
