@@ -14,6 +14,16 @@ add_test(NAME check_symbols_static
          COMMAND sh ${CMAKE_SOURCE_DIR}/tools/check_symbols.sh $<TARGET_FILE:tutti_static>)
 add_test(NAME check_layers COMMAND sh ${CMAKE_SOURCE_DIR}/tools/check_layers.sh
                                    ${CMAKE_SOURCE_DIR}/src)
+# The library's thread-local block: it holds initial-exec variables, so glibc places the whole
+# block in the static TLS that a dlopen'ed library shares with the others (Python loading it):
+# 512 more bytes of it made every Python test fail with "cannot allocate memory in static TLS
+# block". Large per-thread buffers go on the heap; the limit leaves a little room.
+add_test(NAME check_tls_size
+         COMMAND sh -c "size=$(readelf -lW \"$0\" | awk '$1 == \"TLS\" {print $6}') &&
+                        [ -n \"$size\" ] && [ $((size)) -le 1408 ] &&
+                        echo \"check_tls_size: $((size)) bytes\" ||
+                        { echo \"check_tls_size: the TLS block is $size bytes (at most 1408)\"; exit 1; }"
+                 $<TARGET_FILE:tutti>)
 
 # Fixtures the checks must reject: a library exporting tt_leaked_symbol, the plain archive of the
 # library's objects (tutti_internal, whose tt_* symbols are global), and a src/ tree whose util/
@@ -46,7 +56,7 @@ add_test(NAME check_layers_detects_core
 set_tests_properties(check_layers_detects_core PROPERTIES
                      PASS_REGULAR_EXPRESSION "core/engine.c \\(level 6\\) includes core/coll.h \\(level 2\\)")
 
-set_tests_properties(check_symbols check_symbols_static check_layers check_symbols_detects
+set_tests_properties(check_symbols check_symbols_static check_layers check_tls_size check_symbols_detects
                      check_symbols_static_detects check_layers_detects check_layers_detects_core
                      PROPERTIES LABELS unit TIMEOUT 30)
 

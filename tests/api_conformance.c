@@ -272,6 +272,7 @@ static const struct world_test tests[] = {
     {"group_errors", test_group_errors, false},
     {"nested_groups", test_nested_groups, false},
     {"multi_comm_group", test_multi_comm_group, false},
+    {"multi_stream_group", test_multi_stream_group, false},
     {"mixed_group", test_mixed_group, false},
     {"aggregated_group", test_aggregated_group, false},
     {"uneven_grouping", test_uneven_grouping, false},

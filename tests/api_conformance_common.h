@@ -68,6 +68,7 @@ void test_send_to_self(void);
 void test_group_errors(void);
 void test_nested_groups(void);
 void test_multi_comm_group(void);
+void test_multi_stream_group(void);
 void test_mixed_group(void);
 void test_aggregated_group(void);
 void test_uneven_grouping(void);

@@ -12,6 +12,7 @@
 
 #include "api_conformance_common.h"
 #include "nccl.h"
+#include "tutti.h"
 
 /* ---- Point to point ------------------------------------------------------------------------ */
 
@@ -208,6 +209,45 @@ void test_multi_comm_group(void)
           "%lld, want %lld and %lld", (long long)a_sum, (long long)b_sum, (long long)want,
           (long long)(10 * want));
     CHECK_RES(ncclCommDestroy(second), ncclSuccess);
+}
+
+/* One group over two communicators, each on its own host stream (NCCL's loop over devices,
+ * one stream each): the group's batch is split over the streams; even ranks put both on one
+ * stream, odd ranks one per stream, which must not matter. A group mixing a host stream with
+ * stream NULL is refused, and runs nothing. */
+void test_multi_stream_group(void)
+{
+    ncclComm_t second = make_comm(NULL);
+    if (second == NULL) return;
+    cudaStream_t s1 = NULL, s2 = NULL;
+    CHECK_RES(tuttiStreamCreate(&s1), ncclSuccess);
+    CHECK_RES(tuttiStreamCreate(&s2), ncclSuccess);
+    const size_t count = 4096;
+    int64_t *a = alloc_i64(count, rank + 1), *b = alloc_i64(count, 10 * (rank + 1));
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclAllReduce(a, a, count, ncclInt64, ncclSum, comm, s1), ncclSuccess);
+    CHECK_RES(ncclAllReduce(b, b, count, ncclInt64, ncclSum, second, rank % 2 ? s2 : s1),
+              ncclSuccess);
+    CHECK_RES(ncclAllReduce(a, a, count, ncclInt64, ncclSum, comm, s1), ncclSuccess);
+    CHECK_RES(ncclGroupEnd(), ncclSuccess);
+    CHECK_RES(tuttiStreamSynchronize(s1), ncclSuccess);
+    CHECK_RES(tuttiStreamSynchronize(s2), ncclSuccess);
+    int64_t want = (int64_t)nranks * (nranks + 1) / 2;
+    check_all_equal("the first communicator's two AllReduces, stream 1", a, want * nranks,
+                    count);
+    check_all_equal("the second communicator's AllReduce on its own stream", b, 10 * want,
+                    count);
+    int64_t x = 1;
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    CHECK_RES(ncclAllReduce(&x, &x, 1, ncclInt64, ncclSum, comm, s1), ncclSuccess);
+    CHECK_RES(ncclAllReduce(&x, &x, 1, ncclInt64, ncclSum, second, NULL), ncclInvalidUsage);
+    CHECK_FAILS(ncclGroupEnd());
+    CHECK(x == 1, "a refused group ran: x is %lld", (long long)x);
+    CHECK_RES(tuttiStreamDestroy(s1), ncclSuccess);
+    CHECK_RES(tuttiStreamDestroy(s2), ncclSuccess);
+    CHECK_RES(ncclCommDestroy(second), ncclSuccess);
+    free(a);
+    free(b);
 }
 
 /* Collectives and point to point mixed in one group on one communicator: every result as if

@@ -18,6 +18,11 @@
  * to its end here and its result is returned. */
 ncclResult_t tt_dispatch(struct tt_batch *b, cudaStream_t stream, bool nonblocking);
 
+/* The same for a group's batch whose tasks name several host streams (tt_task.stream): it is
+ * submitted whole, so the tickets follow the order of issue, then split into one batch per
+ * stream, each queued on its stream. Returns ncclSuccess once queued. */
+ncclResult_t tt_dispatch_streams(struct tt_batch *b);
+
 /* The same for one blocking task on the caller's stack: no allocation on this path, and for a
  * collective (whose connections init made) no call before the engine's. */
 ncclResult_t tt_dispatch_p2p_task(struct tt_task *t);

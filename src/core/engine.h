@@ -60,6 +60,9 @@ struct tt_task {
     int flight_slot;      /* its flight recorder slot + 1 while recorded stalled, else 0 */
     ncclResult_t result;
     struct tt_task *next;
+    /* The host stream a group's operation was issued on, where a group spans several (its
+     * batch is split over them at the group's end, core/dispatch.c); else unused. */
+    cudaStream_t stream;
     /* Last, so that task init clears everything before it and only the head of the reason. */
     struct tt_tune_choice choice; /* collectives: the algorithm chosen and why */
 };

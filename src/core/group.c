@@ -1,7 +1,9 @@
 /* Group calls, with NCCL's rules: thread-local nesting; operations deferred to the outermost
  * end; an error inside a group is returned by the call that caused it and again by the end,
  * which then discards the whole group; blocking and nonblocking communicators may not be mixed
- * in one group; all operations of a group use one stream. */
+ * in one group. A group's operations may use several host streams (one per communicator, as
+ * NCCL's one-thread-many-devices loop does): its batch is split over them at the end. Device
+ * streams and stream NULL still take one stream per group. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,7 @@
 #include "core/coll.h"
 #include "core/comm.h"
 #include "core/dispatch.h"
+#include "core/stream.h"
 #include "util/err.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -19,8 +22,11 @@ struct group_state {
     int depth;
     struct tt_batch batch;
     ncclResult_t error;
-    char error_msg[TT_REASON_BYTES]; /* the first error's message, said again by the end */
+    /* The first error's message, said again by the end; on the heap: the library's whole TLS
+     * block must fit the static TLS a dlopen'ed library may use (util/log.c). */
+    char *error_msg;
     cudaStream_t stream;
+    bool multi_stream; /* its operations use several host streams */
     bool any_blocking;
     bool any_nonblocking;
     struct deferred_wait *waits;
@@ -50,6 +56,7 @@ ncclResult_t tt_group_start(void)
         tt_engine_batch_init(&group.batch);
         group.error = ncclSuccess;
         group.stream = NULL;
+        group.multi_stream = false;
         group.any_blocking = group.any_nonblocking = false;
         group.wait_count = 0;
         group.dev_count = 0;
@@ -62,7 +69,8 @@ static ncclResult_t remember(ncclResult_t res)
 {
     if (res != ncclSuccess && group.error == ncclSuccess) {
         group.error = res;
-        snprintf(group.error_msg, sizeof group.error_msg, "%s", tt_error_last());
+        free(group.error_msg);
+        group.error_msg = strdup(tt_error_last()); /* NULL when out of memory: said without */
     }
     return res;
 }
@@ -72,20 +80,29 @@ void tt_group_note_error(ncclResult_t res)
     if (group.depth > 0) remember(res);
 }
 
-/* NCCL's rules for every operation added: one stream per group, and blocking and nonblocking
- * communicators not mixed. */
-static ncclResult_t admit(struct ncclComm *comm, const struct tt_coll_args *args)
+/* The rules for every operation added: several streams only where all are host streams and no
+ * device work is in the group, and blocking and nonblocking communicators not mixed (NCCL's). */
+static ncclResult_t admit(struct ncclComm *comm, const struct tt_coll_args *args, bool device)
 {
-    if ((group.batch.count > 0 || group.dev_count > 0) && args->stream != group.stream)
-        return remember(TT_ERROR(ncclInvalidUsage,
-                                 "%s: all operations of a group must use the same stream",
-                                 tt_coll_name(args->coll)));
+    bool first = group.batch.count == 0 && group.dev_count == 0;
+    if (!first && args->stream != group.stream) {
+        bool host = tt_stream_is_host(args->stream) && tt_stream_is_host(group.stream) &&
+                    !device && !group.batch.device && group.dev_count == 0;
+        if (!host)
+            return remember(TT_ERROR(ncclInvalidUsage,
+                                     "%s: a group's operations may use several streams only "
+                                     "when all are Tutti host streams and no device buffer is "
+                                     "involved (stream %p after %p)",
+                                     tt_coll_name(args->coll), (void *)args->stream,
+                                     (void *)group.stream));
+        group.multi_stream = true;
+    }
     if ((comm->blocking && group.any_nonblocking) || (!comm->blocking && group.any_blocking))
         return remember(TT_ERROR(ncclInvalidUsage,
                                  "%s: a group may not mix blocking and nonblocking "
                                  "communicators",
                                  tt_coll_name(args->coll)));
-    group.stream = args->stream;
+    if (first) group.stream = args->stream;
     if (comm->blocking) group.any_blocking = true; else group.any_nonblocking = true;
     return ncclSuccess;
 }
@@ -97,14 +114,18 @@ ncclResult_t tt_group_add(struct ncclComm *comm, const struct tt_coll_args *args
     /* The group's batch owns the stages from here, also when this operation fails (the group
      * is then discarded with them). */
     tt_device_stage_join(&group.batch.stages, stages);
+    TT_TRY(admit(comm, args, device));
     if (device) group.batch.device = true;
-    TT_TRY(admit(comm, args));
-    return remember(expand(&group.batch, comm, args));
+    struct tt_task *last = group.batch.tail;
+    ncclResult_t res = remember(expand(&group.batch, comm, args));
+    for (struct tt_task *t = last ? last->next : group.batch.head; t; t = t->next)
+        t->stream = args->stream;
+    return res;
 }
 
 ncclResult_t tt_group_add_device(struct ncclComm *comm, const struct tt_coll_args *args)
 {
-    TT_TRY(admit(comm, args));
+    TT_TRY(admit(comm, args, true));
     if (group.dev_count == group.dev_cap) {
         int cap = group.dev_cap ? 2 * group.dev_cap : 16;
         struct tt_coll_deferred *grown = realloc(group.dev, (size_t)cap * sizeof *grown);
@@ -169,6 +190,8 @@ static ncclResult_t wait_deferred(void)
 /* Ends the group without running anything (error or simulation). */
 static void discard(void)
 {
+    free(group.error_msg);
+    group.error_msg = NULL;
     tt_engine_batch_clear(&group.batch);
     group.depth = group_depth_fast = 0;
     free(group.waits);
@@ -211,8 +234,10 @@ ncclResult_t tt_group_end(tt_group_live_fn live)
     if (group.error != ncclSuccess || res != ncclSuccess) {
         ncclResult_t err = group.error != ncclSuccess ? group.error : res;
         char why[TT_REASON_BYTES];
-        snprintf(why, sizeof why, "%s", group.error != ncclSuccess ? group.error_msg
-                                                                   : tt_error_last());
+        snprintf(why, sizeof why, "%s",
+                 group.error == ncclSuccess ? tt_error_last()
+                 : group.error_msg != NULL  ? group.error_msg
+                                            : "its message was lost: out of memory");
         discard();
         return TT_ERROR(err, "ncclGroupEnd: the group failed (error %d: %s); none of its "
                              "operations ran", (int)err, why);
@@ -248,9 +273,9 @@ ncclResult_t tt_group_end(tt_group_live_fn live)
     *b = group.batch;
     tt_engine_batch_init(&group.batch);
     cudaStream_t stream = group.stream;
-    bool nonblocking = group.any_nonblocking;
+    bool nonblocking = group.any_nonblocking, split = group.multi_stream;
     discard();
-    return tt_dispatch(b, stream, nonblocking);
+    return split ? tt_dispatch_streams(b) : tt_dispatch(b, stream, nonblocking);
 }
 
 /* Estimates the group's time with the selection model (a per-byte and a per-step cost for
