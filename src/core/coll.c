@@ -156,6 +156,21 @@ static bool is_p2p(enum tt_coll coll)
     return coll == TT_COLL_SEND || coll == TT_COLL_RECV;
 }
 
+static bool reduces(enum tt_coll coll)
+{
+    return coll == TT_COLL_ALLREDUCE || coll == TT_COLL_REDUCE || coll == TT_COLL_REDUCESCATTER;
+}
+
+/* The reduction a device-direct collective applies: a built-in operator, or a live PreMulSum of
+ * this communicator for this datatype. */
+static ncclResult_t device_redop(struct ncclComm *comm, const struct tt_coll_args *args,
+                                 struct tt_redop *r)
+{
+    if ((unsigned)args->op < (unsigned)ncclNumOps)
+        return tt_redop_init(r, args->op, args->dtype, comm->st.nranks);
+    return tt_redop_resolve(comm, args->op, args->dtype, r);
+}
+
 static bool device_direct_eligible(const struct tt_coll_args *args)
 {
     if (args->count == 0 || tt_stream_is_host(args->stream) || args->coll == TT_COLL_COPY)
@@ -248,10 +263,7 @@ ncclResult_t tt_coll_device_direct(ncclComm_t comm, const struct tt_coll_args *a
         goto queued;
     }
     struct tt_redop r;
-    if ((unsigned)args->op < (unsigned)ncclNumOps)
-        TT_TRY(tt_redop_init(&r, args->op, args->dtype, comm->st.nranks));
-    else
-        TT_TRY(tt_redop_resolve(comm, args->op, args->dtype, &r));
+    TT_TRY(device_redop(comm, args, &r));
     static const enum tt_device_red reds[] = {
         [TT_RED_SUM] = TT_DEVICE_RED_SUM,           [TT_RED_PROD] = TT_DEVICE_RED_PROD,
         [TT_RED_MAX] = TT_DEVICE_RED_MAX,           [TT_RED_MIN] = TT_DEVICE_RED_MIN,
@@ -380,7 +392,17 @@ ncclResult_t tt_coll_run(ncclComm_t comm, const struct tt_coll_args *args)
     if (!tt_state_usable(&comm->st))
         return tt_state_check_usable(&comm->st, tt_coll_name(args->coll));
     if (comm->dev_team != NULL && device_direct_eligible(args)) {
-        if (tt_group_depth() > 0) return tt_group_add_device(comm, args);
+        if (tt_group_depth() > 0) {
+            /* The operator is checked now, as the staged path's is: at the group's end part
+             * of the group may already be queued on the device stream. */
+            struct tt_redop r;
+            ncclResult_t res = reduces(args->coll) ? device_redop(comm, args, &r) : ncclSuccess;
+            if (res != ncclSuccess) {
+                tt_group_note_error(res);
+                return res;
+            }
+            return tt_group_add_device(comm, args);
+        }
         if (!is_p2p(args->coll)) return tt_coll_device_direct(comm, args);
         struct tt_coll_deferred one = {.comm = comm, .comm_id = comm->id, .args = *args};
         return tt_coll_device_p2p(&one, 1, args->stream);

@@ -155,6 +155,24 @@ static void run_premulsum(struct ctx *x, size_t count)
         dev_free(r);
         free(want);
     }
+    /* An operator that is no live PreMulSum, inside a group: refused at the call, as on the
+     * host path (before, only the group's end found it, after queuing the group's other
+     * operations), and the end fails the group. */
+    unsigned char *s = dev_malloc(16), *r = dev_malloc(16);
+    if (s == NULL || r == NULL) exit(1);
+    CHECK_NCCL(ncclGroupStart());
+    ncclResult_t call = ncclAllReduce(s, r, 4, ncclFloat, (ncclRedOp_t)77, x->comm,
+                                      (cudaStream_t)x->stream);
+    ncclResult_t end = ncclGroupEnd();
+    x->cases++;
+    if (call != ncclInvalidArgument || end == ncclSuccess) {
+        x->failures++;
+        fprintf(stderr, "rank %d: FAIL an unknown operator in a group: the call gave %d, the "
+                "end %d (want %d, then an error)\n", x->rank, (int)call, (int)end,
+                (int)ncclInvalidArgument);
+    }
+    dev_free(s);
+    dev_free(r);
 }
 
 /* Four operations queued before one synchronisation. */
