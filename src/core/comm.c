@@ -515,9 +515,9 @@ static void reap_zombies(void)
 /* Frees a communicator already removed from the registry, once no other thread can be inside a
  * call that touches it; with the abort flag set, blocked calls leave within a sleep. A thread
  * still inside a call at the deadline leaves the communicator to reap_zombies. */
-static void comm_release_quiet(struct ncclComm *comm)
+static void comm_release_quiet(struct ncclComm *comm, uint64_t quiesce_by_ns)
 {
-    if (tt_call_quiesce(tt_time_ns() + QUIESCE_NS)) {
+    if (tt_call_quiesce(quiesce_by_ns)) {
         comm_teardown(comm);
         reap_zombies();
         return;
@@ -540,10 +540,10 @@ static void comm_release_quiet(struct ncclComm *comm)
 
 /* The same, out of the call in an outermost Destroy or Abort (tt_call_step_out): another thread
  * releasing a communicator at the same time does not wait for this one, nor this one for it. */
-static void comm_release(struct ncclComm *comm, bool outermost)
+static void comm_release(struct ncclComm *comm, bool outermost, uint64_t quiesce_by_ns)
 {
     struct tt_call_rec *own = outermost ? tt_call_step_out() : NULL;
-    comm_release_quiet(comm);
+    comm_release_quiet(comm, quiesce_by_ns);
     tt_call_step_in(own);
 }
 
@@ -567,19 +567,22 @@ ncclResult_t tt_comm_destroy(ncclComm_t comm, bool outermost)
     tt_watch_settle_for_destroy(comm); /* still in the watchdog's sight */
     /* Whoever takes it out of the registry frees it: a concurrent ncclCommAbort (a watchdog's)
      * may have, and then this thread's call only has to end for that one to go on. */
-    if (registry_remove(comm)) comm_release(comm, outermost);
+    if (registry_remove(comm)) comm_release(comm, outermost, tt_time_ns() + QUIESCE_NS);
     return ncclSuccess;
 }
 
 ncclResult_t tt_comm_abort(ncclComm_t comm, bool outermost)
 {
+    /* Abort returns within a second: the device release below counts against the wait for
+     * other threads (QUIESCE_NS from here, not from after it). */
+    uint64_t quiesce_by = tt_time_ns() + QUIESCE_NS;
     /* The flag makes the init thread, the engine and every waiter give up within one sleep. */
     atomic_store(&comm->st.abort, 1);
     /* Device streams wait in the GPU, where no flag reaches: released here, before anything
      * else, since the teardown may wait for other threads first (and they for the streams). */
     tt_watch_release_for_abort(comm);
     /* else a concurrent destroy or abort frees it */
-    if (registry_remove(comm)) comm_release(comm, outermost);
+    if (registry_remove(comm)) comm_release(comm, outermost, quiesce_by);
     return ncclSuccess;
 }
 
