@@ -86,6 +86,13 @@ set_tests_properties(fault_signal PROPERTIES LABELS fault TIMEOUT 60 PASS_REGULA
 
 # TUTTI_FAULT: exit, stall, close and corrupt at a named point give each survivor the expected
 # error naming the failing rank.
+# A peer that dies during a point-to-point connection's setup, after posting its side and
+# before attaching to the other's: the other fails within seconds, over shm and TCP.
+tutti_fault_program(fault_connect)
+add_test(NAME fault_connect COMMAND fault_connect)
+add_test(NAME fault_connect_tcp COMMAND fault_connect)
+set_tests_properties(fault_connect fault_connect_tcp PROPERTIES LABELS fault TIMEOUT 120)
+set_tests_properties(fault_connect_tcp PROPERTIES ENVIRONMENT "NCCL_SHM_DISABLE=1")
 tutti_fault_program(fault_inject)
 add_test(NAME fault_inject COMMAND fault_inject)
 set_tests_properties(fault_inject PROPERTIES LABELS fault TIMEOUT 120)

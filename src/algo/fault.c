@@ -2,10 +2,12 @@
 #include "algo/fault.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "algo/algo.h"
 #include "algo/coll.h"
@@ -20,6 +22,7 @@ struct fault {
     int coll;
     uint64_t seq;
     uint64_t after_slices;
+    bool at_connect; /* point=connect */
     enum tt_fault_action action;
     bool fired;
 };
@@ -78,12 +81,16 @@ static ncclResult_t parse(const char *text, struct fault *f)
                 return TT_ERROR(ncclInvalidArgument, "TUTTI_FAULT: seq=%s (from 1)", value);
             f->seq = v;
             have_seq = true;
+        } else if (strcmp(key, "point") == 0 && strcmp(value, "connect") == 0) {
+            f->at_connect = true;
+            have_point = true;
         } else if (strcmp(key, "point") == 0) {
             const char *k = strncmp(value, "after_chunk:", 12) == 0 ? value + 12 : NULL;
             unsigned long long v = k ? strtoull(k, &end, 10) : 0;
             if (k == NULL || *k == '\0' || *end != '\0' || v == 0)
                 return TT_ERROR(ncclInvalidArgument,
-                                "TUTTI_FAULT: point=%s is not after_chunk:K with K >= 1", value);
+                                "TUTTI_FAULT: point=%s is not after_chunk:K with K >= 1, nor "
+                                "connect", value);
             f->after_slices = v;
             have_point = true;
         } else if (strcmp(key, "action") == 0) {
@@ -143,4 +150,19 @@ enum tt_fault_action tt_fault_due(const struct tt_op *op, uint64_t slices)
     fault.fired = true;
     pthread_mutex_unlock(&fault_lock);
     return first ? fault.action : TT_FAULT_NONE;
+}
+
+void tt_fault_connect(int rank)
+{
+    if (!fault.at_connect || rank != fault.rank) return;
+    pthread_mutex_lock(&fault_lock);
+    bool first = !fault.fired;
+    fault.fired = true;
+    pthread_mutex_unlock(&fault_lock);
+    if (!first) return;
+    /* A moment first, so that the peer, which has this rank's description too, is already
+     * waiting in its connect for this rank to attach. */
+    usleep(300000);
+    if (fault.action == TT_FAULT_EXIT) _exit(71);
+    if (fault.action == TT_FAULT_STALL) raise(SIGSTOP);
 }

@@ -229,10 +229,12 @@ static ncclResult_t connect_recv(struct tt_transport_ctx *ctx, struct tt_conn *c
     hint.word = &sc->hdr->sender_attached;
     hint.seen = 0;
     hint.sleepers = &sc->hdr->attach_sleepers;
+    uint64_t checked_ns = tt_time_ns();
     while (atomic_load(&sc->hdr->sender_attached) == 0) {
-        if (ctx->abort != NULL && atomic_load(ctx->abort))
-            return TT_ERROR(ncclInvalidUsage, "shm: connect to peer rank %d aborted",
-                            conn->peer);
+        /* Aborted or revoked, or the peer gone: a peer that died, or failed elsewhere, before
+         * it attached never will. */
+        ncclResult_t stop = tt_transport_connect_check(ctx, conn->peer, &checked_ns);
+        if (stop != ncclSuccess) return stop;
         if (tt_deadline_passed(deadline_ns))
             return TT_ERROR(ncclRemoteError,
                             "shm: peer rank %d did not attach to /dev/shm%s before the "

@@ -410,6 +410,7 @@ static ncclResult_t connect_recv(struct tt_transport_ctx *ctx, struct tt_conn *c
     tt_wait_hint_clear(&hint);
     hint.fd = l->fd;
     hint.events = POLLIN;
+    uint64_t checked_ns = tt_time_ns();
     for (;;) {
         /* Look among the complete hellos first: another connection's accept may already have
          * read ours. */
@@ -451,10 +452,9 @@ static ncclResult_t connect_recv(struct tt_transport_ctx *ctx, struct tt_conn *c
         }
         bool moved = accept_pending(l);
         moved |= read_hellos(l);
-        if (moved) continue;
-        if (ctx->abort != NULL && atomic_load(ctx->abort))
-            return TT_ERROR(ncclSystemError, "tcp: connect from peer rank %d aborted",
-                            conn->peer);
+        /* Checked on every pass: strangers connecting without pause keep `moved` true. */
+        ncclResult_t stop = tt_transport_connect_check(ctx, conn->peer, &checked_ns);
+        if (stop != ncclSuccess) return stop;
         if (tt_deadline_passed(deadline_ns)) {
             char addr[TT_SOCK_ADDR_STR_BYTES];
             return TT_ERROR(ncclRemoteError,
@@ -463,7 +463,7 @@ static ncclResult_t connect_recv(struct tt_transport_ctx *ctx, struct tt_conn *c
                             conn->peer, tt_sock_addr_str(&l->addr, addr, sizeof addr),
                             conn->tag);
         }
-        tt_backoff_pause(&backoff, &hint);
+        if (!moved) tt_backoff_pause(&backoff, &hint);
     }
 }
 

@@ -8,6 +8,7 @@
 
 #include "util/err.h"
 #include "util/param.h"
+#include "util/time.h"
 
 const struct tt_transport *const tt_transports[] = {
     &tt_transport_self,
@@ -82,4 +83,19 @@ void tt_transport_ctx_fini(struct tt_transport_ctx *ctx)
 {
     for (int i = 0; tt_transports[i] != NULL; i++)
         if (tt_transports[i]->ctx_fini) tt_transports[i]->ctx_fini(ctx);
+}
+
+/* How often a connect's wait asks the core about its peer (a pidfd poll and a mailbox read). */
+#define CONNECT_CHECK_NS 2000000ull
+
+ncclResult_t tt_transport_connect_check(struct tt_transport_ctx *ctx, int peer,
+                                        uint64_t *last_ns)
+{
+    if (ctx->abort != NULL && atomic_load(ctx->abort))
+        return TT_ERROR(ncclInvalidUsage, "connect to peer rank %d aborted", peer);
+    if (ctx->connect_check == NULL) return ncclSuccess;
+    uint64_t now = tt_time_ns();
+    if (now - *last_ns < CONNECT_CHECK_NS) return ncclSuccess;
+    *last_ns = now;
+    return ctx->connect_check(ctx->connect_check_arg, peer);
 }

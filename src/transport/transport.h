@@ -69,6 +69,11 @@ struct tt_transport_ctx {
     uint64_t comm_hash;              /* unique per communicator: names shm segments */
     struct sockaddr_storage local_addr; /* interface chosen by the bootstrap: TCP listens here */
     const _Atomic int *abort;        /* set when the communicator is aborted */
+    /* Optional, for the waits of connect: whether the wait for `peer` must end, with the
+     * error and why (the communicator was revoked, or the peer's process ended or its
+     * communicator failed); called at most every few milliseconds. */
+    ncclResult_t (*connect_check)(void *arg, int peer);
+    void *connect_check_arg;
     /* Each transport's per-communicator state (TCP: its listener), found by
      * tt_transport_ctx_state and freed by the transport's ctx_fini. */
     struct {
@@ -78,6 +83,11 @@ struct tt_transport_ctx {
 };
 
 struct tt_transport;
+
+/* The wait loops of connect call this every pass: ncclSuccess while the wait for `peer` may go
+ * on (the abort flag, then ctx->connect_check every CONNECT_CHECK_NS). */
+ncclResult_t tt_transport_connect_check(struct tt_transport_ctx *ctx, int peer,
+                                        uint64_t *last_ns);
 
 /* The kind of link a transport makes. The cost model prices steps by it (a ring with any TCP
  * link is priced as TCP), so TCP over loopback is never taken for shared memory. */
