@@ -363,9 +363,13 @@ static ncclResult_t copy_work(struct tt_op *op)
 static void map_peer(struct tt_op *op, int p, const struct tt_team_region *r,
                      struct tt_peer_buf *b)
 {
-    b->map = tt_team_map(op->env->team, p, r);
-    b->lo = b->map != NULL ? r->lo : 0;
-    b->hi = b->map != NULL ? r->hi : 0;
+    /* Read once: `r` lies in the peer's mailbox, which the peer may change under us; what is
+     * checked (tt_team_map) is what is used. */
+    struct tt_team_region copy = *r;
+    __asm__ volatile("" ::: "memory"); /* no load of `copy` may be served from `r` again */
+    b->map = tt_team_map(op->env->team, p, &copy);
+    b->lo = b->map != NULL ? copy.lo : 0;
+    b->hi = b->map != NULL ? copy.hi : 0;
 }
 
 /* Whether every peer reached `event`; otherwise records whom we wait for. */

@@ -383,6 +383,9 @@ ncclResult_t tt_setup_team(struct ncclComm *comm)
         cma[comm->st.rank].llc_kib = (uint32_t)(llc_bytes() >> 10);
     }
     TT_TRY_GOTO(tt_bootstrap_allgather(comm->bootstrap, cma, sizeof *cma), res, out);
+    /* Every member attached before this allgather: the mailbox's name goes now, not at the
+     * end of init, so that a rank killed during the rest of init leaves nothing in /dev/shm. */
+    if (in_team) tt_team_unlink(comm->team);
     comm->team_spans = in_team && comm->local_nranks == n;
     if (!comm->team_spans) goto out;
     /* Direct publishes its addresses in the mailbox slot: a slot too small for them (a tiny

@@ -168,6 +168,15 @@ ncclResult_t tt_team_attach(struct tt_team *h, const struct tt_team_info *infos)
         if (fd < 0)
             return TT_ERROR(ncclSystemError, "cannot open rank %d's mailbox %s: %s", p, name,
                             strerror(errno));
+        /* A file shorter than the mailbox would turn the first access past its end into
+         * SIGBUS instead of an error. */
+        struct stat st = {0};
+        if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < (uint64_t)h->map_bytes) {
+            close(fd);
+            return TT_ERROR(ncclRemoteError, "rank %d's mailbox %s is %lld bytes, not the %zu "
+                            "it must have (stale, or not Tutti's)", p, name,
+                            (long long)st.st_size, h->map_bytes);
+        }
         void *map = mmap(NULL, h->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         int err = errno;
         close(fd);
