@@ -137,6 +137,7 @@ static void comm_free(struct ncclComm *comm)
     for (int r = 0; comm->st.pidfds != NULL && r < comm->st.nranks; r++)
         if (comm->st.pidfds[r] >= 0) close(comm->st.pidfds[r]);
     free(comm->st.pidfds);
+    free(comm->st.fail_member);
     if (comm->st.flight != NULL) pthread_mutex_destroy(&comm->st.flight->lock);
     free(comm->st.flight);
     if (atomic_load(&comm->st.abort)) tt_watch_release_for_abort(comm); /* queued meanwhile */

@@ -361,6 +361,14 @@ ncclResult_t tt_setup_team(struct ncclComm *comm)
         for (int r = 0; r < n; r++)
             if (comm->peers[r].host_hash == mine) local[k++] = all[r];
         TT_TRY_GOTO(tt_team_attach(comm->team, local), res, out);
+        /* Failures travel through the host's mailboxes also where the team does not span the
+         * communicator (several hosts): a local peer's failure ends the waits on it at once. */
+        if (comm->local_nranks < n) {
+            TT_TRY_GOTO(TT_CALLOC(&comm->st.fail_member, (size_t)n), res, out);
+            for (int r = 0, m = 0; r < n; r++)
+                comm->st.fail_member[r] = comm->peers[r].host_hash == mine ? m++ : -1;
+        }
+        comm->st.fail_team = comm->team;
     }
     /* Each rank's cost of a cross-memory copy against memcpy (percent; 0: cross-memory attach
      * does not work), measured by each rank unless TUTTI_CMA_COST gives it, and its last-level

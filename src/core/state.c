@@ -168,7 +168,7 @@ void tt_state_fail_because(struct tt_comm_state *st, ncclResult_t res, const cha
     if (atomic_compare_exchange_strong(&st->async_error, &expected, (int)res)) {
         snprintf(st->fail_reason, sizeof st->fail_reason, "%s", why);
         atomic_store_explicit(&st->fail_reason_set, true, memory_order_release);
-        tt_team_set_failed(st->team, (int)res, why);
+        tt_team_set_failed(st->fail_team, (int)res, why);
         if (st->on_fail != NULL) st->on_fail(st->on_fail_arg);
     }
 }
@@ -182,10 +182,12 @@ int tt_state_gone_peer(const struct tt_comm_state *st, int peer, ncclResult_t *c
         snprintf(why, bytes, "died (its process ended)");
         return dead;
     }
-    if (st->team == NULL) return -1;
+    if (st->fail_team == NULL) return -1;
     char reason[TT_TEAM_REASON_BYTES];
     for (int p = peer >= 0 ? peer : 0; p < st->nranks; p++) {
-        int failed = tt_team_peer_failed(st->team, p, reason, sizeof reason);
+        int member = st->fail_member != NULL ? st->fail_member[p] : p;
+        int failed = member < 0 ? 0 : tt_team_peer_failed(st->fail_team, member, reason,
+                                                          sizeof reason);
         if (failed != 0) {
             snprintf(why, bytes, "failed: %s", reason);
             if (failed == ncclInvalidUsage) *code = ncclInvalidUsage;

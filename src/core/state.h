@@ -61,6 +61,12 @@ struct tt_comm_state {
     ncclResult_t init_result;   /* written before phase leaves INITIALIZING */
     _Atomic bool finalized;
     struct tt_team *team;       /* the local team, for the waiters' CPU records (or NULL) */
+    /* The host's team whether or not it spans the communicator, for failures only: this
+     * rank's failure goes into its mailbox, and a stalled wait looks at its local peers'
+     * (tt_state_gone_peer). fail_member[r] is rank r's member index, -1 off this host; NULL
+     * when the team spans the communicator (members are ranks). */
+    struct tt_team *fail_team;
+    int *fail_member;
     int *pidfds;                /* [nranks]: a pidfd of each peer on this host, else -1 */
     int npidfds;                /* how many of them are open */
     struct tt_flight *flight;   /* stalled operations (NULL: none recorded) */
