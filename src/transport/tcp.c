@@ -29,7 +29,7 @@
  * on another thread (the watchdog failing the communicator) and must never meet a number that
  * was closed and reused meanwhile. */
 static void encode_error(uint8_t *hdr, uint64_t frame, int code, size_t len);
-static void write_back_error(const struct tcp_conn *tc, int code, const char *reason);
+static void write_back_error(struct tcp_conn *tc, int code, const char *reason);
 
 static ncclResult_t fail(struct tcp_conn *tc, ncclResult_t res)
 {
@@ -405,9 +405,11 @@ static void encode_error(uint8_t *hdr, uint64_t frame, int code, size_t len)
 }
 
 /* Receiver: the error frame back up the stream (socket 0's idle direction, or a shared pair's
- * control socket): one small write into an empty direction, never blocking. */
-static void write_back_error(const struct tcp_conn *tc, int code, const char *reason)
+ * control socket): one small write into an empty direction, never blocking, and only one per
+ * connection (a second after a first that went out in part would garble both). */
+static void write_back_error(struct tcp_conn *tc, int code, const char *reason)
 {
+    if (atomic_exchange(&tc->back_said, true)) return;
     uint8_t frame[TCP_FRAME_HEADER_BYTES + TCP_ERROR_BYTES];
     size_t len = strnlen(reason != NULL ? reason : "", TCP_ERROR_BYTES);
     encode_error(frame, 0, code, len);
@@ -442,11 +444,11 @@ static void tcp_fail_notify(struct tt_conn *conn, int code, const char *reason)
 }
 
 /* Receiver, any thread: write_back_error reads only what connect set (the descriptors, and
- * whether the pair is shared), and the way back carries nothing from this side but error
- * frames (fail's and this one: the sender reads the first). */
+ * whether the pair is shared) and its own atomic flag, and the way back carries nothing from
+ * this side but that one error frame (fail's or this one, whichever comes first). */
 static void tcp_notify_back(struct tt_conn *conn, int code, const char *reason)
 {
-    const struct tcp_conn *tc = conn->priv;
+    struct tcp_conn *tc = conn->priv;
     if (tc != NULL && conn->dir == TT_CONN_RECV) write_back_error(tc, code, reason);
 }
 

@@ -115,6 +115,7 @@ struct tcp_listener {
     uint64_t *nonces;
     size_t nnonces;
     size_t nonces_cap;
+    int starved; /* errno of an accept that found no descriptor left and none to free */
 };
 
 struct tcp_hello {
@@ -156,6 +157,8 @@ struct tcp_conn {
                              them (the two sides share the descriptors, not copies of them) */
     enum tt_conn_dir dir;
     bool peer_said;      /* receiver: the stream ended with the peer's error frame */
+    _Atomic bool back_said; /* receiver: its one error frame back up the stream was written
+                               (by any thread: tcp_notify_back) */
     uint8_t *staging;    /* TT_CONN_SLOTS slots, tt_conn_slot_stride(slot_bytes) apart */
     uint32_t len[TT_CONN_SLOTS];
     bool full[TT_CONN_SLOTS]; /* receiver: the slot holds a whole frame not yet released */

@@ -246,16 +246,16 @@ static void drop_pending(struct tcp_listener *l, size_t i)
     l->pending[i] = l->pending[--l->npending];
 }
 
-/* Closes the pending socket accepted first, preferring one still without its hello. False
- * when there is none. */
+/* Closes the pending socket accepted first that has not sent its hello yet. One with a whole
+ * hello carries a nonce this listener expects (read_hellos drops the others): another of this
+ * rank's connections, never evicted. False when there is none to close. */
 static bool evict_oldest(struct tcp_listener *l)
 {
     size_t oldest = l->npending;
     for (size_t i = 0; i < l->npending; i++) {
-        const struct tcp_pending *p = &l->pending[i], *o = &l->pending[oldest];
-        bool p_idle = p->got < TCP_HELLO_BYTES;
-        if (oldest == l->npending || (p_idle && o->got == TCP_HELLO_BYTES) ||
-            (p_idle == (o->got < TCP_HELLO_BYTES) && p->deadline_ns < o->deadline_ns))
+        const struct tcp_pending *p = &l->pending[i];
+        if (p->got == TCP_HELLO_BYTES) continue;
+        if (oldest == l->npending || p->deadline_ns < l->pending[oldest].deadline_ns)
             oldest = i;
     }
     if (oldest == l->npending) return false;
@@ -273,8 +273,12 @@ static bool accept_pending(struct tcp_listener *l)
     for (int batch = 0; batch < TCP_ACCEPT_BATCH; batch++) {
         int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            /* Out of fds: make room by closing the oldest unclaimed socket. */
-            if ((errno == EMFILE || errno == ENFILE) && evict_oldest(l)) continue;
+            /* Out of fds: make room by closing the oldest unclaimed socket; with none, the
+             * caller fails (the listener would stay readable, and its wait spin). */
+            if (errno == EMFILE || errno == ENFILE) {
+                if (evict_oldest(l)) continue;
+                l->starved = errno;
+            }
             return any;
         }
         any = true;
@@ -451,6 +455,13 @@ static ncclResult_t connect_recv(struct tt_transport_ctx *ctx, struct tt_conn *c
             return ncclSuccess;
         }
         bool moved = accept_pending(l);
+        if (l->starved != 0) {
+            int err = l->starved;
+            l->starved = 0;
+            return TT_ERROR(ncclSystemError, "tcp: cannot accept peer rank %d's connection: %s "
+                            "(raise the descriptor limit: ulimit -n)", conn->peer,
+                            strerror(err));
+        }
         moved |= read_hellos(l);
         /* Checked on every pass: strangers connecting without pause keep `moved` true. */
         ncclResult_t stop = tt_transport_connect_check(ctx, conn->peer, &checked_ns);
