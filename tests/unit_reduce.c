@@ -424,6 +424,57 @@ static void test_flush_modes(int level)
 #endif
 }
 
+/* With every floating-point exception unmasked in the caller's thread (feenableexcept), no
+ * kernel traps at any level: float16 sums that overflow (a SIMD conversion raises overflow),
+ * e5m2 max over a signalling-NaN code, integer Avg (float lanes), every op of every type on
+ * ordinary values. A trap ends the test with SIGFPE. The caller's mode is back afterwards. */
+static void test_fp_traps(int level)
+{
+#if defined(__x86_64__)
+    const size_t n = 100;
+    const unsigned csr = _mm_getcsr();
+    unsigned char *a = malloc(n * 8), *b = malloc(n * 8), *out = malloc(n * 8);
+    if (!a || !b || !out) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    tt_reduce_force_level(level);
+    unsigned now = csr;
+    for (size_t ti = 0; ti < NUM_TYPES; ti++) {
+        /* Operators and inputs made with the exceptions masked: this test's own float code
+         * would trap. */
+        const struct type *t = &types[ti];
+        struct tt_redop ops[16], sum;
+        int nops = make_ops(t, ops, 3);
+        tt_redop_init(&sum, ncclSum, t->dtype, 2);
+        for (size_t i = 0; i < n; i++) {
+            uint64_t big = t->dtype == ncclFloat16 ? 0x7b53 /* 60000 */
+                           : t->dtype == ncclFloat8e5m2 ? (i % 2 ? 0x7d : 0x7b)
+                                                        : gen(t);
+            store(a, i, t->bytes, big);
+            store(b, i, t->bytes, t->dtype == ncclFloat16 ? 0x7b53 : gen(t));
+        }
+        _mm_setcsr(csr & ~0x1f80u); /* bits 7-12: the exception masks */
+        for (int o = 0; o < nops; o++) tt_reduce_combine(&ops[o], out, a, b, n, 0);
+        tt_reduce_combine(&sum, out, a, b, n, 0);
+        now = _mm_getcsr();
+        _mm_setcsr(csr);
+        checked++;
+        if (t->dtype == ncclFloat16 && load(out, 0, 2) != 0x7c00)
+            fail("[%s, traps unmasked] float16 60000 + 60000: got 0x%" PRIx64 ", want 0x7c00",
+                 level_name, load(out, 0, 2));
+    }
+    checked++;
+    if ((now & 0xff80u) != (csr & ~0x1f80u & 0xff80u))
+        fail("[%s] the caller's MXCSR control bits were not put back: 0x%x", level_name, now);
+    free(a);
+    free(b);
+    free(out);
+#else
+    (void)level;
+#endif
+}
+
 /* tt_copy_stream at the active level: every length around the 64-byte lines and the 128/256-byte
  * loop steps, at every destination and source misalignment within a line, copies exactly the
  * source bytes and touches nothing on either side (checked byte by byte against the source). */
@@ -475,6 +526,10 @@ int main(void)
         int copy_before = failures;
         test_copy_stream();
         printf("copy_stream [%s]: %d failures\n", level_name, failures - copy_before);
+        int traps_before = failures;
+        test_fp_traps(level);
+        printf("kernels [%s] with every FP exception unmasked: %d failures\n", level_name,
+               failures - traps_before);
         if (level > TT_REDUCE_LEVEL_SCALAR) {
             int before = failures;
             test_flush_modes(level);

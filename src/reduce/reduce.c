@@ -71,8 +71,10 @@ static int detect_level(void)
     __builtin_cpu_init();
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
     int f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+    /* The AVX-512 level uses AVX2's 256-bit integer instructions too (its fp8 loads): a CPU
+     * model with AVX-512 and AVX2 masked off gets the scalar level, not SIGILL. */
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512dq") && f16c)
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx2") && f16c)
         return TT_REDUCE_LEVEL_AVX512;
     if (__builtin_cpu_supports("avx2") && f16c)
         return TT_REDUCE_LEVEL_AVX2;
@@ -162,20 +164,28 @@ static const struct tt_reduce_kernels *kernels_for(ncclDataType_t dtype, size_t 
  * denormals-are-zero (bit 6) and the rounding control (bits 13-14) may have been set by the
  * program (torch.set_flush_denormal, -ffast-math's start-up code) on one rank's thread and not
  * on another's, and where every rank computes the result itself (Tree, OneShot) the ranks would
- * then disagree. The kernels run in IEEE's default mode, and the caller's is put back: one
- * register read on the way in, a write only where the mode differs. */
+ * then disagree. The kernels run in IEEE's default mode, with every exception masked (bits
+ * 7-12): a program that unmasked one (feenableexcept) would otherwise take SIGFPE in one
+ * level's conversion and not in another's (vcvtps2ph raises overflow, the scalar code rounds
+ * with integers), and integer Avg divides in float lanes. The caller's mode is put back: one
+ * register read on the way in, writes only where the mode differs. */
 #ifdef TT_REDUCE_X86
 #define FP_MODE_BITS 0xe040u
+#define FP_MASK_ALL 0x1f80u
+static inline unsigned fp_mode_of(unsigned csr)
+{
+    return (csr & ~FP_MODE_BITS) | FP_MASK_ALL;
+}
 static inline unsigned fp_mode_enter(ncclDataType_t dtype)
 {
-    if (!dtypes[dtype].is_float) return 0;
+    (void)dtype; /* integer Avg uses float lanes too */
     unsigned csr = _mm_getcsr();
-    if (csr & FP_MODE_BITS) _mm_setcsr(csr & ~FP_MODE_BITS);
+    if (fp_mode_of(csr) != csr) _mm_setcsr(fp_mode_of(csr));
     return csr;
 }
 static inline void fp_mode_leave(unsigned csr)
 {
-    if (csr & FP_MODE_BITS) _mm_setcsr(csr);
+    if (fp_mode_of(csr) != csr) _mm_setcsr(csr);
 }
 #else
 static inline unsigned fp_mode_enter(ncclDataType_t dtype)

@@ -27,8 +27,9 @@
  * - A NaN produced by arithmetic (sum, prod, premulsum, division) is a quiet NaN whose sign and
  *   payload are unspecified: with two NaN operands, which one's payload survives may differ
  *   between kernel levels. Every other result is bit-identical at every level.
- * - With the x86 denormals-are-zero mode on, max and min compare float32, float64 and bfloat16
- *   subnormals as zeros, as the FPU does, at every level (and still return an input's bits).
+ * - The kernels run in IEEE's default floating-point mode whatever the caller's (x86: FTZ, DAZ
+ *   and rounding cleared, every exception masked; reduce.c, fp_mode_enter): subnormals are
+ *   computed and compared exactly, and no input makes a kernel trap.
  *
  * Kernel levels: the loops exist as portable C (SCALAR, which the compiler may still vectorise
  * with the baseline instruction set), AVX2 with F16C, and AVX-512 (F, BW, DQ). The best level the
