@@ -5,7 +5,8 @@
  *     with a rank passing NCCL_SPLIT_NOCOLOR, nested, with a config, and with one rank passing
  *     a bad colour (every rank must fail, and the parent must still work);
  *   - ncclCommInitRankScalable over ids broadcast by rank 0;
- *   - ncclCommInitAll: 4 ranks inside rank 0's process, driven by one thread each;
+ *   - ncclCommInitAll: 4 ranks inside rank 0's process, driven by one thread each, then split
+ *     all four by one thread inside a group (the splits meet at its end);
  *   - ncclRedOpCreatePreMulSum on float32 and int32 (scalar 2), the scalar copied at creation,
  *     destroyed operators, datatype mismatch, device scalars;
  *   - ncclCommGrow from 4 to 5 ranks: first with two ranks passing an id and with ranks
@@ -231,6 +232,41 @@ static void test_init_all(void)
             }
         }
     }
+    /* One thread splits all four in a group (NCCL's pattern for ranks one thread drives):
+     * the splits meet at the group's end. Parity colours, keys reversing the order; then one
+     * group AllReduce over the four children. */
+    ncclComm_t subs[NRANKS] = {NULL};
+    CHECK_RES(ncclGroupStart(), ncclSuccess);
+    for (int t = 0; t < NRANKS; t++)
+        CHECK_RES(ncclCommSplit(comms[t], t % 2, NRANKS - t, &subs[t], NULL), ncclSuccess);
+    CHECK_RES(ncclGroupEnd(), ncclSuccess);
+    int32_t vals[NRANKS], sums[NRANKS];
+    bool all_made = true;
+    for (int t = 0; t < NRANKS; t++) {
+        vals[t] = t + 1;
+        int rank = -1, size = 0;
+        if (subs[t] == NULL) {
+            FAIL("ncclCommSplit in a group: no communicator for rank %d", t);
+            all_made = false;
+            continue;
+        }
+        ncclCommUserRank(subs[t], &rank);
+        ncclCommCount(subs[t], &size);
+        /* Two of each parity; the higher parent rank gets the lower key, so rank 0. */
+        CHECK_EQ_MSG(size, 2, "grouped split size");
+        CHECK_EQ_MSG(rank, t < 2 ? 1 : 0, "grouped split rank");
+    }
+    if (all_made) {
+        CHECK_RES(ncclGroupStart(), ncclSuccess);
+        for (int t = 0; t < NRANKS; t++)
+            CHECK_RES(ncclAllReduce(&vals[t], &sums[t], 1, ncclInt32, ncclSum, subs[t], NULL),
+                      ncclSuccess);
+        CHECK_RES(ncclGroupEnd(), ncclSuccess);
+        for (int t = 0; t < NRANKS; t++)
+            CHECK_EQ_MSG(sums[t], t % 2 ? 2 + 4 : 1 + 3, "AllReduce over a grouped split");
+    }
+    for (int t = 0; t < NRANKS; t++)
+        if (subs[t] != NULL) CHECK_RES(ncclCommDestroy(subs[t]), ncclSuccess);
     for (int t = 0; t < NRANKS; t++) CHECK_RES(ncclCommDestroy(comms[t]), ncclSuccess);
 
     ncclComm_t one = NULL;

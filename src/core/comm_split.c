@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "core/comm.h"
+#include "core/group.h"
 #include "core/lifecycle.h"
 #include "util/err.h"
 #include "util/log.h"
@@ -218,8 +219,8 @@ static ncclResult_t check_colors(const struct ncclComm *comm, const struct split
     return ncclSuccess;
 }
 
-ncclResult_t tt_comm_split(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
-                           const ncclConfig_t *config)
+static ncclResult_t split_now(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                              const ncclConfig_t *config)
 {
     ncclResult_t res = ncclSuccess;
     struct split_entry *all = NULL;
@@ -257,6 +258,73 @@ ncclResult_t tt_comm_split(ncclComm_t comm, int color, int key, ncclComm_t *newc
 out:
     free(members);
     free(all);
+    return res;
+}
+
+/* A split issued inside a group runs on a thread of its own, joined by the outermost
+ * ncclGroupEnd (core/group.h, tt_group_add_wait): the group's splits meet their peers' all at
+ * once, so one thread may split each of several ranks it drives (ncclCommInitAll's ranks in
+ * one group, as with NCCL). *newcomm is written when the split ends. */
+struct split_job {
+    struct ncclComm *parent;
+    int color;
+    int key;
+    bool has_config;
+    ncclConfig_t config;
+    ncclComm_t *out;
+    ncclResult_t res;
+    char error[TT_REASON_BYTES];
+    pthread_t thread;
+};
+
+static void *split_main(void *arg)
+{
+    /* Inside a call, as the split would be on the caller's thread: a Destroy or Abort of the
+     * parent from another thread waits for it. */
+    TT_CALL_SCOPE;
+    struct split_job *j = arg;
+    tt_log_set_rank(j->parent->st.rank);
+    j->res = split_now(j->parent, j->color, j->key, j->out, j->has_config ? &j->config : NULL);
+    if (j->res != ncclSuccess && j->res != ncclInProgress)
+        snprintf(j->error, sizeof j->error, "%s", tt_error_last());
+    return NULL;
+}
+
+static ncclResult_t split_wait(void *arg, uint64_t tag)
+{
+    (void)tag;
+    struct split_job *j = arg;
+    pthread_join(j->thread, NULL);
+    ncclResult_t res = j->res;
+    if (res != ncclSuccess && res != ncclInProgress)
+        res = TT_ERROR(res, "ncclCommSplit in a group (parent rank %d): %s", j->parent->st.rank,
+                       j->error);
+    free(j);
+    /* A nonblocking child goes on initialising; its own ncclCommGetAsyncError tells. */
+    return res == ncclInProgress ? ncclSuccess : res;
+}
+
+ncclResult_t tt_comm_split(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                           const ncclConfig_t *config)
+{
+    *newcomm = NULL;
+    if (tt_group_depth() == 0) return split_now(comm, color, key, newcomm, config);
+    TT_TRY(check_parent(comm, "ncclCommSplit", false, false));
+    struct split_job *j = NULL;
+    TT_TRY(TT_CALLOC(&j, 1));
+    *j = (struct split_job){.parent = comm, .color = color, .key = key, .out = newcomm,
+                            .has_config = config != NULL};
+    if (config != NULL) j->config = *config;
+    int err = pthread_create(&j->thread, NULL, split_main, j);
+    if (err != 0) {
+        free(j);
+        ncclResult_t res = TT_ERROR(ncclSystemError, "ncclCommSplit: cannot start its thread in "
+                                                     "a group: %s", strerror(err));
+        tt_group_note_error(res);
+        return res;
+    }
+    ncclResult_t res = tt_group_add_wait(split_wait, j, 0);
+    if (res != ncclSuccess) (void)split_wait(j, 0); /* not deferred after all: joined here */
     return res;
 }
 

@@ -287,6 +287,8 @@ ncclResult_t tt_group_simulate_end(ncclSimInfo_t *sim)
                                           "ncclGroupStart");
     group_depth_fast = --group.depth;
     if (group.depth > 0) return ncclSuccess;
+    /* What the group started (inits, splits) ends before the group does, as at its end. */
+    ncclResult_t waited = wait_deferred();
     /* Checked once the group has ended, as NCCL does: a bad argument ends it too (nothing
      * runs), so that the thread's next calls are not taken into a group left open. */
     if (sim == NULL || sim->magic != 0x74685283u) {
@@ -295,7 +297,7 @@ ncclResult_t tt_group_simulate_end(ncclSimInfo_t *sim)
                                              "ended and none of its operations ran",
                         sim == NULL ? "NULL" : "not initialised with NCCL_SIM_INFO_INITIALIZER");
     }
-    ncclResult_t err = group.error;
+    ncclResult_t err = group.error != ncclSuccess ? group.error : waited;
     float estimate_us = 0.0f;
     for (struct tt_task *t = group.batch.head; t; t = t->next)
         estimate_us += tt_task_estimate_us(t);
