@@ -115,7 +115,7 @@ static void test_init_args(void)
     CHECK_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument,
               "CTAPolicy");
     config = good;
-    config.cgaClusterSize = 9;
+    config.cgaClusterSize = -2; /* negative: refused; above 8: capped, as NCCL does */
     CHECK_ERR(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument,
               "cgaClusterSize");
 }

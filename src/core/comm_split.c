@@ -529,5 +529,8 @@ ncclResult_t tt_comm_init_rank_scalable(ncclComm_t *out, int nranks, int rank, i
      * scale of host processes. ids[0] is the rendezvous; the other ids stay unused. */
     TT_INFO(TT_SUB_INIT, "scalable init: rank %d of %d meets at the first of %d ids", rank,
             nranks, id_count);
+    /* The roots of the others, where this process made them, would wait for ranks that never
+     * come (their deadline starts at the first rank): ended now. */
+    for (int k = 1; k < id_count; k++) tt_bootstrap_root_cancel(&ids[k]);
     return init_child(out, nranks, &ids[0], rank, config);
 }
