@@ -16,7 +16,9 @@
  *   - ncclCommShrink with exclude lists that differ (refused on every survivor at once);
  *   - ncclCommShrink excluding rank 3 (which only destroys its parent), then a shrink with
  *     NCCL_SHRINK_ABORT excluding one more, then, after ncclCommRevoke, a shrink excluding
- *     nobody (a split of the revoked communicator is refused).
+ *     nobody (a split of the revoked communicator is refused);
+ *   - ncclCommShrink with NCCL_SHRINK_ABORT on a nonblocking parent whose AllReduce still waits
+ *     for the excluded rank: the operation is aborted and the shrink goes ahead.
  *
  * Every new communicator is checked for its size, this rank's new rank (computed here from the
  * membership rule, not asked of the library) and an AllReduce whose exact sum follows from the
@@ -27,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api_checks.h"
 #include "nccl.h"
@@ -517,6 +520,57 @@ static void test_shrink(ncclComm_t world)
     CHECK_RES(ncclCommDestroy(smaller), ncclSuccess);
 }
 
+/* Polls a nonblocking communicator until it is idle; its state. */
+static ncclResult_t settle(ncclComm_t c)
+{
+    ncclResult_t state = ncclInProgress;
+    for (int i = 0; i < 200000 && state == ncclInProgress; i++) {
+        ncclCommGetAsyncError(c, &state);
+        if (state == ncclInProgress) nanosleep(&(struct timespec){0, 100000}, NULL);
+    }
+    return state;
+}
+
+/* NCCL_SHRINK_ABORT on a nonblocking parent whose AllReduce is still queued, waiting for rank
+ * 3, which never issues it: the survivors' shrink aborts that operation and makes the
+ * communicator of ranks 0-2 (before, it was refused: "operations in progress"). */
+static void test_shrink_abort_in_flight(ncclComm_t world)
+{
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclComm_t parent = NULL;
+    ncclResult_t res = ncclCommSplit(world, 0, world_rank, &parent, &cfg);
+    if (res != ncclSuccess && res != ncclInProgress) {
+        FAIL("nonblocking split for shrink: %d", (int)res);
+        return;
+    }
+    CHECK_RES(settle(parent), ncclSuccess);
+    if (world_rank < 3) {
+        int32_t x = 1;
+        res = ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, parent, NULL);
+        CHECK(res == ncclSuccess || res == ncclInProgress, "queued AllReduce: %d", (int)res);
+        int dead[1] = {3};
+        ncclComm_t child = NULL;
+        res = ncclCommShrink(parent, dead, 1, &child, NULL, NCCL_SHRINK_ABORT);
+        CHECK(res == ncclSuccess || res == ncclInProgress,
+              "ncclCommShrink(NCCL_SHRINK_ABORT) with an operation in flight: %d (%s)",
+              (int)res, ncclGetLastError(NULL));
+        if (child != NULL) {
+            CHECK_RES(settle(child), ncclSuccess);
+            int32_t y = world_rank + 1, sum = 0;
+            res = ncclAllReduce(&y, &sum, 1, ncclInt32, ncclSum, child, NULL);
+            CHECK(res == ncclSuccess || res == ncclInProgress, "child AllReduce: %d",
+                  (int)res);
+            CHECK_RES(settle(child), ncclSuccess);
+            CHECK_EQ_MSG(sum, 1 + 2 + 3, "AllReduce on the shrunk communicator");
+            CHECK_RES(ncclCommDestroy(child), ncclSuccess);
+        }
+    }
+    int32_t one = 1;
+    CHECK_RES(ncclAllReduce(&one, &one, 1, ncclInt32, ncclSum, world, NULL), ncclSuccess);
+    CHECK_RES(ncclCommAbort(parent), ncclSuccess);
+}
+
 int main(void)
 {
     int exit_code = 0;
@@ -527,6 +581,7 @@ int main(void)
     if (world_rank == 0) test_init_all();
     test_premulsum(world);
     test_grow(world);
+    test_shrink_abort_in_flight(world);
     test_shrink(world);
     printf("api_lifecycle rank %d: %s (%d failed checks)\n", world_rank,
            check_failures ? "FAILED" : "passed", check_failures);

@@ -335,8 +335,10 @@ ncclResult_t tt_comm_shrink(ncclComm_t comm, const int *exclude_ranks, int exclu
     bool *excluded = NULL;
     int *members = NULL;
     *newcomm = NULL;
-    /* With NCCL_SHRINK_ABORT the parent's operations would be aborted first; once a blocking
-     * call has returned none is in flight, so both flags take the same road from here. */
+    /* With NCCL_SHRINK_ABORT the parent's operations end first, as NCCL aborts them: it is
+     * revoked (what is queued on host streams or its own queue fails now, what runs fails at
+     * its next check) and idle when the shrink starts. */
+    if (flags & NCCL_SHRINK_ABORT) tt_comm_revoke(comm);
     TT_TRY(check_parent(comm, "ncclCommShrink", (flags & NCCL_SHRINK_ABORT) != 0, true));
     /* Only the survivors call shrink, so they cannot exchange anything with all ranks: each
      * computes the survivor list from the exclude list, which they must all pass alike
