@@ -2,10 +2,9 @@
  * the queries. Each checks its arguments once, reports the first bad one, sets the logging rank
  * and forwards to the core (src/core/core.h), which trusts what it is given.
  *
- * Nonblocking communicators (config.blocking = 0) are accepted but initialised blocking for
- * now: ncclCommInitRankConfig returns ncclSuccess once the communicator is ready, which NCCL's
- * contract allows (a nonblocking call may complete before it returns), and
- * ncclCommGetAsyncError then reports ncclSuccess. */
+ * Nonblocking communicators (config.blocking = 0) initialise on a thread of their own:
+ * ncclCommInitRankConfig returns ncclInProgress, and ncclCommGetAsyncError says so until the
+ * communicator is ready (core/comm.c, docs/semantics.md). */
 #include <string.h>
 
 #include "api/api.h"
