@@ -404,8 +404,8 @@ static int *accepted_slot(struct tcp_conn *tc, uint32_t index)
 
 /* Receiver: wait for the sender's sockets, recognised by the nonce of this connection and
  * placed by their index (shared: one more, the control socket). */
-static ncclResult_t connect_recv(struct tt_transport_ctx *ctx, struct tt_conn *conn,
-                                 struct tcp_conn *tc, uint64_t deadline_ns)
+static ncclResult_t wait_for_sender(struct tt_transport_ctx *ctx, struct tt_conn *conn,
+                                    struct tcp_conn *tc, uint64_t deadline_ns)
 {
     struct tcp_listener **slot = listener_of(ctx), *l = slot ? *slot : NULL;
     struct tt_backoff backoff;
@@ -476,6 +476,26 @@ static ncclResult_t connect_recv(struct tt_transport_ctx *ctx, struct tt_conn *c
         }
         if (!moved) tt_backoff_pause(&backoff, &hint);
     }
+}
+
+/* Receiver: accepts the sender's sockets. A receive side that gives up forgets its nonce, and
+ * the sockets that carry it (the sender's late ones) are closed: they would otherwise be kept,
+ * exempt from the handshake deadline, for the communicator's life. */
+static ncclResult_t connect_recv(struct tt_transport_ctx *ctx, struct tt_conn *conn,
+                                 struct tcp_conn *tc, uint64_t deadline_ns)
+{
+    ncclResult_t res = wait_for_sender(ctx, conn, tc, deadline_ns);
+    struct tcp_listener **slot = listener_of(ctx), *l = slot ? *slot : NULL;
+    if (res == ncclSuccess || l == NULL) return res;
+    nonce_done(l, tc->nonce);
+    for (size_t i = 0; i < l->npending;) {
+        struct tcp_pending *p = &l->pending[i];
+        if (p->got == TCP_HELLO_BYTES && tt_wire_get_u64(p->hello + 8) == tc->nonce)
+            drop_pending(l, i);
+        else
+            i++;
+    }
+    return res;
 }
 
 static ncclResult_t connect_send(struct tt_transport_ctx *ctx, struct tt_conn *conn,
