@@ -107,6 +107,9 @@ static ncclResult_t listener_create(struct tt_transport_ctx *ctx, struct tcp_lis
     struct sockaddr_storage addr = ctx->local_addr;
     tt_sock_addr_set_port(&addr, 0);
     TT_TRY_GOTO(tt_sock_listen(&addr, &l->fd, &l->addr), res, fail);
+    /* Accepted sockets inherit the listener's buffers, which size the window they offer in
+     * the handshake (TUTTI_SOCKET_BUFSIZE; tune_socket sets them again afterwards). */
+    tt_sock_set_buffers(l->fd, (int)tt_param_socket_bufsize());
     *out = l;
     return ncclSuccess;
 fail:
@@ -387,12 +390,7 @@ static void tune_socket(int fd)
             TT_WARN("tcp: congestion control '%s' (TUTTI_SOCKET_CC) refused by the kernel: %s; "
                     "its default stays", cc, strerror(errno));
     }
-    int64_t bytes = tt_param_socket_bufsize();
-    if (bytes > 0) {
-        int b = (int)bytes;
-        (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &b, sizeof b);
-        (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &b, sizeof b);
-    }
+    tt_sock_set_buffers(fd, (int)tt_param_socket_bufsize());
 }
 
 /* Where the sender's socket `index` goes: a data socket, or (shared) the control socket. */
@@ -512,7 +510,8 @@ static ncclResult_t connect_send(struct tt_transport_ctx *ctx, struct tt_conn *c
     /* Shared: one more socket, the control socket (index nsocks). */
     for (int k = 0; k < tc->nsocks + (tc->shared ? 1 : 0); k++) {
         int *fd = k < tc->nsocks ? &tc->socks[k].fd : &tc->ctl_fd;
-        TT_TRY(tt_sock_connect(&addr, deadline_ns, ctx->abort, fd));
+        TT_TRY(tt_sock_connect_sized(&addr, deadline_ns, ctx->abort,
+                                     (int)tt_param_socket_bufsize(), fd));
         if (k < tc->nsocks) {
             tune_socket(*fd);
             tc->socks[k].next = (uint64_t)k;

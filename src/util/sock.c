@@ -404,10 +404,11 @@ static bool self_connected(int fd)
 /* One connection attempt: 0 and *fd_out on success, else the errno that ended it (ETIMEDOUT
  * when the deadline passed, ECANCELED on abort while the handshake was in flight). */
 static int connect_once(const struct sockaddr_storage *addr, uint64_t deadline_ns,
-                        const _Atomic int *abort, int *fd_out)
+                        const _Atomic int *abort, int bufsize, int *fd_out)
 {
     int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return errno;
+    tt_sock_set_buffers(fd, bufsize);
     int err = 0;
     if (connect(fd, (const struct sockaddr *)addr, tt_sock_addr_len(addr)) != 0) {
         err = errno;
@@ -435,8 +436,21 @@ static int connect_once(const struct sockaddr_storage *addr, uint64_t deadline_n
     return 0;
 }
 
+void tt_sock_set_buffers(int fd, int bytes)
+{
+    if (bytes <= 0) return;
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+}
+
 ncclResult_t tt_sock_connect(const struct sockaddr_storage *addr, uint64_t deadline_ns,
                              const _Atomic int *abort, int *fd_out)
+{
+    return tt_sock_connect_sized(addr, deadline_ns, abort, 0, fd_out);
+}
+
+ncclResult_t tt_sock_connect_sized(const struct sockaddr_storage *addr, uint64_t deadline_ns,
+                                   const _Atomic int *abort, int bufsize, int *fd_out)
 {
     char text[TT_SOCK_ADDR_STR_BYTES];
     uint64_t start_ns = tt_time_ns();
@@ -447,7 +461,7 @@ ncclResult_t tt_sock_connect(const struct sockaddr_storage *addr, uint64_t deadl
         if (aborted(abort))
             return TT_ERROR(ncclSystemError, "connecting to %s: aborted",
                             tt_sock_addr_str(addr, text, sizeof text));
-        int err = connect_once(addr, deadline_ns, abort, fd_out);
+        int err = connect_once(addr, deadline_ns, abort, bufsize, fd_out);
         tries++;
         if (err == 0) return ncclSuccess;
         if (err == ECANCELED) continue;

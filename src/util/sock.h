@@ -63,6 +63,13 @@ ncclResult_t tt_sock_listen(const struct sockaddr_storage *addr, int *fd_out,
  * ncclSystemError naming the address and TUTTI_TIMEOUT_MS when the deadline passes. */
 ncclResult_t tt_sock_connect(const struct sockaddr_storage *addr, uint64_t deadline_ns,
                              const _Atomic int *abort, int *fd_out);
+/* The same with the socket's send and receive buffers set to `bufsize` bytes before it
+ * connects (0: the kernel's autotuning): TCP fixes its window scale in the handshake, so a
+ * buffer set afterwards cannot open the window past what the default allowed then. */
+ncclResult_t tt_sock_connect_sized(const struct sockaddr_storage *addr, uint64_t deadline_ns,
+                                   const _Atomic int *abort, int bufsize, int *fd_out);
+/* SO_SNDBUF and SO_RCVBUF of `fd` to `bytes` (nothing when bytes <= 0). */
+void tt_sock_set_buffers(int fd, int bytes);
 
 /* Accepts one connection on `listen_fd` (from tt_sock_listen) by deadline_ns. *fd_out is
  * nonblocking with TCP_NODELAY; *peer (may be NULL) receives the peer's address. */
