@@ -238,11 +238,27 @@ static void test_init_all(void)
     /* One thread splits all four in a group (NCCL's pattern for ranks one thread drives):
      * the splits meet at the group's end. Parity colours, keys reversing the order; then one
      * group AllReduce over the four children. */
-    ncclComm_t subs[NRANKS] = {NULL};
+    ncclComm_t subs[NRANKS] = {NULL}, wholes[NRANKS] = {NULL};
     CHECK_RES(ncclGroupStart(), ncclSuccess);
-    for (int t = 0; t < NRANKS; t++)
+    for (int t = 0; t < NRANKS; t++) {
         CHECK_RES(ncclCommSplit(comms[t], t % 2, NRANKS - t, &subs[t], NULL), ncclSuccess);
+        /* A second split of the same parent in the group: it must pair with the others'
+         * second one, not their first (the group's threads take them in issue order). */
+        CHECK_RES(ncclCommSplit(comms[t], 0, t, &wholes[t], NULL), ncclSuccess);
+    }
     CHECK_RES(ncclGroupEnd(), ncclSuccess);
+    for (int t = 0; t < NRANKS; t++) {
+        int rank = -1, size = 0;
+        if (wholes[t] == NULL) {
+            FAIL("second grouped split: no communicator for rank %d", t);
+            continue;
+        }
+        ncclCommUserRank(wholes[t], &rank);
+        ncclCommCount(wholes[t], &size);
+        CHECK_EQ_MSG(size, NRANKS, "second grouped split size");
+        CHECK_EQ_MSG(rank, t, "second grouped split rank");
+        CHECK_RES(ncclCommDestroy(wholes[t]), ncclSuccess);
+    }
     int32_t vals[NRANKS], sums[NRANKS];
     bool all_made = true;
     for (int t = 0; t < NRANKS; t++) {

@@ -154,6 +154,8 @@ static void comm_free(struct ncclComm *comm)
      * (Abort returns within a second; moving may wait for queued operations and copies). */
     tt_mem_table_destroy(comm->regs, atomic_load(&comm->st.abort) || tt_state_stopped(&comm->st));
     pthread_mutex_destroy(&comm->bootstrap_lock);
+    pthread_mutex_destroy(&comm->split_lock);
+    pthread_cond_destroy(&comm->split_turn);
     pthread_mutex_destroy(&comm->tables_lock);
     free(comm->peers);
     tt_trace_close(comm->trace); /* writes the file: no thread records any more */
@@ -435,6 +437,8 @@ ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *
     atomic_init(&comm->st.abort, 0);
     atomic_init(&comm->st.phase, TT_COMM_INITIALIZING);
     pthread_mutex_init(&comm->bootstrap_lock, NULL);
+    pthread_mutex_init(&comm->split_lock, NULL);
+    pthread_cond_init(&comm->split_turn, NULL);
     pthread_mutex_init(&comm->tables_lock, NULL);
     TT_TRY_GOTO(TT_CALLOC(&comm->st.flight, 1), res, fail);
     pthread_mutex_init(&comm->st.flight->lock, NULL);

@@ -58,6 +58,12 @@ struct ncclComm {
     uint64_t id;               /* unique in this process, never reused (selection memo) */
     struct tt_bootstrap *bootstrap;
     pthread_mutex_t bootstrap_lock; /* the bootstrap is not thread-safe: hold this to use it */
+    /* Splits issued inside groups run on threads of their own, in issue order per parent
+     * (core/comm_split.c): the next ticket, and the one whose turn it is, under split_lock. */
+    pthread_mutex_t split_lock;
+    pthread_cond_t split_turn;
+    uint64_t split_next;
+    uint64_t split_serving;
     struct tt_peer_info *peers;
     const struct tt_transport **transports; /* [nranks]: towards each peer (transport table) */
     struct tt_transport_ctx tctx;

@@ -14,6 +14,8 @@
  * the existing ranks first find the coordinator (an allgather over the parent's bootstrap of
  * who holds an id) and then receive the id from it. Existing ranks keep their ranks. */
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -267,6 +269,9 @@ out:
  * one group, as with NCCL). *newcomm is written when the split ends. */
 struct split_job {
     struct ncclComm *parent;
+    int parent_rank;    /* for messages: the parent may be gone by the group's end */
+    uint64_t ticket;    /* its turn among the parent's grouped splits (issue order) */
+    _Atomic bool entered; /* the thread is inside its call scope */
     int color;
     int key;
     bool has_config;
@@ -280,13 +285,25 @@ struct split_job {
 static void *split_main(void *arg)
 {
     /* Inside a call, as the split would be on the caller's thread: a Destroy or Abort of the
-     * parent from another thread waits for it. */
+     * parent from another thread waits for it. The caller waits until it is (entered). */
     TT_CALL_SCOPE;
     struct split_job *j = arg;
-    tt_log_set_rank(j->parent->st.rank);
-    j->res = split_now(j->parent, j->color, j->key, j->out, j->has_config ? &j->config : NULL);
+    struct ncclComm *parent = j->parent;
+    atomic_store(&j->entered, true);
+    tt_log_set_rank(j->parent_rank);
+    /* Two splits of one parent in one group use its bootstrap in issue order, as its other
+     * ranks do: their messages pair up operation by operation. */
+    pthread_mutex_lock(&parent->split_lock);
+    while (parent->split_serving != j->ticket)
+        pthread_cond_wait(&parent->split_turn, &parent->split_lock);
+    pthread_mutex_unlock(&parent->split_lock);
+    j->res = split_now(parent, j->color, j->key, j->out, j->has_config ? &j->config : NULL);
     if (j->res != ncclSuccess && j->res != ncclInProgress)
         snprintf(j->error, sizeof j->error, "%s", tt_error_last());
+    pthread_mutex_lock(&parent->split_lock);
+    parent->split_serving++;
+    pthread_cond_broadcast(&parent->split_turn);
+    pthread_mutex_unlock(&parent->split_lock);
     return NULL;
 }
 
@@ -297,7 +314,7 @@ static ncclResult_t split_wait(void *arg, uint64_t tag)
     pthread_join(j->thread, NULL);
     ncclResult_t res = j->res;
     if (res != ncclSuccess && res != ncclInProgress)
-        res = TT_ERROR(res, "ncclCommSplit in a group (parent rank %d): %s", j->parent->st.rank,
+        res = TT_ERROR(res, "ncclCommSplit in a group (parent rank %d): %s", j->parent_rank,
                        j->error);
     free(j);
     /* A nonblocking child goes on initialising; its own ncclCommGetAsyncError tells. */
@@ -312,17 +329,30 @@ ncclResult_t tt_comm_split(ncclComm_t comm, int color, int key, ncclComm_t *newc
     TT_TRY(check_parent(comm, "ncclCommSplit", false, false));
     struct split_job *j = NULL;
     TT_TRY(TT_CALLOC(&j, 1));
-    *j = (struct split_job){.parent = comm, .color = color, .key = key, .out = newcomm,
-                            .has_config = config != NULL};
+    *j = (struct split_job){.parent = comm, .parent_rank = comm->st.rank, .color = color,
+                            .key = key, .out = newcomm, .has_config = config != NULL};
     if (config != NULL) j->config = *config;
+    pthread_mutex_lock(&comm->split_lock);
+    j->ticket = comm->split_next++;
+    pthread_mutex_unlock(&comm->split_lock);
     int err = pthread_create(&j->thread, NULL, split_main, j);
     if (err != 0) {
+        /* Its turn passes, so that a later split of the parent does not wait for it. */
+        pthread_mutex_lock(&comm->split_lock);
+        while (comm->split_serving != j->ticket)
+            pthread_cond_wait(&comm->split_turn, &comm->split_lock);
+        comm->split_serving++;
+        pthread_cond_broadcast(&comm->split_turn);
+        pthread_mutex_unlock(&comm->split_lock);
         free(j);
         ncclResult_t res = TT_ERROR(ncclSystemError, "ncclCommSplit: cannot start its thread in "
                                                      "a group: %s", strerror(err));
         tt_group_note_error(res);
         return res;
     }
+    /* Until the thread is inside its call scope, this call is: the parent cannot be freed in
+     * between by another thread's Abort. */
+    while (!atomic_load(&j->entered)) sched_yield();
     ncclResult_t res = tt_group_add_wait(split_wait, j, 0);
     if (res != ncclSuccess) (void)split_wait(j, 0); /* not deferred after all: joined here */
     return res;
@@ -337,8 +367,12 @@ ncclResult_t tt_comm_shrink(ncclComm_t comm, const int *exclude_ranks, int exclu
     *newcomm = NULL;
     /* With NCCL_SHRINK_ABORT the parent's operations end first, as NCCL aborts them: it is
      * revoked (what is queued on host streams or its own queue fails now, what runs fails at
-     * its next check) and idle when the shrink starts. */
-    if (flags & NCCL_SHRINK_ABORT) tt_comm_revoke(comm);
+     * its next check) and idle when the shrink starts. Only a parent that could be shrunk at
+     * all (initialised, not aborted or finalized) is revoked: a refused call changes nothing. */
+    if (flags & NCCL_SHRINK_ABORT) {
+        TT_TRY(tt_state_check_usable_as(&comm->st, "ncclCommShrink", true));
+        tt_comm_revoke(comm);
+    }
     TT_TRY(check_parent(comm, "ncclCommShrink", (flags & NCCL_SHRINK_ABORT) != 0, true));
     /* Only the survivors call shrink, so they cannot exchange anything with all ranks: each
      * computes the survivor list from the exclude list, which they must all pass alike

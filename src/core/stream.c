@@ -65,10 +65,11 @@ static struct {
     uint64_t gen; /* a thread runs while the generation it was started in is current */
     pthread_t thread;
     /* Bumped by every enqueue, so the thread never misses one. An enqueue does not take the
-     * lock (a pass may hold it for milliseconds): it signals only a thread that announced its
-     * sleep (`sleeping`, set before its last look at work_seq). */
+     * lock (a pass may hold it for milliseconds): it wakes the threads that announced their
+     * sleep (`sleepers`, counted before their last look at work_seq: a count, not a flag, since
+     * an old generation's thread may still be leaving its wait while the new one sleeps). */
     _Atomic uint64_t work_seq;
-    _Atomic bool sleeping;
+    _Atomic int sleepers;
     int drivers;       /* synchronizing threads driving the streams themselves */
     /* Threads pausing in back_off, which may sleep on a word in a communicator's shared
      * memory, counted by the half of pause_epoch they began in (tt_stream_wait_pauses). */
@@ -200,6 +201,10 @@ static void back_off(struct tt_backoff *backoff, const struct tt_wait_hint *hint
 
 void tt_stream_wait_pauses(void)
 {
+    /* One waiter at a time: a second one's flip would send the pauses the first waits for
+     * back into the half it then stops watching. */
+    static pthread_mutex_t waiters = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&waiters);
     engine_lock();
     int half = (int)(engine.pause_epoch++ & 1); /* pauses from now on count in the other half */
     while (engine.pausing[half] > 0) {
@@ -209,6 +214,7 @@ void tt_stream_wait_pauses(void)
         engine_lock();
     }
     pthread_mutex_unlock(&engine.lock);
+    pthread_mutex_unlock(&waiters);
 }
 
 static void *engine_main(void *arg)
@@ -231,19 +237,19 @@ static void *engine_main(void *arg)
         }
         if (!busy) {
             /* Idle: sleep until an enqueue (or a stream's creation/destruction) signals. */
-            atomic_store(&engine.sleeping, true);
+            atomic_fetch_add(&engine.sleepers, 1);
             while (atomic_load(&engine.work_seq) == seen && engine.gen == gen)
                 pthread_cond_wait(&engine.work_cond, &engine.lock);
-            atomic_store(&engine.sleeping, false);
+            atomic_fetch_sub(&engine.sleepers, 1);
             tt_backoff_reset(&backoff);
             continue;
         }
         /* A synchronizing thread is driving the streams (wait_drained): leave the polling to it
          * until it is done or new work comes (it drives the new work meanwhile). */
         if (engine.drivers > 0) {
-            atomic_store(&engine.sleeping, true);
+            atomic_fetch_add(&engine.sleepers, 1);
             pthread_cond_wait(&engine.work_cond, &engine.lock);
-            atomic_store(&engine.sleeping, false);
+            atomic_fetch_sub(&engine.sleepers, 1);
             continue;
         }
         back_off(&backoff, &hint, blocked);
@@ -428,9 +434,9 @@ ncclResult_t tt_stream_enqueue(cudaStream_t stream, struct tt_batch *b)
      * new work_seq at its last look, and one that announced it before is woken here (it holds
      * the lock from that look until it waits). */
     atomic_fetch_add(&engine.work_seq, 1);
-    if (atomic_load(&engine.sleeping)) {
+    if (atomic_load(&engine.sleepers) > 0) {
         pthread_mutex_lock(&engine.lock);
-        pthread_cond_signal(&engine.work_cond);
+        pthread_cond_broadcast(&engine.work_cond); /* the current thread among any leaving */
         pthread_mutex_unlock(&engine.lock);
     }
     return ncclSuccess;

@@ -115,7 +115,6 @@ struct tcp_listener {
     uint64_t *nonces;
     size_t nnonces;
     size_t nonces_cap;
-    int starved; /* errno of an accept that found no descriptor left and none to free */
 };
 
 struct tcp_hello {

@@ -269,18 +269,20 @@ static bool evict_oldest(struct tcp_listener *l)
 }
 
 /* Takes up to TCP_ACCEPT_BATCH connections waiting on the listener into the pending list.
- * Returns true when one arrived. Transient accept failures are left for the next call. */
-static bool accept_pending(struct tcp_listener *l)
+ * Returns true when one arrived. Transient accept failures are left for the next call;
+ * *starved says the last one found no descriptor left and none to free. */
+static bool accept_pending(struct tcp_listener *l, bool *starved)
 {
+    *starved = false;
     bool any = false;
     for (int batch = 0; batch < TCP_ACCEPT_BATCH; batch++) {
         int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             /* Out of fds: make room by closing the oldest unclaimed socket; with none, the
-             * caller fails (the listener would stay readable, and its wait spin). */
+             * caller sleeps instead of polling the listener, which stays readable. */
             if (errno == EMFILE || errno == ENFILE) {
                 if (evict_oldest(l)) continue;
-                l->starved = errno;
+                *starved = true;
             }
             return any;
         }
@@ -413,6 +415,7 @@ static ncclResult_t wait_for_sender(struct tt_transport_ctx *ctx, struct tt_conn
     hint.fd = l->fd;
     hint.events = POLLIN;
     uint64_t checked_ns = tt_time_ns();
+    bool warned_starved = false;
     for (;;) {
         /* Look among the complete hellos first: another connection's accept may already have
          * read ours. */
@@ -452,13 +455,12 @@ static ncclResult_t wait_for_sender(struct tt_transport_ctx *ctx, struct tt_conn
                     tc->nsocks > 1 ? "s" : "");
             return ncclSuccess;
         }
-        bool moved = accept_pending(l);
-        if (l->starved != 0) {
-            int err = l->starved;
-            l->starved = 0;
-            return TT_ERROR(ncclSystemError, "tcp: cannot accept peer rank %d's connection: %s "
-                            "(raise the descriptor limit: ulimit -n)", conn->peer,
-                            strerror(err));
+        bool starved;
+        bool moved = accept_pending(l, &starved);
+        if (starved && !warned_starved) {
+            warned_starved = true;
+            TT_WARN("tcp: out of file descriptors accepting peer rank %d's connection; "
+                    "retrying until the deadline (raise the limit: ulimit -n)", conn->peer);
         }
         moved |= read_hellos(l);
         /* Checked on every pass: strangers connecting without pause keep `moved` true. */
@@ -472,7 +474,12 @@ static ncclResult_t wait_for_sender(struct tt_transport_ctx *ctx, struct tt_conn
                             conn->peer, tt_sock_addr_str(&l->addr, addr, sizeof addr),
                             conn->tag);
         }
-        if (!moved) tt_backoff_pause(&backoff, &hint);
+        if (starved) {
+            struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000000};
+            nanosleep(&ts, NULL); /* the listener stays readable: polling it would spin */
+        } else if (!moved) {
+            tt_backoff_pause(&backoff, &hint);
+        }
     }
 }
 
