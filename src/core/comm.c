@@ -346,23 +346,6 @@ static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
 }
 
 /* The outermost ncclGroupEnd waits for the inits issued in the group through this. */
-/* The transports' connect waits (transport.h) end when the communicator is revoked or the
- * peer is gone: its process ended, or its communicator failed (the local team's mailbox);
- * before, they waited for the deadline (forever with TUTTI_TIMEOUT_MS=0). */
-static ncclResult_t connect_check(void *arg, int peer)
-{
-    struct ncclComm *comm = arg;
-    if (atomic_load(&comm->st.revoked))
-        return TT_ERROR(ncclInvalidUsage, "connecting with rank %d: rank %d's communicator was "
-                                          "revoked", peer, comm->st.rank);
-    ncclResult_t code;
-    char why[TT_REASON_BYTES];
-    int gone = tt_state_gone_peer(&comm->st, peer, &code, why, sizeof why);
-    if (gone >= 0)
-        return TT_ERROR(code, "connecting with rank %d: rank %d %s", peer, gone, why);
-    return ncclSuccess;
-}
-
 /* A deferred init's wait at its group's end: another thread may have aborted or destroyed the
  * communicator since (a watchdog), which then joined its init itself. */
 static ncclResult_t wait_ready(void *arg, uint64_t id)
@@ -447,7 +430,7 @@ ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *
     comm->tctx.rank = rank;
     comm->tctx.nranks = nranks;
     comm->tctx.abort = &comm->st.abort;
-    comm->tctx.connect_check = connect_check;
+    comm->tctx.connect_check = tt_connect_check;
     comm->tctx.connect_check_arg = comm;
     /* A process that uses CUDA has its driver loaded by now (cudaSetDevice comes first, as
      * with NCCL): take it, and remember the device as NCCL does. */

@@ -114,22 +114,34 @@ static int compare_comms(const void *a, const void *b)
  * failed (its mailbox), which ends the wait with the peer's error at once. That is how a rank
  * waiting here learns that the peer ran a team AlltoAll against its grouped Send/Recv and
  * failed (core/forms.c, tt_forms_check). */
+static ncclResult_t peer_check(struct ncclComm *comm, int peer, bool *peer_failed)
+{
+    /* Revoked or aborted by another thread (a PyTorch group's timeout revokes): the wait ends,
+     * as an operation's does. */
+    if (tt_state_stopped(&comm->st))
+        return TT_ERROR(ncclRemoteError, "connecting with rank %d on rank %d: the communicator "
+                        "was %s", peer, comm->st.rank,
+                        atomic_load(&comm->st.abort) ? "aborted" : "revoked");
+    char why[TT_TEAM_REASON_BYTES + 16];
+    ncclResult_t code;
+    int gone = tt_state_gone_peer(&comm->st, peer, &code, why, sizeof why);
+    if (gone < 0) return ncclSuccess;
+    if (peer_failed != NULL) *peer_failed = true;
+    return TT_ERROR(code, "connecting with rank %d on rank %d: rank %d %s", peer,
+                    comm->st.rank, gone, why);
+}
+
 static ncclResult_t watch_peer(void *arg)
 {
     struct need *n = arg;
-    /* Revoked or aborted by another thread (a PyTorch group's timeout revokes): the wait ends,
-     * as an operation's does. */
-    if (tt_state_stopped(&n->comm->st))
-        return TT_ERROR(ncclRemoteError, "point-to-point with rank %d on rank %d, connecting: "
-                        "the communicator was %s", n->peer, n->comm->st.rank,
-                        atomic_load(&n->comm->st.abort) ? "aborted" : "revoked");
-    char why[TT_TEAM_REASON_BYTES + 16];
-    ncclResult_t code;
-    int gone = tt_state_gone_peer(&n->comm->st, n->peer, &code, why, sizeof why);
-    if (gone < 0) return ncclSuccess;
-    n->peer_failed = true;
-    return TT_ERROR(code, "point-to-point with rank %d on rank %d, connecting: rank %d %s",
-                    n->peer, n->comm->st.rank, gone, why);
+    return peer_check(n->comm, n->peer, &n->peer_failed);
+}
+
+/* The same for the transports' connect waits (transport.h, connect_check): a receive side
+ * waiting for its sender to attach ends when the sender is gone, not at the deadline. */
+ncclResult_t tt_connect_check(void *comm, int peer)
+{
+    return peer_check(comm, peer, NULL);
 }
 
 /* The peer's info for a point-to-point need, waited for with the peer watched, and with this
