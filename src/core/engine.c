@@ -686,17 +686,24 @@ ncclResult_t tt_engine_run_task(struct tt_task *t)
     return tt_engine_run(&b);
 }
 
+void tt_event_rec_finish(struct tt_event_rec *rec, ncclResult_t result, const char *reason)
+{
+    pthread_mutex_lock(&rec->lock);
+    rec->result = result;
+    if (result != ncclSuccess)
+        snprintf(rec->reason, sizeof rec->reason, "%s", reason != NULL ? reason : "");
+    atomic_store_explicit(&rec->state, TT_EVENT_DONE, memory_order_release);
+    pthread_mutex_unlock(&rec->lock);
+}
+
 void tt_engine_complete_events(struct tt_batch *b)
 {
-    const char *reason = b->reason != NULL ? b->reason : "";
     struct tt_event_rec *list = b->events;
     b->events = NULL;
     while (list != NULL) {
         struct tt_event_rec *next = list->next;
-        list->result = b->result;
-        if (b->result != ncclSuccess) snprintf(list->reason, sizeof list->reason, "%s", reason);
         list->next = NULL;
-        atomic_store_explicit(&list->state, TT_EVENT_DONE, memory_order_release);
+        tt_event_rec_finish(list, b->result, b->reason);
         list = next;
     }
 }

@@ -17,6 +17,7 @@
 #ifndef TT_CORE_ENGINE_H
 #define TT_CORE_ENGINE_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -32,12 +33,18 @@ enum tt_event_state { TT_EVENT_IDLE, TT_EVENT_PENDING, TT_EVENT_DONE };
 /* The part of an event (core/event.h) that a batch holds while the event is pending: the
  * stream that queued the batch completes it when the batch ends. */
 struct tt_event_rec {
-    _Atomic int state;     /* enum tt_event_state */
-    ncclResult_t result;   /* written before state becomes DONE */
-    cudaStream_t stream;   /* where it is recorded, while PENDING */
-    struct tt_event_rec *next; /* in its batch's list */
-    char reason[TT_REASON_BYTES]; /* why, when result is an error */
+    _Atomic int state;             /* enum tt_event_state */
+    _Atomic(cudaStream_t) stream;  /* where it is recorded, while PENDING */
+    struct tt_event_rec *next;     /* in its batch's list */
+    /* Guards result and reason: a record anew rewrites them while another thread may be
+     * reading the last record's (tt_event_rec_finish, and the query in core/event.c). */
+    pthread_mutex_t lock;
+    ncclResult_t result;           /* set with state DONE */
+    char reason[TT_REASON_BYTES];  /* why, when result is an error */
 };
+
+/* Completes `rec` with `result` (and `reason`, when an error; NULL: none recorded). */
+void tt_event_rec_finish(struct tt_event_rec *rec, ncclResult_t result, const char *reason);
 
 struct tt_lane {
     _Atomic uint64_t next_ticket;

@@ -3,6 +3,8 @@
  * lock); in-order streams make that "everything before it completed" as well. */
 #include "core/event.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/comm.h"
@@ -25,6 +27,7 @@ ncclResult_t tt_event_create(struct tuttiEvent_st **out)
     TT_TRY(TT_CALLOC(&event, 1));
     event->magic = EVENT_MAGIC;
     atomic_init(&event->rec.state, TT_EVENT_IDLE);
+    pthread_mutex_init(&event->rec.lock, NULL);
     event->rec.result = ncclSuccess;
     *out = event;
     return ncclSuccess;
@@ -50,6 +53,7 @@ static void unrecord(struct tt_event_rec *ev)
 ncclResult_t tt_event_destroy(struct tuttiEvent_st *event)
 {
     unrecord(&event->rec);
+    pthread_mutex_destroy(&event->rec.lock);
     event->magic = 0;
     free(event);
     return ncclSuccess;
@@ -68,8 +72,7 @@ ncclResult_t tt_event_record(struct tuttiEvent_st *event, struct ncclComm *comm,
         stream = tt_stream_comm_background_last(comm, comm->background);
     if (stream == NULL) {
         /* A blocking call has completed when it returned, with the result it returned. */
-        ev->result = ncclSuccess;
-        atomic_store_explicit(&ev->state, TT_EVENT_DONE, memory_order_release);
+        tt_event_rec_finish(ev, ncclSuccess, NULL);
         return ncclSuccess;
     }
     tt_stream_record(stream, ev);
@@ -79,13 +82,23 @@ ncclResult_t tt_event_record(struct tuttiEvent_st *event, struct ncclComm *comm,
 ncclResult_t tt_event_query(struct tuttiEvent_st *event)
 {
     struct tt_event_rec *ev = &event->rec;
+    if (atomic_load_explicit(&ev->state, memory_order_acquire) == TT_EVENT_PENDING)
+        return ncclInProgress;
+    /* A snapshot of one record's outcome: another thread may record the event anew. An idle
+     * event (never recorded, or taken off a batch to be recorded anew) has nothing to report. */
+    char reason[TT_REASON_BYTES];
+    pthread_mutex_lock(&ev->lock);
     int state = atomic_load_explicit(&ev->state, memory_order_acquire);
-    if (state == TT_EVENT_PENDING) return ncclInProgress;
-    if (ev->result != ncclSuccess)
+    ncclResult_t res = state == TT_EVENT_PENDING ? ncclInProgress
+                       : state == TT_EVENT_DONE  ? ev->result
+                                                 : ncclSuccess;
+    if (res != ncclSuccess && res != ncclInProgress)
+        snprintf(reason, sizeof reason, "%s", ev->reason);
+    pthread_mutex_unlock(&ev->lock);
+    if (res != ncclSuccess && res != ncclInProgress)
         tt_error_note("an operation before event %p failed: %s", (void *)event,
-                      ev->reason[0] ? ev->reason
-                                    : "(no reason recorded; see the WARN lines on stderr)");
-    return ev->result;
+                      reason[0] ? reason : "(no reason recorded; see the WARN lines on stderr)");
+    return res;
 }
 
 ncclResult_t tt_event_wait(struct tuttiEvent_st *event, int64_t timeout_us)

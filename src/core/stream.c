@@ -539,10 +539,7 @@ void tt_stream_record(cudaStream_t stream, struct tt_event_rec *rec)
         /* Everything before the record has completed already, possibly with an error that
          * nobody took yet (an operation that failed at once, before its caller could record
          * an event behind it): that is the first error among them. */
-        rec->result = s->error;
-        if (s->error != ncclSuccess)
-            snprintf(rec->reason, sizeof rec->reason, "%s", s->error_reason);
-        atomic_store_explicit(&rec->state, TT_EVENT_DONE, memory_order_release);
+        tt_event_rec_finish(rec, s->error, s->error_reason);
     }
     pthread_mutex_unlock(&s->lock);
 }
