@@ -70,6 +70,24 @@ case_env() {
         check_eq "rank $rank NODE_RANK" "$node" 0
         check_eq "rank $rank FOO (-x)" "$foo" bar
     done <"$dir/out"
+    # The root's port stays bound from the moment tutti-run picks it (rank 0 inherits the
+    # listening socket as TUTTI_ROOT_FD): no rank, nor anyone else, can bind it meanwhile.
+    # Rank 0 holds it until rank 1 has looked.
+    bind_try='import os, socket; h, p = os.environ["NCCL_COMM_ID"].rsplit(":", 1)
+try:
+    socket.socket().bind((h, int(p))); print("bound")
+except OSError as e:
+    print("in use" if e.errno == 98 else e)'
+    "$run" -n 2 --no-tag sh -c "echo \"\$RANK \${TUTTI_ROOT_FD:-none} \$(python3 -c '$bind_try')\"
+        [ \$RANK = 1 ] && touch '$dir/looked'
+        i=0; while [ \$RANK = 0 ] && [ ! -e '$dir/looked' ] && [ \$i -lt 100 ]; do
+            sleep 0.1; i=\$((i+1)); done" >"$dir/out"
+    check_eq "port check exit status" $? 0
+    check_eq "rank 1 (no root socket)" "$(grep '^1 ' "$dir/out")" "1 none in use"
+    case $(grep '^0 ' "$dir/out") in
+        "0 "[0-9]*" in use") ;;
+        *) fail "rank 0: '$(grep '^0 ' "$dir/out")', want '0 FD in use'" ;;
+    esac
     # --rdzv on one node is passed through as is.
     got=$("$run" -n 1 --rdzv 127.0.0.1:29911 sh -c 'echo $NCCL_COMM_ID')
     check_eq "NCCL_COMM_ID with --rdzv" "$got" 127.0.0.1:29911

@@ -228,21 +228,35 @@ static int bind_local(unsigned port, unsigned *bound)
  * Tutti's root (NCCL_COMM_ID), one for torch's store (MASTER_PORT). Ports the kernel picks for
  * bind() have the parity that it avoids for connect()'s ephemeral ports; a neighbour P+1 would
  * have connect()'s parity and be taken by some outgoing connection far more often (seen on a
- * busy machine). Another process could still take a port before the ranks bind it; the window
- * is short and init then fails with a clear error rather than joining a wrong job (the job's
- * magic differs). */
-static int pick_local_ports(unsigned *root_port, unsigned *store_port)
+ * busy machine). The root's port stays bound: its socket listens from here on and is handed to
+ * rank 0 (TUTTI_ROOT_FD), so no other process can take the port before rank 0 starts the root;
+ * ranks that connect first wait in its backlog. The store's port is closed for torch's store to
+ * bind it later; another process could take it in between (init then fails with a clear
+ * error rather than joining a wrong job). */
+static int pick_local_ports(unsigned *root_port, unsigned *store_port, int *root_fd)
 {
     int fd = bind_local(0, root_port);
     int fd2 = fd >= 0 ? bind_local(0, store_port) : -1;
     int err = errno;
-    if (fd >= 0) close(fd);
+    if (fd2 >= 0 && listen(fd, SOMAXCONN) != 0) {
+        err = errno;
+        close(fd2);
+        fd2 = -1;
+    }
+    /* As the library's own listeners (util/sock.c): the connections the root accepted on it
+     * inherit the flag, and their TIME_WAIT then does not stop a later root (a second
+     * communicator from the same NCCL_COMM_ID) from binding the port again. Set after listen,
+     * so nobody shares the port meanwhile. */
+    int one = 1;
+    if (fd2 >= 0) (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (fd2 >= 0) close(fd2);
     if (fd2 < 0) {
+        if (fd >= 0) close(fd);
         fprintf(stderr, "tutti-run: cannot pick two free ports on 127.0.0.1: %s; use --rdzv\n",
                 strerror(err));
         return -1;
     }
+    *root_fd = fd;
     return 0;
 }
 
@@ -283,7 +297,7 @@ int make_addresses(struct launcher *l)
     const char *rdzv = l->opt.rdzv;
     unsigned port = 0, store_port = 0;
     if (rdzv == NULL) {
-        if (pick_local_ports(&port, &store_port) != 0) return -1;
+        if (pick_local_ports(&port, &store_port, &l->root_fd) != 0) return -1;
         snprintf(l->comm_id, sizeof l->comm_id, "127.0.0.1:%u", port);
         snprintf(l->master_addr, sizeof l->master_addr, "127.0.0.1");
         snprintf(l->master_port, sizeof l->master_port, "%u", store_port);

@@ -135,6 +135,10 @@ static void exec_rank(struct launcher *l, const struct rank_proc *r, int pipes[2
     setenv("MASTER_ADDR", l->master_addr, 1);
     setenv("MASTER_PORT", l->master_port, 1);
     if (l->secret[0] != '\0') setenv("TUTTI_SECRET", l->secret, 1);
+    /* Rank 0 starts the root on the socket that has held its port since the port was picked
+     * (src/bootstrap/root.c); the other ranks lose it at exec (close-on-exec). */
+    if (l->root_fd >= 0 && r->rank == 0 && fcntl(l->root_fd, F_SETFD, 0) == 0)
+        set_int_env("TUTTI_ROOT_FD", l->root_fd);
     /* Tagged output goes through a pipe, into which Python would write in 8 KiB blocks: a
      * rank's prints would show up late, and be lost when it is killed (a hang's last words). */
     if (l->tagging && getenv("PYTHONUNBUFFERED") == NULL) setenv("PYTHONUNBUFFERED", "1", 1);
@@ -612,6 +616,7 @@ int main(int argc, char **argv)
     struct launcher l;
     memset(&l, 0, sizeof l);
     l.exit_code = -1;
+    l.root_fd = -1;
     const struct options *o = &l.opt;
     int parsed = parse_options(argc, argv, &l.opt);
     if (parsed != 0) {
@@ -620,6 +625,7 @@ int main(int argc, char **argv)
         goto out;
     }
     l.tagging = o->tag == 1 || (o->tag == -1 && o->nproc > 1);
+    start_sentinel(); /* before the root's socket and the ranks' pipes, which it must not hold */
     if (make_addresses(&l) != 0) {
         l.exit_code = EXIT_LAUNCH;
         goto out;
@@ -646,7 +652,6 @@ int main(int argc, char **argv)
         l.exit_code = EXIT_LAUNCH;
         goto out;
     }
-    start_sentinel(); /* before the handlers and the ranks' pipes, which it must not hold */
     if (setup_signals() != 0) {
         l.exit_code = EXIT_LAUNCH;
         goto out;
@@ -670,9 +675,12 @@ int main(int argc, char **argv)
             break;
         }
     }
+    if (l.root_fd >= 0) close(l.root_fd); /* rank 0 has its own */
+    l.root_fd = -1;
     supervise(&l);
     if (l.exit_code < 0) l.exit_code = l.interrupt_sig != 0 ? 128 + l.interrupt_sig : 0;
 out:
+    if (l.root_fd >= 0) close(l.root_fd);
     free(l.bind_sets);
     free(l.stream_rank);
     free(l.streams);

@@ -56,6 +56,7 @@ struct launcher {
     char master_addr[300]; /* MASTER_ADDR and MASTER_PORT for torch.distributed's env:// */
     char master_port[16];
     char secret[4 + 64 + 1]; /* "key:" + hex of a fresh 256-bit secret, or "" */
+    int root_fd;             /* without --rdzv: the root's listening socket, for rank 0; -1 */
     cpu_set_t *bind_sets;    /* --bind: each local rank's CPUs, else NULL */
     struct rlimit nofile;    /* the descriptor limit tutti-run was started with */
     bool nofile_raised;      /* raised for the pipes; the ranks get `nofile` back */

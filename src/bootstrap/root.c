@@ -11,6 +11,7 @@
  * first, every rank that did arrive is told which ranks are missing. The thread owns
  * everything it uses and frees it on exit. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <sodium.h>
@@ -139,17 +141,43 @@ ncclResult_t tt_bootstrap_id_from_string(const char *host_port, ncclUniqueId *ou
     return ncclSuccess;
 }
 
+/* The socket tutti-run has listened on since it picked NCCL_COMM_ID's port (TUTTI_ROOT_FD),
+ * taken by the first root started on that address; -1 when there is none or it is not one.
+ * Between the pick and rank 0's start no other process can take the port. */
+static int inherited_listener(const struct sockaddr_storage *addr, struct sockaddr_storage *bound)
+{
+    static _Atomic bool taken;
+    int fd = tt_param_root_fd();
+    if (fd < 0 || atomic_load(&taken)) return -1;
+    socklen_t len = sizeof *bound;
+    int listening = 0;
+    socklen_t opt_len = sizeof listening;
+    memset(bound, 0, sizeof *bound);
+    if (getsockname(fd, (struct sockaddr *)bound, &len) != 0 || !tt_sock_addr_equal(bound, addr) ||
+        getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &opt_len) != 0 || !listening)
+        return -1;
+    if (atomic_exchange(&taken, true)) return -1;
+    /* Not for the processes this one starts; the root polls it. */
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 ||
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 ncclResult_t tt_bootstrap_root_start(const ncclUniqueId *id_bytes)
 {
     struct tt_unique_id id;
     struct sockaddr_storage addr, bound;
     char text[TT_SOCK_ADDR_STR_BYTES];
-    int fd = -1;
     memcpy(&id, id_bytes, sizeof id);
     TT_TRY(tt_bs_id_addr(&id, &addr));
-    TT_TRY(tt_sock_listen(&addr, &fd, &bound));
-    TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap root listening on %s (NCCL_COMM_ID)",
-            tt_sock_addr_str(&bound, text, sizeof text));
+    int fd = inherited_listener(&addr, &bound);
+    bool inherited = fd >= 0;
+    if (!inherited) TT_TRY(tt_sock_listen(&addr, &fd, &bound));
+    TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap root listening on %s (NCCL_COMM_ID%s)",
+            tt_sock_addr_str(&bound, text, sizeof text), inherited ? ", tutti-run's socket" : "");
     return tt_bs_root_spawn(&id, fd);
 }
 

@@ -73,6 +73,8 @@
       "Polls of a blocked wait before it starts yielding the CPU")                                 \
     X(secret, "TUTTI_SECRET", STR, "", 0, 0,                                                       \
       "Job secret for NCCL_COMM_ID: key:<64 hex> as is, else a passphrase (Argon2id)")             \
+    X(root_fd, "TUTTI_ROOT_FD", INT, -1, -1, 1048576,                                            \
+      "Set by tutti-run for rank 0: the socket listening on NCCL_COMM_ID's port, for the root")   \
     X(handshake_ms, "TUTTI_HANDSHAKE_MS", INT, 2000, 1, 3600000,                                   \
       "Ms a new bootstrap connection has to prove the secret, else dropped")                       \
     X(port_range, "TUTTI_PORT_RANGE", STR, "", 0, 0,                                               \
