@@ -18,7 +18,9 @@ tutti_fault_program(fault_kill)
 add_test(NAME fault_kill_shm COMMAND fault_kill --trials 20 --seed 1)
 add_test(NAME fault_kill_tcp COMMAND fault_kill --trials 20 --seed 2)
 set_tests_properties(fault_kill_tcp PROPERTIES ENVIRONMENT "NCCL_SHM_DISABLE=1")
-set_tests_properties(fault_kill_shm fault_kill_tcp PROPERTIES LABELS fault TIMEOUT 300)
+# Their bounds on how soon a survivor errs are wall-clock: they run with no other test.
+set_tests_properties(fault_kill_shm fault_kill_tcp PROPERTIES LABELS fault TIMEOUT 300
+                     PROCESSORS 2)
 add_test(NAME fault_kill_shm_soak COMMAND fault_kill --trials 200 --seed 11)
 add_test(NAME fault_kill_tcp_soak COMMAND fault_kill --trials 200 --seed 12)
 set_tests_properties(fault_kill_tcp_soak PROPERTIES ENVIRONMENT "NCCL_SHM_DISABLE=1")
@@ -29,7 +31,7 @@ set_tests_properties(fault_kill_shm_soak fault_kill_tcp_soak PROPERTIES LABELS s
 # kind under soak (run it in the asan preset to see use after free).
 tutti_fault_program(fault_abort)
 add_test(NAME fault_abort COMMAND fault_abort --trials 12)
-set_tests_properties(fault_abort PROPERTIES LABELS fault TIMEOUT 120)
+set_tests_properties(fault_abort PROPERTIES LABELS fault TIMEOUT 120 PROCESSORS 2)
 add_test(NAME fault_abort_soak COMMAND fault_abort --trials 600)
 set_tests_properties(fault_abort_soak PROPERTIES LABELS soak TIMEOUT 2400)
 # init -> fault -> Abort cycles in one process leave its fds, threads and /dev/shm entries as

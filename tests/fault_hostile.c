@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "nccl.h"
+#include "root_port.h"
 
 #define NRANKS 2
 #define MAX_PORTS 32
@@ -377,17 +378,12 @@ static int run_job(const char *self, bool attack, int ops, double *init_ms)
 {
     int fds[2];
     if (pipe(fds) != 0) return 1;
-    /* A fresh port for the root and a fresh secret for each run. */
-    int probe = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (bind(probe, (struct sockaddr *)&a, sizeof a) != 0 ||
-        getsockname(probe, (struct sockaddr *)&a, &len) != 0)
-        return 1;
-    close(probe);
+    /* A fresh port for the root, held for rank 0 (root_port.h), and a fresh secret for each
+     * run. */
+    int root_fd = -1, port = root_port_hold(&root_fd);
+    if (port < 0) return 1;
     char comm_id[64], secret[80] = "key:";
-    snprintf(comm_id, sizeof comm_id, "127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
+    snprintf(comm_id, sizeof comm_id, "127.0.0.1:%d", port);
     for (int i = 0; i < 64; i++) secret[4 + i] = "0123456789abcdef"[rand() % 16];
     secret[68] = '\0';
     setenv("NCCL_COMM_ID", comm_id, 1);
@@ -397,6 +393,7 @@ static int run_job(const char *self, bool attack, int ops, double *init_ms)
     for (int r = 0; r < NRANKS; r++) atomic_store(&att.pids[r], 0);
     atomic_store(&att.stop, 0);
     atomic_store(&att.pids[0], spawn_rank(self, 0, ops, fds[1]));
+    root_port_release(&root_fd); /* rank 0 has it */
     att.opened = 0;
     if (attack) {
         pthread_create(&thread, NULL, attacker, NULL);

@@ -74,11 +74,13 @@ int main(void)
     char c;
     bool called = read(calling[0], &c, 1) == 1; /* EOF: rank 0 failed its init */
     close(calling[0]);
+    /* Margins for a loaded machine: the call has begun and stalled by the signal, and the
+     * dump it starts is logged before the kill ends the stall. */
     if (called) {
-        usleep(300000);
+        usleep(1000000);
         kill(blocked, SIGUSR1);
     }
-    sleep(1);
+    sleep(2);
     kill(sleeper, SIGKILL);
     int status = 0;
     waitpid(sleeper, NULL, 0);

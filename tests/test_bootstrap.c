@@ -27,6 +27,7 @@
 #include "util/time.h"
 
 #include "check.h"
+#include "root_port.h"
 
 #define WATCHDOG_MS 90000
 #define MAX_RANKS 16
@@ -321,8 +322,8 @@ static int mismatch_body(const ncclUniqueId *id, int rank, int nranks)
 {
     struct tt_bootstrap *bs = NULL;
     int claimed = rank == 0 ? 2 : 3;
-    if (rank == 1) {
-        struct timespec ts = {0, 300 * 1000 * 1000};
+    if (rank == 1) { /* a second: rank 0 arrives first even on a loaded machine */
+        struct timespec ts = {1, 0};
         nanosleep(&ts, NULL);
     }
     uint64_t start_ns = tt_time_ns();
@@ -365,15 +366,11 @@ static int commid_body(const ncclUniqueId *parent_id, int rank, int nranks)
 
 static int scenario_commid(void)
 {
-    /* A port that was free a moment ago: bind to port 0, read it, close. */
-    struct sockaddr_storage any, bound;
-    int fd = -1;
+    /* A free port, held for rank 0's root (root_port.h; the other ranks ignore the socket). */
+    int fd = -1, port = root_port_hold(&fd);
     char text[64];
-    CHECK_OK(tt_sock_parse_host_port("127.0.0.1:1", &any));
-    tt_sock_addr_set_port(&any, 0);
-    CHECK_OK(tt_sock_listen(&any, &fd, &bound));
-    tt_sock_close(&fd);
-    snprintf(text, sizeof text, "127.0.0.1:%u", (unsigned)tt_sock_addr_port(&bound));
+    if (port < 0) return 1;
+    snprintf(text, sizeof text, "127.0.0.1:%d", port);
     set_env("NCCL_COMM_ID", text);
     set_env("TUTTI_SECRET", "test-secret");
     set_env("TUTTI_TIMEOUT_MS", "30000");
@@ -400,7 +397,9 @@ static int scenario_commid(void)
         FAIL("a malformed key: secret was accepted");
     set_env("TUTTI_SECRET", "test-secret");
     if (check_failures) return 1;
-    return all_ranks(&parent_id, 4, "commid");
+    int res = all_ranks(&parent_id, 4, "commid");
+    root_port_release(&fd);
+    return res;
 }
 
 /* Before the ranks come, the root gets a connection that sends garbage, one that closes at
@@ -523,13 +522,14 @@ struct late_listener {
     int fd;
 };
 
+/* l->fd is bound already (connects to it are refused, and no other process can take its
+ * port meanwhile): it starts listening after delay_ms. */
 static void *listen_late(void *arg)
 {
     struct late_listener *l = arg;
-    struct sockaddr_storage bound;
     struct timespec ts = {0, (long)l->delay_ms * 1000000L};
     nanosleep(&ts, NULL);
-    if (tt_sock_listen(&l->addr, &l->fd, &bound) != ncclSuccess) l->fd = -1;
+    if (listen(l->fd, 16) != 0) tt_sock_close(&l->fd);
     return NULL;
 }
 
@@ -610,9 +610,14 @@ static int scenario_sock(void)
     tt_param_reload();
 
     /* Connect retries while refused: the listener appears 300 ms late. */
-    CHECK_OK(tt_sock_listen(&a, &fd, &bound));
-    tt_sock_close(&fd);
-    struct late_listener late = {.addr = bound, .delay_ms = 300, .fd = -1};
+    struct late_listener late = {.delay_ms = 300, .fd = -1};
+    late.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    tt_sock_addr_set_port(&a, 0);
+    socklen_t bound_len = sizeof bound;
+    if (late.fd < 0 || bind(late.fd, (struct sockaddr *)&a, tt_sock_addr_len(&a)) != 0 ||
+        getsockname(late.fd, (struct sockaddr *)&bound, &bound_len) != 0)
+        FAIL("bind for the late listener: %s", strerror(errno));
+    late.addr = bound;
     pthread_t thread;
     pthread_create(&thread, NULL, listen_late, &late);
     uint64_t start_ns = tt_time_ns();

@@ -209,6 +209,7 @@ static void test_file_rendezvous(void)
     CHECK_EQ(tt_env_rdzv_pick(&job0), ncclSuccess);
     CHECK(strncmp(job0.addr, "127.0.0.1:", 10) == 0, "a one-host job listens on loopback, got %s",
           job0.addr);
+    uint64_t start_ns = tt_time_ns(); /* before the child's 300 ms begin */
     pid_t pid = fork();
     if (pid == 0) {
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 300 * 1000 * 1000};
@@ -216,7 +217,6 @@ static void test_file_rendezvous(void)
         _exit(tt_env_rdzv_publish(&job0) == ncclSuccess ? 0 : 1);
     }
     CHECK(pid > 0, "fork");
-    uint64_t start_ns = tt_time_ns();
     CHECK_EQ(tt_env_rdzv_wait(&job1), ncclSuccess);
     uint64_t waited_ms = (tt_time_ns() - start_ns) / 1000000;
     CHECK_STR(job1.addr, job0.addr);

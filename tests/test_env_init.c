@@ -17,6 +17,7 @@
 
 #include "nccl.h"
 #include "tutti.h"
+#include "root_port.h"
 
 #include "world.h"
 
@@ -33,24 +34,6 @@ static int run_rank(void)
                 nranks, (int)res, sum, want);
     ncclCommDestroy(comm);
     return ok ? 0 : 1;
-}
-
-/* A port p such that p and p + 1 look free (MASTER_PORT = p - 1 leaves p + 0 to Tutti). */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        perror("free_port");
-        exit(1);
-    }
-    close(fd);
-    return ntohs(a.sin_port);
 }
 
 static void set_int(const char *name, int value)
@@ -94,7 +77,9 @@ static int spawn(const char *mode, int nranks)
     for (size_t i = 0; i < sizeof clear / sizeof clear[0]; i++) unsetenv(clear[i]);
     /* A failure must end the test, not hang it. */
     setenv("TUTTI_TIMEOUT_MS", "30000", 1);
-    int port = free_port();
+    /* Tutti's root port under torchrun's variables (MASTER_PORT + 1), held for rank 0 */
+    int root_fd = -1, port = root_port_hold(&root_fd);
+    if (port < 0) exit(1);
     char job[64];
     snprintf(job, sizeof job, "test-env-init-%d", (int)getpid());
     int expect_fail = strcmp(mode, "hydra") == 0;
@@ -107,6 +92,7 @@ static int spawn(const char *mode, int nranks)
             _exit(run_rank());
         }
     }
+    root_port_release(&root_fd);
     int failed = 0;
     for (int r = 0; r < nranks; r++) {
         int status = 0;

@@ -238,12 +238,17 @@ case_orphans() {
     "$run" -n 2 -x D="$dir" sh -c 'sleep 30 & echo $! >"$D/kids.$RANK"' >/dev/null 2>&1
     check_eq "exit status (ranks leaving children)" $? 0
     check_gone "$dir/kids.0" "$dir/kids.1"
-    # A run that ends by itself is not slowed by what watches for that.
-    start=$(now_ms)
-    "$run" -n 2 true
-    check_eq "exit status of a quick run" $? 0
-    elapsed=$(($(now_ms) - start))
-    [ $elapsed -lt 1500 ] || fail "a run of 'true' took $elapsed ms"
+    # A run that ends by itself is not slowed by what watches for that (the best of three, so
+    # that a loaded machine does not fail it).
+    best=999999
+    for _ in 1 2 3; do
+        start=$(now_ms)
+        "$run" -n 2 true
+        check_eq "exit status of a quick run" $? 0
+        elapsed=$(($(now_ms) - start))
+        [ $elapsed -lt $best ] && best=$elapsed
+    done
+    [ $best -lt 1500 ] || fail "a run of 'true' took $best ms (best of 3)"
 }
 
 # Starts tutti-run in the background with the rank script $1 and waits until every rank has
@@ -303,9 +308,17 @@ case_forward() {
     check_eq "exit status (rank 1 killed by SIGTERM, rank 0 saved)" $? $((128 + 15))
     check_eq "rank 0 finished saving" "$(grep -c '^\[0\] saved$' "$dir/out")" 1
     # Ranks that ignore SIGTERM: a second one stops them (SIGKILL 2 s later), whatever they do.
-    start_ranks 'trap "" TERM; echo "$$" >"$D/ready.$RANK"; while :; do sleep 0.1; done'
+    # The second is sent once the ranks got the first (the kernel merges a signal sent again
+    # before the first was delivered).
+    start_ranks 'trap "touch \"$D/term.$RANK\"" TERM; echo "$$" >"$D/ready.$RANK"
+                 while :; do sleep 0.1; done'
     kill -TERM $tpid
-    sleep 0.3
+    tries=0
+    while { [ ! -e "$dir/term.0" ] || [ ! -e "$dir/term.1" ]; } && [ $tries -lt 100 ]; do
+        sleep 0.05
+        tries=$((tries + 1))
+    done
+    [ $tries -lt 100 ] || fail "the ranks did not get the first SIGTERM within 5 s"
     kill -TERM $tpid
     expect_exit "a second SIGTERM did not stop the ranks" 200
     wait $tpid

@@ -22,6 +22,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,11 +39,13 @@
 #include "tutti-run.h"
 #include "util/time.h"
 
-/* Signals are caught by a handler that only sets a flag and writes a byte to a self-pipe; the
- * loop does the work. The flags are the truth, the pipe only wakes poll(). */
+/* Signals are caught by a handler that only counts them and writes a byte to a self-pipe; the
+ * loop does the work. The counts are the truth, the pipe only wakes poll(). Counted, not
+ * flagged: two interrupts in quick succession (Ctrl-C twice) are two, the second escalating.
+ * Lock-free atomics are safe in a handler. */
 static const int caught_signals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
 #define NCAUGHT ((int)(sizeof caught_signals / sizeof caught_signals[0]))
-static volatile sig_atomic_t signal_pending[NCAUGHT];
+static _Atomic int signal_pending[NCAUGHT];
 static int signal_pipe[2] = {-1, -1};
 /* Dispositions found at start-up, restored in each rank before exec (SIGPIPE is last). */
 static struct sigaction saved_actions[NCAUGHT + 1];
@@ -52,7 +55,7 @@ static void on_signal(int sig)
 {
     int saved_errno = errno;
     for (int i = 0; i < NCAUGHT; i++)
-        if (caught_signals[i] == sig) signal_pending[i] = 1;
+        if (caught_signals[i] == sig) atomic_fetch_add(&signal_pending[i], 1);
     unsigned char byte = (unsigned char)sig;
     /* A full pipe means a wake-up is already pending, so a failed write loses nothing. */
     ssize_t n = write(signal_pipe[1], &byte, 1);
@@ -462,18 +465,20 @@ static void handle_signals(struct launcher *l)
     while (read(signal_pipe[0], drain, sizeof drain) > 0) {
     }
     for (int i = 0; i < NCAUGHT; i++) {
-        if (!signal_pending[i]) continue;
-        signal_pending[i] = 0;
+        int count = atomic_exchange(&signal_pending[i], 0);
         int sig = caught_signals[i];
-        if (sig == SIGCHLD) continue; /* reap() runs on every pass */
-        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
-            l->interrupt_sig = sig;
-            if (++l->interrupts > 1) {
-                escalate(l);
-                continue;
-            }
+        if (count == 0 || sig == SIGCHLD) continue; /* reap() runs on every pass */
+        if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP) {
+            signal_all(l, sig); /* forwarded once: the ranks' own signals coalesce as well */
+            continue;
         }
-        signal_all(l, sig);
+        l->interrupt_sig = sig;
+        for (int k = 0; k < count; k++) {
+            if (++l->interrupts > 1)
+                escalate(l);
+            else
+                signal_all(l, sig);
+        }
     }
 }
 

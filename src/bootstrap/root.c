@@ -177,7 +177,7 @@ ncclResult_t tt_bootstrap_root_start(const ncclUniqueId *id_bytes)
     bool inherited = fd >= 0;
     if (!inherited) TT_TRY(tt_sock_listen(&addr, &fd, &bound));
     TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap root listening on %s (NCCL_COMM_ID%s)",
-            tt_sock_addr_str(&bound, text, sizeof text), inherited ? ", tutti-run's socket" : "");
+            tt_sock_addr_str(&bound, text, sizeof text), inherited ? ", inherited socket TUTTI_ROOT_FD" : "");
     return tt_bs_root_spawn(&id, fd);
 }
 
