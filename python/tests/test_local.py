@@ -187,6 +187,21 @@ def one_rank():
             c.send(x[:3], 0)
             c.recv(y[3:], 0)
         eq(y[3:], x[:3], "send to self")
+        # A group whose body raises runs none of its operations, as in C when a call inside
+        # fails: here the error is Python's own (an object array), which C never sees.
+        y = np.zeros(6)
+        try:
+            with tutti.group():
+                c.all_reduce(x, y)
+                c.all_reduce(np.array([object()] * 6))
+        except TypeError:
+            pass
+        else:
+            raise AssertionError("an object array was accepted")
+        eq(y, np.zeros(6), "the operation before the error in a group (none runs)")
+        eq(tutti._group._group.depth, 0, "group depth after a discarded group")
+        c.all_reduce(x, y)
+        eq(y, x, "a call after a discarded group")
         with tutti.Stream() as s:
             z = np.ones(1000, dtype=np.float16)
             c.all_reduce(z, op=tutti.PROD, stream=s)

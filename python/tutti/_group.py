@@ -99,19 +99,29 @@ def group_simulate_end():
     return info.estimatedTime
 
 
+def _group_discard():
+    """Ends the innermost group level without running anything (ncclGroupSimulateEnd, whose
+    estimate is dropped): the outermost level's discard drops every operation of the group."""
+    info = _lib.SimInfoStruct.initializer()
+    _lib.lib().ncclGroupSimulateEnd(ctypes.byref(info))
+    _group.depth -= 1
+    if _group.depth == 0:
+        _close_group(False)  # nothing ran
+
+
 @contextlib.contextmanager
 def group():
     """`with tutti.group(): ...` brackets calls with group_start()/group_end(). If the body
-    raises, the group is still ended (NCCL has no way to cancel it) and the body's exception
-    propagates; an error of group_end itself is then not reported."""
+    raises, none of the group's operations run, as in C when a call inside a group fails (the
+    error may come from Python's own checks, which C never saw): the group is ended without
+    running (ncclGroupSimulateEnd) and the body's exception propagates. The peers then wait
+    for this rank's operations and fail at their deadline, naming it. An outer group that
+    catches the exception and goes on runs the operations issued at its own level."""
     group_start()
     try:
         yield
     except BaseException:
-        try:
-            group_end()
-        except _errors.TuttiError:
-            pass
+        _group_discard()
         raise
     group_end()
 
