@@ -61,6 +61,14 @@ if(TARGET tutti-run)
   tutti_conformance_test(collv_mismatch_n3 3 60 api "TUTTI_TIMEOUT_MS=5000" collv mismatch)
   tutti_conformance_test(events_n2_tcp 2 60 api "${env};NCCL_SHM_DISABLE=1" events)
   tutti_conformance_test(events_errors_n2 2 60 api "TUTTI_TIMEOUT_MS=2000" events errors)
+  # Ranks started through a shell, which keeps a copy of rank 0's inherited root socket
+  # (TUTTI_ROOT_FD) while the program makes one communicator after another from NCCL_COMM_ID:
+  # the first root must stop that copy listening too, or the second cannot bind its port.
+  add_test(NAME events_wrapped_n3
+           COMMAND $<TARGET_FILE:tutti-run> -n 3 --timeout 50 sh -c
+                   "$<TARGET_FILE:events> stream nonblocking; exit $?")
+  set_tests_properties(events_wrapped_n3 PROPERTIES LABELS api TIMEOUT 60 PROCESSORS 2
+                       ENVIRONMENT "TUTTI_TIMEOUT_MS=10000")
   # Host streams and events drive batches from several threads: make tsan runs them too.
   set_tests_properties(stream_overlap_n4 events_n3 PROPERTIES LABELS "api;thread")
   tutti_conformance_test(p2p_stress_n8 8 240 coll "${env}" p2p_stress --groups 1000)

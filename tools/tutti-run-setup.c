@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -249,6 +250,18 @@ static int pick_local_ports(unsigned *root_port, unsigned *store_port, int *root
      * so nobody shares the port meanwhile. */
     int one = 1;
     if (fd2 >= 0) (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    /* Started with stdin or stdout closed, the socket could be descriptor 0..2, which the
+     * ranks' set-up replaces (stdin from /dev/null) or writes to (output). */
+    if (fd2 >= 0 && fd <= STDERR_FILENO) {
+        int moved = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+        err = errno;
+        close(fd);
+        fd = moved;
+        if (fd < 0) {
+            close(fd2);
+            fd2 = -1;
+        }
+    }
     if (fd2 >= 0) close(fd2);
     if (fd2 < 0) {
         if (fd >= 0) close(fd);

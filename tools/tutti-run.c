@@ -22,7 +22,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,13 +38,13 @@
 #include "tutti-run.h"
 #include "util/time.h"
 
-/* Signals are caught by a handler that only counts them and writes a byte to a self-pipe; the
- * loop does the work. The counts are the truth, the pipe only wakes poll(). Counted, not
- * flagged: two interrupts in quick succession (Ctrl-C twice) are two, the second escalating.
- * Lock-free atomics are safe in a handler. */
+/* Signals are caught by a handler that only sets a flag and writes a byte to a self-pipe; the
+ * loop does the work. The flags are the truth, the pipe only wakes poll(). Flags, not counts:
+ * the same interrupt sent twice at once (`timeout` signals tutti-run and then its process
+ * group) is one interrupt, not an escalation; a person's second Ctrl-C comes later. */
 static const int caught_signals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
 #define NCAUGHT ((int)(sizeof caught_signals / sizeof caught_signals[0]))
-static _Atomic int signal_pending[NCAUGHT];
+static volatile sig_atomic_t signal_pending[NCAUGHT];
 static int signal_pipe[2] = {-1, -1};
 /* Dispositions found at start-up, restored in each rank before exec (SIGPIPE is last). */
 static struct sigaction saved_actions[NCAUGHT + 1];
@@ -55,7 +54,7 @@ static void on_signal(int sig)
 {
     int saved_errno = errno;
     for (int i = 0; i < NCAUGHT; i++)
-        if (caught_signals[i] == sig) atomic_fetch_add(&signal_pending[i], 1);
+        if (caught_signals[i] == sig) signal_pending[i] = 1;
     unsigned char byte = (unsigned char)sig;
     /* A full pipe means a wake-up is already pending, so a failed write loses nothing. */
     ssize_t n = write(signal_pipe[1], &byte, 1);
@@ -142,6 +141,8 @@ static void exec_rank(struct launcher *l, const struct rank_proc *r, int pipes[2
      * (src/bootstrap/root.c); the other ranks lose it at exec (close-on-exec). */
     if (l->root_fd >= 0 && r->rank == 0 && fcntl(l->root_fd, F_SETFD, 0) == 0)
         set_int_env("TUTTI_ROOT_FD", l->root_fd);
+    else
+        unsetenv("TUTTI_ROOT_FD"); /* not one an outer job passed down to tutti-run */
     /* Tagged output goes through a pipe, into which Python would write in 8 KiB blocks: a
      * rank's prints would show up late, and be lost when it is killed (a hang's last words). */
     if (l->tagging && getenv("PYTHONUNBUFFERED") == NULL) setenv("PYTHONUNBUFFERED", "1", 1);
@@ -465,20 +466,18 @@ static void handle_signals(struct launcher *l)
     while (read(signal_pipe[0], drain, sizeof drain) > 0) {
     }
     for (int i = 0; i < NCAUGHT; i++) {
-        int count = atomic_exchange(&signal_pending[i], 0);
+        if (!signal_pending[i]) continue;
+        signal_pending[i] = 0;
         int sig = caught_signals[i];
-        if (count == 0 || sig == SIGCHLD) continue; /* reap() runs on every pass */
-        if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP) {
-            signal_all(l, sig); /* forwarded once: the ranks' own signals coalesce as well */
-            continue;
-        }
-        l->interrupt_sig = sig;
-        for (int k = 0; k < count; k++) {
-            if (++l->interrupts > 1)
+        if (sig == SIGCHLD) continue; /* reap() runs on every pass */
+        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+            l->interrupt_sig = sig;
+            if (++l->interrupts > 1) {
                 escalate(l);
-            else
-                signal_all(l, sig);
+                continue;
+            }
         }
+        signal_all(l, sig);
     }
 }
 

@@ -146,9 +146,11 @@ ncclResult_t tt_bootstrap_id_from_string(const char *host_port, ncclUniqueId *ou
  * Between the pick and rank 0's start no other process can take the port. */
 static int inherited_listener(const struct sockaddr_storage *addr, struct sockaddr_storage *bound)
 {
-    static _Atomic bool taken;
+    static _Atomic bool looked;
     int fd = tt_param_root_fd();
-    if (fd < 0 || atomic_load(&taken)) return -1;
+    /* One look only: once the socket was taken, or found not to be one (a process that
+     * closed it), the number may be any other descriptor of this process. */
+    if (fd < 0 || atomic_exchange(&looked, true)) return -1;
     socklen_t len = sizeof *bound;
     int listening = 0;
     socklen_t opt_len = sizeof listening;
@@ -156,7 +158,6 @@ static int inherited_listener(const struct sockaddr_storage *addr, struct sockad
     if (getsockname(fd, (struct sockaddr *)bound, &len) != 0 || !tt_sock_addr_equal(bound, addr) ||
         getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &opt_len) != 0 || !listening)
         return -1;
-    if (atomic_exchange(&taken, true)) return -1;
     /* Not for the processes this one starts; the root polls it. */
     if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 ||
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
@@ -177,11 +178,23 @@ ncclResult_t tt_bootstrap_root_start(const ncclUniqueId *id_bytes)
     bool inherited = fd >= 0;
     if (!inherited) TT_TRY(tt_sock_listen(&addr, &fd, &bound));
     TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap root listening on %s (NCCL_COMM_ID%s)",
-            tt_sock_addr_str(&bound, text, sizeof text), inherited ? ", inherited socket TUTTI_ROOT_FD" : "");
+            tt_sock_addr_str(&bound, text, sizeof text),
+            inherited ? ", inherited socket TUTTI_ROOT_FD" : "");
     return tt_bs_root_spawn(&id, fd);
 }
 
 /* ---- the root thread ---------------------------------------------------------------------- */
+
+/* Stops listening for every process that holds the socket, then closes this one's. A copy
+ * may live elsewhere: tutti-run's socket (TUTTI_ROOT_FD) is inherited by whatever rank 0
+ * forked or exec'd before its first init, and such a copy would otherwise keep the port in
+ * LISTEN, taking the next root's connections into a backlog nobody accepts. Not listening,
+ * the socket keeps the port bound but lets the next root bind it (SO_REUSEADDR on both). */
+static void close_listener(int *fd)
+{
+    if (*fd >= 0) (void)shutdown(*fd, SHUT_RDWR);
+    tt_sock_close(fd);
+}
 
 static void drop_conn(struct root *root, int i)
 {
@@ -533,7 +546,7 @@ static ncclResult_t serve(struct root *root)
     if (root->nranks != 0 && root->arrived == root->nranks) {
         /* Free the port before anyone learns that init can finish: a process that creates its
          * next communicator from the same NCCL_COMM_ID at once must be able to listen there. */
-        tt_sock_close(&root->listen_fd);
+        close_listener(&root->listen_fd);
         reply_all(root);
         TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap root at %s: all %d ranks arrived; root done",
                 root->addr_text, root->nranks);
@@ -556,7 +569,7 @@ static void *root_main(void *arg)
         }
     pthread_mutex_unlock(&roots_lock);
     for (int i = 0; i < root->nconns; i++) tt_sock_close(&root->conns[i].fd);
-    tt_sock_close(&root->listen_fd);
+    close_listener(&root->listen_fd);
     free(root->conns);
     free(root->rank_conn);
     sodium_memzero(&root->id, sizeof root->id); /* freed memory keeps no secret */
