@@ -25,7 +25,7 @@ echo "+ TUTTI_LIBRARY=$LIB TUTTI_INCLUDE=$INC $PY -m pip install --no-build-isol
 TUTTI_LIBRARY=$LIB TUTTI_INCLUDE=$INC "$PY" -m pip install --no-build-isolation --no-index --no-deps -q \
     --disable-pip-version-check --target "$TMP/site" "$TMP/src" 2>&1 | grep -v "Running pip as the 'root' user" || true
 for f in tutti/libtutti.so tutti/include/nccl.h tutti/include/tutti.h tutti/torch/__init__.py \
-         tutti/torch/backend.cpp tutti/torch/shim.h tutti/torch/work.h; do
+         tutti/torch/backend.cpp tutti/torch/operations.h tutti/torch/shim.h tutti/torch/work.h; do
     test -f "$TMP/site/$f" || { echo "FAIL: $f is not in the installed package"; exit 1; }
 done
 cat > "$TMP/check.py" <<PYEOF

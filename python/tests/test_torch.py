@@ -176,6 +176,27 @@ def check_release_in_callback(rank, n):
     dist.barrier()
 
 
+def check_wait_in_callback(rank, n):
+    """A future's callback, run on the group's completion thread, issues an operation of the
+    same group and waits for its future (as torch's PowerSGD hook does): the operation
+    completes there and then (before, the thread waited for a future only it completes, for
+    good). The group sends every collective through its stream."""
+    g = async_group(n)
+    t, u = torch.full((4,), float(rank)), torch.ones(4)
+
+    def then(f):
+        w = dist.all_reduce(u, group=g, async_op=True)
+        w.get_future().wait()
+        return f.value()[0] + u
+
+    if rank == n - 1:
+        time.sleep(0.3)  # elsewhere the all_reduce is still pending when then() is attached
+    got = dist.all_reduce(t, group=g, async_op=True).get_future().then(then).wait()
+    want = float(n * (n - 1) // 2) + n
+    assert torch.equal(got, torch.full((4,), want)), got
+    dist.destroy_process_group(g)
+
+
 def check_inline(rank, n):
     """Collectives up to TUTTI_TORCH_INLINE_BYTES run on the calling thread when nothing is
     queued ahead of them: complete when returned. Behind a larger one that went on the stream
@@ -353,6 +374,22 @@ def check_p2p(rank, n):
     for w in dist.batch_isend_irecv(ops):
         w.wait()
     assert torch.equal(got, torch.full((4,), prv, dtype=torch.int64)), got
+
+
+def check_p2p_ring_first_contact(rank, n):
+    """batch_isend_irecv's ring as a group's very first point-to-point operation, each rank
+    sending before it receives from peers it never met: one Tutti group (torch's coalescing
+    manager), so the connections are made all at once (before, each rank's send waited for
+    its next rank's, in a circle, until TUTTI_TIMEOUT_MS)."""
+    g = dist.new_group(list(range(n)))
+    nxt, prv = (rank + 1) % n, (rank - 1) % n
+    got = torch.zeros(4, dtype=torch.int64)
+    ops = [dist.P2POp(dist.isend, torch.full((4,), rank, dtype=torch.int64), nxt, g),
+           dist.P2POp(dist.irecv, got, prv, g)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    assert torch.equal(got, torch.full((4,), prv, dtype=torch.int64)), got
+    dist.destroy_process_group(g)
 
 
 def check_after_p2p(rank, n):
@@ -533,6 +570,13 @@ def check_outputs_special(rank, n):
     dist.all_reduce(x)
     assert torch.equal(x.detach(), torch.full((4, 3), float(n))), x
     expect_error(lambda: dist.all_reduce(torch.zeros(1).expand(4)), "share memory")
+    # Outputs of a gather into a list are copied out of one buffer: leaves that require grad
+    # too, on the completion thread (where grad mode is on).
+    outs = [torch.zeros(3).requires_grad_() for _ in range(n)]
+    w = dist.all_gather(outs, torch.full((3,), float(rank)), async_op=True)
+    w.wait()
+    for r, o in enumerate(outs):
+        assert torch.equal(o.detach(), torch.full((3,), float(r))), (r, o)
     y = torch.ones(2)
     dist.all_reduce(y)
     assert torch.equal(y, torch.full((2,), float(n)))
@@ -643,7 +687,9 @@ def main():
     check_inline(rank, n)
     check_issue_order(rank, n)
     check_release_in_callback(rank, n)
+    check_wait_in_callback(rank, n)
     check_collectives(rank, n)
+    check_p2p_ring_first_contact(rank, n)
     check_p2p(rank, n)
     check_after_p2p(rank, n)
     check_p2p_beside_all_to_all(rank, n)

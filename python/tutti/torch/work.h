@@ -105,6 +105,7 @@ struct Pending {
     std::vector<at::Tensor> outs = list;
     at::Tensor src = flat;
     after.push_back([outs, src]() mutable {
+      at::NoGradGuard no_grad;  // as stage(): outputs may be leaves that require grad
       int64_t off = 0;
       for (at::Tensor& o : outs) {
         o.copy_(src.narrow(0, off, o.numel()).view(o.sizes()));
