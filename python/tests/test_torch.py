@@ -664,6 +664,23 @@ def check_errors(rank, n):
             assert time.time() - start < 30
             expect_error(lambda: dist.all_reduce(torch.ones(2), group=g), "revoked")
         dist.barrier()
+    # A failed operation's tensors stay with its group, not back in the allocator's hands: a
+    # late peer may still write into addresses this rank had posted. Rank 0's operation, 512
+    # KiB from the allocator, fails at the group's timeout; the block stays live when Python
+    # lets go of the tensor.
+    g = dist.new_group(list(range(n)), timeout=datetime.timedelta(seconds=1))
+    if rank == 0 and tutti_torch.allocator_stats()[0]:
+        big = torch.ones(1 << 17)
+        live = tutti_torch.allocator_stats()[3]
+        try:
+            dist.all_reduce(big, group=g)
+            raise AssertionError("an all_reduce nobody joined did not time out")
+        except RuntimeError:
+            pass
+        del big
+        got = tutti_torch.allocator_stats()[3]
+        assert got == live, "live blocks %d, want %d (the failed operation's)" % (got, live)
+    dist.barrier()
 
 
 def main():

@@ -18,6 +18,16 @@ inline const c10::TypePtr& tensor_list_type() {
 struct RevokeNote {
   std::mutex mutex;
   std::string text;
+  // The tensors of the group's failed operations, kept while the group lives: a late peer
+  // that still finds this rank's addresses posted (single-copy Direct writes into them) must
+  // not write into memory that went back to the allocator, or to another tensor.
+  std::vector<at::Tensor> failed_keep;
+
+  void keep_failed(std::vector<at::Tensor>&& tensors) {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (at::Tensor& t : tensors) failed_keep.push_back(std::move(t));
+    tensors.clear();
+  }
 
   void set(const std::string& why) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -224,6 +234,7 @@ class WorkTutti : public c10d::Work {
         done_.store(true, std::memory_order_release);
       }
       if (counted_in_) counted_in_->fetch_sub(1, std::memory_order_acq_rel);
+      if (res != ncclSuccess) note_->keep_failed(std::move(held.keep));
       finish(error);
     }
     if (error) {
