@@ -80,12 +80,14 @@ static void capture_open(void)
      * the recording is drained as soon as each hello was sent. */
     if (setsockopt(capture_fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big) != 0)
         setsockopt(capture_fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
-    /* And a filter in the kernel keeps only small IP packets (total length at offset 16, after
-     * loopback's 14-byte link header, at most 200): a hello is 40 or 80 bytes of payload, and
-     * other tests' bulk segments never reach the buffer. */
+    /* And a filter in the kernel keeps only IP packets whose total length (at offset 16,
+     * after loopback's 14-byte link header) is 80..200 bytes: a hello is 40 or 80 bytes of
+     * payload behind 40 to 80 of headers, and neither other tests' bulk segments nor their
+     * pure acknowledgements (52 bytes) reach the buffer. */
     struct sock_filter small_only[] = {
         BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 16),
-        BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, 200, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, 200, 2, 0),
+        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 80, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, 65535),
         BPF_STMT(BPF_RET | BPF_K, 0),
     };

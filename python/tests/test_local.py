@@ -200,6 +200,18 @@ def one_rank():
             raise AssertionError("an object array was accepted")
         eq(y, np.zeros(6), "the operation before the error in a group (none runs)")
         eq(tutti._group._group.depth, 0, "group depth after a discarded group")
+
+        def nested():  # an inner group raises and the outer one goes on: nothing runs
+            with tutti.group():
+                c.all_reduce(x, y)
+                try:
+                    with tutti.group():
+                        c.all_reduce(np.array([object()] * 6))
+                except TypeError:
+                    pass
+        raises(tutti.InvalidUsageError, nested, match="inner tutti.group")
+        eq(y, np.zeros(6), "an outer group's operation after an inner one raised (none runs)")
+        eq(tutti._group._group.depth, 0, "group depth after a discarded nested group")
         c.all_reduce(x, y)
         eq(y, x, "a call after a discarded group")
         with tutti.Stream() as s:

@@ -389,6 +389,16 @@ def check_p2p_ring_first_contact(rank, n):
     for w in dist.batch_isend_irecv(ops):
         w.wait()
     assert torch.equal(got, torch.full((4,), prv, dtype=torch.int64)), got
+    # An operation of the batch that the shim refuses (a type Tutti has not) fails the whole
+    # batch, as a call that fails inside a C group does: the send to self and its receive
+    # before it never ran.
+    mine = torch.zeros(4, dtype=torch.int64)
+    ops = [dist.P2POp(dist.isend, torch.full((4,), 7, dtype=torch.int64), rank, g),
+           dist.P2POp(dist.irecv, mine, rank, g),
+           dist.P2POp(dist.isend, torch.ones(4, dtype=torch.int16), nxt, g)]
+    expect_error(lambda: dist.batch_isend_irecv(ops), "not supported")
+    time.sleep(0.2)
+    assert torch.equal(mine, torch.zeros(4, dtype=torch.int64)), mine
     dist.destroy_process_group(g)
 
 

@@ -24,6 +24,7 @@ class _GroupState(threading.local):
         self.keep = []
         self.comms = []
         self.streams = []  # (Stream, keep) of the operations issued on host streams
+        self.failed = False  # an inner `with group()` raised: none of the group may run
 
 
 _group = _GroupState()
@@ -60,6 +61,8 @@ def _close_group(queued):
 def group_start():
     """ncclGroupStart: calls until the matching group_end are issued together. Groups nest."""
     _errors.check(_lib.lib().ncclGroupStart(), "ncclGroupStart")
+    if _group.depth == 0:
+        _group.failed = False
     _group.depth += 1
 
 
@@ -71,6 +74,12 @@ def group_end():
         raise _errors.usage_error(Result.INVALID_USAGE, "ncclGroupEnd",
                                   "group_end() without a matching group_start()")
     outermost = _group.depth == 1
+    if outermost and _group.failed:
+        # An inner level raised and its caller went on: as in C, none of the group runs.
+        _group_discard()
+        raise _errors.usage_error(Result.INVALID_USAGE, "ncclGroupEnd",
+                                  "an inner tutti.group() raised; none of the group's "
+                                  "operations ran")
     keep, comms = _group.keep, _group.comms
     rc = _lib.lib().ncclGroupEnd()
     _group.depth -= 1  # after the C call: C's group is open until it returns
@@ -106,7 +115,10 @@ def _group_discard():
     _lib.lib().ncclGroupSimulateEnd(ctypes.byref(info))
     _group.depth -= 1
     if _group.depth == 0:
+        _group.failed = False
         _close_group(False)  # nothing ran
+    else:
+        _group.failed = True  # the outermost end discards the rest too
 
 
 @contextlib.contextmanager
@@ -115,8 +127,9 @@ def group():
     raises, none of the group's operations run, as in C when a call inside a group fails (the
     error may come from Python's own checks, which C never saw): the group is ended without
     running (ncclGroupSimulateEnd) and the body's exception propagates. The peers then wait
-    for this rank's operations and fail at their deadline, naming it. An outer group that
-    catches the exception and goes on runs the operations issued at its own level."""
+    for this rank's operations and fail at their deadline, naming it. Nested, the whole group
+    is discarded: an outer level that catches the exception and goes on gets the error from
+    its own end, and nothing ran."""
     group_start()
     try:
         yield

@@ -148,16 +148,20 @@ static int inherited_listener(const struct sockaddr_storage *addr, struct sockad
 {
     static _Atomic bool looked;
     int fd = tt_param_root_fd();
-    /* One look only: once the socket was taken, or found not to be one (a process that
-     * closed it), the number may be any other descriptor of this process. */
-    if (fd < 0 || atomic_exchange(&looked, true)) return -1;
+    /* Taken once: after that (or once it is found not to be a listening socket, which a
+     * process that closed it may have reused) the number may be any other descriptor of this
+     * process. A root at another address leaves it for a later one at its own. */
+    if (fd < 0 || atomic_load(&looked)) return -1;
     socklen_t len = sizeof *bound;
     int listening = 0;
     socklen_t opt_len = sizeof listening;
     memset(bound, 0, sizeof *bound);
-    if (getsockname(fd, (struct sockaddr *)bound, &len) != 0 || !tt_sock_addr_equal(bound, addr) ||
-        getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &opt_len) != 0 || !listening)
+    if (getsockname(fd, (struct sockaddr *)bound, &len) != 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &opt_len) != 0 || !listening) {
+        atomic_store(&looked, true);
         return -1;
+    }
+    if (!tt_sock_addr_equal(bound, addr) || atomic_exchange(&looked, true)) return -1;
     /* Not for the processes this one starts; the root polls it. */
     if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 ||
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {

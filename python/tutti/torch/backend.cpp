@@ -270,10 +270,12 @@ class ProcessGroupTutti : public BackendBase {
       return work;
     }
     enqueue(work, coll ? comm_ : p2p_comm_, stream);
-    // Issued by a future's callback on this group's completion thread, which alone completes
-    // the group's futures: the callback may wait on this one (PowerSGD's hook does), so it is
-    // completed here, driving the stream, before the callback gets it.
-    if (completing_for() == this) work->complete();
+    lock.unlock();
+    // A collective issued by a future's callback on this group's completion thread, which
+    // alone completes the group's futures: the callback may wait on it (PowerSGD's hook does),
+    // so it is completed here, driving the stream, before the callback gets it. Not a send or
+    // receive, which may need this rank's next call (a receive) to complete.
+    if (coll && completing_for() == this) work->complete();
     return work;
   }
 
@@ -312,20 +314,55 @@ class ProcessGroupTutti : public BackendBase {
   }
 
   void startCoalescing() override {
-    TORCH_CHECK(coalescing_thread_.load() == std::thread::id(),
+    std::thread::id none;
+    TORCH_CHECK(coalescing_thread_.compare_exchange_strong(none, std::this_thread::get_id()),
                 "tutti: startCoalescing while this process group coalesces already");
-    check(ncclGroupStart(), "ncclGroupStart");
-    coalescing_thread_.store(std::this_thread::get_id());
+    ncclResult_t res = ncclGroupStart();
+    if (res != ncclSuccess) {
+      coalescing_thread_.store(std::thread::id());
+      fail(res, "ncclGroupStart");
+    }
+    coalesce_failed_ = false;
   }
 
+  // An operation that raised while coalescing (CoalesceGuard) fails the whole batch: the group
+  // ends without running any of it (ncclGroupSimulateEnd), as C does when a call inside a group
+  // fails, and the operation's own exception goes on; the peers fail at their deadline.
   void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& /* reqs */) override {
     TORCH_CHECK(coalescing_here(), "tutti: endCoalescing without startCoalescing on this thread");
     coalescing_thread_.store(std::thread::id());
     std::vector<Coalesced> ops;
     std::swap(ops, coalesced_);
+    if (coalesce_failed_) {
+      ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+      (void)ncclGroupSimulateEnd(&sim);
+      return;
+    }
     check(ncclGroupEnd(), "ncclGroupEnd (batch_isend_irecv)");
-    for (Coalesced& op : ops) enqueue(op.work, op.comm, op.stream);
+    // In issue order with other threads' operations on the same streams.
+    std::lock(coll_mutex_, p2p_mutex_);
+    std::lock_guard<std::mutex> coll_lock(coll_mutex_, std::adopt_lock);
+    std::lock_guard<std::mutex> p2p_lock(p2p_mutex_, std::adopt_lock);
+    for (size_t i = 0; i < ops.size(); i++) {
+      try {
+        enqueue(ops[i].work, ops[i].comm, ops[i].stream);
+      } catch (...) {
+        // The Works not queued hold tensors their operations (running) still use.
+        for (size_t j = i; j < ops.size(); j++) tuttiStreamSynchronize(ops[j].stream);
+        throw;
+      }
+    }
   }
+
+  // Marks the batch failed when the operation it guards raises while its thread coalesces
+  // (C++14: std::uncaught_exception, the operations never being called while unwinding).
+  struct CoalesceGuard {
+    explicit CoalesceGuard(ProcessGroupTutti* group) : group(group) {}
+    ~CoalesceGuard() {
+      if (std::uncaught_exception() && group->coalescing_here()) group->coalesce_failed_ = true;
+    }
+    ProcessGroupTutti* group;
+  };
 
   // What the shim copies on the host is ordered with the stream: the copies into a contiguous
   // buffer that `pending` makes before it is issued (Pending::before) read tensors only once
@@ -375,6 +412,7 @@ class ProcessGroupTutti : public BackendBase {
     if (completer_.get_id() == std::this_thread::get_id()) {
       completer_.detach();
       destroyed_here() = true;
+      completing_for() = nullptr;
       return;
     }
     completer_.join();
@@ -520,6 +558,7 @@ class ProcessGroupTutti : public BackendBase {
   };
   std::atomic<std::thread::id> coalescing_thread_{};
   std::vector<Coalesced> coalesced_;
+  bool coalesce_failed_ = false;  // by the coalescing thread only
   std::shared_ptr<RevokeNote> note_ = std::make_shared<RevokeNote>();
 
   // Queued Works whose copies back have not run yet.

@@ -316,6 +316,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::barrier(const c10d::BarrierOpt
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::send(std::vector<at::Tensor>& tensors, int dst,
                                                        int /* tag */) {
   const char* what = "send";
+  CoalesceGuard guard(this);  // an error here fails the whole batch_isend_irecv
   at::Tensor& t = single(tensors, what);
   Pending p;
   p.outputs = tensors;
@@ -329,6 +330,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::send(std::vector<at::Tensor>& 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTutti::recv(std::vector<at::Tensor>& tensors, int src,
                                                        int /* tag */) {
   const char* what = "recv";
+  CoalesceGuard guard(this);
   at::Tensor& t = single(tensors, what);
   Pending p;
   p.outputs = tensors;

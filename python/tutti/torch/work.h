@@ -234,7 +234,9 @@ class WorkTutti : public c10d::Work {
         done_.store(true, std::memory_order_release);
       }
       if (counted_in_) counted_in_->fetch_sub(1, std::memory_order_acq_rel);
-      if (res != ncclSuccess) note_->keep_failed(std::move(held.keep));
+      // Not for a mismatch of arguments, which every rank finds before any writes.
+      if (res != ncclSuccess && res != ncclInvalidUsage && res != ncclInvalidArgument)
+        note_->keep_failed(std::move(held.keep));
       finish(error);
     }
     if (error) {
