@@ -594,8 +594,8 @@ def check_outputs_special(rank, n):
 
 def check_allocator_budget(rank, n):
     """The allocator keeps at most half the soft RLIMIT_NOFILE of blocks (each holds its memory
-    file's descriptor): past that, torch's own allocator serves, and the process keeps
-    descriptors for everything else."""
+    file's descriptor): past that, a cached block of another size makes room, else torch's own
+    allocator serves, and the process keeps descriptors for everything else."""
     if rank != 0:
         return
     script = """
@@ -608,6 +608,12 @@ live = tt.allocator_stats()[3]
 assert live <= 32, live
 files = [open("/dev/null") for _ in range(20)]
 assert all(float(t[7]) == float(i) for i, t in enumerate(ts))
+# Freed, the 32 blocks are cached; tensors of another size then make room by freeing cached
+# blocks (before, every one came from torch's allocator for good).
+del ts
+us = [torch.full((1 << 17,), float(i)) for i in range(32)]  # 512 KiB each
+assert tt.allocator_stats()[3] == 32, tt.allocator_stats()
+assert all(float(u[9]) == float(i) for i, u in enumerate(us))
 print("budget ok", live)
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,

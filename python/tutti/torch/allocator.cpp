@@ -18,7 +18,8 @@
 // with munmap (ncclMemFree there would release the parent's file).
 //
 // Each block keeps its memory file's descriptor: at most half the soft RLIMIT_NOFILE (as when
-// installed) of blocks exist at once, the fallback serving past that.
+// installed) of blocks exist at once. At that budget a cached block of another size is freed to
+// make room; with none cached, the fallback serves.
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
@@ -30,6 +31,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -101,7 +103,7 @@ class TuttiAllocator final : public c10::Allocator {
   // tuttiMemAllocHost fails; the fallback serves then).
   void* take(size_t n) const {
     const size_t bytes = rounded(n);
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
     auto it = cached_.find(bytes);
     if (it != cached_.end()) {
       void* p = it->second;
@@ -110,8 +112,21 @@ class TuttiAllocator final : public c10::Allocator {
       reused_++;
       return p;
     }
-    // Each block holds a descriptor (its memory file): past the budget, the fallback serves.
-    if (forked_ || blocks_.size() >= fd_budget_) return nullptr;
+    if (forked_) return nullptr;
+    // Each block holds a descriptor (its memory file): at the budget a cached block of another
+    // size, the largest, makes room; with none cached, the fallback serves.
+    if (blocks_.size() >= fd_budget_) {
+      if (cached_.empty()) return nullptr;
+      auto victim = std::prev(cached_.end());
+      void* v = victim->second;
+      cached_total_ -= victim->first;
+      cached_.erase(victim);
+      blocks_.erase(v);
+      lock.unlock();
+      ncclMemFree(v);
+      lock.lock();
+      if (forked_ || blocks_.size() >= fd_budget_) return nullptr;
+    }
     void* p = nullptr;
     if (tuttiMemAllocHost(&p, bytes) != ncclSuccess) return nullptr;
     blocks_[p] = Block{bytes, false};
