@@ -43,6 +43,8 @@ set_tests_properties(${TT_PY_TESTS} PROPERTIES LABELS python TIMEOUT 120 SKIP_RE
 set(TT_TORCH_ENV "TUTTI_LIBRARY=$<TARGET_FILE:tutti>;TUTTI_TORCH_BUILD_DIR=${CMAKE_BINARY_DIR}/tutti-torch")
 add_test(NAME python_torch_2 COMMAND ${TT_PY_RUN} 2 ${TT_PY_DIR}/test_torch.py)
 add_test(NAME python_torch_3 COMMAND ${TT_PY_RUN} 3 ${TT_PY_DIR}/test_torch.py)
+# Exit while a callback on a completion thread drops a group's last reference.
+add_test(NAME python_torch_exit_2 COMMAND ${TT_PY_RUN} 2 ${TT_PY_DIR}/test_torch_exit.py)
 # The same across hosts' transport (TCP), where an all_to_all is sends and receives: an irecv
 # posted across it must not take its block.
 add_test(NAME python_torch_tcp_3 COMMAND ${TT_PY_RUN} 3 ${TT_PY_DIR}/test_torch.py)
@@ -51,7 +53,8 @@ set_tests_properties(python_torch_tcp_3 PROPERTIES LABELS python TIMEOUT 300
                      "${TT_TORCH_ENV};NCCL_SHM_DISABLE=1;TUTTI_TORCH_TEST_ONLY=p2p_beside_all_to_all")
 add_test(NAME python_ddp
          COMMAND ${TT_PY_RUN} 0 ${TT_PY_DIR}/test_ddp.py $<TARGET_FILE:tutti-run> 5 4 0 2)
-set_tests_properties(python_torch_2 python_torch_3 python_ddp PROPERTIES LABELS python
+set_tests_properties(python_torch_2 python_torch_3 python_torch_exit_2 python_ddp PROPERTIES
+                     LABELS python
                      TIMEOUT 600 SKIP_RETURN_CODE 77 ENVIRONMENT "${TT_TORCH_ENV}")
 add_test(NAME python_ddp_soak
          COMMAND ${TT_PY_RUN} 0 ${TT_PY_DIR}/test_ddp.py $<TARGET_FILE:tutti-run> 100 16 1 2 4)

@@ -26,7 +26,7 @@ export PYTHONPATH
 export PYTHONDONTWRITEBYTECODE=1
 TIMEOUT=100
 case "$1" in
-*test_torch.py|*test_ddp.py|*bench_torch.py)
+*test_torch.py|*test_torch_exit.py|*test_ddp.py|*bench_torch.py)
     # tutti.torch compiles its shim on first use: torch, its headers, pybind11 and g++.
     if ! "$PY" -c 'import torch, torch.distributed, torch.utils.cpp_extension' >/dev/null 2>&1 ||
        [ ! -f /usr/include/pybind11/pybind11.h ] || [ ! -d /usr/include/torch/csrc/distributed ] ||

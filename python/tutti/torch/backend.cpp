@@ -133,10 +133,23 @@ class ProcessGroupTutti : public BackendBase {
   // finalizes). The groups stay usable: Work::wait() and the destructor complete what is left.
   // A child of fork() inherits the list but none of the threads: it skips its parent's groups
   // (joining a thread that is not there would wait forever).
+  // It does not join them holding the list's lock: a callback running on one of them may drop
+  // a group's last reference, and that group's destructor takes the lock to leave the list. It
+  // asks them all to stop and looks again every millisecond until each has left its loop.
   static void stop_completion_threads() {
-    std::lock_guard<std::mutex> lock(live_mutex());
-    for (ProcessGroupTutti* group : live())
-      if (group->pid_ == getpid()) group->stop_completer();
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(live_mutex());
+        bool stopped = true;
+        for (ProcessGroupTutti* group : live()) {
+          if (group->pid_ != getpid()) continue;
+          group->request_stop();
+          stopped = stopped && group->completer_exited_.load();
+        }
+        if (stopped) return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
@@ -397,13 +410,17 @@ class ProcessGroupTutti : public BackendBase {
     return tuttiStreamQuery(coll_stream_) != ncclInProgress;
   }
 
-  // Ends the completion thread, once; safe to call again.
-  void stop_completer() {
+  void request_stop() {
     {
       std::lock_guard<std::mutex> lock(queue_mutex_);
       stop_ = true;
     }
     queue_cv_->notify_one();
+  }
+
+  // Ends the completion thread, once; safe to call again.
+  void stop_completer() {
+    request_stop();
     std::lock_guard<std::mutex> lock(join_mutex_);
     if (!completer_.joinable()) return;
     // The group released for the last time by a future's callback on its own completion
@@ -457,7 +474,7 @@ class ProcessGroupTutti : public BackendBase {
     for (;;) {
       if (timeout_.count() > 0) check_inline_deadline();
       if (queue_.empty()) {
-        if (stop_) return;
+        if (stop_) return exit_loop();
         if (timeout_.count() > 0)
           queue_cv_->wait_for(lock, idle_poll);
         else
@@ -509,9 +526,13 @@ class ProcessGroupTutti : public BackendBase {
         finished.clear();
         lock.lock();
       }
-      if (stop_) return;
+      if (stop_) return exit_loop();
     }
   }
+
+  // complete_loop's end when it was asked to stop (queue lock held), for
+  // stop_completion_threads. Not when its group was destroyed on it: the group is gone.
+  void exit_loop() { completer_exited_.store(true); }
 
   // Revokes the communicator when the inline collective running now is past its deadline.
   void check_inline_deadline() {
@@ -570,6 +591,7 @@ class ProcessGroupTutti : public BackendBase {
   std::unique_ptr<std::condition_variable> queue_cv_ = std::make_unique<std::condition_variable>();
   std::deque<c10::intrusive_ptr<WorkTutti>> queue_;
   bool stop_ = false;
+  std::atomic<bool> completer_exited_{false};  // complete_loop returned, asked to stop
   std::mutex join_mutex_;
   std::thread completer_;
   const pid_t pid_ = getpid();  // the process that made the group (a child of fork() is not)
