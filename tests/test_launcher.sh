@@ -48,6 +48,17 @@ check_gone() {
     done
 }
 
+# wait_pair TEST NAME WHY: waits up to 5 s until "$dir/NAME.0" and "$dir/NAME.1" pass `test
+# TEST` (-e: exist, -s: not empty); else WHY is the failure.
+wait_pair() {
+    tries=0
+    while { [ ! "$1" "$dir/$2.0" ] || [ ! "$1" "$dir/$2.1" ]; } && [ $tries -lt 100 ]; do
+        sleep 0.05
+        tries=$((tries + 1))
+    done
+    [ $tries -lt 100 ] || fail "$3"
+}
+
 # The environment of every rank: RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE NODE_RANK
 # NCCL_COMM_ID and a variable set with -x.
 env_line='echo "$RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $NODE_RANK $NCCL_COMM_ID $FOO"'
@@ -223,12 +234,7 @@ case_orphans() {
                                   mv "$D/tmp.$RANK" "$D/kids.$RANK"; wait' \
         >/dev/null 2>&1 &
     tpid=$!
-    tries=0
-    while { [ ! -s "$dir/kids.0" ] || [ ! -s "$dir/kids.1" ]; } && [ $tries -lt 100 ]; do
-        sleep 0.05
-        tries=$((tries + 1))
-    done
-    [ $tries -lt 100 ] || fail "ranks not started after 5 s"
+    wait_pair -s kids "ranks not started after 5 s"
     kill -KILL $tpid
     wait $tpid 2>/dev/null
     check_gone "$dir/kids.0" "$dir/kids.1"
@@ -257,12 +263,7 @@ start_ranks() {
     rm -f "$dir"/ready.*
     "$run" -n 2 -x D="$dir" sh -c "$1" >"$dir/out" 2>"$dir/err" &
     tpid=$!
-    tries=0
-    while { [ ! -e "$dir/ready.0" ] || [ ! -e "$dir/ready.1" ]; } && [ $tries -lt 100 ]; do
-        sleep 0.05
-        tries=$((tries + 1))
-    done
-    [ $tries -lt 100 ] || fail "ranks not ready after 5 s"
+    wait_pair -e ready "ranks not ready after 5 s"
 }
 
 # expect_exit WHY TRIES: tutti-run ($tpid) must exit within TRIES x 50 ms; else it is killed
@@ -313,12 +314,7 @@ case_forward() {
     start_ranks 'trap "touch \"$D/term.$RANK\"" TERM; echo "$$" >"$D/ready.$RANK"
                  while :; do sleep 0.1; done'
     kill -TERM $tpid
-    tries=0
-    while { [ ! -e "$dir/term.0" ] || [ ! -e "$dir/term.1" ]; } && [ $tries -lt 100 ]; do
-        sleep 0.05
-        tries=$((tries + 1))
-    done
-    [ $tries -lt 100 ] || fail "the ranks did not get the first SIGTERM within 5 s"
+    wait_pair -e term "the ranks did not get the first SIGTERM within 5 s"
     kill -TERM $tpid
     expect_exit "a second SIGTERM did not stop the ranks" 200
     wait $tpid
