@@ -496,6 +496,18 @@ def check_allocator(rank, n):
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
     assert torch.equal(y, torch.full((1 << 18,), float(rank))), "the child's write reached us"
+    # The child's copy is the blocks at the fork: fork() returns in the parent only once the
+    # child has copied them, so a write the parent makes at once never shows there (before, the
+    # child copied while the parent ran on). 64 MiB, written at its last element.
+    big = torch.ones(1 << 24)
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if float(big[-1]) == 1.0 else 1)
+    big[-1] = 2.0
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, \
+        "the parent's write after fork() reached the child's copy"
+    del big
     dist.all_reduce(y)
     assert torch.equal(y, torch.full((1 << 18,), float(n * (n - 1) // 2)))
 

@@ -14,7 +14,8 @@
 // fork(): the blocks are shared mappings, which a child would share with its parent (a
 // DataLoader worker writing a tensor would write the parent's). So in the child, before fork()
 // returns there, every block is made private: its contents copied into private pages mremap'd
-// over the same addresses, as copy-on-write would have left them. The child frees such blocks
+// over the same addresses, as copy-on-write would have left them; fork() returns in the parent
+// once the child has copied them. The child frees such blocks
 // with munmap (ncclMemFree there would release the parent's file).
 //
 // Each block keeps its memory file's descriptor: at most half the soft RLIMIT_NOFILE (as when
@@ -24,6 +25,8 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -83,12 +86,31 @@ class TuttiAllocator final : public c10::Allocator {
     return {made_, reused_, blocks_.size() - cached_.size(), cached_total_};
   }
 
-  static void fork_prepare() { instance->mutex_.lock(); }
-  static void fork_parent() { instance->mutex_.unlock(); }
+  // The parent's forking thread waits until the child has copied the blocks (a pipe's end of
+  // file): what the child copies is what the blocks held at the fork, not what the parent
+  // wrote meanwhile, and no block is freed under the copy (the lock stays held).
+  static void fork_prepare() {
+    instance->mutex_.lock();
+    if (pipe2(fork_pipe, O_CLOEXEC) != 0) fork_pipe[0] = fork_pipe[1] = -1;
+  }
+  static void fork_parent() {
+    if (fork_pipe[0] >= 0) {
+      close(fork_pipe[1]);
+      char c;
+      while (read(fork_pipe[0], &c, 1) < 0 && errno == EINTR) {
+      }
+      close(fork_pipe[0]);
+    }
+    instance->mutex_.unlock();
+  }
   // A child of fork() calls no Tutti function (docs/semantics.md, "fork()"): a lock Tutti
   // held at the fork may stay held there. Its new tensors come from the fallback.
   static void fork_child() {
     instance->privatize();
+    if (fork_pipe[0] >= 0) {
+      close(fork_pipe[0]);
+      close(fork_pipe[1]);  // the parent's end of file: copied
+    }
     instance->forked_ = true;
     instance->mutex_.unlock();
   }
@@ -190,9 +212,11 @@ class TuttiAllocator final : public c10::Allocator {
   mutable size_t cached_total_ = 0;
   mutable size_t made_ = 0, reused_ = 0;
   bool forked_ = false;  // in a child of fork(): nothing new from Tutti
+  static int fork_pipe[2];  // from fork_prepare to fork_parent/fork_child (the lock held)
 };
 
 TuttiAllocator* TuttiAllocator::instance = nullptr;
+int TuttiAllocator::fork_pipe[2] = {-1, -1};
 
 }  // namespace
 
