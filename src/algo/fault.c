@@ -106,10 +106,15 @@ static ncclResult_t parse(const char *text, struct fault *f)
                             "seq, point, action)", key);
         }
     }
-    if (f->rank < 0 || f->coll < 0 || !have_seq || !have_point ||
+    /* At connect, op and seq name nothing (the fault fires at the rank's first connection),
+     * and only exit and stall mean anything. */
+    if (f->rank < 0 || (!f->at_connect && (f->coll < 0 || !have_seq)) || !have_point ||
         f->action == TT_FAULT_NONE)
         return TT_ERROR(ncclInvalidArgument, "TUTTI_FAULT=\"%s\" lacks one of rank, op, seq, "
                         "point, action", text);
+    if (f->at_connect && f->action != TT_FAULT_EXIT && f->action != TT_FAULT_STALL)
+        return TT_ERROR(ncclInvalidArgument, "TUTTI_FAULT=\"%s\": point=connect takes "
+                        "action=exit or stall only", text);
     return ncclSuccess;
 }
 

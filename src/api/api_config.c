@@ -62,9 +62,7 @@ ncclResult_t tt_api_read_config(const ncclConfig_t *config, const char *caller,
     /* Fields Tutti accepts for compatibility but has no use for on CPUs are still checked, so
      * that a program that passes nonsense hears about it here as it would from NCCL. */
     /* As NCCL: a negative cluster size is refused, one above its maximum (8) capped. */
-    if (out->cgaClusterSize != NCCL_CONFIG_UNDEF_INT && out->cgaClusterSize > 8) {
-        out->cgaClusterSize = 8;
-    }
+    if (out->cgaClusterSize > 8) out->cgaClusterSize = 8;
     TT_TRY(check_config_range(out->cgaClusterSize, 0, 8, caller, "cgaClusterSize"));
     TT_TRY(check_config_range(out->minCTAs, 1, 65535, caller, "minCTAs"));
     TT_TRY(check_config_range(out->maxCTAs, 1, 65535, caller, "maxCTAs"));

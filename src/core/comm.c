@@ -338,7 +338,6 @@ static ncclResult_t comm_connect(struct ncclComm *comm, const ncclUniqueId *id)
     /* Nobody returns before everyone is connected, so a failure anywhere fails init everywhere
      * instead of surfacing in the first collective. */
     TT_TRY(tt_bootstrap_barrier(comm->bootstrap));
-    tt_team_unlink(comm->team); /* every peer has mapped it: nothing may leak in /dev/shm */
     if (comm->dev_team != NULL) tt_watch_device(comm);
     TT_INFO(TT_SUB_INIT, "comm %p rank %d nranks %d pid %d ready", (void *)comm, comm->st.rank,
             comm->st.nranks, (int)getpid());

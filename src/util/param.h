@@ -36,7 +36,7 @@
       "TCP: NCCL's socket threads; Tutti drives every socket from the thread that progresses "    \
       "the operation and only multiplies the sockets by this (docs/tuning.md)")                   \
     X(socket_bufsize, "TUTTI_SOCKET_BUFSIZE", INT, 0, 0, 268435456,                                \
-      "TCP: SO_SNDBUF/SO_RCVBUF of data sockets in bytes (0: the kernel's autotuning)")           \
+      "TCP: SO_SNDBUF/SO_RCVBUF of the transport's sockets, bytes (0: kernel autotuning)")       \
     X(socket_cc, "TUTTI_SOCKET_CC", STR, "auto", 0, 0,                                             \
       "TCP: congestion control of data sockets (TCP_CONGESTION): auto (reno in place of bbr "     \
       "or cubic where the handshake's round trip is under 1 ms, else the kernel's), default "     \
