@@ -89,12 +89,23 @@ set_tests_properties(fault_signal PROPERTIES LABELS fault TIMEOUT 60 PASS_REGULA
 # TUTTI_FAULT: exit, stall, close and corrupt at a named point give each survivor the expected
 # error naming the failing rank.
 # A peer that dies during a point-to-point connection's setup, after posting its side and
-# before attaching to the other's: the other fails within seconds, over shm and TCP.
+# before attaching to the other's: the other fails within seconds, over shm and TCP, whether the
+# dying rank was to send (the survivor's receive side waits), to receive (the survivor's send
+# side attaches to it after it died: "late") or busy with a third rank ("elsewhere"); "apart":
+# each rank on a host of its own, where only the peer's closed listeners tell.
 tutti_fault_program(fault_connect)
 add_test(NAME fault_connect COMMAND fault_connect)
 add_test(NAME fault_connect_tcp COMMAND fault_connect)
-set_tests_properties(fault_connect fault_connect_tcp PROPERTIES LABELS fault TIMEOUT 120)
-set_tests_properties(fault_connect_tcp PROPERTIES ENVIRONMENT "NCCL_SHM_DISABLE=1")
+add_test(NAME fault_connect_late COMMAND fault_connect late)
+add_test(NAME fault_connect_late_tcp COMMAND fault_connect late)
+add_test(NAME fault_connect_late_apart COMMAND fault_connect late apart)
+add_test(NAME fault_connect_elsewhere COMMAND fault_connect elsewhere)
+add_test(NAME fault_connect_elsewhere_apart COMMAND fault_connect elsewhere apart)
+set_tests_properties(fault_connect fault_connect_tcp fault_connect_late fault_connect_late_tcp
+  fault_connect_late_apart fault_connect_elsewhere fault_connect_elsewhere_apart
+  PROPERTIES LABELS fault TIMEOUT 120)
+set_tests_properties(fault_connect_tcp fault_connect_late_tcp PROPERTIES
+  ENVIRONMENT "NCCL_SHM_DISABLE=1")
 tutti_fault_program(fault_inject)
 add_test(NAME fault_inject COMMAND fault_inject)
 set_tests_properties(fault_inject PROPERTIES LABELS fault TIMEOUT 120)

@@ -1,13 +1,29 @@
-/* A peer that dies in the middle of a point-to-point connection's setup: both ranks have posted
- * their connection descriptions, then rank 1 exits before it attaches to rank 0's side
- * (TUTTI_FAULT=rank=1,op=send,seq=1,point=connect,action=exit). Rank 0, in its first ncclRecv
- * from rank 1, must fail with ncclRemoteError naming rank 1 within a few seconds, with
- * TUTTI_TIMEOUT_MS at 60 s: before, the receive side's wait for the peer to attach looked only
- * at the abort flag and the deadline (and waited forever with TUTTI_TIMEOUT_MS=0).
+/* A peer that dies while point-to-point connections are being set up. Rank 1 exits at its first
+ * connection (TUTTI_FAULT=rank=1,...,point=connect,action=exit: after it has the descriptions
+ * of the sides it connects with, before it attaches to them). Rank 0 must fail with
+ * ncclRemoteError naming rank 1 within a few seconds, with TUTTI_TIMEOUT_MS at 60 s. The
+ * scenario is the first argument:
+ *
+ *   (none)    two ranks; rank 1 dies in its ncclSend to rank 0, and rank 0's receive side waits
+ *             for it to attach. Before, that wait looked only at the abort flag and the
+ *             deadline (and waited forever with TUTTI_TIMEOUT_MS=0).
+ *   late      three ranks; rank 1 dies in its ncclRecv from rank 0. Rank 0, in one group, sends
+ *             to rank 1 and receives from rank 2, which calls 2 s late, so rank 0 attaches to
+ *             rank 1's side with rank 1 long gone. Over TCP that is a connect to rank 1's
+ *             listener, which is closed: before, the send side took the refusals for a peer not
+ *             listening yet and retried them until the deadline.
+ *   elsewhere three ranks; rank 1 dies in its ncclRecv from rank 2, and rank 0's ncclRecv from
+ *             rank 1 waits for a description rank 1 never posts.
+ *
+ * With "apart" as the last argument each rank names a host of its own (NCCL_HOSTID), as ranks
+ * on several hosts would: no rank can watch another's process. Then "late" fails on the
+ * refusal of rank 1's transport listener, and "elsewhere" on the refusal of its bootstrap
+ * listener, which rank 0 probes while it waits (before, it waited until the deadline).
  *
  * The ranks are forked by hand (tests/fork_rank.h), not by tutti-run, which would stop rank 0
  * as soon as rank 1 exits. NCCL_SHM_DISABLE=1 in the environment runs it over TCP. Exit 1 on
  * any failure. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +36,9 @@
 #include "fork_rank.h"
 
 #define LIMIT_S 10.0
+#define LATE_S 2 /* how late rank 2 calls in "late" */
+
+enum scenario { SENDER_DIES, LATE, ELSEWHERE };
 
 static double now_s(void)
 {
@@ -28,27 +47,60 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int run_rank(int rank, ncclUniqueId id)
+/* Rank 1: the call it dies in. */
+static void die(enum scenario sc, float *buf, ncclComm_t comm)
 {
-    if (rank == 1) setenv("TUTTI_FAULT", "rank=1,op=send,seq=1,point=connect,action=exit", 1);
+    if (sc == SENDER_DIES)
+        ncclSend(buf, 256, ncclFloat, 0, comm, NULL);
+    else
+        ncclRecv(buf, 256, ncclFloat, sc == LATE ? 0 : 2, comm, NULL);
+    fprintf(stderr, "rank 1: the fault did not fire\n");
+}
+
+/* Rank 0: the call that must fail. */
+static ncclResult_t survive(enum scenario sc, float *buf, ncclComm_t comm)
+{
+    if (sc != LATE) return ncclRecv(buf, 256, ncclFloat, 1, comm, NULL);
+    ncclGroupStart();
+    ncclSend(buf, 256, ncclFloat, 1, comm, NULL);
+    ncclRecv(buf + 128, 128, ncclFloat, 2, comm, NULL);
+    return ncclGroupEnd();
+}
+
+static int run_rank(int rank, ncclUniqueId id, enum scenario sc, int apart)
+{
+    if (apart) {
+        char host[32];
+        snprintf(host, sizeof host, "fault-connect-host-%d", rank);
+        setenv("NCCL_HOSTID", host, 1);
+        setenv("NCCL_ALGO", "Ring", 1); /* no Tree links at init, where the fault would fire */
+    }
+    if (rank == 1)
+        setenv("TUTTI_FAULT", sc == SENDER_DIES
+                                  ? "rank=1,op=send,seq=1,point=connect,action=exit"
+                                  : "rank=1,op=recv,seq=1,point=connect,action=exit", 1);
     ncclComm_t comm;
-    if (ncclCommInitRank(&comm, 2, id, rank) != ncclSuccess) {
+    if (ncclCommInitRank(&comm, sc == SENDER_DIES ? 2 : 3, id, rank) != ncclSuccess) {
         fprintf(stderr, "rank %d: init: %s\n", rank, ncclGetLastError(NULL));
         return 2;
     }
     float buf[256] = {0};
     if (rank == 1) {
-        ncclSend(buf, 256, ncclFloat, 0, comm, NULL); /* exits inside, at the fault */
-        fprintf(stderr, "rank 1: the fault did not fire\n");
+        die(sc, buf, comm); /* exits inside, at the fault */
         return 2;
     }
+    if (rank == 2) { /* its outcome is not this test's: the parent ends it */
+        if (sc == LATE) sleep(LATE_S);
+        ncclSend(buf, 256, ncclFloat, sc == LATE ? 0 : 1, comm, NULL);
+        pause();
+    }
     double t0 = now_s();
-    ncclResult_t res = ncclRecv(buf, 256, ncclFloat, 1, comm, NULL);
-    double took = now_s() - t0;
+    ncclResult_t res = survive(sc, buf, comm);
+    double took = now_s() - t0 - (sc == LATE ? LATE_S : 0);
     const char *why = ncclGetLastError(NULL);
     int bad = 0;
     if (res != ncclRemoteError) {
-        fprintf(stderr, "rank 0: ncclRecv returned %d (%s), want ncclRemoteError\n", (int)res,
+        fprintf(stderr, "rank 0: returned %d (%s), want ncclRemoteError\n", (int)res,
                 ncclGetErrorString(res));
         bad = 1;
     }
@@ -61,21 +113,26 @@ static int run_rank(int rank, ncclUniqueId id)
                 took);
         bad = 1;
     }
-    printf("rank 0: ncclRecv failed after %.2f s: %s\n", took, why);
+    printf("rank 0: failed %.2f s after it could: %s\n", took, why);
     ncclCommAbort(comm);
     return bad;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     setenv("TUTTI_TIMEOUT_MS", "60000", 1);
+    enum scenario sc = SENDER_DIES;
+    if (argc > 1 && strcmp(argv[1], "late") == 0) sc = LATE;
+    if (argc > 1 && strcmp(argv[1], "elsewhere") == 0) sc = ELSEWHERE;
+    int apart = strcmp(argv[argc - 1], "apart") == 0;
+    int nranks = sc == SENDER_DIES ? 2 : 3;
     ncclUniqueId id;
-    pid_t pids[2];
-    for (int r = 0; r < 2; r++) {
+    pid_t pids[3];
+    for (int r = 0; r < nranks; r++) {
         pids[r] = fork_rank(r, &id, 1);
         if (pids[r] < 0) return 1;
-        if (pids[r] == 0) _exit(run_rank(r, id));
+        if (pids[r] == 0) _exit(run_rank(r, id, sc, apart));
     }
     int failures = 0;
     for (int r = 0; r < 2; r++) {
@@ -86,6 +143,10 @@ int main(void)
             fprintf(stderr, "rank %d: ended with status %#x, want exit %d\n", r, status, want);
             failures++;
         }
+    }
+    if (nranks == 3) {
+        kill(pids[2], SIGKILL);
+        waitpid(pids[2], NULL, 0);
     }
     printf("fault_connect: %s\n", failures ? "FAIL" : "PASS");
     return failures ? 1 : 0;

@@ -13,10 +13,12 @@
 #include <endian.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
@@ -63,6 +65,8 @@ struct tt_bootstrap {
     int *p2p_out_fd; /* nranks: connections this rank opened (owns the array of both) */
     int *p2p_in_fd;  /* nranks: connections peers opened to this rank */
     struct stashed *stash;
+    pthread_mutex_t probe_lock; /* guards probe_next_ns */
+    uint64_t probe_next_ns;     /* tt_bootstrap_peer_gone probes no sooner */
 };
 
 /* Opens a connection to rank `to` at `addr`: passes the peer's gate (its listener thread
@@ -214,6 +218,7 @@ ncclResult_t tt_bootstrap_create(const ncclUniqueId *id_bytes, int rank, int nra
     bs->abort = abort;
     bs->timeout_ms = tt_param_timeout_ms();
     bs->listen_fd = bs->ring_next_fd = bs->ring_prev_fd = -1;
+    pthread_mutex_init(&bs->probe_lock, NULL);
     TT_TRY_GOTO(TT_CALLOC(&bs->peer_addrs, (size_t)nranks), res, fail);
     /* One array holds both directions, so it is never half initialised. */
     TT_TRY_GOTO(TT_CALLOC(&bs->p2p_out_fd, 2 * (size_t)nranks), res, fail);
@@ -269,6 +274,7 @@ void tt_bootstrap_destroy(struct tt_bootstrap *bs)
     tt_sock_close(&bs->listen_fd);
     tt_sock_close(&bs->ring_next_fd);
     tt_sock_close(&bs->ring_prev_fd);
+    pthread_mutex_destroy(&bs->probe_lock);
     for (int r = 0; bs->p2p_out_fd != NULL && r < bs->nranks; r++) {
         tt_sock_close(&bs->p2p_out_fd[r]);
         tt_sock_close(&bs->p2p_in_fd[r]);
@@ -293,6 +299,51 @@ const struct sockaddr_storage *tt_bootstrap_local_addr(const struct tt_bootstrap
 const struct sockaddr_storage *tt_bootstrap_listen_addr(const struct tt_bootstrap *bs)
 {
     return &bs->listen_addr;
+}
+
+/* ---- is a peer still there? ---------------------------------------------------------------- */
+
+/* A probe at most this often, each waiting this long for the peer's host to answer (a host that
+ * is down, or far, answers nothing in time: only a refusal is an answer). */
+#define PROBE_EVERY_NS 250000000ull
+#define PROBE_WAIT_MS 10
+
+bool tt_bootstrap_peer_gone(struct tt_bootstrap *bs, int peer)
+{
+    if (bs == NULL || peer < 0 || peer >= bs->nranks || peer == bs->rank ||
+        bs->peer_addrs[peer].ss_family == 0)
+        return false;
+    pthread_mutex_lock(&bs->probe_lock);
+    uint64_t now = tt_time_ns();
+    bool due = now >= bs->probe_next_ns;
+    if (due) bs->probe_next_ns = now + PROBE_EVERY_NS;
+    pthread_mutex_unlock(&bs->probe_lock);
+    if (!due) return false;
+    /* The peer's listener thread accepts such a connection and drops it without a word when
+     * it closes before sending the job's tag (listener.c): the peer's calls never see it. */
+    const struct sockaddr_storage *addr = &bs->peer_addrs[peer];
+    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    int err = connect(fd, (const struct sockaddr *)addr, tt_sock_addr_len(addr)) == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        socklen_t len = sizeof err;
+        if (poll(&pfd, 1, PROBE_WAIT_MS) != 1 ||
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+            err = EINPROGRESS; /* no answer: nothing known */
+    }
+    bool gone = err == ECONNREFUSED;
+    if (err == 0) {
+        /* Connected to itself: nothing listens on the port (a loopback ephemeral-port
+         * accident). */
+        struct sockaddr_storage local, far;
+        socklen_t l1 = sizeof local, l2 = sizeof far;
+        gone = getsockname(fd, (struct sockaddr *)&local, &l1) == 0 &&
+               getpeername(fd, (struct sockaddr *)&far, &l2) == 0 &&
+               tt_sock_addr_equal(&local, &far);
+    }
+    close(fd);
+    return gone;
 }
 
 /* ---- ring allgather ----------------------------------------------------------------------- */

@@ -17,6 +17,7 @@
 #define TT_BOOTSTRAP_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -81,6 +82,13 @@ typedef ncclResult_t (*tt_bootstrap_watch_fn)(void *arg);
 /* tt_bootstrap_recv that also asks `watch` (NULL: nobody) while it waits. */
 ncclResult_t tt_bootstrap_recv_watched(struct tt_bootstrap *bs, int peer, int tag, void *data,
                                        size_t bytes, tt_bootstrap_watch_fn watch, void *arg);
+
+/* Whether `peer` is known to be gone: a connection to its bootstrap listener, which lives as
+ * long as its communicator, was refused (its process ended, or it destroyed the communicator).
+ * Cheap to call in a wait loop: it probes at most every 250 ms (false in between) and waits at
+ * most 10 ms for an answer, so false means "not known", not "alive". Serves peers on other
+ * hosts, whose processes cannot be watched. */
+bool tt_bootstrap_peer_gone(struct tt_bootstrap *bs, int peer);
 
 /* The address of the interface this rank uses (NCCL_SOCKET_IFNAME); transports listen on it. */
 const struct sockaddr_storage *tt_bootstrap_local_addr(const struct tt_bootstrap *bs);

@@ -111,7 +111,8 @@ static int compare_comms(const void *a, const void *b)
 
 /* While a point-to-point exchange waits for a peer: whether this communicator was revoked or
  * aborted, or (a peer of this host) whether that peer's process ended or its communicator
- * failed (its mailbox), which ends the wait with the peer's error at once. That is how a rank
+ * failed (its mailbox), or (any peer) whether its bootstrap listener refuses connections,
+ * which ends the wait with the peer's error at once. That is how a rank
  * waiting here learns that the peer ran a team AlltoAll against its grouped Send/Recv and
  * failed (core/forms.c, tt_forms_check). */
 static ncclResult_t peer_check(struct ncclComm *comm, int peer, bool *peer_failed)
@@ -125,6 +126,13 @@ static ncclResult_t peer_check(struct ncclComm *comm, int peer, bool *peer_faile
     char why[TT_TEAM_REASON_BYTES + 16];
     ncclResult_t code;
     int gone = tt_state_gone_peer(&comm->st, peer, &code, why, sizeof why);
+    if (gone < 0 && tt_bootstrap_peer_gone(comm->bootstrap, peer)) {
+        /* A peer on another host: no process to watch, no mailbox, but its listener. */
+        gone = peer;
+        code = ncclRemoteError;
+        snprintf(why, sizeof why, "is gone (its bootstrap listener refuses connections: its "
+                 "process ended or it destroyed the communicator)");
+    }
     if (gone < 0) return ncclSuccess;
     if (peer_failed != NULL) *peer_failed = true;
     return TT_ERROR(code, "connecting with rank %d on rank %d: rank %d %s", peer,

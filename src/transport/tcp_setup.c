@@ -503,6 +503,19 @@ static ncclResult_t connect_recv(struct tt_transport_ctx *ctx, struct tt_conn *c
     return res;
 }
 
+/* A send side's connect watches its receiver as a receive side's wait does (wait_for_sender). */
+struct receiver_watch {
+    struct tt_transport_ctx *ctx;
+    int peer;
+    uint64_t checked_ns;
+};
+
+static ncclResult_t watch_receiver(void *arg)
+{
+    struct receiver_watch *w = arg;
+    return tt_transport_connect_check(w->ctx, w->peer, &w->checked_ns);
+}
+
 static ncclResult_t connect_send(struct tt_transport_ctx *ctx, struct tt_conn *conn,
                                  struct tcp_conn *tc, const struct tt_conn_info *remote,
                                  uint64_t deadline_ns)
@@ -514,11 +527,18 @@ static ncclResult_t connect_send(struct tt_transport_ctx *ctx, struct tt_conn *c
                           .to = (uint32_t)conn->peer,
                           .tag = (uint32_t)conn->tag};
     TT_TRY(decode_info(remote->bytes, conn->peer, &h.nonce, &addr, &tc->nsocks));
+    /* The receiver's listener was listening when it published its address, so a refusal means
+     * it is gone: no retrying until the deadline. */
+    char who[32];
+    snprintf(who, sizeof who, "peer rank %d", conn->peer);
+    struct receiver_watch watch = {.ctx = ctx, .peer = conn->peer};
+    struct tt_sock_connect_how how = {.bufsize = (int)tt_param_socket_bufsize(),
+                                      .published = true, .check = watch_receiver,
+                                      .check_arg = &watch, .who = who};
     /* Shared: one more socket, the control socket (index nsocks). */
     for (int k = 0; k < tc->nsocks + (tc->shared ? 1 : 0); k++) {
         int *fd = k < tc->nsocks ? &tc->socks[k].fd : &tc->ctl_fd;
-        TT_TRY(tt_sock_connect_sized(&addr, deadline_ns, ctx->abort,
-                                     (int)tt_param_socket_bufsize(), fd));
+        TT_TRY(tt_sock_connect_how(&addr, deadline_ns, ctx->abort, &how, fd));
         if (k < tc->nsocks) {
             tune_socket(*fd);
             tc->socks[k].next = (uint64_t)k;

@@ -402,13 +402,15 @@ static bool self_connected(int fd)
 }
 
 /* One connection attempt: 0 and *fd_out on success, else the errno that ended it (ETIMEDOUT
- * when the deadline passed, ECANCELED on abort while the handshake was in flight). */
+ * when the deadline passed, ECANCELED on abort while the handshake was in flight, EIO with
+ * *stop set when how->check ended it). */
 static int connect_once(const struct sockaddr_storage *addr, uint64_t deadline_ns,
-                        const _Atomic int *abort, int bufsize, int *fd_out)
+                        const _Atomic int *abort, const struct tt_sock_connect_how *how,
+                        ncclResult_t *stop, int *fd_out)
 {
     int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return errno;
-    tt_sock_set_buffers(fd, bufsize);
+    tt_sock_set_buffers(fd, how->bufsize);
     int err = 0;
     if (connect(fd, (const struct sockaddr *)addr, tt_sock_addr_len(addr)) != 0) {
         err = errno;
@@ -417,6 +419,10 @@ static int connect_once(const struct sockaddr_storage *addr, uint64_t deadline_n
             while (!tt_deadline_passed(deadline_ns)) {
                 if (aborted(abort)) {
                     err = ECANCELED;
+                    break;
+                }
+                if (how->check != NULL && (*stop = how->check(how->check_arg)) != ncclSuccess) {
+                    err = EIO;
                     break;
                 }
                 if (poll_slice(fd, POLLOUT, deadline_ns) == 0) continue;
@@ -446,34 +452,47 @@ void tt_sock_set_buffers(int fd, int bytes)
 ncclResult_t tt_sock_connect(const struct sockaddr_storage *addr, uint64_t deadline_ns,
                              const _Atomic int *abort, int *fd_out)
 {
-    return tt_sock_connect_sized(addr, deadline_ns, abort, 0, fd_out);
+    return tt_sock_connect_how(addr, deadline_ns, abort, NULL, fd_out);
 }
 
-ncclResult_t tt_sock_connect_sized(const struct sockaddr_storage *addr, uint64_t deadline_ns,
-                                   const _Atomic int *abort, int bufsize, int *fd_out)
+ncclResult_t tt_sock_connect_how(const struct sockaddr_storage *addr, uint64_t deadline_ns,
+                                 const _Atomic int *abort, const struct tt_sock_connect_how *how,
+                                 int *fd_out)
 {
+    static const struct tt_sock_connect_how plain = {0};
+    if (how == NULL) how = &plain;
     char text[TT_SOCK_ADDR_STR_BYTES];
+    const char *who = how->who != NULL ? how->who : "";
+    const char *at = how->who != NULL ? " at " : "";
     uint64_t start_ns = tt_time_ns();
     unsigned pause_ms = CONNECT_RETRY_FIRST_MS;
     int tries = 0;
     *fd_out = -1;
     for (;;) {
         if (aborted(abort))
-            return TT_ERROR(ncclSystemError, "connecting to %s: aborted",
+            return TT_ERROR(ncclSystemError, "connecting to %s%s%s: aborted", who, at,
                             tt_sock_addr_str(addr, text, sizeof text));
-        int err = connect_once(addr, deadline_ns, abort, bufsize, fd_out);
+        ncclResult_t stop = ncclSuccess;
+        int err = connect_once(addr, deadline_ns, abort, how, &stop, fd_out);
         tries++;
         if (err == 0) return ncclSuccess;
+        if (stop != ncclSuccess) return stop;
         if (err == ECANCELED) continue;
+        if (err == ECONNREFUSED && how->published)
+            return TT_ERROR(ncclRemoteError, "connecting to %s%s%s: refused; nothing listens "
+                            "there any more (the peer closed its side or its process ended)",
+                            who, at, tt_sock_addr_str(addr, text, sizeof text));
         if (!retry_connect_error(err))
-            return TT_ERROR(ncclSystemError, "cannot connect to %s: %s",
+            return TT_ERROR(ncclSystemError, "cannot connect to %s%s%s: %s", who, at,
                             tt_sock_addr_str(addr, text, sizeof text), strerror(err));
         if (tt_deadline_passed(deadline_ns))
             return TT_ERROR(ncclSystemError,
-                            "cannot connect to %s: still '%s' after %llu ms and %d attempts; is "
-                            "the peer running? (deadline: TUTTI_TIMEOUT_MS)",
+                            "cannot connect to %s%s%s: still '%s' after %llu ms and %d attempts; "
+                            "is the peer running? (deadline: TUTTI_TIMEOUT_MS)", who, at,
                             tt_sock_addr_str(addr, text, sizeof text), strerror(err),
                             (unsigned long long)((tt_time_ns() - start_ns) / 1000000ull), tries);
+        if (how->check != NULL && (stop = how->check(how->check_arg)) != ncclSuccess)
+            return stop;
         /* The peer is not listening yet: wait a little (never past the deadline) and retry. */
         struct timespec ts = {0, 0};
         int ms = tt_deadline_left_ms(deadline_ns, (int)pause_ms);

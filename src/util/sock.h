@@ -63,11 +63,25 @@ ncclResult_t tt_sock_listen(const struct sockaddr_storage *addr, int *fd_out,
  * ncclSystemError naming the address and TUTTI_TIMEOUT_MS when the deadline passes. */
 ncclResult_t tt_sock_connect(const struct sockaddr_storage *addr, uint64_t deadline_ns,
                              const _Atomic int *abort, int *fd_out);
-/* The same with the socket's send and receive buffers set to `bufsize` bytes before it
- * connects (0: the kernel's autotuning): TCP fixes its window scale in the handshake, so a
- * buffer set afterwards cannot open the window past what the default allowed then. */
-ncclResult_t tt_sock_connect_sized(const struct sockaddr_storage *addr, uint64_t deadline_ns,
-                                   const _Atomic int *abort, int bufsize, int *fd_out);
+/* What a connect may know beyond its address, deadline and abort flag (zeroed: nothing). */
+struct tt_sock_connect_how {
+    /* The socket's send and receive buffers, set before it connects (0: the kernel's
+     * autotuning): TCP fixes its window scale in the handshake, so a buffer set afterwards
+     * cannot open the window past what the default allowed then. */
+    int bufsize;
+    /* The address was listening when the peer published it: a refusal then means that nothing
+     * listens there any more (the peer closed it or its process ended), and the connect fails
+     * with ncclRemoteError at once instead of retrying until the deadline. */
+    bool published;
+    /* Asked between attempts and while one is in flight: an error ends the connect with it. */
+    ncclResult_t (*check)(void *arg);
+    void *check_arg;
+    const char *who; /* names the peer in errors ("peer rank 3"); NULL: the address only */
+};
+/* tt_sock_connect with `how` (NULL: as tt_sock_connect). */
+ncclResult_t tt_sock_connect_how(const struct sockaddr_storage *addr, uint64_t deadline_ns,
+                                 const _Atomic int *abort, const struct tt_sock_connect_how *how,
+                                 int *fd_out);
 /* SO_SNDBUF and SO_RCVBUF of `fd` to `bytes` (nothing when bytes <= 0). */
 void tt_sock_set_buffers(int fd, int bytes);
 
