@@ -18,9 +18,12 @@ tutti_fault_program(fault_kill)
 add_test(NAME fault_kill_shm COMMAND fault_kill --trials 20 --seed 1)
 add_test(NAME fault_kill_tcp COMMAND fault_kill --trials 20 --seed 2)
 set_tests_properties(fault_kill_tcp PROPERTIES ENVIRONMENT "NCCL_SHM_DISABLE=1")
+# Each rank on a host of its own (NCCL_HOSTID): no process to watch, only the dead rank's
+# closed connections.
+add_test(NAME fault_kill_apart COMMAND fault_kill --trials 12 --seed 3 --apart)
 # Their bounds on how soon a survivor errs are wall-clock: they run with no other test.
-set_tests_properties(fault_kill_shm fault_kill_tcp PROPERTIES LABELS fault TIMEOUT 300
-                     PROCESSORS 2)
+set_tests_properties(fault_kill_shm fault_kill_tcp fault_kill_apart PROPERTIES LABELS fault
+                     TIMEOUT 300 PROCESSORS 2)
 add_test(NAME fault_kill_shm_soak COMMAND fault_kill --trials 200 --seed 11)
 add_test(NAME fault_kill_tcp_soak COMMAND fault_kill --trials 200 --seed 12)
 set_tests_properties(fault_kill_tcp_soak PROPERTIES ENVIRONMENT "NCCL_SHM_DISABLE=1")

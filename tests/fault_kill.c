@@ -10,7 +10,9 @@
  * ncclGetLastError names the dead rank. Nothing may hang: the parent kills stragglers after
  * 20 s and counts them as failures.
  *
- * `fault_kill [--trials N] [--seed S]`; NCCL_SHM_DISABLE=1 in the environment runs it over TCP.
+ * `fault_kill [--trials N] [--seed S] [--apart]`; NCCL_SHM_DISABLE=1 in the environment runs it
+ * over TCP; --apart gives each rank a host of its own (NCCL_HOSTID), so TCP connects every pair
+ * and no rank can watch another's process, as on several hosts.
  * Prints one line per trial and a summary with the slowest survivor; exit 1 on any failure. */
 #include <signal.h>
 #include <stdbool.h>
@@ -56,9 +58,16 @@ static uint64_t next_rand(uint64_t *s)
 
 /* Runs collectives until one fails; then reports and exits. `dead_rank` arrives on `in`
  * once the parent killed it. */
+static int apart; /* --apart: each rank names a host of its own (NCCL_HOSTID) */
+
 static void run_rank(int rank, int nranks, ncclUniqueId id, uint64_t seed, int in, int out)
 {
     ncclComm_t comm;
+    if (apart) {
+        char host[32];
+        snprintf(host, sizeof host, "fault-kill-host-%d", rank);
+        setenv("NCCL_HOSTID", host, 1);
+    }
     if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) _exit(3);
     float *send = malloc(MAX_BYTES), *recv = malloc(MAX_BYTES * MAX_RANKS);
     for (size_t i = 0; i < MAX_BYTES / sizeof(float); i++) send[i] = (float)(i % 7);
@@ -186,6 +195,8 @@ int main(int argc, char **argv)
 {
     int trials = 20;
     uint64_t seed = 1;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--apart") == 0) apart = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--trials") == 0) trials = atoi(argv[i + 1]);
         if (strcmp(argv[i], "--seed") == 0) seed = strtoull(argv[i + 1], NULL, 0);
