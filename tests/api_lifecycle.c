@@ -3,7 +3,9 @@
  *
  *   - ncclCommSplit: by parity with keys reversing the order, with ties broken by parent rank,
  *     with a rank passing NCCL_SPLIT_NOCOLOR, nested, with a config, and with one rank passing
- *     a bad colour (every rank must fail, and the parent must still work);
+ *     a bad colour (every rank must fail, and the parent must still work), and with one rank
+ *     whose nonblocking parent still has an operation in progress (it refuses, and every other
+ *     rank fails at once too);
  *   - ncclCommInitRankScalable over ids broadcast by rank 0;
  *   - ncclCommInitAll: 4 ranks inside rank 0's process, driven by one thread each, then split
  *     all four by one thread inside a group (the splits meet at its end);
@@ -547,6 +549,41 @@ static ncclResult_t settle(ncclComm_t c)
     return state;
 }
 
+/* A split that one rank may not make: its (nonblocking) parent still has an AllReduce in
+ * progress, which no other rank issues. That rank refuses (ncclInvalidUsage, "in progress"),
+ * and every other rank must fail as fast, naming it, instead of waiting for it in the split's
+ * exchange until TUTTI_TIMEOUT_MS (30 s here). */
+static void test_split_refused(ncclComm_t world)
+{
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclComm_t parent = NULL, sub = (ncclComm_t)(uintptr_t)0x1;
+    ncclResult_t res = ncclCommSplit(world, 0, world_rank, &parent, &cfg);
+    if (res != ncclSuccess && res != ncclInProgress) {
+        FAIL("nonblocking split for the refused split: %d", (int)res);
+        return;
+    }
+    CHECK_RES(settle(parent), ncclSuccess);
+    int32_t x = 1;
+    if (world_rank == 1) {
+        res = ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, parent, NULL);
+        CHECK(res == ncclSuccess || res == ncclInProgress, "lone AllReduce: %d", (int)res);
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_ERR(ncclCommSplit(parent, 0, 0, &sub, NULL), ncclInvalidUsage,
+              world_rank == 1 ? "in progress" : "parent rank 1 refused");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    CHECK(took < 10.0, "the refused split took %.1f s (TUTTI_TIMEOUT_MS is 30 s)", took);
+    if (sub != NULL) FAIL("refused split: *newcomm = %p, want NULL", (void *)sub);
+    CHECK_RES(ncclCommAbort(parent), ncclSuccess);
+    /* The world is untouched. */
+    int32_t one = 1;
+    CHECK_RES(ncclAllReduce(&one, &one, 1, ncclInt32, ncclSum, world, NULL), ncclSuccess);
+    CHECK_EQ_MSG(one, NRANKS, "AllReduce on the world after the refused split");
+}
+
 /* NCCL_SHRINK_ABORT on a nonblocking parent whose AllReduce is still queued, waiting for rank
  * 3, which never issues it: the survivors' shrink aborts that operation and makes the
  * communicator of ranks 0-2 (before, it was refused: "operations in progress"). */
@@ -597,6 +634,7 @@ int main(void)
     if (world_rank == 0) test_init_all();
     test_premulsum(world);
     test_grow(world);
+    test_split_refused(world);
     test_shrink_abort_in_flight(world);
     test_shrink(world);
     printf("api_lifecycle rank %d: %s (%d failed checks)\n", world_rank,

@@ -37,6 +37,7 @@ struct split_entry {
     int32_t color;
     int32_t key;
     int32_t rank;
+    int32_t refused; /* this rank's parent cannot be split: its error code (0: it can) */
 };
 
 /* tt_comm_init_rank's result, passed on as is: ncclInProgress is not an error (a nonblocking
@@ -201,10 +202,17 @@ static int compare_members(const void *a, const void *b)
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
-/* Every rank sees every colour, so a bad one fails the split on all ranks alike instead of
- * leaving the others waiting for the rank that gave up. */
+/* Every rank sees every colour and every refusal, so a bad one fails the split on all ranks
+ * alike instead of leaving the others waiting for the rank that gave up. */
 static ncclResult_t check_colors(const struct ncclComm *comm, const struct split_entry *all)
 {
+    for (int r = 0; r < comm->st.nranks; r++) {
+        if (all[r].refused != 0 && r != comm->st.rank)
+            return TT_ERROR((ncclResult_t)all[r].refused,
+                            "ncclCommSplit: parent rank %d refused the split (its communicator "
+                            "has failed or still has operations in progress: its own error "
+                            "says which), so the split fails on every rank", r);
+    }
     for (int r = 0; r < comm->st.nranks; r++) {
         int color = all[r].color;
         if (color >= 0 || color == NCCL_SPLIT_NOCOLOR) continue;
@@ -228,10 +236,19 @@ static ncclResult_t split_now(ncclComm_t comm, int color, int key, ncclComm_t *n
     struct split_entry *all = NULL;
     int *members = NULL;
     *newcomm = NULL;
-    TT_TRY(check_parent(comm, "ncclCommSplit", false, false));
+    /* A parent that cannot speak fails here alone; one that can but may not be split (failed,
+     * or busy) still takes part in the allgather, to fail every rank with it at once. */
+    TT_TRY(tt_state_check_usable_as(&comm->st, "ncclCommSplit", false));
+    ncclResult_t refusal = check_parent(comm, "ncclCommSplit", false, false);
     TT_TRY(TT_CALLOC(&all, (size_t)comm->st.nranks));
-    all[comm->st.rank] = (struct split_entry){.color = color, .key = key, .rank = comm->st.rank};
-    TT_TRY_GOTO(allgather_entries(comm, all), res, out);
+    all[comm->st.rank] = (struct split_entry){.color = color, .key = key, .rank = comm->st.rank,
+                                              .refused = (int32_t)refusal};
+    res = allgather_entries(comm, all);
+    if (refusal != ncclSuccess) {
+        res = refusal; /* check_parent's error stays this thread's last */
+        goto out;
+    }
+    TT_TRY_GOTO(res, res, out);
     TT_TRY_GOTO(check_colors(comm, all), res, out);
     if (color == NCCL_SPLIT_NOCOLOR) {
         TT_INFO(TT_SUB_INIT, "split: rank %d joins no new communicator (NCCL_SPLIT_NOCOLOR)",
@@ -326,7 +343,8 @@ ncclResult_t tt_comm_split(ncclComm_t comm, int color, int key, ncclComm_t *newc
 {
     *newcomm = NULL;
     if (tt_group_depth() == 0) return split_now(comm, color, key, newcomm, config);
-    TT_TRY(check_parent(comm, "ncclCommSplit", false, false));
+    /* The rest of check_parent runs in split_now, which tells the other ranks of a refusal. */
+    TT_TRY(tt_state_check_usable_as(&comm->st, "ncclCommSplit", false));
     struct split_job *j = NULL;
     TT_TRY(TT_CALLOC(&j, 1));
     *j = (struct split_job){.parent = comm, .parent_rank = comm->st.rank, .color = color,
