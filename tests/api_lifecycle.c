@@ -3,9 +3,9 @@
  *
  *   - ncclCommSplit: by parity with keys reversing the order, with ties broken by parent rank,
  *     with a rank passing NCCL_SPLIT_NOCOLOR, nested, with a config, and with one rank passing
- *     a bad colour (every rank must fail, and the parent must still work), and with one rank
- *     whose nonblocking parent still has an operation in progress (it refuses, and every other
- *     rank fails at once too);
+ *     a bad colour (every rank must fail, and the parent must still work);
+ *   - ncclCommSplit, ncclCommShrink and ncclCommGrow with one rank whose nonblocking parent
+ *     still has an operation in progress: it refuses, and every other rank fails at once too;
  *   - ncclCommInitRankScalable over ids broadcast by rank 0;
  *   - ncclCommInitAll: 4 ranks inside rank 0's process, driven by one thread each, then split
  *     all four by one thread inside a group (the splits meet at its end);
@@ -549,39 +549,69 @@ static ncclResult_t settle(ncclComm_t c)
     return state;
 }
 
-/* A split that one rank may not make: its (nonblocking) parent still has an AllReduce in
+/* Calls that one rank may not make: its (nonblocking) parent still has an AllReduce in
  * progress, which no other rank issues. That rank refuses (ncclInvalidUsage, "in progress"),
- * and every other rank must fail as fast, naming it, instead of waiting for it in the split's
- * exchange until TUTTI_TIMEOUT_MS (30 s here). */
-static void test_split_refused(ncclComm_t world)
+ * and every other rank must fail as fast, naming it, instead of waiting for it in the call's
+ * exchange until TUTTI_TIMEOUT_MS (30 s here). In turn: a split refused by rank 1; a shrink
+ * (rank 3 excluded) refused by a survivor, rank 1, and by its new rank 0, rank 0; a grow
+ * refused by rank 1 (rank 3 coordinates; nobody joins, as every existing rank fails first). */
+enum refused_call { REFUSED_SPLIT, REFUSED_SHRINK, REFUSED_GROW };
+
+static void refuse_one(ncclComm_t world, enum refused_call call, int refuser)
 {
+    static const char *const names[] = {"split", "shrink", "grow"};
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
     ncclComm_t parent = NULL, sub = (ncclComm_t)(uintptr_t)0x1;
     ncclResult_t res = ncclCommSplit(world, 0, world_rank, &parent, &cfg);
     if (res != ncclSuccess && res != ncclInProgress) {
-        FAIL("nonblocking split for the refused split: %d", (int)res);
+        FAIL("nonblocking split for the refused %s: %d", names[call], (int)res);
         return;
     }
     CHECK_RES(settle(parent), ncclSuccess);
+    ncclUniqueId id;
+    if (call == REFUSED_GROW && world_rank == 3)
+        CHECK_RES(ncclCommGetUniqueId(parent, &id), ncclSuccess);
     int32_t x = 1;
-    if (world_rank == 1) {
+    if (world_rank == refuser) {
         res = ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, parent, NULL);
         CHECK(res == ncclSuccess || res == ncclInProgress, "lone AllReduce: %d", (int)res);
     }
+    char want[64];
+    snprintf(want, sizeof want, "parent rank %d refused the %s", refuser, names[call]);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    CHECK_ERR(ncclCommSplit(parent, 0, 0, &sub, NULL), ncclInvalidUsage,
-              world_rank == 1 ? "in progress" : "parent rank 1 refused");
+    const char *expect = world_rank == refuser ? "in progress" : want;
+    int dead[1] = {3};
+    if (call == REFUSED_SPLIT)
+        CHECK_ERR(ncclCommSplit(parent, 0, 0, &sub, NULL), ncclInvalidUsage, expect);
+    else if (call == REFUSED_SHRINK && world_rank != 3)
+        CHECK_ERR(ncclCommShrink(parent, dead, 1, &sub, NULL, NCCL_SHRINK_DEFAULT),
+                  ncclInvalidUsage, expect);
+    else if (call == REFUSED_GROW)
+        CHECK_ERR(ncclCommGrow(parent, NRANKS + 1, world_rank == 3 ? &id : NULL, -1, &sub,
+                               NULL),
+                  ncclInvalidUsage, expect);
+    else
+        sub = NULL; /* excluded from the shrink */
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    CHECK(took < 10.0, "the refused split took %.1f s (TUTTI_TIMEOUT_MS is 30 s)", took);
-    if (sub != NULL) FAIL("refused split: *newcomm = %p, want NULL", (void *)sub);
+    CHECK(took < 10.0, "the refused %s took %.1f s (TUTTI_TIMEOUT_MS is 30 s)", names[call],
+          took);
+    if (sub != NULL) FAIL("refused %s: *newcomm = %p, want NULL", names[call], (void *)sub);
     CHECK_RES(ncclCommAbort(parent), ncclSuccess);
     /* The world is untouched. */
     int32_t one = 1;
     CHECK_RES(ncclAllReduce(&one, &one, 1, ncclInt32, ncclSum, world, NULL), ncclSuccess);
-    CHECK_EQ_MSG(one, NRANKS, "AllReduce on the world after the refused split");
+    CHECK_EQ_MSG(one, NRANKS, "AllReduce on the world after the refused call");
+}
+
+static void test_refused(ncclComm_t world)
+{
+    refuse_one(world, REFUSED_SPLIT, 1);
+    refuse_one(world, REFUSED_SHRINK, 1);
+    refuse_one(world, REFUSED_SHRINK, 0);
+    refuse_one(world, REFUSED_GROW, 1);
 }
 
 /* NCCL_SHRINK_ABORT on a nonblocking parent whose AllReduce is still queued, waiting for rank
@@ -634,7 +664,7 @@ int main(void)
     if (world_rank == 0) test_init_all();
     test_premulsum(world);
     test_grow(world);
-    test_split_refused(world);
+    test_refused(world);
     test_shrink_abort_in_flight(world);
     test_shrink(world);
     printf("api_lifecycle rank %d: %s (%d failed checks)\n", world_rank,

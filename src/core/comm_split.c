@@ -88,12 +88,30 @@ out:
     return res;
 }
 
+/* Another rank's refusal (check_parent_or_refuse), passed on with its code. */
+static ncclResult_t refused_by(const char *caller, const char *what, int rank, int32_t code)
+{
+    return TT_ERROR((ncclResult_t)code,
+                    "%s: parent rank %d refused the %s (its communicator has failed or still "
+                    "has operations in progress: its own error says which), so the %s fails "
+                    "on every rank", caller, rank, what, what);
+}
+
 /* What new rank 0 of a shrink sends each survivor it counts: the id, and its survivor list as
  * a digest, so that a survivor which counted others (the exclude lists differ) says so. */
 struct shrink_offer {
     ncclUniqueId id;
     uint64_t digest;
     int32_t n;
+    int32_t refused; /* new rank 0's parent cannot shrink: its error code (0: it can) */
+};
+
+/* A survivor's answer to the offer, and new rank 0's verdict on all the answers. */
+#define SHRINK_SAME 1
+#define SHRINK_DIFFERS 0 /* a refusal answers its error code, negated */
+struct shrink_verdict {
+    int32_t rank;    /* the parent rank of the first survivor that differed or refused, or -1 */
+    int32_t refused; /* its error code when it refused, 0 when its list differed */
 };
 
 static uint64_t members_digest(const int *members, int n)
@@ -112,14 +130,18 @@ static uint64_t members_digest(const int *members, int n)
  * (the parent rank of the first that differed, or -1). Exclude lists that differ then fail
  * every rank new rank 0 counts at once, with ncclInvalidUsage, instead of leaving them to wait
  * for the init's deadline; every message sent is received, so the parent's later splits and
- * shrinks still pair theirs. */
+ * shrinks still pair theirs. A survivor that refuses (`refusal`: its parent failed or is busy)
+ * goes through the same exchange, its refusal in its offer or answer, and every rank fails
+ * with its code. */
 static ncclResult_t share_shrink_id(struct ncclComm *comm, const int *members, int n,
-                                    int newrank, ncclUniqueId *id)
+                                    int newrank, ncclResult_t refusal, ncclUniqueId *id)
 {
     ncclResult_t res = ncclSuccess;
-    struct shrink_offer offer = {.digest = members_digest(members, n), .n = n};
-    int32_t verdict = -1;
-    if (newrank == 0) TT_TRY(tt_bootstrap_get_unique_id(&offer.id));
+    struct shrink_offer offer = {.digest = members_digest(members, n), .n = n,
+                                 .refused = newrank == 0 ? (int32_t)refusal : 0};
+    struct shrink_verdict verdict = {.rank = -1};
+    bool made_id = newrank == 0 && refusal == ncclSuccess;
+    if (made_id) TT_TRY(tt_bootstrap_get_unique_id(&offer.id));
     pthread_mutex_lock(&comm->bootstrap_lock);
     struct tt_bootstrap *bs = comm->bootstrap;
     if (newrank == 0) {
@@ -128,10 +150,12 @@ static ncclResult_t share_shrink_id(struct ncclComm *comm, const int *members, i
                                                  sizeof offer),
                         res, out);
         for (int i = 1; i < n; i++) {
-            int32_t same = 0;
-            TT_TRY_GOTO(tt_bootstrap_recv(bs, members[i], SHRINK_ID_TAG, &same, sizeof same),
+            int32_t answer = SHRINK_DIFFERS;
+            TT_TRY_GOTO(tt_bootstrap_recv(bs, members[i], SHRINK_ID_TAG, &answer, sizeof answer),
                         res, out);
-            if (!same && verdict < 0) verdict = members[i];
+            if (answer != SHRINK_SAME && verdict.rank < 0)
+                verdict = (struct shrink_verdict){.rank = members[i],
+                                                  .refused = answer < 0 ? -answer : 0};
         }
         for (int i = 1; i < n; i++)
             TT_TRY_GOTO(tt_bootstrap_send(bs, members[i], SHRINK_ID_TAG, &verdict,
@@ -141,23 +165,31 @@ static ncclResult_t share_shrink_id(struct ncclComm *comm, const int *members, i
         struct shrink_offer got;
         TT_TRY_GOTO(tt_bootstrap_recv_sealed(bs, members[0], SHRINK_ID_TAG, &got, sizeof got),
                     res, out);
-        int32_t same = got.n == offer.n && got.digest == offer.digest;
-        TT_TRY_GOTO(tt_bootstrap_send(bs, members[0], SHRINK_ID_TAG, &same, sizeof same), res,
-                    out);
+        int32_t answer = refusal != ncclSuccess ? -(int32_t)refusal
+                         : got.n == offer.n && got.digest == offer.digest ? SHRINK_SAME
+                                                                          : SHRINK_DIFFERS;
+        TT_TRY_GOTO(tt_bootstrap_send(bs, members[0], SHRINK_ID_TAG, &answer, sizeof answer),
+                    res, out);
         TT_TRY_GOTO(tt_bootstrap_recv(bs, members[0], SHRINK_ID_TAG, &verdict, sizeof verdict),
                     res, out);
         offer.id = got.id;
+        if (got.refused != 0)
+            verdict = (struct shrink_verdict){.rank = members[0], .refused = got.refused};
     }
-    if (verdict >= 0)
+    if (refusal != ncclSuccess)
+        res = refusal; /* check_parent's error stays this thread's last */
+    else if (verdict.rank >= 0 && verdict.refused != 0)
+        res = refused_by("ncclCommShrink", "shrink", verdict.rank, verdict.refused);
+    else if (verdict.rank >= 0)
         res = TT_ERROR(ncclInvalidUsage,
                        "ncclCommShrink: the surviving ranks passed different exclude lists "
                        "(parent rank %d's leaves other survivors than parent rank %d's, which "
                        "would be new rank 0); every surviving rank must pass the same list",
-                       verdict, members[0]);
+                       verdict.rank, members[0]);
     *id = offer.id;
 out:
     pthread_mutex_unlock(&comm->bootstrap_lock);
-    if (res != ncclSuccess && newrank == 0) tt_bootstrap_root_cancel(&offer.id);
+    if (res != ncclSuccess && made_id) tt_bootstrap_root_cancel(&offer.id);
     return res;
 }
 
@@ -194,6 +226,20 @@ static ncclResult_t check_parent(struct ncclComm *comm, const char *caller, bool
     return ncclSuccess;
 }
 
+/* check_parent for a call whose exchange reaches the other ranks: a parent that cannot speak
+ * (not initialised, destroyed) fails here, alone; one that may not be used now (failed, busy)
+ * gives its refusal in *refusal, and the exchange carries it so that every rank fails with it
+ * at once instead of waiting for this one until its deadline. */
+static ncclResult_t check_parent_or_refuse(struct ncclComm *comm, const char *caller,
+                                           bool accept_failed, bool shrinking,
+                                           ncclResult_t *refusal)
+{
+    bool revoked = shrinking && atomic_load(&comm->st.revoked);
+    TT_TRY(tt_state_check_usable_as(&comm->st, caller, revoked));
+    *refusal = check_parent(comm, caller, accept_failed, shrinking);
+    return ncclSuccess;
+}
+
 /* Members of a colour are ordered by key, ties by parent rank. */
 static int compare_members(const void *a, const void *b)
 {
@@ -206,13 +252,9 @@ static int compare_members(const void *a, const void *b)
  * alike instead of leaving the others waiting for the rank that gave up. */
 static ncclResult_t check_colors(const struct ncclComm *comm, const struct split_entry *all)
 {
-    for (int r = 0; r < comm->st.nranks; r++) {
+    for (int r = 0; r < comm->st.nranks; r++)
         if (all[r].refused != 0 && r != comm->st.rank)
-            return TT_ERROR((ncclResult_t)all[r].refused,
-                            "ncclCommSplit: parent rank %d refused the split (its communicator "
-                            "has failed or still has operations in progress: its own error "
-                            "says which), so the split fails on every rank", r);
-    }
+            return refused_by("ncclCommSplit", "split", r, all[r].refused);
     for (int r = 0; r < comm->st.nranks; r++) {
         int color = all[r].color;
         if (color >= 0 || color == NCCL_SPLIT_NOCOLOR) continue;
@@ -236,10 +278,8 @@ static ncclResult_t split_now(ncclComm_t comm, int color, int key, ncclComm_t *n
     struct split_entry *all = NULL;
     int *members = NULL;
     *newcomm = NULL;
-    /* A parent that cannot speak fails here alone; one that can but may not be split (failed,
-     * or busy) still takes part in the allgather, to fail every rank with it at once. */
-    TT_TRY(tt_state_check_usable_as(&comm->st, "ncclCommSplit", false));
-    ncclResult_t refusal = check_parent(comm, "ncclCommSplit", false, false);
+    ncclResult_t refusal;
+    TT_TRY(check_parent_or_refuse(comm, "ncclCommSplit", false, false, &refusal));
     TT_TRY(TT_CALLOC(&all, (size_t)comm->st.nranks));
     all[comm->st.rank] = (struct split_entry){.color = color, .key = key, .rank = comm->st.rank,
                                               .refused = (int32_t)refusal};
@@ -391,7 +431,9 @@ ncclResult_t tt_comm_shrink(ncclComm_t comm, const int *exclude_ranks, int exclu
         TT_TRY(tt_state_check_usable_as(&comm->st, "ncclCommShrink", true));
         tt_comm_revoke(comm);
     }
-    TT_TRY(check_parent(comm, "ncclCommShrink", (flags & NCCL_SHRINK_ABORT) != 0, true));
+    ncclResult_t refusal;
+    TT_TRY(check_parent_or_refuse(comm, "ncclCommShrink", (flags & NCCL_SHRINK_ABORT) != 0, true,
+                                  &refusal));
     /* Only the survivors call shrink, so they cannot exchange anything with all ranks: each
      * computes the survivor list from the exclude list, which they must all pass alike
      * (share_shrink_id checks it). */
@@ -409,7 +451,7 @@ ncclResult_t tt_comm_shrink(ncclComm_t comm, const int *exclude_ranks, int exclu
             (flags & NCCL_SHRINK_ABORT) ? " (abort)" : "", comm->st.rank, newrank, n,
             exclude_count);
     ncclUniqueId id;
-    TT_TRY_GOTO(share_shrink_id(comm, members, n, newrank, &id), res, out);
+    TT_TRY_GOTO(share_shrink_id(comm, members, n, newrank, refusal, &id), res, out);
     ncclConfig_t inherited;
     res = init_child(newcomm, n, &id, newrank, child_config(comm, config, &inherited));
 out:
@@ -433,6 +475,7 @@ ncclResult_t tt_comm_get_unique_id(ncclComm_t comm, ncclUniqueId *id)
 struct grow_entry {
     int32_t has_id; /* 1 on the coordinator (the rank that passed the id) */
     int32_t nranks;
+    int32_t refused; /* this rank's parent cannot grow: its error code (0: it can) */
 };
 
 /* Every existing rank sees every entry, so a grow with no coordinator, several, or ranks that
@@ -441,6 +484,9 @@ static ncclResult_t check_grow_entries(const struct ncclComm *comm,
                                        const struct grow_entry *all, int *coordinator)
 {
     int me = comm->st.rank, n = comm->st.nranks, found = -1, count = 0;
+    for (int r = 0; r < n; r++)
+        if (all[r].refused != 0 && r != me)
+            return refused_by("ncclCommGrow", "grow", r, all[r].refused);
     for (int r = 0; r < n; r++) {
         if (all[r].nranks != all[me].nranks)
             return TT_ERROR(ncclInvalidUsage,
@@ -472,12 +518,15 @@ ncclResult_t tt_comm_grow(ncclComm_t comm, int nranks, const ncclUniqueId *id, i
         return init_child(newcomm, nranks, id, rank, config);
     }
     struct grow_entry *all = NULL;
-    TT_TRY(check_parent(comm, "ncclCommGrow", false, false));
+    ncclResult_t refusal;
+    TT_TRY(check_parent_or_refuse(comm, "ncclCommGrow", false, false, &refusal));
     TT_TRY(TT_CALLOC(&all, (size_t)comm->st.nranks));
-    all[comm->st.rank] = (struct grow_entry){.has_id = id != NULL, .nranks = nranks};
+    all[comm->st.rank] = (struct grow_entry){.has_id = id != NULL, .nranks = nranks,
+                                             .refused = (int32_t)refusal};
     pthread_mutex_lock(&comm->bootstrap_lock);
     res = tt_bootstrap_allgather(comm->bootstrap, all, sizeof *all);
     pthread_mutex_unlock(&comm->bootstrap_lock);
+    if (refusal != ncclSuccess) res = refusal; /* check_parent's error stays the last */
     if (res != ncclSuccess) goto out;
     int coordinator = -1;
     TT_TRY_GOTO(check_grow_entries(comm, all, &coordinator), res, out);
