@@ -65,8 +65,11 @@ struct tt_bootstrap {
     int *p2p_out_fd; /* nranks: connections this rank opened (owns the array of both) */
     int *p2p_in_fd;  /* nranks: connections peers opened to this rank */
     struct stashed *stash;
-    pthread_mutex_t probe_lock; /* guards probe_next_ns */
-    uint64_t probe_next_ns;     /* tt_bootstrap_peer_gone probes no sooner */
+    /* tt_bootstrap_peer_gone's state, under probe_lock. */
+    pthread_mutex_t probe_lock;
+    uint64_t probe_next_ns;    /* no probe sooner */
+    int refused_peer;          /* the peer whose probes have been refused since... */
+    uint64_t refused_since_ns; /* ...then, with no answer in between */
 };
 
 /* Opens a connection to rank `to` at `addr`: passes the peer's gate (its listener thread
@@ -219,6 +222,7 @@ ncclResult_t tt_bootstrap_create(const ncclUniqueId *id_bytes, int rank, int nra
     bs->timeout_ms = tt_param_timeout_ms();
     bs->listen_fd = bs->ring_next_fd = bs->ring_prev_fd = -1;
     pthread_mutex_init(&bs->probe_lock, NULL);
+    bs->refused_peer = -1;
     TT_TRY_GOTO(TT_CALLOC(&bs->peer_addrs, (size_t)nranks), res, fail);
     /* One array holds both directions, so it is never half initialised. */
     TT_TRY_GOTO(TT_CALLOC(&bs->p2p_out_fd, 2 * (size_t)nranks), res, fail);
@@ -304,9 +308,13 @@ const struct sockaddr_storage *tt_bootstrap_listen_addr(const struct tt_bootstra
 /* ---- is a peer still there? ---------------------------------------------------------------- */
 
 /* A probe at most this often, each waiting this long for the peer's host to answer (a host that
- * is down, or far, answers nothing in time: only a refusal is an answer). */
+ * is down, or far, answers nothing in time: only a refusal is an answer). A peer is gone once
+ * its probes have been refused for GONE_AFTER_NS: a peer that finished its part and destroyed
+ * its communicator may have sent, before that, what the waiting rank has not read yet (a
+ * hello held up by a lost packet), which gets this long to arrive. */
 #define PROBE_EVERY_NS 250000000ull
 #define PROBE_WAIT_MS 10
+#define GONE_AFTER_NS 1000000000ull
 
 bool tt_bootstrap_peer_gone(struct tt_bootstrap *bs, int peer)
 {
@@ -343,6 +351,17 @@ bool tt_bootstrap_peer_gone(struct tt_bootstrap *bs, int peer)
                tt_sock_addr_equal(&local, &far);
     }
     close(fd);
+    pthread_mutex_lock(&bs->probe_lock);
+    if (!gone) {
+        if (err != EINPROGRESS && bs->refused_peer == peer) bs->refused_peer = -1; /* answered */
+    } else if (bs->refused_peer != peer) {
+        bs->refused_peer = peer;
+        bs->refused_since_ns = now;
+        gone = false;
+    } else {
+        gone = now - bs->refused_since_ns >= GONE_AFTER_NS;
+    }
+    pthread_mutex_unlock(&bs->probe_lock);
     return gone;
 }
 
