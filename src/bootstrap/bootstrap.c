@@ -68,8 +68,8 @@ struct tt_bootstrap {
     /* tt_bootstrap_peer_gone's state, under probe_lock. */
     pthread_mutex_t probe_lock;
     uint64_t probe_next_ns;    /* no probe sooner */
-    int refused_peer;          /* the peer whose probes have been refused since... */
-    uint64_t refused_since_ns; /* ...then, with no answer in between */
+    uint64_t *refused_since_ns; /* nranks: since when each peer's probes have been refused,
+                                   with no answer in between (0: not refused) */
 };
 
 /* Opens a connection to rank `to` at `addr`: passes the peer's gate (its listener thread
@@ -222,8 +222,8 @@ ncclResult_t tt_bootstrap_create(const ncclUniqueId *id_bytes, int rank, int nra
     bs->timeout_ms = tt_param_timeout_ms();
     bs->listen_fd = bs->ring_next_fd = bs->ring_prev_fd = -1;
     pthread_mutex_init(&bs->probe_lock, NULL);
-    bs->refused_peer = -1;
     TT_TRY_GOTO(TT_CALLOC(&bs->peer_addrs, (size_t)nranks), res, fail);
+    TT_TRY_GOTO(TT_CALLOC(&bs->refused_since_ns, (size_t)nranks), res, fail);
     /* One array holds both directions, so it is never half initialised. */
     TT_TRY_GOTO(TT_CALLOC(&bs->p2p_out_fd, 2 * (size_t)nranks), res, fail);
     bs->p2p_in_fd = bs->p2p_out_fd + nranks;
@@ -290,6 +290,7 @@ void tt_bootstrap_destroy(struct tt_bootstrap *bs)
         free(s);
     }
     free(bs->peer_addrs);
+    free(bs->refused_since_ns);
     free(bs->p2p_out_fd);
     sodium_memzero(bs->secret, sizeof bs->secret); /* freed memory keeps no secret */
     free(bs);
@@ -352,14 +353,14 @@ bool tt_bootstrap_peer_gone(struct tt_bootstrap *bs, int peer)
     }
     close(fd);
     pthread_mutex_lock(&bs->probe_lock);
+    uint64_t *since = &bs->refused_since_ns[peer];
     if (!gone) {
-        if (err != EINPROGRESS && bs->refused_peer == peer) bs->refused_peer = -1; /* answered */
-    } else if (bs->refused_peer != peer) {
-        bs->refused_peer = peer;
-        bs->refused_since_ns = now;
+        if (err != EINPROGRESS) *since = 0; /* answered */
+    } else if (*since == 0) {
+        *since = now;
         gone = false;
     } else {
-        gone = now - bs->refused_since_ns >= GONE_AFTER_NS;
+        gone = now - *since >= GONE_AFTER_NS;
     }
     pthread_mutex_unlock(&bs->probe_lock);
     return gone;
