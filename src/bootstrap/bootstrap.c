@@ -341,16 +341,7 @@ bool tt_bootstrap_peer_gone(struct tt_bootstrap *bs, int peer)
             getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
             err = EINPROGRESS; /* no answer: nothing known */
     }
-    bool gone = err == ECONNREFUSED;
-    if (err == 0) {
-        /* Connected to itself: nothing listens on the port (a loopback ephemeral-port
-         * accident). */
-        struct sockaddr_storage local, far;
-        socklen_t l1 = sizeof local, l2 = sizeof far;
-        gone = getsockname(fd, (struct sockaddr *)&local, &l1) == 0 &&
-               getpeername(fd, (struct sockaddr *)&far, &l2) == 0 &&
-               tt_sock_addr_equal(&local, &far);
-    }
+    bool gone = err == ECONNREFUSED || (err == 0 && tt_sock_self_connected(fd));
     close(fd);
     pthread_mutex_lock(&bs->probe_lock);
     uint64_t *since = &bs->refused_since_ns[peer];

@@ -388,9 +388,7 @@ static bool retry_connect_error(int err)
            err == EAGAIN;
 }
 
-/* A socket that connected to itself (possible on loopback when the target port is an unused
- * ephemeral port) has equal local and peer addresses. */
-static bool self_connected(int fd)
+bool tt_sock_self_connected(int fd)
 {
     struct sockaddr_storage local, peer;
     socklen_t l1 = sizeof local, l2 = sizeof peer;
@@ -432,7 +430,7 @@ static int connect_once(const struct sockaddr_storage *addr, uint64_t deadline_n
             }
         }
     }
-    if (err == 0 && self_connected(fd)) err = ECONNREFUSED;
+    if (err == 0 && tt_sock_self_connected(fd)) err = ECONNREFUSED;
     if (err != 0) {
         close(fd);
         return err;

@@ -82,6 +82,9 @@ struct tt_sock_connect_how {
 ncclResult_t tt_sock_connect_how(const struct sockaddr_storage *addr, uint64_t deadline_ns,
                                  const _Atomic int *abort, const struct tt_sock_connect_how *how,
                                  int *fd_out);
+/* Whether connected socket `fd` connected to itself (possible on loopback when the target port
+ * is an unused ephemeral port: nothing listens there): its local and peer addresses are equal. */
+bool tt_sock_self_connected(int fd);
 /* SO_SNDBUF and SO_RCVBUF of `fd` to `bytes` (nothing when bytes <= 0). */
 void tt_sock_set_buffers(int fd, int bytes);
 
