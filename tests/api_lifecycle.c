@@ -552,14 +552,15 @@ static ncclResult_t settle(ncclComm_t c)
 /* Calls that one rank may not make: its (nonblocking) parent still has an AllReduce in
  * progress, which no other rank issues. That rank refuses (ncclInvalidUsage, "in progress"),
  * and every other rank must fail as fast, naming it, instead of waiting for it in the call's
- * exchange until TUTTI_TIMEOUT_MS (30 s here). In turn: a split refused by rank 1; a shrink
- * (rank 3 excluded) refused by a survivor, rank 1, and by its new rank 0, rank 0; a grow
+ * exchange until TUTTI_TIMEOUT_MS (30 s here). In turn: a split refused by rank 1; the same
+ * inside a group (the split runs on its own thread, its error at ncclGroupEnd), by rank 2; a
+ * shrink (rank 3 excluded) refused by a survivor, rank 1, and by its new rank 0, rank 0; a grow
  * refused by rank 1 (rank 3 coordinates; nobody joins, as every existing rank fails first). */
-enum refused_call { REFUSED_SPLIT, REFUSED_SHRINK, REFUSED_GROW };
+enum refused_call { REFUSED_SPLIT, REFUSED_GROUPED_SPLIT, REFUSED_SHRINK, REFUSED_GROW };
 
 static void refuse_one(ncclComm_t world, enum refused_call call, int refuser)
 {
-    static const char *const names[] = {"split", "shrink", "grow"};
+    static const char *const names[] = {"split", "split", "shrink", "grow"};
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
     ncclComm_t parent = NULL, sub = (ncclComm_t)(uintptr_t)0x1;
@@ -585,7 +586,11 @@ static void refuse_one(ncclComm_t world, enum refused_call call, int refuser)
     int dead[1] = {3};
     if (call == REFUSED_SPLIT)
         CHECK_ERR(ncclCommSplit(parent, 0, 0, &sub, NULL), ncclInvalidUsage, expect);
-    else if (call == REFUSED_SHRINK && world_rank != 3)
+    else if (call == REFUSED_GROUPED_SPLIT) { /* the split's thread refuses at the group's end */
+        CHECK_RES(ncclGroupStart(), ncclSuccess);
+        CHECK_RES(ncclCommSplit(parent, 0, 0, &sub, NULL), ncclSuccess);
+        CHECK_ERR(ncclGroupEnd(), ncclInvalidUsage, expect);
+    } else if (call == REFUSED_SHRINK && world_rank != 3)
         CHECK_ERR(ncclCommShrink(parent, dead, 1, &sub, NULL, NCCL_SHRINK_DEFAULT),
                   ncclInvalidUsage, expect);
     else if (call == REFUSED_GROW)
@@ -609,6 +614,7 @@ static void refuse_one(ncclComm_t world, enum refused_call call, int refuser)
 static void test_refused(ncclComm_t world)
 {
     refuse_one(world, REFUSED_SPLIT, 1);
+    refuse_one(world, REFUSED_GROUPED_SPLIT, 2);
     refuse_one(world, REFUSED_SHRINK, 1);
     refuse_one(world, REFUSED_SHRINK, 0);
     refuse_one(world, REFUSED_GROW, 1);
