@@ -88,7 +88,8 @@ ncclResult_t tt_bootstrap_recv_watched(struct tt_bootstrap *bs, int peer, int ta
  * Cheap to call in a wait loop: it probes at most every 250 ms (false in between) and waits at
  * most 10 ms for an answer, so false means "not known", not "alive"; it says true once the
  * peer's probes have been refused for a second (what the peer sent before it went gets that
- * long to arrive). Serves peers on other hosts, whose processes cannot be watched. */
+ * long to arrive). Serves peers on other hosts, whose processes cannot be watched, and peers
+ * anywhere that destroyed the communicator and live on. */
 bool tt_bootstrap_peer_gone(struct tt_bootstrap *bs, int peer);
 
 /* The address of the interface this rank uses (NCCL_SOCKET_IFNAME); transports listen on it. */

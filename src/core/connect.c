@@ -127,7 +127,8 @@ static ncclResult_t peer_check(struct ncclComm *comm, int peer, bool *peer_faile
     ncclResult_t code;
     int gone = tt_state_gone_peer(&comm->st, peer, &code, why, sizeof why);
     if (gone < 0 && tt_bootstrap_peer_gone(comm->bootstrap, peer)) {
-        /* A peer on another host: no process to watch, no mailbox, but its listener. */
+        /* A peer on another host (no process to watch), or one that destroyed the
+         * communicator and lives on: its listener tells. */
         gone = peer;
         code = ncclRemoteError;
         snprintf(why, sizeof why, "is gone (its bootstrap listener refuses connections: its "
