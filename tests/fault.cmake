@@ -109,6 +109,17 @@ set_tests_properties(fault_connect fault_connect_tcp fault_connect_late fault_co
   PROPERTIES LABELS fault TIMEOUT 120)
 set_tests_properties(fault_connect_tcp fault_connect_late_tcp PROPERTIES
   ENVIRONMENT "NCCL_SHM_DISABLE=1")
+# Many communicators under a soft limit of 256 open files: Tutti raises the soft limit to the
+# hard one as NCCL does ("raise"); with TUTTI_RAISE_NOFILE=0 ("keep") every rank fails at once,
+# one naming the limit (tests/fault_fdlimit.c). Over shm and over TCP.
+tutti_fault_program(fault_fdlimit)
+foreach(mode raise keep)
+  add_test(NAME fault_fdlimit_${mode} COMMAND fault_fdlimit ${mode})
+  add_test(NAME fault_fdlimit_${mode}_tcp COMMAND fault_fdlimit ${mode})
+  set_tests_properties(fault_fdlimit_${mode}_tcp PROPERTIES ENVIRONMENT "NCCL_SHM_DISABLE=1")
+  set_tests_properties(fault_fdlimit_${mode} fault_fdlimit_${mode}_tcp PROPERTIES LABELS fault
+                       TIMEOUT 120 SKIP_RETURN_CODE 77)
+endforeach()
 tutti_fault_program(fault_inject)
 add_test(NAME fault_inject COMMAND fault_inject)
 set_tests_properties(fault_inject PROPERTIES LABELS fault TIMEOUT 120)

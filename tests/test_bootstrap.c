@@ -491,12 +491,14 @@ static int scenario_garbage(void)
     tt_sock_close(&fd);
     /* The gate refuses the same way when the tag is another job's. */
     uint8_t challenge[TT_BS_NONCE_BYTES];
-    CHECK_EQ_MSG(tt_bs_gate_enter(&root, tid.magic ^ 1, deadline_ns, NULL, "the root", &fd,
-                                  challenge), ncclInvalidUsage, "passing the gate with another tag");
+    CHECK_EQ_MSG(tt_bs_gate_enter(&root, tid.magic ^ 1, deadline_ns, NULL, "the root", false,
+                                  &fd, challenge),
+                 ncclInvalidUsage, "passing the gate with another tag");
     CHECK_EQ_MSG(fd, -1, "the fd after a refusal");
 
     struct tt_bs_root_hello forged;
-    CHECK_OK(tt_bs_gate_enter(&root, tid.magic, deadline_ns, NULL, "the root", &fd, challenge));
+    CHECK_OK(tt_bs_gate_enter(&root, tid.magic, deadline_ns, NULL, "the root", false, &fd,
+                              challenge));
     memset(&forged, 0, sizeof forged);
     forged.magic = tid.magic;
     forged.version = TT_UNIQUE_ID_VERSION;

@@ -13,20 +13,27 @@
  *              closes every connection: the connector fails at its deadline, saying so.
  *   stranger   a rank whose id has another job's tag and secret is refused at the root's gate
  *              at once (ncclInvalidUsage naming the cause), not after its timeout.
+ *   starved    a root whose process runs out of descriptors (room for 3 of 6 ranks'
+ *              connections): TUTTI_HANDSHAKE_MS later it tells the ranks that arrived why and
+ *              ends, and the ranks still queued find its port refused and fail at once (their
+ *              id says the root listened before the id was made), not at their deadline.
  *
  * `test_bs_flood [N]` (idle connections per flood, 1000 by default; RLIMIT_NOFILE must allow
  * N + 64, else the test is skipped). A second or so. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
@@ -130,7 +137,8 @@ static void scenario_root(void)
     CHECK_OK(tt_bs_id_addr(&tid, &root));
     uint64_t deadline_ns = tt_deadline_after_ms(10000);
     int silent = idle_conn(&root);
-    CHECK_OK(tt_bs_gate_enter(&root, tid.magic, deadline_ns, NULL, "the root", &fd, challenge));
+    CHECK_OK(tt_bs_gate_enter(&root, tid.magic, deadline_ns, NULL, "the root", false, &fd,
+                              challenge));
     if (fd < 0) return;
     /* The hello this connection owes is late: the flood arrives first. */
     flood(&root, silent, 1, "root");
@@ -173,7 +181,8 @@ static void scenario_listener(void)
     tt_bs_listener_set_session(l, session);
     uint64_t deadline_ns = tt_deadline_after_ms(10000);
     int silent = idle_conn(&addr);
-    CHECK_OK(tt_bs_gate_enter(&addr, magic, deadline_ns, NULL, "rank 0", &fd, challenge));
+    CHECK_OK(tt_bs_gate_enter(&addr, magic, deadline_ns, NULL, "rank 0", false, &fd,
+                              challenge));
     if (fd >= 0) {
         flood(&addr, silent, 1, "listener");
         struct tt_bs_peer_hello h;
@@ -246,7 +255,7 @@ static void scenario_retry(void)
     for (size_t i = 0; i < sizeof f.nonce; i++) f.nonce[i] = (uint8_t)(0xa0 + i);
     CHECK_OK(tt_sock_listen(&want, &f.lfd, &addr));
     pthread_create(&t, NULL, fake_main, &f);
-    CHECK_OK(tt_bs_gate_enter(&addr, 42, tt_deadline_after_ms(5000), NULL, "the fake", &fd,
+    CHECK_OK(tt_bs_gate_enter(&addr, 42, tt_deadline_after_ms(5000), NULL, "the fake", false, &fd,
                               challenge));
     pthread_join(t, NULL);
     CHECK_EQ_MSG(memcmp(challenge, f.nonce, sizeof challenge), 0,
@@ -262,7 +271,7 @@ static void scenario_retry(void)
     pthread_create(&t, NULL, fake_main, &f);
     uint64_t start_ns = tt_time_ns();
     ncclResult_t res = tt_bs_gate_enter(&addr, 42, tt_deadline_after_ms(300), NULL, "the fake",
-                                        &fd, challenge);
+                                        false, &fd, challenge);
     int64_t ms = (int64_t)((tt_time_ns() - start_ns) / 1000000);
     CHECK_EQ_MSG(res, ncclSystemError, "retry: a listener that closes every connection");
     CHECK(strstr(tt_error_last(), "closed before its challenge") != NULL,
@@ -300,6 +309,87 @@ static void scenario_stranger(void)
            (long long)ms);
 }
 
+#define STARVED_RANKS 6
+
+struct starved_rank {
+    ncclUniqueId id;
+    int rank;
+    ncclResult_t res;
+    char why[TT_REASON_BYTES];
+    int64_t ms;
+};
+
+static void *starved_main(void *arg)
+{
+    struct starved_rank *r = arg;
+    struct tt_bootstrap *bs = NULL;
+    uint64_t start_ns = tt_time_ns();
+    r->res = tt_bootstrap_create(&r->id, r->rank, STARVED_RANKS, NULL, &bs);
+    r->ms = (int64_t)((tt_time_ns() - start_ns) / 1000000);
+    snprintf(r->why, sizeof r->why, "%s", tt_error_last());
+    tt_bootstrap_destroy(bs);
+    return NULL;
+}
+
+/* Runs first, while this process has no thread to fork beside (tests/fork_rank.h says why). */
+static void scenario_starved(void)
+{
+    int p[2];
+    CHECK(pipe(p) == 0, "starved: pipe");
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        /* Only 0-2 and the pipe (as 3) stay open, and the limit leaves 4-6: one for the
+         * root's listening socket and two for ranks, three when the pipe is closed below. */
+        if (dup2(p[1], 3) < 0) _exit(3);
+        for (int fd = 4; fd < 4096; fd++) close(fd);
+        p[1] = 3;
+        struct rlimit rl = {.rlim_cur = 7, .rlim_max = 7};
+        ncclUniqueId id;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || tt_bootstrap_get_unique_id(&id) != ncclSuccess)
+            _exit(3);
+        if (write(p[1], &id, sizeof id) != (ssize_t)sizeof id) _exit(3);
+        close(p[1]);
+        for (;;) pause(); /* the root's thread serves */
+    }
+    close(p[1]);
+    struct starved_rank ranks[STARVED_RANKS];
+    ssize_t got = read(p[0], &ranks[0].id, sizeof ranks[0].id);
+    close(p[0]);
+    CHECK(pid > 0 && got == (ssize_t)sizeof ranks[0].id, "starved: the root's process made no id");
+    if (pid <= 0 || got != (ssize_t)sizeof ranks[0].id) {
+        if (pid > 0) kill(pid, SIGKILL);
+        return;
+    }
+    pthread_t threads[STARVED_RANKS];
+    for (int r = 0; r < STARVED_RANKS; r++) {
+        ranks[r].id = ranks[0].id;
+        ranks[r].rank = r;
+        pthread_create(&threads[r], NULL, starved_main, &ranks[r]);
+    }
+    int told = 0, refused = 0;
+    int64_t slowest = 0;
+    for (int r = 0; r < STARVED_RANKS; r++) {
+        pthread_join(threads[r], NULL);
+        const struct starved_rank *k = &ranks[r];
+        bool fds = strstr(k->why, "ran out of file descriptors") != NULL;
+        bool ref = strstr(k->why, "refused") != NULL;
+        told += fds;
+        refused += ref;
+        if (k->ms > slowest) slowest = k->ms;
+        CHECK(k->res != ncclSuccess, "starved: rank %d joined a root that had no room for it", r);
+        CHECK(fds || ref, "starved: rank %d's error names neither the root's want of "
+              "descriptors nor its closed port: %s", r, k->why);
+        CHECK(k->ms < 10000, "starved: rank %d failed after %lld ms (TUTTI_TIMEOUT_MS is 30 s)",
+              r, (long long)k->ms);
+    }
+    CHECK(told > 0, "starved: no rank was told that the root ran out of descriptors");
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    printf("starved: %d ranks told of the root's want of descriptors, %d refused; the slowest "
+           "failed after %lld ms\n", told, refused, (long long)slowest);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1) nflood = atoi(argv[1]);
@@ -320,6 +410,11 @@ int main(int argc, char **argv)
     /* Long enough that only eviction, never the handshake deadline, closes the flood. */
     setenv("TUTTI_HANDSHAKE_MS", "20000", 1);
     setenv("TUTTI_TIMEOUT_MS", "30000", 1);
+    tt_param_reload();
+    setenv("TUTTI_HANDSHAKE_MS", "1000", 1); /* how long the starved root waits for room */
+    tt_param_reload();
+    scenario_starved();
+    setenv("TUTTI_HANDSHAKE_MS", "20000", 1);
     tt_param_reload();
     scenario_root();
     scenario_listener();

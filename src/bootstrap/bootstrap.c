@@ -53,6 +53,7 @@ struct tt_bootstrap {
     uint8_t secret[32];
     uint8_t session[TT_BS_NONCE_BYTES];
     const _Atomic int *abort;
+    bool root_listening; /* the id's TT_UNIQUE_ID_LISTENING: a refusing root has ended */
     int64_t timeout_ms;
     int listen_fd;
     struct tt_bs_listener *listener; /* serves listen_fd from the start */
@@ -86,7 +87,8 @@ static ncclResult_t open_peer(struct tt_bootstrap *bs, const struct sockaddr_sto
     char who[48];
     int fd = -1;
     snprintf(who, sizeof who, "the bootstrap listener of rank %d", to);
-    TT_TRY(tt_bs_gate_enter(addr, bs->magic, deadline_ns, bs->abort, who, &fd, challenge));
+    TT_TRY(tt_bs_gate_enter(addr, bs->magic, deadline_ns, bs->abort, who, false, &fd,
+                            challenge));
     memset(&h, 0, sizeof h);
     h.magic = bs->magic;
     h.kind = kind;
@@ -141,7 +143,8 @@ static ncclResult_t join_root(struct tt_bootstrap *bs, const struct sockaddr_sto
     /* The gate connects again when a flooded root evicted the connection before it read the
      * tag; once past it, the root keeps this connection in preference to any stranger's. */
     TT_TRY_GOTO(tt_bs_gate_enter(root_addr, bs->magic, deadline_ns, bs->abort,
-                                 "the bootstrap root", &fd, challenge), res, out);
+                                 "the bootstrap root", bs->root_listening, &fd, challenge),
+                res, out);
     memset(&hello, 0, sizeof hello);
     hello.magic = bs->magic;
     hello.version = TT_UNIQUE_ID_VERSION;
@@ -212,6 +215,7 @@ ncclResult_t tt_bootstrap_create(const ncclUniqueId *id_bytes, int rank, int nra
                         rank, nranks);
     memcpy(&id, id_bytes, sizeof id);
     TT_TRY(tt_bs_id_addr(&id, &root_addr));
+    tt_sock_raise_nofile();
 
     TT_TRY(TT_CALLOC(&bs, 1));
     bs->rank = rank;
@@ -219,6 +223,7 @@ ncclResult_t tt_bootstrap_create(const ncclUniqueId *id_bytes, int rank, int nra
     bs->magic = id.magic;
     memcpy(bs->secret, id.secret, sizeof bs->secret);
     bs->abort = abort;
+    bs->root_listening = (id.flags & TT_UNIQUE_ID_LISTENING) != 0;
     bs->timeout_ms = tt_param_timeout_ms();
     bs->listen_fd = bs->ring_next_fd = bs->ring_prev_fd = -1;
     pthread_mutex_init(&bs->probe_lock, NULL);

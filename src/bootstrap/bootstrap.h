@@ -25,6 +25,10 @@
 #include "nccl.h"
 
 #define TT_UNIQUE_ID_VERSION 1
+/* tt_unique_id.flags: the root listened before the id existed (ncclGetUniqueId), so a refused
+ * connection to it means it has ended and will not come back. Without it (NCCL_COMM_ID) rank 0
+ * may start the root after the others try it, and refusals are retried until the deadline. */
+#define TT_UNIQUE_ID_LISTENING 1u
 
 /* The layout of ncclUniqueId's 128 bytes (static-asserted to fit). */
 struct tt_unique_id {

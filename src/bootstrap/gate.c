@@ -90,8 +90,9 @@ static enum attempt knock(int fd, uint64_t magic, uint64_t deadline_ns, const _A
 
 ncclResult_t tt_bs_gate_enter(const struct sockaddr_storage *addr, uint64_t magic,
                               uint64_t deadline_ns, const _Atomic int *abort, const char *who,
-                              int *fd_out, uint8_t challenge[TT_BS_NONCE_BYTES])
+                              bool listening, int *fd_out, uint8_t challenge[TT_BS_NONCE_BYTES])
 {
+    const struct tt_sock_connect_how how = {.published = listening, .who = who};
     char text[TT_SOCK_ADDR_STR_BYTES];
     unsigned pause_ms = GATE_RETRY_FIRST_MS;
     int closed = 0;
@@ -100,7 +101,7 @@ ncclResult_t tt_bs_gate_enter(const struct sockaddr_storage *addr, uint64_t magi
     for (;;) {
         int fd = -1;
         struct tt_bs_challenge ch;
-        TT_TRY(tt_sock_connect(addr, deadline_ns, abort, &fd));
+        TT_TRY(tt_sock_connect_how(addr, deadline_ns, abort, &how, &fd));
         enum attempt a = knock(fd, magic, deadline_ns, abort, &ch);
         if (a == ATTEMPT_OPEN) {
             memcpy(challenge, ch.nonce, TT_BS_NONCE_BYTES);

@@ -72,6 +72,7 @@ struct tt_bs_listener {
     struct pending pending[TT_BS_MAX_PENDING];
     int npending;
     unsigned long dropped; /* connections refused so far (the first is a WARN, the rest INFO) */
+    bool warned_no_fds;    /* an accept has failed for want of fds (said once) */
     /* Shared with the bootstrap. */
     pthread_mutex_t lock;
     pthread_cond_t filed;
@@ -104,21 +105,25 @@ static int keep_rank(const struct pending *p)
     return p->held ? 2 : p->open ? 1 : 0;
 }
 
-/* Closes the oldest pending connection of the lowest keep_rank. */
-static void drop_oldest_pending(struct tt_bs_listener *l)
+/* Closes the oldest pending connection of the lowest keep_rank, of those up to `max_keep`;
+ * `why` says what needs the room. False when there is none to close. */
+static bool drop_oldest_pending(struct tt_bs_listener *l, int max_keep, const char *why)
 {
-    int oldest = 0;
-    for (int i = 1; i < l->npending; i++) {
-        const struct pending *p = &l->pending[i], *o = &l->pending[oldest];
-        if (keep_rank(p) < keep_rank(o) ||
+    int oldest = -1;
+    for (int i = 0; i < l->npending; i++) {
+        const struct pending *p = &l->pending[i], *o = oldest < 0 ? NULL : &l->pending[oldest];
+        if (keep_rank(p) > max_keep) continue;
+        if (o == NULL || keep_rank(p) < keep_rank(o) ||
             (keep_rank(p) == keep_rank(o) && p->deadline_ns < o->deadline_ns))
             oldest = i;
     }
+    if (oldest < 0) return false;
     char who[TT_SOCK_ADDR_STR_BYTES];
-    REFUSE_LOG(l, "%d connections wait for their tag or hello; closing the oldest %s, from %s",
-               TT_BS_MAX_PENDING, l->pending[oldest].open ? "past the gate" : "without a tag",
+    REFUSE_LOG(l, "%s; closing the oldest connection %s, from %s", why,
+               l->pending[oldest].open ? "past the gate" : "without a tag",
                tt_sock_peer_str(l->pending[oldest].fd, who, sizeof who));
     drop_pending(l, oldest);
+    return true;
 }
 
 /* Passes pending connection i through the gate as far as its bytes allow: challenged when its
@@ -147,21 +152,31 @@ static void accept_batch(struct tt_bs_listener *l)
     for (int batch = 0; batch < TT_BS_ACCEPT_BATCH; batch++) {
         int fd = accept4(l->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED) continue;
-            /* Out of fds: make room by closing the oldest unproven connection (if there is
-             * none, the queue waits for the next turn). */
-            if (errno == EMFILE || errno == ENFILE) {
-                if (l->npending > 0) {
-                    drop_oldest_pending(l);
-                    continue;
-                }
-                /* Nothing to close: the connection stays queued, and the listening socket
-                 * readable; a pause keeps the poll loop from spinning until fds free up. */
-                nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
+            int err = errno;
+            if (err == EINTR || err == ECONNABORTED) continue;
+            if (err != EMFILE && err != ENFILE) return;
+            /* Out of fds: make room by closing the oldest connection without the job's tag
+             * (blind junk); one past the gate is most likely a peer's, and is kept. */
+            char why[224];
+            snprintf(why, sizeof why, "out of file descriptors: %s", tt_strerror(err));
+            if (drop_oldest_pending(l, 0, why)) continue;
+            /* Nothing to close: the connection stays queued (its rank's connect fails at
+             * its handshake deadline), and the listening socket readable; a pause keeps the
+             * poll loop from spinning until fds free up. */
+            if (!l->warned_no_fds) {
+                l->warned_no_fds = true;
+                TT_WARN("bootstrap rank %d: %s; peers' connections wait until some are closed",
+                        l->rank, why);
             }
+            nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
             return;
         }
-        if (l->npending == TT_BS_MAX_PENDING) drop_oldest_pending(l);
+        if (l->npending == TT_BS_MAX_PENDING) {
+            char why[64];
+            snprintf(why, sizeof why, "%d connections wait for their tag or hello",
+                     TT_BS_MAX_PENDING);
+            drop_oldest_pending(l, 2, why);
+        }
         struct pending *p = &l->pending[l->npending];
         memset(p, 0, sizeof *p);
         p->fd = fd;
@@ -327,7 +342,7 @@ ncclResult_t tt_bs_listener_start(int listen_fd, int rank, int nranks, uint64_t 
     l->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (l->wake_fd < 0) {
         res = TT_ERROR(ncclSystemError, "bootstrap listener: eventfd failed: %s",
-                       strerror(errno));
+                       tt_strerror(errno));
         goto fail;
     }
     TT_TRY_GOTO(TT_CALLOC(&l->p2p_fd, (size_t)nranks), res, fail);

@@ -177,10 +177,12 @@ enum tt_bs_gate_step tt_bs_gate_read(int fd, uint64_t magic, struct tt_bs_gate *
 /* The connector's side: connects to the listener of `who` at `addr`, sends the tag `magic` and
  * waits for the challenge, whose nonce goes to `challenge`. A connection closed before its
  * answer (a flooded listener evicted it before it read the tag) is opened again until
- * deadline_ns; a refusal is ncclInvalidUsage (the listener serves another job). */
+ * deadline_ns; a refusal of the tag is ncclInvalidUsage (the listener serves another job). A
+ * refused connect is retried until deadline_ns too, unless `listening` says the listener was
+ * listening before its address was known (then it has ended: ncclRemoteError at once). */
 ncclResult_t tt_bs_gate_enter(const struct sockaddr_storage *addr, uint64_t magic,
                               uint64_t deadline_ns, const _Atomic int *abort, const char *who,
-                              int *fd_out, uint8_t challenge[TT_BS_NONCE_BYTES]);
+                              bool listening, int *fd_out, uint8_t challenge[TT_BS_NONCE_BYTES]);
 
 /* Runs the root for `id` on the listening socket `listen_fd` (which it takes over) in a
  * detached thread that ends once every rank has its reply, or at TUTTI_TIMEOUT_MS. */

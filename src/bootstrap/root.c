@@ -65,6 +65,7 @@ struct root {
     int conns_cap;
     int *rank_conn; /* nranks entries: index into conns, or -1 */
     unsigned long dropped; /* connections dropped so far (the first is a WARN, the rest INFO) */
+    uint64_t no_fds_since_ns; /* accepts have failed for want of fds since then (0: they work) */
 };
 
 /* The first dropped connection is a WARN, later ones INFO, so a flood cannot flood the log. */
@@ -107,7 +108,9 @@ ncclResult_t tt_bootstrap_get_unique_id(ncclUniqueId *out)
     id.version = TT_UNIQUE_ID_VERSION;
     TT_TRY(tt_bs_random(&id.magic, sizeof id.magic));
     TT_TRY(tt_bs_random(id.secret, sizeof id.secret));
+    id.flags = TT_UNIQUE_ID_LISTENING;
     TT_TRY(tt_sock_pick_addr(&addr, ifname, sizeof ifname));
+    tt_sock_raise_nofile(); /* the root holds a connection per rank */
     TT_TRY(tt_sock_listen(&addr, &fd, &bound));
     id_set_addr(&id, &bound);
     TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap root listening on %s (interface %s)",
@@ -299,23 +302,24 @@ static ncclResult_t admit(struct root *root, int i)
     return ncclSuccess;
 }
 
-/* Closes the connection that has waited longest for its tag, or when there is none (only a
- * stranger who knows the job's tag can fill the root with challenged connections) the one
- * that has waited longest for its hello. False when there is neither. */
-static bool drop_oldest(struct root *root)
+/* Closes the connection that has waited longest for its tag, or when there is none and
+ * `tagless_only` is false (only a stranger who knows the job's tag can fill the root with
+ * challenged connections) the one that has waited longest for its hello. `why` says what
+ * needs the room. False when there is none to close. */
+static bool drop_oldest(struct root *root, bool tagless_only, const char *why)
 {
     int oldest = -1;
     for (int i = 0; i < root->nconns; i++) {
         const struct root_conn *c = &root->conns[i], *o = oldest < 0 ? NULL : &root->conns[oldest];
-        if (c->state == CONN_ARRIVED) continue;
+        if (c->state == CONN_ARRIVED || (tagless_only && c->state != CONN_TAG)) continue;
         if (o == NULL || (c->state == CONN_TAG && o->state == CONN_HELLO) ||
             (c->state == o->state && c->hello_deadline_ns < o->hello_deadline_ns))
             oldest = i;
     }
     if (oldest < 0) return false;
-    DROP_LOG(root, "%d connections wait for their tag or hello; closing the oldest %s, from %s",
-             TT_BS_MAX_PENDING, root->conns[oldest].state == CONN_TAG ? "without a tag" :
-             "past the gate", root->conns[oldest].peer);
+    DROP_LOG(root, "%s; closing the oldest connection %s, from %s", why,
+             root->conns[oldest].state == CONN_TAG ? "without a tag" : "past the gate",
+             root->conns[oldest].peer);
     drop_conn(root, oldest);
     return true;
 }
@@ -349,15 +353,30 @@ static ncclResult_t accept_all(struct root *root)
         if (fd < 0) {
             int err = errno;
             if (err == EINTR || err == ECONNABORTED) continue;
-            /* Out of fds: make room by closing the oldest unproven connection. */
-            bool no_fds = err == EMFILE || err == ENFILE;
-            if (no_fds && drop_oldest(root)) continue;
-            /* Nothing to close: a pause keeps the poll loop from spinning on the listening
-             * socket, readable until fds free up. */
-            if (no_fds) nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
+            if (err != EMFILE && err != ENFILE) return ncclSuccess;
+            /* Out of fds: make room by closing the oldest connection without the job's tag
+             * (blind junk); one past the gate is most likely a rank's, and is kept. */
+            char why[224];
+            snprintf(why, sizeof why, "out of file descriptors: %s", tt_strerror(err));
+            if (drop_oldest(root, true, why)) continue;
+            /* Nothing to close: the connections wait in the listen queue. A pause keeps the
+             * poll loop from spinning on the listening socket, readable until fds free up;
+             * serve() gives up when none has for TUTTI_HANDSHAKE_MS. */
+            if (root->no_fds_since_ns == 0) {
+                root->no_fds_since_ns = tt_time_ns();
+                TT_WARN("bootstrap root at %s: %s; ranks' connections wait until some are "
+                        "closed", root->addr_text, why);
+            }
+            nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
             return ncclSuccess;
         }
-        if (root->nconns - root->arrived >= TT_BS_MAX_PENDING) drop_oldest(root);
+        root->no_fds_since_ns = 0;
+        if (root->nconns - root->arrived >= TT_BS_MAX_PENDING) {
+            char why[64];
+            snprintf(why, sizeof why, "%d connections wait for their tag or hello",
+                     TT_BS_MAX_PENDING);
+            drop_oldest(root, false, why);
+        }
         if (root->nconns == root->conns_cap) {
             int cap = root->conns_cap ? 2 * root->conns_cap : 16;
             struct root_conn *grown = realloc(root->conns, (size_t)cap * sizeof *grown);
@@ -440,6 +459,21 @@ static void report_missing(struct root *root)
             send_reply(root, &root->conns[i], ncclSystemError, NULL, NULL, text);
 }
 
+/* Accepts have failed for want of fds for TUTTI_HANDSHAKE_MS: the ranks still in the listen
+ * queue cannot be served, so tell the arrived ones why the job cannot form. */
+static void report_no_fds(struct root *root)
+{
+    char text[TT_BS_REPLY_TEXT_BYTES];
+    snprintf(text, sizeof text, "the bootstrap root at %s ran out of file descriptors and could "
+             "not take the other ranks' connections for %lld ms, with %d of %d ranks arrived: %s",
+             root->addr_text, (long long)root->handshake_ms, root->arrived, root->nranks,
+             tt_strerror(EMFILE));
+    TT_WARN("%s; root done", text);
+    for (int i = 0; i < root->nconns; i++)
+        if (root->conns[i].state == CONN_ARRIVED)
+            send_reply(root, &root->conns[i], ncclSystemError, NULL, NULL, text);
+}
+
 /* True when an arrived rank closed its connection (it sends nothing after its hello). */
 static bool rank_hung_up(const struct root_conn *c)
 {
@@ -493,6 +527,11 @@ static ncclResult_t serve(struct root *root)
             for (int i = 0; i < root->nconns; i++)
                 if (root->conns[i].state == CONN_ARRIVED)
                     send_reply(root, &root->conns[i], ncclRemoteError, NULL, NULL, text);
+            break;
+        }
+        if (root->no_fds_since_ns != 0 &&
+            tt_time_ns() - root->no_fds_since_ns > (uint64_t)root->handshake_ms * 1000000ull) {
+            report_no_fds(root);
             break;
         }
         if (tt_deadline_passed(root->deadline_ns)) {

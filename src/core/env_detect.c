@@ -207,7 +207,7 @@ ncclResult_t tt_env_rdzv_publish(const struct tt_env_job *job)
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0)
         return TT_ERROR(ncclSystemError, "rendezvous: cannot create %s: %s; set "
-                        "NCCL_COMM_ID=host:port instead", tmp, strerror(errno));
+                        "NCCL_COMM_ID=host:port instead", tmp, tt_strerror(errno));
     char line[TT_ENV_ADDR_BYTES + 1];
     int bytes = snprintf(line, sizeof line, "%s\n", job->addr);
     bool ok = write(fd, line, (size_t)bytes) == bytes;

@@ -103,7 +103,7 @@ ncclResult_t tt_mem_alloc_host(void **ptr, size_t bytes)
     int fd = sealed_file("tutti-mem", bytes, false);
     if (fd < 0)
         return TT_ERROR(ncclSystemError, "ncclMemAlloc: no memory file of %zu bytes: %s", bytes,
-                        strerror(errno));
+                        tt_strerror(errno));
     map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) {
         res = TT_ERROR(ncclSystemError, "ncclMemAlloc: mapping %zu bytes failed: %s", bytes,

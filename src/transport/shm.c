@@ -134,7 +134,7 @@ static ncclResult_t shm_setup(struct tt_transport_ctx *ctx, struct tt_conn *conn
         res = TT_ERROR(ncclSystemError,
                        "shm: cannot create /dev/shm%s for peer rank %d: %s (set "
                        "NCCL_SHM_DISABLE=1 to use TCP instead)",
-                       sc->name, conn->peer, strerror(errno));
+                       sc->name, conn->peer, tt_strerror(errno));
         goto out;
     }
     sc->unlinked = false;
@@ -186,7 +186,7 @@ static ncclResult_t connect_send(struct tt_conn *conn, struct shm_conn *sc,
     fd = shm_open(sc->name, O_RDWR, 0);
     if (fd < 0)
         return TT_ERROR(ncclSystemError, "shm: cannot open /dev/shm%s of peer rank %d: %s",
-                        sc->name, conn->peer, strerror(errno));
+                        sc->name, conn->peer, tt_strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         res = TT_ERROR(ncclSystemError, "shm: fstat of /dev/shm%s failed: %s", sc->name,

@@ -415,7 +415,7 @@ static ncclResult_t wait_for_sender(struct tt_transport_ctx *ctx, struct tt_conn
     hint.fd = l->fd;
     hint.events = POLLIN;
     uint64_t checked_ns = tt_time_ns();
-    bool warned_starved = false;
+    uint64_t starved_since_ns = 0; /* accepts found no descriptor since then (0: they did) */
     for (;;) {
         /* Look among the complete hellos first: another connection's accept may already have
          * read ours. */
@@ -457,10 +457,17 @@ static ncclResult_t wait_for_sender(struct tt_transport_ctx *ctx, struct tt_conn
         }
         bool starved;
         bool moved = accept_pending(l, &starved);
-        if (starved && !warned_starved) {
-            warned_starved = true;
-            TT_WARN("tcp: out of file descriptors accepting peer rank %d's connection; "
-                    "retrying until the deadline (raise the limit: ulimit -n)", conn->peer);
+        /* Out of descriptors with none to free: they may come back (another thread closing
+         * its own), but not for long, or the process holds them for good. */
+        if (!starved) {
+            starved_since_ns = 0;
+        } else if (starved_since_ns == 0) {
+            starved_since_ns = tt_time_ns();
+        } else if (tt_time_ns() - starved_since_ns >
+                   (uint64_t)tt_param_handshake_ms() * 1000000ull) {
+            return TT_ERROR(ncclSystemError, "tcp: cannot accept peer rank %d's connection for "
+                            "%lld ms (TUTTI_HANDSHAKE_MS): %s", conn->peer,
+                            (long long)tt_param_handshake_ms(), tt_strerror(EMFILE));
         }
         moved |= read_hellos(l);
         /* Checked on every pass: strangers connecting without pause keep `moved` true. */

@@ -113,7 +113,7 @@ ncclResult_t tt_team_create(int rank, int nranks, uint64_t comm_hash, size_t slo
     int fd = shm_open(h->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0) {
         res = TT_ERROR(ncclSystemError, "cannot create shared memory %s: %s", h->name,
-                       strerror(errno));
+                       tt_strerror(errno));
         goto fail;
     }
     /* Reserve the pages now, so a full /dev/shm fails here rather than as SIGBUS later. */
@@ -167,7 +167,7 @@ ncclResult_t tt_team_attach(struct tt_team *h, const struct tt_team_info *infos)
         int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
         if (fd < 0)
             return TT_ERROR(ncclSystemError, "cannot open rank %d's mailbox %s: %s", p, name,
-                            strerror(errno));
+                            tt_strerror(errno));
         /* A file shorter than the mailbox would turn the first access past its end into
          * SIGBUS instead of an error. */
         struct stat st = {0};

@@ -28,6 +28,9 @@ void tt_error_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *tt_error_last(void);
 /* Forgets this thread's last error (used at the start of public calls that succeed). */
 void tt_error_clear(void);
+/* strerror(err), or for EMFILE and ENFILE which limit was reached and how to raise it: for the
+ * failure of a call that makes a descriptor (a socket, a shared-memory file, an eventfd). */
+const char *tt_strerror(int err);
 
 #define TT_ERROR(res, ...) tt_error_at((res), __FILE__, __LINE__, __VA_ARGS__)
 

@@ -3,6 +3,7 @@
  * also becomes the calling thread's last error, which ncclGetLastError returns. */
 #include "util/log.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -233,6 +234,16 @@ void tt_error_trail(ncclResult_t res, const char *file, int line)
 }
 
 const char *tt_error_last(void) { return last_error; }
+
+const char *tt_strerror(int err)
+{
+    /* Literals: a thread-local buffer would grow the library's static TLS (check_tls_size). */
+    if (err == EMFILE)
+        return "too many open files in this process (its limit, RLIMIT_NOFILE, is reached: "
+               "raise it with ulimit -n)";
+    if (err == ENFILE) return "too many open files in the system (raise fs.file-max)";
+    return strerror(err);
+}
 void tt_error_clear(void)
 {
     if (has_error) {

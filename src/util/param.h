@@ -77,6 +77,9 @@
       "Set by tutti-run for rank 0: the socket listening on NCCL_COMM_ID's port, for the root")   \
     X(handshake_ms, "TUTTI_HANDSHAKE_MS", INT, 2000, 1, 3600000,                                   \
       "Ms a new bootstrap connection has to prove the secret, else dropped")                       \
+    X(raise_nofile, "TUTTI_RAISE_NOFILE", INT, 1, 0, 1,                                          \
+      "1: the first communicator or unique id of a process raises its soft limit on open files "  \
+      "(RLIMIT_NOFILE) to the hard limit, as NCCL's bootstrap does; 0: leave the limit alone")   \
     X(port_range, "TUTTI_PORT_RANGE", STR, "", 0, 0,                                               \
       "lo-hi: listen only on TCP ports in this range (firewalls)")                                 \
     X(check_rooted, "TUTTI_CHECK_ROOTED", INT, 1, 0, 1,                                            \

@@ -12,10 +12,12 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "util/err.h"
@@ -55,6 +57,39 @@ void tt_sock_close(int *fd)
         close(*fd);
         *fd = -1;
     }
+}
+
+/* ---- the descriptor limit ------------------------------------------------------------------ */
+
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (tt_param_raise_nofile() == 0 || getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    rlim_t want = rl.rlim_max;
+    if (want == RLIM_INFINITY) { /* the kernel caps the limit at fs.nr_open */
+        FILE *f = fopen("/proc/sys/fs/nr_open", "r");
+        unsigned long long nr_open = 0;
+        if (f == NULL) return;
+        if (fscanf(f, "%llu", &nr_open) != 1) nr_open = 0;
+        fclose(f);
+        want = (rlim_t)nr_open;
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && want <= rl.rlim_cur) return;
+    struct rlimit raised = {.rlim_cur = want, .rlim_max = rl.rlim_max};
+    if (setrlimit(RLIMIT_NOFILE, &raised) != 0) {
+        TT_INFO(TT_SUB_INIT, "cannot raise the limit on open files from %llu to %llu: %s",
+                (unsigned long long)rl.rlim_cur, (unsigned long long)want, strerror(errno));
+        return;
+    }
+    TT_INFO(TT_SUB_INIT, "raised the limit on open files from %llu to %llu, the hard limit "
+            "(TUTTI_RAISE_NOFILE=0 leaves it)", (unsigned long long)rl.rlim_cur,
+            (unsigned long long)want);
+}
+
+void tt_sock_raise_nofile(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, raise_nofile);
 }
 
 /* ---- addresses ---------------------------------------------------------------------------- */
@@ -255,8 +290,9 @@ ncclResult_t tt_sock_pick_addr(struct sockaddr_storage *out, char *ifname_out,
     parse_if_spec(ifname_param, &spec);
 
     struct ifaddrs *list = NULL;
-    if (getifaddrs(&list) != 0)
-        return TT_ERROR(ncclSystemError, "getifaddrs failed: %s", strerror(errno));
+    if (getifaddrs(&list) != 0) {
+        return TT_ERROR(ncclSystemError, "getifaddrs failed: %s", tt_strerror(errno));
+    }
 
     /* Score each candidate: name rank first, then IPv4 before global IPv6; link-local IPv6
      * (which needs a scope to be reachable) only after every other address. Ties keep the
@@ -350,7 +386,7 @@ ncclResult_t tt_sock_listen(const struct sockaddr_storage *addr, int *fd_out,
         fd = try_listen(&a, &err);
         if (fd < 0)
             return TT_ERROR(ncclSystemError, "cannot listen on %s: %s",
-                            tt_sock_addr_str(&a, text, sizeof text), strerror(err));
+                            tt_sock_addr_str(&a, text, sizeof text), tt_strerror(err));
     } else {
         /* Start at a pid-dependent port of the range, so that ranks starting together do not
          * all race for the same first port, and walk the range once. */
@@ -361,7 +397,7 @@ ncclResult_t tt_sock_listen(const struct sockaddr_storage *addr, int *fd_out,
             fd = try_listen(&a, &err);
             if (fd < 0 && err != EADDRINUSE && err != EACCES)
                 return TT_ERROR(ncclSystemError, "cannot listen on %s: %s",
-                                tt_sock_addr_str(&a, text, sizeof text), strerror(err));
+                                tt_sock_addr_str(&a, text, sizeof text), tt_strerror(err));
         }
         if (fd < 0)
             return TT_ERROR(ncclSystemError,
@@ -478,11 +514,12 @@ ncclResult_t tt_sock_connect_how(const struct sockaddr_storage *addr, uint64_t d
         if (err == ECANCELED) continue;
         if (err == ECONNREFUSED && how->published)
             return TT_ERROR(ncclRemoteError, "connecting to %s%s%s: refused; nothing listens "
-                            "there any more (the peer closed its side or its process ended)",
+                            "there any more (whoever listened closed its socket, or its process "
+                            "ended)",
                             who, at, tt_sock_addr_str(addr, text, sizeof text));
         if (!retry_connect_error(err))
             return TT_ERROR(ncclSystemError, "cannot connect to %s%s%s: %s", who, at,
-                            tt_sock_addr_str(addr, text, sizeof text), strerror(err));
+                            tt_sock_addr_str(addr, text, sizeof text), tt_strerror(err));
         if (tt_deadline_passed(deadline_ns))
             return TT_ERROR(ncclSystemError,
                             "cannot connect to %s%s%s: still '%s' after %llu ms and %d attempts; "
@@ -519,7 +556,7 @@ ncclResult_t tt_sock_accept(int listen_fd, uint64_t deadline_ns, const _Atomic i
         /* A connection that was reset while queued is not our error: keep waiting. */
         if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR && err != ECONNABORTED &&
             err != EPROTO)
-            return TT_ERROR(ncclSystemError, "accept failed: %s", strerror(err));
+            return TT_ERROR(ncclSystemError, "accept failed: %s", tt_strerror(err));
         if (aborted(abort)) return TT_ERROR(ncclSystemError, "waiting for a connection: aborted");
         if (tt_deadline_passed(deadline_ns))
             return TT_ERROR(ncclSystemError,
@@ -561,7 +598,7 @@ ncclResult_t tt_sock_recv_some(int fd, void *buf, size_t bytes, size_t *done)
             continue;
         }
         if (n == 0)
-            return TT_ERROR(ncclRemoteError, "connection closed by peer %s with %zu of %zu bytes "
+            return TT_ERROR(ncclRemoteError, "connection closed by %s with %zu of %zu bytes "
                             "still to come", tt_sock_peer_str(fd, text, sizeof text),
                             bytes - *done, bytes);
         if (errno == EINTR) continue;

@@ -111,6 +111,10 @@ ncclResult_t tt_sock_recv_some(int fd, void *buf, size_t bytes, size_t *done);
 const char *tt_sock_peer_str(int fd, char *buf, size_t buf_bytes);
 
 /* Closes *fd when it is >= 0 and sets it to -1. */
+/* Once per process (TUTTI_RAISE_NOFILE): raises the soft limit on open files to the hard one,
+ * so that many communicators' sockets fit under a shell's default of 1024 (NCCL does the
+ * same). Fds are numbered lowest first, so a program whose select() worked still does. */
+void tt_sock_raise_nofile(void);
 void tt_sock_close(int *fd);
 
 #endif
