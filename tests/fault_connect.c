@@ -20,13 +20,22 @@
  * refusal of rank 1's transport listener, and "elsewhere" on the refusal of its bootstrap
  * listener, which rank 0 probes while it waits (before, it waited until the deadline).
  *
+ * Where the test may mount a private /dev/shm (root, or a user namespace), no tutti-* entry may
+ * be left in it at the end: the shared-memory segment rank 1 made for its receive side names a
+ * file that rank 1 no longer lives to remove, so its sender must (before, every scenario left
+ * one 4 MiB file behind).
+ *
  * The ranks are forked by hand (tests/fork_rank.h), not by tutti-run, which would stop rank 0
  * as soon as rank 1 exits. NCCL_SHM_DISABLE=1 in the environment runs it over TCP. Exit 1 on
  * any failure. */
+#include <dirent.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -118,6 +127,25 @@ static int run_rank(int rank, ncclUniqueId id, enum scenario sc, int apart)
     return bad;
 }
 
+/* A private /dev/shm, so that what is left in it is this test's. */
+static bool private_dev_shm(void)
+{
+    if (unshare(CLONE_NEWNS) != 0 && unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return false;
+    if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return false;
+    return mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=256m") == 0;
+}
+
+static int tutti_entries_in_dev_shm(void)
+{
+    DIR *d = opendir("/dev/shm");
+    if (d == NULL) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) n += strncmp(e->d_name, "tutti-", 6) == 0;
+    closedir(d);
+    return n;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -127,6 +155,7 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "elsewhere") == 0) sc = ELSEWHERE;
     int apart = strcmp(argv[argc - 1], "apart") == 0;
     int nranks = sc == SENDER_DIES ? 2 : 3;
+    bool private_shm = private_dev_shm();
     ncclUniqueId id;
     pid_t pids[3];
     for (int r = 0; r < nranks; r++) {
@@ -148,6 +177,14 @@ int main(int argc, char **argv)
         kill(pids[2], SIGKILL);
         waitpid(pids[2], NULL, 0);
     }
+    int left = private_shm ? tutti_entries_in_dev_shm() : 0;
+    if (left != 0) {
+        fprintf(stderr, "%d tutti-* entries left in the test's private /dev/shm:\n", left);
+        fflush(stderr);
+        if (system("ls -l /dev/shm >&2") != 0) fprintf(stderr, "(could not list them)\n");
+        failures++;
+    }
+    if (!private_shm) printf("(no private /dev/shm: what is left there is not checked)\n");
     printf("fault_connect: %s\n", failures ? "FAIL" : "PASS");
     return failures ? 1 : 0;
 }

@@ -3,8 +3,11 @@
  * `head` (credit returned by the receiver) and a sleeper count for each, on separate cache
  * lines; then TT_CONN_SLOTS slots, each a length word and slot_bytes of payload, 64-byte
  * aligned. Invariant: head <= tail <= head + TT_CONN_SLOTS, and the slot of sequence number s
- * is s % TT_CONN_SLOTS. The segment is unlinked as soon as the sender has attached, so nothing
- * is left in /dev/shm if a process dies later. The peer shares this memory, so every value read
+ * is s % TT_CONN_SLOTS. The segment's name is removed as soon as the sender has attached (by
+ * the sender, then or at the latest when the receiver sees it attached), so nothing is left in
+ * /dev/shm if a process dies later; a receiver that dies before the attach leaves its name to
+ * the sender, which removes it when it attaches or when it closes its side unattached. The
+ * peer shares this memory, so every value read
  * from it (tail, lengths) is range-checked before use. */
 #include <errno.h>
 #include <fcntl.h>
@@ -77,9 +80,18 @@ struct shm_conn {
      * every slot: a sender out of credit has TT_CONN_SLOTS slots outstanding, and releasing
      * them all crosses a multiple of TT_CONN_SLOTS / 2, so it is never left waiting. */
     uint64_t published;
-    bool unlinked;
+    bool unlinked; /* the name is removed, or is not this side's to remove */
     char name[SHM_NAME_BYTES];
 };
+
+/* The name of the segment that carries `sender`'s messages to `receiver`. Both sides compute
+ * it: the receiver creates it, the sender checks the description against it and removes it. */
+static void segment_name(char name[SHM_NAME_BYTES], uint64_t comm_hash, int sender, int receiver,
+                         int tag)
+{
+    snprintf(name, SHM_NAME_BYTES, "/tutti-%016" PRIx64 "-%d-%d-%d", comm_hash, sender,
+             receiver, tag);
+}
 
 static size_t slot_stride_of(size_t slot_bytes)
 {
@@ -118,7 +130,13 @@ static ncclResult_t shm_setup(struct tt_transport_ctx *ctx, struct tt_conn *conn
     TT_TRY(TT_CALLOC(&sc, 1));
     conn->priv = sc;
     memset(info, 0, sizeof *info);
-    if (conn->dir == TT_CONN_SEND) return ncclSuccess;
+    if (conn->dir == TT_CONN_SEND) {
+        /* Closed before it attaches (the exchange failed, or the receiver died), the sender
+         * removes the receiver's name: nobody will attach to that segment now. */
+        segment_name(sc->name, ctx->comm_hash, ctx->rank, conn->peer, conn->tag);
+        sc->unlinked = false;
+        return ncclSuccess;
+    }
 
     sc->slot_stride = slot_stride_of(conn->slot_bytes);
     sc->segment_bytes = segment_bytes_of(conn->slot_bytes);
@@ -127,8 +145,7 @@ static ncclResult_t shm_setup(struct tt_transport_ctx *ctx, struct tt_conn *conn
         res = TT_ERROR(ncclSystemError, "shm: getrandom failed: %s", strerror(errno));
         goto out;
     }
-    snprintf(sc->name, sizeof sc->name, "/tutti-%016" PRIx64 "-%d-%d-%d", ctx->comm_hash,
-             conn->peer, ctx->rank, conn->tag);
+    segment_name(sc->name, ctx->comm_hash, conn->peer, ctx->rank, conn->tag);
     fd = shm_open(sc->name, O_RDWR | O_CREAT | O_EXCL, 0600);
     if (fd < 0) {
         res = TT_ERROR(ncclSystemError,
@@ -171,17 +188,17 @@ static ncclResult_t connect_send(struct tt_conn *conn, struct shm_conn *sc,
     ncclResult_t res = ncclSuccess;
     int fd = -1;
     if (si->magic != SHM_MAGIC || si->slot_bytes != conn->slot_bytes ||
-        si->segment_bytes != segment_bytes_of(conn->slot_bytes) ||
-        memchr(si->name, '\0', sizeof si->name) == NULL)
+        si->segment_bytes != segment_bytes_of(conn->slot_bytes))
         return TT_ERROR(ncclInvalidUsage,
                         "shm: connection info from peer rank %d does not match this side "
                         "(slot bytes %" PRIu64 " there, %zu here; NCCL_BUFFSIZE must be equal "
                         "on every rank)",
                         conn->peer, si->slot_bytes, conn->slot_bytes);
-    memcpy(sc->name, si->name, sizeof sc->name);
+    if (memchr(si->name, '\0', sizeof si->name) == NULL || strcmp(si->name, sc->name) != 0)
+        return TT_ERROR(ncclRemoteError, "shm: peer rank %d described a segment of another "
+                        "name than %s", conn->peer, sc->name);
     sc->slot_stride = slot_stride_of(conn->slot_bytes);
     sc->segment_bytes = si->segment_bytes;
-    sc->unlinked = true; /* the receiver owns the name */
 
     fd = shm_open(sc->name, O_RDWR, 0);
     if (fd < 0)
@@ -209,6 +226,11 @@ static ncclResult_t connect_send(struct tt_conn *conn, struct shm_conn *sc,
                        sc->name, conn->peer);
         goto out;
     }
+    /* Mapped: the name has served. Removed before the attach is visible, so the receiver's
+     * own removal, which waits for the attach, always finds it gone. */
+    if (shm_unlink(sc->name) != 0 && errno != ENOENT)
+        TT_WARN("shm: shm_unlink(%s) failed: %s", sc->name, strerror(errno));
+    sc->unlinked = true;
     sc->next = atomic_load(&sc->hdr->tail);
     sc->peer_seen = atomic_load(&sc->hdr->head);
     atomic_store(&sc->hdr->sender_attached, 1);
@@ -242,7 +264,8 @@ static ncclResult_t connect_recv(struct tt_transport_ctx *ctx, struct tt_conn *c
                             conn->peer, sc->name);
         tt_backoff_pause(&backoff, &hint);
     }
-    if (shm_unlink(sc->name) != 0)
+    /* The sender removed the name before it attached; this is for one that did not. */
+    if (shm_unlink(sc->name) != 0 && errno != ENOENT)
         TT_WARN("shm: shm_unlink(%s) failed: %s", sc->name, strerror(errno));
     sc->unlinked = true;
     sc->next = sc->published = atomic_load(&sc->hdr->head);
