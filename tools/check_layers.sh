@@ -40,7 +40,7 @@ core_level() {
     case $1 in
         core.h) echo 0 ;; # the umbrella for api/
         comm.c | comm_split.c | lifecycle.h | setup.c | setup.h | env_init.c | env_init.h | \
-            env_detect.c | watch.c | watch.h) echo 1 ;;
+            env_detect.c | watch.c | watch.h | dump.c) echo 1 ;;
         coll.c | coll.h | group.c | group.h | event.c | event.h) echo 2 ;;
         dispatch.c | dispatch.h) echo 3 ;;
         stream.c | stream_scan.c | stream.h) echo 4 ;;

@@ -1,14 +1,11 @@
 /* Communicator lifecycle: init (the steps of core/setup.c in order: bootstrap, peers, shape,
  * transports, local team, ring, Tree), the registry of live communicators, destroy and abort
- * (which free only once no thread is inside a call), finalize, revoke, and the SIGUSR1 dump.
+ * (which free only once no thread is inside a call), finalize and revoke.
  * Any failure on the way frees what was built, through the same path as ncclCommDestroy. */
 #include "core/comm.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -367,10 +364,6 @@ static void *init_main(void *arg)
     return NULL;
 }
 
-/* SIGUSR1 dumps (TUTTI_DUMP_SIGNAL=1), set up by the first init that finds the variable. */
-static pthread_once_t dump_once = PTHREAD_ONCE_INIT;
-static void start_dump_signal(void);
-
 /* A process that exits without destroying its communicators (or right after an abort left one
  * to be freed later) still writes their traces, from an exit handler: the runs that end
  * abruptly are the ones whose traces are wanted. */
@@ -406,7 +399,7 @@ ncclResult_t tt_comm_init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *
     *out = NULL;
     TT_TRY(tt_param_check());
     TT_TRY(tt_fault_init());
-    if (tt_param_dump_signal() != 0) pthread_once(&dump_once, start_dump_signal);
+    if (tt_param_dump_signal() != 0) tt_dump_signal_start();
     pthread_once(&version_once, log_version);
     TT_TRY(TT_CALLOC(&comm, 1));
     comm->st.rank = rank;
@@ -677,73 +670,4 @@ ncclResult_t tt_comm_dump(ncclComm_t comm)
 {
     tt_state_flight_dump(&comm->st, "tuttiCommDump");
     return ncclSuccess;
-}
-
-/* ---- SIGUSR1: every communicator's stalled operations (TUTTI_DUMP_SIGNAL=1) ----------------- */
-
-static int dump_pipe[2] = {-1, -1};
-/* What handled SIGUSR1 before (a job scheduler's preemption handler, say): still called. */
-static struct sigaction previous_usr1;
-
-static void on_dump_signal(int sig, siginfo_t *info, void *context)
-{
-    int saved = errno;
-    char c = 1;
-    ssize_t ignored = write(dump_pipe[1], &c, 1); /* async-signal-safe; a full pipe drops it */
-    (void)ignored;
-    errno = saved;
-    if (previous_usr1.sa_flags & SA_SIGINFO)
-        previous_usr1.sa_sigaction(sig, info, context);
-    else if (previous_usr1.sa_handler != SIG_DFL && previous_usr1.sa_handler != SIG_IGN)
-        previous_usr1.sa_handler(sig);
-}
-
-/* Waits for the signal handler's byte and dumps every live communicator. */
-static void *dump_main(void *arg)
-{
-    (void)arg;
-    char c;
-    for (;;) {
-        ssize_t n = read(dump_pipe[0], &c, 1);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return NULL;
-        /* In a call, as a caller is, so that Destroy and Abort wait for this thread before they
-         * free a communicator it dumps; and the dumps log outside the registry's lock, so that
-         * a log that blocks (stderr into a full pipe) holds up no other call. */
-        struct tt_call_rec *rec = tt_call_enter();
-        pthread_mutex_lock(&registry_lock);
-        size_t count = registry_count;
-        struct ncclComm **comms = count ? malloc(count * sizeof *comms) : NULL;
-        if (comms != NULL) memcpy(comms, registry, count * sizeof *comms);
-        pthread_mutex_unlock(&registry_lock);
-        for (size_t i = 0; comms != NULL && i < count; i++)
-            tt_state_flight_dump(&comms[i]->st, "SIGUSR1");
-        free(comms);
-        tt_call_leave(&rec);
-    }
-}
-
-/* A child of fork() has no dump thread: its SIGUSR1 must not reach the parent's (which would
- * dump the parent's communicators). Its handler's write then fails quietly; the program's own
- * handler is still called. */
-static void dump_forget_in_child(void)
-{
-    close(dump_pipe[0]);
-    close(dump_pipe[1]);
-    dump_pipe[0] = dump_pipe[1] = -1;
-}
-
-static void start_dump_signal(void)
-{
-    if (pipe2(dump_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return;
-    pthread_atfork(NULL, NULL, dump_forget_in_child);
-    /* The reader blocks; only the handler's end stays nonblocking. */
-    fcntl(dump_pipe[0], F_SETFL, 0);
-    pthread_t thread;
-    if (pthread_create(&thread, NULL, dump_main, NULL) != 0) return;
-    pthread_detach(thread);
-    struct sigaction sa = {.sa_sigaction = on_dump_signal, .sa_flags = SA_RESTART | SA_SIGINFO};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR1, &sa, &previous_usr1);
-    TT_INFO(TT_SUB_INIT, "SIGUSR1 dumps every communicator's stalled operations");
 }

@@ -53,6 +53,9 @@ size_t tt_comm_pick(bool (*want)(struct ncclComm *comm), struct ncclComm **out, 
 
 /* tuttiCommDump: logs the communicator's stalled operations (core/state.h). */
 ncclResult_t tt_comm_dump(ncclComm_t comm);
+/* TUTTI_DUMP_SIGNAL=1: once per process, makes SIGUSR1 dump every live communicator
+ * (core/dump.c). */
+void tt_dump_signal_start(void);
 /* tuttiCommStats (include/tutti.h), arguments checked. */
 ncclResult_t tt_comm_stats(ncclComm_t comm, tuttiCommStat_t *rows, int max_rows, int *nrows);
 
