@@ -120,6 +120,16 @@ foreach(mode raise keep)
   set_tests_properties(fault_fdlimit_${mode} fault_fdlimit_${mode}_tcp PROPERTIES LABELS fault
                        TIMEOUT 120 SKIP_RETURN_CODE 77)
 endforeach()
+# A survivor that dies during the shrink meant to leave a dead rank behind: the ranks left fail
+# within seconds naming it, whether it was to be new rank 0 ("leader") or not ("survivor"), on
+# one host and with every rank on its own (tests/fault_shrink.c).
+tutti_fault_program(fault_shrink)
+foreach(who survivor leader)
+  add_test(NAME fault_shrink_${who} COMMAND fault_shrink ${who})
+  add_test(NAME fault_shrink_${who}_apart COMMAND fault_shrink ${who} apart)
+  set_tests_properties(fault_shrink_${who} fault_shrink_${who}_apart PROPERTIES LABELS fault
+                       TIMEOUT 120)
+endforeach()
 tutti_fault_program(fault_inject)
 add_test(NAME fault_inject COMMAND fault_inject)
 set_tests_properties(fault_inject PROPERTIES LABELS fault TIMEOUT 120)

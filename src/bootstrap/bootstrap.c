@@ -87,7 +87,9 @@ static ncclResult_t open_peer(struct tt_bootstrap *bs, const struct sockaddr_sto
     char who[48];
     int fd = -1;
     snprintf(who, sizeof who, "the bootstrap listener of rank %d", to);
-    TT_TRY(tt_bs_gate_enter(addr, bs->magic, deadline_ns, bs->abort, who, false, &fd,
+    /* A rank listens before anyone learns its address, and its listener lives as long as its
+     * bootstrap: a refused connect means it has gone (ncclRemoteError at once). */
+    TT_TRY(tt_bs_gate_enter(addr, bs->magic, deadline_ns, bs->abort, who, true, &fd,
                             challenge));
     memset(&h, 0, sizeof h);
     h.magic = bs->magic;
@@ -574,11 +576,18 @@ ncclResult_t tt_bootstrap_send_sealed(struct tt_bootstrap *bs, int peer, int tag
 ncclResult_t tt_bootstrap_recv_sealed(struct tt_bootstrap *bs, int peer, int tag, void *data,
                                       size_t bytes)
 {
+    return tt_bootstrap_recv_sealed_watched(bs, peer, tag, data, bytes, NULL, NULL);
+}
+
+ncclResult_t tt_bootstrap_recv_sealed_watched(struct tt_bootstrap *bs, int peer, int tag,
+                                              void *data, size_t bytes,
+                                              tt_bootstrap_watch_fn watch, void *arg)
+{
     if (bytes > TT_BOOTSTRAP_SEALED_MAX)
         return TT_ERROR(ncclInternalError, "bootstrap: a sealed message of %zu bytes (at most "
                                            "%d)", bytes, TT_BOOTSTRAP_SEALED_MAX);
     uint8_t box[TT_BOOTSTRAP_SEALED_MAX + SEAL_EXTRA];
-    TT_TRY(tt_bootstrap_recv(bs, peer, tag, box, bytes + SEAL_EXTRA));
+    TT_TRY(tt_bootstrap_recv_watched(bs, peer, tag, box, bytes + SEAL_EXTRA, watch, arg));
     uint8_t key[crypto_secretbox_KEYBYTES];
     seal_key(bs, peer, bs->rank, tag, key);
     int bad = crypto_secretbox_open_easy(data, box + crypto_secretbox_NONCEBYTES,
@@ -607,6 +616,18 @@ static ncclResult_t wait_readable(struct tt_bootstrap *bs, int fd, uint64_t dead
     }
 }
 
+/* tt_sock_recv_all on rank `peer`'s connection; a failure names the rank, which the socket's
+ * own message (an address) does not. */
+static ncclResult_t recv_from(struct tt_bootstrap *bs, int peer, int fd, void *data, size_t bytes,
+                             uint64_t deadline_ns)
+{
+    ncclResult_t res = tt_sock_recv_all(fd, data, bytes, deadline_ns, bs->abort);
+    if (res == ncclSuccess) return ncclSuccess;
+    char why[TT_REASON_BYTES];
+    snprintf(why, sizeof why, "%s", tt_error_last());
+    return TT_ERROR(res, "bootstrap rank %d: receiving from rank %d: %s", bs->rank, peer, why);
+}
+
 ncclResult_t tt_bootstrap_recv_watched(struct tt_bootstrap *bs, int peer, int tag, void *data,
                                        size_t bytes, tt_bootstrap_watch_fn watch, void *arg)
 {
@@ -631,20 +652,20 @@ ncclResult_t tt_bootstrap_recv_watched(struct tt_bootstrap *bs, int peer, int ta
         int fd = bs->p2p_in_fd[peer];
         if (watch != NULL) TT_TRY(wait_readable(bs, fd, deadline_ns, watch, arg));
         struct tt_bs_p2p_header h;
-        TT_TRY(tt_sock_recv_all(fd, &h, sizeof h, deadline_ns, bs->abort));
+        TT_TRY(recv_from(bs, peer, fd, &h, sizeof h, deadline_ns));
         if (h.magic != bs->magic || h.from_rank != peer || h.bytes > MAX_P2P_BYTES)
             return TT_ERROR(ncclRemoteError, "bootstrap rank %d: bad message header from rank "
                             "%d (rank field %d, %llu bytes)", bs->rank, peer, (int)h.from_rank,
                             (unsigned long long)h.bytes);
         if (h.tag == tag && h.bytes == bytes) {
-            TT_TRY(tt_sock_recv_all(fd, data, bytes, deadline_ns, bs->abort));
+            TT_TRY(recv_from(bs, peer, fd, data, bytes, deadline_ns));
             return ncclSuccess;
         }
         /* Another tag, or this tag with a size that disagrees (stash_take reports that on the
          * next turn): keep the message, so the stream stays in step. */
         uint8_t *early = NULL;
         TT_TRY(TT_CALLOC(&early, (size_t)h.bytes));
-        ncclResult_t res = tt_sock_recv_all(fd, early, (size_t)h.bytes, deadline_ns, bs->abort);
+        ncclResult_t res = recv_from(bs, peer, fd, early, (size_t)h.bytes, deadline_ns);
         if (res != ncclSuccess) {
             free(early);
             TT_TRY(res);

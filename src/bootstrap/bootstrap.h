@@ -86,6 +86,10 @@ typedef ncclResult_t (*tt_bootstrap_watch_fn)(void *arg);
 /* tt_bootstrap_recv that also asks `watch` (NULL: nobody) while it waits. */
 ncclResult_t tt_bootstrap_recv_watched(struct tt_bootstrap *bs, int peer, int tag, void *data,
                                        size_t bytes, tt_bootstrap_watch_fn watch, void *arg);
+/* The same for a sealed message. */
+ncclResult_t tt_bootstrap_recv_sealed_watched(struct tt_bootstrap *bs, int peer, int tag,
+                                              void *data, size_t bytes,
+                                              tt_bootstrap_watch_fn watch, void *arg);
 
 /* Whether `peer` is known to be gone: a connection to its bootstrap listener, which lives as
  * long as its communicator, was refused (its process ended, or it destroyed the communicator).

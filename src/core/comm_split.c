@@ -110,9 +110,43 @@ struct shrink_offer {
 #define SHRINK_SAME 1
 #define SHRINK_DIFFERS 0 /* a refusal answers its error code, negated */
 struct shrink_verdict {
-    int32_t rank;    /* the parent rank of the first survivor that differed or refused, or -1 */
-    int32_t refused; /* its error code when it refused, 0 when its list differed */
+    int32_t rank;    /* the parent rank of the first survivor that differed, refused or was
+                        gone, or -1 */
+    int32_t refused; /* its error code when it refused or was gone, 0 when its list differed */
+    int32_t gone;    /* 1: new rank 0 could not reach it (it died or left meanwhile) */
 };
+
+/* Shrinks are how a job leaves dead ranks behind, so another may die during one: a wait on a
+ * survivor ends when its process ended (this host) or its bootstrap listener refuses
+ * connections (tt_bootstrap_peer_gone), instead of at the deadline. A failed communicator does
+ * not count: after a failure every survivor's has, and they are the ones shrinking. */
+struct survivor_watch {
+    struct ncclComm *comm;
+    int peer;
+};
+
+static ncclResult_t watch_survivor(void *arg)
+{
+    const struct survivor_watch *w = arg;
+    if (!tt_state_peer_died(&w->comm->st, w->peer) &&
+        !tt_bootstrap_peer_gone(w->comm->bootstrap, w->peer))
+        return ncclSuccess;
+    return TT_ERROR(ncclRemoteError, "ncclCommShrink: parent rank %d, a survivor, is gone (its "
+                    "process ended, or its bootstrap listener refuses connections) while parent "
+                    "rank %d waited for it; shrink again without it", w->peer,
+                    w->comm->st.rank);
+}
+
+static ncclResult_t recv_from_survivor(struct ncclComm *comm, int peer, void *data, size_t bytes,
+                                       bool sealed)
+{
+    struct survivor_watch w = {.comm = comm, .peer = peer};
+    if (!sealed)
+        return tt_bootstrap_recv_watched(comm->bootstrap, peer, SHRINK_ID_TAG, data, bytes,
+                                         watch_survivor, &w);
+    return tt_bootstrap_recv_sealed_watched(comm->bootstrap, peer, SHRINK_ID_TAG, data, bytes,
+                                            watch_survivor, &w);
+}
 
 static uint64_t members_digest(const int *members, int n)
 {
@@ -141,43 +175,60 @@ static ncclResult_t share_shrink_id(struct ncclComm *comm, const int *members, i
                                  .refused = newrank == 0 ? (int32_t)refusal : 0};
     struct shrink_verdict verdict = {.rank = -1};
     bool made_id = newrank == 0 && refusal == ncclSuccess;
-    if (made_id) TT_TRY(tt_bootstrap_get_unique_id(&offer.id));
+    bool *gone = NULL;
+    if (newrank == 0) TT_TRY(TT_CALLOC(&gone, (size_t)n));
+    if (made_id) TT_TRY_GOTO(tt_bootstrap_get_unique_id(&offer.id), res, out_unlocked);
     pthread_mutex_lock(&comm->bootstrap_lock);
     struct tt_bootstrap *bs = comm->bootstrap;
     if (newrank == 0) {
-        for (int i = 1; i < n; i++)
-            TT_TRY_GOTO(tt_bootstrap_send_sealed(bs, members[i], SHRINK_ID_TAG, &offer,
-                                                 sizeof offer),
-                        res, out);
+        /* A survivor that cannot be reached (it died or left during the shrink) is skipped
+         * from then on and named in the verdict, so that the others fail at once too. */
+        for (int i = 1; i < n; i++) {
+            ncclResult_t sent = tt_bootstrap_send_sealed(bs, members[i], SHRINK_ID_TAG, &offer,
+                                                         sizeof offer);
+            if (sent != ncclSuccess) gone[i] = true;
+            if (sent != ncclSuccess && verdict.rank < 0)
+                verdict = (struct shrink_verdict){.rank = members[i], .refused = (int32_t)sent,
+                                                  .gone = 1};
+        }
         for (int i = 1; i < n; i++) {
             int32_t answer = SHRINK_DIFFERS;
-            TT_TRY_GOTO(tt_bootstrap_recv(bs, members[i], SHRINK_ID_TAG, &answer, sizeof answer),
-                        res, out);
-            if (answer != SHRINK_SAME && verdict.rank < 0)
+            if (gone[i]) continue;
+            ncclResult_t got = recv_from_survivor(comm, members[i], &answer, sizeof answer,
+                                                  false);
+            if (got != ncclSuccess) gone[i] = true;
+            if (got != ncclSuccess && verdict.rank < 0)
+                verdict = (struct shrink_verdict){.rank = members[i], .refused = (int32_t)got,
+                                                  .gone = 1};
+            else if (got == ncclSuccess && answer != SHRINK_SAME && verdict.rank < 0)
                 verdict = (struct shrink_verdict){.rank = members[i],
                                                   .refused = answer < 0 ? -answer : 0};
         }
         for (int i = 1; i < n; i++)
-            TT_TRY_GOTO(tt_bootstrap_send(bs, members[i], SHRINK_ID_TAG, &verdict,
-                                          sizeof verdict),
-                        res, out);
+            if (!gone[i])
+                (void)tt_bootstrap_send(bs, members[i], SHRINK_ID_TAG, &verdict,
+                                        sizeof verdict); /* a failure: gone since it answered */
     } else {
         struct shrink_offer got;
-        TT_TRY_GOTO(tt_bootstrap_recv_sealed(bs, members[0], SHRINK_ID_TAG, &got, sizeof got),
-                    res, out);
+        TT_TRY_GOTO(recv_from_survivor(comm, members[0], &got, sizeof got, true), res, out);
         int32_t answer = refusal != ncclSuccess ? -(int32_t)refusal
                          : got.n == offer.n && got.digest == offer.digest ? SHRINK_SAME
                                                                           : SHRINK_DIFFERS;
         TT_TRY_GOTO(tt_bootstrap_send(bs, members[0], SHRINK_ID_TAG, &answer, sizeof answer),
                     res, out);
-        TT_TRY_GOTO(tt_bootstrap_recv(bs, members[0], SHRINK_ID_TAG, &verdict, sizeof verdict),
-                    res, out);
+        TT_TRY_GOTO(recv_from_survivor(comm, members[0], &verdict, sizeof verdict, false), res,
+                    out);
         offer.id = got.id;
         if (got.refused != 0)
             verdict = (struct shrink_verdict){.rank = members[0], .refused = got.refused};
     }
     if (refusal != ncclSuccess)
         res = refusal; /* check_parent's error stays this thread's last */
+    else if (verdict.rank >= 0 && verdict.gone)
+        res = TT_ERROR(ncclRemoteError, "ncclCommShrink: parent rank %d, a survivor, could not "
+                       "be reached by new rank 0 (parent rank %d): it died or left during the "
+                       "shrink, which fails on every rank; shrink again without it",
+                       verdict.rank, members[0]);
     else if (verdict.rank >= 0 && verdict.refused != 0)
         res = refused_by("ncclCommShrink", "shrink", verdict.rank, verdict.refused);
     else if (verdict.rank >= 0)
@@ -189,6 +240,8 @@ static ncclResult_t share_shrink_id(struct ncclComm *comm, const int *members, i
     *id = offer.id;
 out:
     pthread_mutex_unlock(&comm->bootstrap_lock);
+out_unlocked:
+    free(gone);
     if (res != ncclSuccess && made_id) tt_bootstrap_root_cancel(&offer.id);
     return res;
 }

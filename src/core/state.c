@@ -173,6 +173,11 @@ void tt_state_fail_because(struct tt_comm_state *st, ncclResult_t res, const cha
     }
 }
 
+bool tt_state_peer_died(const struct tt_comm_state *st, int peer)
+{
+    return peer >= 0 && dead_peer(st, peer) >= 0;
+}
+
 int tt_state_gone_peer(const struct tt_comm_state *st, int peer, ncclResult_t *code, char *why,
                        size_t bytes)
 {

@@ -125,6 +125,9 @@ static inline const char *tt_state_fail_reason(const struct tt_comm_state *st)
  * other hosts are taken as fine: their connections tell. */
 int tt_state_gone_peer(const struct tt_comm_state *st, int peer, ncclResult_t *code, char *why,
                        size_t bytes);
+/* Whether `peer`, a rank of this host, has died (its process ended); a failed communicator
+ * does not count, as it does for tt_state_gone_peer. */
+bool tt_state_peer_died(const struct tt_comm_state *st, int peer);
 
 /* ---- Calls in progress -------------------------------------------------------------------
  *
