@@ -124,7 +124,7 @@ endforeach()
 # within seconds naming it, whether it was to be new rank 0 ("leader") or not ("survivor"), on
 # one host and with every rank on its own (tests/fault_shrink.c).
 tutti_fault_program(fault_shrink)
-foreach(who survivor leader)
+foreach(who survivor leader split)
   add_test(NAME fault_shrink_${who} COMMAND fault_shrink ${who})
   add_test(NAME fault_shrink_${who}_apart COMMAND fault_shrink ${who} apart)
   set_tests_properties(fault_shrink_${who} fault_shrink_${who}_apart PROPERTIES LABELS fault

@@ -6,6 +6,11 @@
  *             new rank 0's verdict.
  *   leader    rank 0 dies, the rank that was to be new rank 0: ranks 1 and 2 wait for its
  *             offer.
+ *   split     no rank 3 death; rank 2 dies and the others split the communicator (colour 0)
+ *             before they have noticed. The split's colours go round the bootstrap's ring,
+ *             which the dead rank breaks next to two ranks only: the rank that fails there
+ *             shuts its ring, so the failure goes round too (before, rank 0 waited for the
+ *             deadline). Its error need not name rank 2.
  *
  * The ranks left must fail within LIMIT_S with an error naming the rank that died (before,
  * they waited for TUTTI_TIMEOUT_MS, 60 s here). With "apart" as the last argument each rank
@@ -26,6 +31,11 @@
 
 #define NRANKS 4
 #define LIMIT_S 10.0
+/* split: how soon every rank must fail, and how long each holds its communicator after
+ * failing before it aborts it (an abort closes the ring too, which must not be what tells the
+ * others). */
+#define SPLIT_LIMIT_S 3.0
+#define SPLIT_HOLD_US 4000000
 
 static double now_s(void)
 {
@@ -34,7 +44,7 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int run_rank(int rank, ncclUniqueId id, int second, bool apart)
+static int run_rank(int rank, ncclUniqueId id, int second, bool split, bool apart)
 {
     if (apart) {
         char host[32];
@@ -51,13 +61,15 @@ static int run_rank(int rank, ncclUniqueId id, int second, bool apart)
         fprintf(stderr, "rank %d: AllReduce: %s\n", rank, ncclGetLastError(NULL));
         return 2;
     }
-    if (rank == 3) _exit(0); /* the first death */
-    usleep(300000);          /* rank 3 is gone */
+    if (rank == 3 && !split) _exit(0); /* the first death */
+    usleep(300000);                     /* rank 3 is gone */
     if (rank == second) _exit(0);
     int exclude[1] = {3};
     ncclComm_t shrunk = NULL;
     double t0 = now_s();
-    ncclResult_t res = ncclCommShrink(comm, exclude, 1, &shrunk, NULL, NCCL_SHRINK_ABORT);
+    ncclResult_t res = split ? ncclCommSplit(comm, 0, rank, &shrunk, NULL)
+                             : ncclCommShrink(comm, exclude, 1, &shrunk, NULL,
+                                              NCCL_SHRINK_ABORT);
     double took = now_s() - t0;
     const char *why = ncclGetLastError(NULL);
     char named[16];
@@ -66,18 +78,20 @@ static int run_rank(int rank, ncclUniqueId id, int second, bool apart)
     if (res == ncclSuccess || res == ncclInProgress) {
         fprintf(stderr, "rank %d: the shrink succeeded without rank %d\n", rank, second);
         bad = 1;
-    } else if (strstr(why, named) == NULL) {
+    } else if (!split && strstr(why, named) == NULL) {
         fprintf(stderr, "rank %d: the error does not name %s: %s\n", rank, named, why);
         bad = 1;
     }
-    if (took > LIMIT_S) {
-        fprintf(stderr, "rank %d: the shrink failed after %.1f s (TUTTI_TIMEOUT_MS is 60 s)\n",
-                rank, took);
+    double limit = split ? SPLIT_LIMIT_S : LIMIT_S;
+    if (took > limit) {
+        fprintf(stderr, "rank %d: the call failed after %.1f s, want under %.0f s "
+                "(TUTTI_TIMEOUT_MS is 60 s)\n", rank, took, limit);
         bad = 1;
     }
-    printf("rank %d: shrink failed after %.2f s (%s): %s\n", rank, took, ncclGetErrorString(res),
-           why);
+    printf("rank %d: %s failed after %.2f s (%s): %s\n", rank, split ? "split" : "shrink", took,
+           ncclGetErrorString(res), why);
     if (shrunk != NULL) ncclCommAbort(shrunk);
+    if (split) usleep(SPLIT_HOLD_US);
     ncclCommAbort(comm);
     return bad;
 }
@@ -86,6 +100,7 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     setenv("TUTTI_TIMEOUT_MS", "60000", 1);
+    bool split = argc > 1 && strcmp(argv[1], "split") == 0;
     int second = argc > 1 && strcmp(argv[1], "leader") == 0 ? 0 : 2;
     bool apart = strcmp(argv[argc - 1], "apart") == 0;
     ncclUniqueId id;
@@ -93,7 +108,7 @@ int main(int argc, char **argv)
     for (int r = 0; r < NRANKS; r++) {
         pids[r] = fork_rank(r, &id, 1);
         if (pids[r] < 0) return 1;
-        if (pids[r] == 0) _exit(run_rank(r, id, second, apart));
+        if (pids[r] == 0) _exit(run_rank(r, id, second, split, apart));
     }
     int failures = 0;
     for (int r = 0; r < NRANKS; r++) {
@@ -104,7 +119,8 @@ int main(int argc, char **argv)
             failures++;
         }
     }
-    printf("fault_shrink %s%s: %s\n", second == 0 ? "leader" : "survivor", apart ? " apart" : "",
+    printf("fault_shrink %s%s: %s\n", split ? "split" : second == 0 ? "leader" : "survivor",
+           apart ? " apart" : "",
            failures ? "FAIL" : "PASS");
     return failures ? 1 : 0;
 }

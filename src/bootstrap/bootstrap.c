@@ -62,6 +62,7 @@ struct tt_bootstrap {
     int ring_next_fd;
     int ring_prev_fd;
     uint64_t ring_seq; /* allgather steps so far; both ring neighbours count alike */
+    bool ring_broken;  /* an allgather failed here and shut the ring (tt_bootstrap_allgather) */
     struct sockaddr_storage *peer_addrs; /* nranks listen addresses */
     int *p2p_out_fd; /* nranks: connections this rank opened (owns the array of both) */
     int *p2p_in_fd;  /* nranks: connections peers opened to this rank */
@@ -426,11 +427,28 @@ ncclResult_t tt_bootstrap_allgather(struct tt_bootstrap *bs, void *data, size_t 
     uint8_t *blocks = data;
     int n = bs->nranks;
     uint64_t deadline_ns = tt_deadline_after_ms(bs->timeout_ms);
+    if (bs->ring_broken)
+        return TT_ERROR(ncclRemoteError, "bootstrap rank %d: an earlier allgather failed and "
+                        "closed the ring; this communicator's ranks cannot exchange any more "
+                        "(abort it)", bs->rank);
     for (int s = 0; s < n - 1; s++) {
         int send_block = (bs->rank - s + n) % n;
         int recv_block = (bs->rank - s - 1 + n) % n;
-        TT_TRY(ring_exchange(bs, blocks + (size_t)send_block * bytes,
-                             blocks + (size_t)recv_block * bytes, bytes, deadline_ns));
+        ncclResult_t res = ring_exchange(bs, blocks + (size_t)send_block * bytes,
+                                         blocks + (size_t)recv_block * bytes, bytes, deadline_ns);
+        if (res == ncclSuccess) continue;
+        /* The ring is out of step for good. Shutting both ends makes the neighbours fail at
+         * once, and theirs theirs, all around the ring: otherwise a rank that died would fail
+         * only its two neighbours, and the others would wait for their deadline. */
+        if (bs->ring_next_fd >= 0) shutdown(bs->ring_next_fd, SHUT_RDWR);
+        if (bs->ring_prev_fd >= 0) shutdown(bs->ring_prev_fd, SHUT_RDWR);
+        bs->ring_broken = true;
+        char why[TT_REASON_BYTES];
+        snprintf(why, sizeof why, "%s", tt_error_last());
+        return TT_ERROR(res, "bootstrap rank %d: allgather between rank %d (before it on the "
+                        "ring) and rank %d (after it) failed, so a rank of the communicator "
+                        "failed or died: %s", bs->rank, (bs->rank + n - 1) % n,
+                        (bs->rank + 1) % n, why);
     }
     return ncclSuccess;
 }
