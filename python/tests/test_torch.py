@@ -461,9 +461,16 @@ def check_subgroups(rank, n):
     evens = list(range(0, n, 2))
     g = dist.new_group(evens)
     if rank in evens:
+        # Sequence numbers count the group's collectives, alike on every member.
+        g._set_sequence_number_for_group()
+        assert g._get_sequence_number_for_group() == 0, g._get_sequence_number_for_group()
         x = torch.full((3,), float(rank))
         dist.all_reduce(x, group=g)
         assert torch.equal(x, torch.full((3,), float(sum(evens)))), x
+        seq = torch.tensor([g._get_sequence_number_for_group()], dtype=torch.int64)
+        seqs = [torch.zeros(1, dtype=torch.int64) for _ in evens]
+        dist.all_gather(seqs, seq, group=g)
+        assert [int(s) for s in seqs] == [1] * len(evens), seqs
 
 
 def check_allocator(rank, n):

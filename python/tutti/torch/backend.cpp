@@ -129,6 +129,14 @@ class ProcessGroupTutti : public BackendBase {
 
   const std::string getBackendName() const override { return "tutti"; }
 
+  // torch's _set/_get_sequence_number_for_group: the collectives issued on the group so far,
+  // equal on every rank of a group in step (point-to-point is not counted: it differs between
+  // ranks). Every group starts at 0, so there is nothing to agree on, as with ProcessGroupNCCL.
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override {
+    return coll_seq_.load(std::memory_order_relaxed);
+  }
+
   // Stops every group's completion thread (an atexit handler calls it, before the interpreter
   // finalizes). The groups stay usable: Work::wait() and the destructor complete what is left.
   // A child of fork() inherits the list but none of the threads: it skips its parent's groups
@@ -257,6 +265,7 @@ class ProcessGroupTutti : public BackendBase {
     std::unique_lock<std::mutex> lock(coll ? coll_mutex_ : p2p_mutex_);
     TORCH_CHECK(!timed_out_.load(), "tutti: ", op_name(type), ": ", note_->get());
     const uint64_t seq = ++seq_;
+    if (coll) coll_seq_.fetch_add(1, std::memory_order_relaxed);
     const Clock::time_point deadline = Clock::now() + timeout_;
     const bool coalescing = coalescing_here();
     if (coll && !coalescing && runs_inline(pending)) {
@@ -564,7 +573,8 @@ class ProcessGroupTutti : public BackendBase {
   int64_t inline_bytes_;  // collectives up to this size may run inline; -1: none does
   std::mutex coll_mutex_;   // issue order on the collective stream, and inline runs
   std::mutex p2p_mutex_;    // the point-to-point streams
-  std::atomic<uint64_t> seq_{0};
+  std::atomic<uint64_t> seq_{0};       // every operation: names them in errors
+  std::atomic<uint64_t> coll_seq_{0};  // collectives only: getSequenceNumberForGroup
   // The inline collective running now, for the completion thread's timeout: its deadline
   // (Clock's ticks since its epoch; 0 when none runs), number and type.
   std::atomic<int64_t> inline_deadline_{0};
