@@ -34,8 +34,8 @@
 /* split: how soon every rank must fail, and how long each holds its communicator after
  * failing before it aborts it (an abort closes the ring too, which must not be what tells the
  * others). */
-#define SPLIT_LIMIT_S 3.0
-#define SPLIT_HOLD_US 4000000
+#define SPLIT_LIMIT_S 5.0
+#define SPLIT_HOLD_US 7000000
 
 static double now_s(void)
 {

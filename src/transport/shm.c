@@ -6,8 +6,7 @@
  * is s % TT_CONN_SLOTS. The segment's name is removed as soon as the sender has attached (by
  * the sender, then or at the latest when the receiver sees it attached), so nothing is left in
  * /dev/shm if a process dies later; a receiver that dies before the attach leaves its name to
- * the sender, which removes it when it attaches or when it closes its side unattached. The
- * peer shares this memory, so every value read
+ * the sender, which removes it when it attaches. The peer shares this memory, so every value read
  * from it (tail, lengths) is range-checked before use. */
 #include <errno.h>
 #include <fcntl.h>
@@ -131,10 +130,11 @@ static ncclResult_t shm_setup(struct tt_transport_ctx *ctx, struct tt_conn *conn
     conn->priv = sc;
     memset(info, 0, sizeof *info);
     if (conn->dir == TT_CONN_SEND) {
-        /* Closed before it attaches (the exchange failed, or the receiver died), the sender
-         * removes the receiver's name: nobody will attach to that segment now. */
+        /* The name the receiver's description must give. A sender closed before it attaches
+         * leaves the name alone: after a failed exchange the receiver may already have made
+         * the next attempt's segment under the same name. */
         segment_name(sc->name, ctx->comm_hash, ctx->rank, conn->peer, conn->tag);
-        sc->unlinked = false;
+        sc->unlinked = true;
         return ncclSuccess;
     }
 
