@@ -74,7 +74,7 @@ static void raise_nofile(void)
         fclose(f);
         want = (rlim_t)nr_open;
     }
-    if (rl.rlim_cur != RLIM_INFINITY && want <= rl.rlim_cur) return;
+    if (rl.rlim_cur == RLIM_INFINITY || want <= rl.rlim_cur) return; /* never lowered */
     struct rlimit raised = {.rlim_cur = want, .rlim_max = rl.rlim_max};
     if (setrlimit(RLIMIT_NOFILE, &raised) != 0) {
         TT_INFO(TT_SUB_INIT, "cannot raise the limit on open files from %llu to %llu: %s",
