@@ -104,9 +104,11 @@ add_test(NAME fault_connect_late_tcp COMMAND fault_connect late)
 add_test(NAME fault_connect_late_apart COMMAND fault_connect late apart)
 add_test(NAME fault_connect_elsewhere COMMAND fault_connect elsewhere)
 add_test(NAME fault_connect_elsewhere_apart COMMAND fault_connect elsewhere apart)
+# Rank 1 dies in init with its host mailbox made: rank 0's init fails, /dev/shm stays empty.
+add_test(NAME fault_connect_team COMMAND fault_connect team)
 set_tests_properties(fault_connect fault_connect_tcp fault_connect_late fault_connect_late_tcp
   fault_connect_late_apart fault_connect_elsewhere fault_connect_elsewhere_apart
-  PROPERTIES LABELS fault TIMEOUT 120)
+  fault_connect_team PROPERTIES LABELS fault TIMEOUT 120)
 set_tests_properties(fault_connect_tcp fault_connect_late_tcp PROPERTIES
   ENVIRONMENT "NCCL_SHM_DISABLE=1")
 # Many communicators under a soft limit of 256 open files: Tutti raises the soft limit to the

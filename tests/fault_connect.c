@@ -14,6 +14,9 @@
  *             listening yet and retried them until the deadline.
  *   elsewhere three ranks; rank 1 dies in its ncclRecv from rank 2, and rank 0's ncclRecv from
  *             rank 1 waits for a description rank 1 never posts.
+ *   team      three ranks; rank 1 dies in its init, once it has made its host mailbox and
+ *             before the team's exchange (point=team): rank 0's init must fail, and nothing
+ *             may be left in /dev/shm (rank 1's mailbox was, before).
  *
  * With "apart" as the last argument each rank names a host of its own (NCCL_HOSTID), as ranks
  * on several hosts would: no rank can watch another's process. Then "late" fails on the
@@ -47,7 +50,7 @@
 #define LIMIT_S 10.0
 #define LATE_S 2 /* how late rank 2 calls in "late" */
 
-enum scenario { SENDER_DIES, LATE, ELSEWHERE };
+enum scenario { SENDER_DIES, LATE, ELSEWHERE, TEAM };
 
 static double now_s(void)
 {
@@ -85,11 +88,24 @@ static int run_rank(int rank, ncclUniqueId id, enum scenario sc, int apart)
         setenv("NCCL_ALGO", "Ring", 1); /* no Tree links at init, where the fault would fire */
     }
     if (rank == 1)
-        setenv("TUTTI_FAULT", sc == SENDER_DIES
-                                  ? "rank=1,op=send,seq=1,point=connect,action=exit"
-                                  : "rank=1,op=recv,seq=1,point=connect,action=exit", 1);
+        setenv("TUTTI_FAULT", sc == SENDER_DIES ? "rank=1,op=send,seq=1,point=connect,action=exit"
+                              : sc == TEAM      ? "rank=1,point=team,action=exit"
+                                : "rank=1,op=recv,seq=1,point=connect,action=exit", 1);
     ncclComm_t comm;
-    if (ncclCommInitRank(&comm, sc == SENDER_DIES ? 2 : 3, id, rank) != ncclSuccess) {
+    double t0 = now_s();
+    ncclResult_t init = ncclCommInitRank(&comm, sc == SENDER_DIES ? 2 : 3, id, rank);
+    if (sc == TEAM) {
+        if (rank != 0) return 0; /* rank 1 exits inside; rank 2's outcome is not this test's */
+        double took = now_s() - t0;
+        const char *why = ncclGetLastError(NULL);
+        int bad = init == ncclSuccess || strstr(why, "rank 1") == NULL || took > LIMIT_S;
+        printf("rank 0: init failed after %.2f s (%s): %s\n", took, ncclGetErrorString(init),
+               why);
+        if (bad) fprintf(stderr, "rank 0: want init to fail within %.0f s naming rank 1\n",
+                         LIMIT_S);
+        return bad;
+    }
+    if (init != ncclSuccess) {
         fprintf(stderr, "rank %d: init: %s\n", rank, ncclGetLastError(NULL));
         return 2;
     }
@@ -103,7 +119,7 @@ static int run_rank(int rank, ncclUniqueId id, enum scenario sc, int apart)
         ncclSend(buf, 256, ncclFloat, sc == LATE ? 0 : 1, comm, NULL);
         pause();
     }
-    double t0 = now_s();
+    t0 = now_s();
     ncclResult_t res = survive(sc, buf, comm);
     double took = now_s() - t0 - (sc == LATE ? LATE_S : 0);
     const char *why = ncclGetLastError(NULL);
@@ -153,6 +169,7 @@ int main(int argc, char **argv)
     enum scenario sc = SENDER_DIES;
     if (argc > 1 && strcmp(argv[1], "late") == 0) sc = LATE;
     if (argc > 1 && strcmp(argv[1], "elsewhere") == 0) sc = ELSEWHERE;
+    if (argc > 1 && strcmp(argv[1], "team") == 0) sc = TEAM;
     int apart = strcmp(argv[argc - 1], "apart") == 0;
     int nranks = sc == SENDER_DIES ? 2 : 3;
     bool private_shm = private_dev_shm();

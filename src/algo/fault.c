@@ -22,7 +22,7 @@ struct fault {
     int coll;
     uint64_t seq;
     uint64_t after_slices;
-    bool at_connect; /* point=connect */
+    enum tt_fault_point at; /* point=connect or point=team; TT_FAULT_AT_CHUNK: after_chunk */
     enum tt_fault_action action;
     bool fired;
 };
@@ -82,15 +82,18 @@ static ncclResult_t parse(const char *text, struct fault *f)
             f->seq = v;
             have_seq = true;
         } else if (strcmp(key, "point") == 0 && strcmp(value, "connect") == 0) {
-            f->at_connect = true;
+            f->at = TT_FAULT_AT_CONNECT;
+            have_point = true;
+        } else if (strcmp(key, "point") == 0 && strcmp(value, "team") == 0) {
+            f->at = TT_FAULT_AT_TEAM;
             have_point = true;
         } else if (strcmp(key, "point") == 0) {
             const char *k = strncmp(value, "after_chunk:", 12) == 0 ? value + 12 : NULL;
             unsigned long long v = k ? strtoull(k, &end, 10) : 0;
             if (k == NULL || *k == '\0' || *end != '\0' || v == 0)
                 return TT_ERROR(ncclInvalidArgument,
-                                "TUTTI_FAULT: point=%s is not after_chunk:K with K >= 1, nor "
-                                "connect", value);
+                                "TUTTI_FAULT: point=%s is not after_chunk:K with K >= 1, "
+                                "connect or team", value);
             f->after_slices = v;
             have_point = true;
         } else if (strcmp(key, "action") == 0) {
@@ -108,13 +111,14 @@ static ncclResult_t parse(const char *text, struct fault *f)
     }
     /* At connect, op and seq name nothing (the fault fires at the rank's first connection),
      * and only exit and stall mean anything. */
-    if (f->rank < 0 || (!f->at_connect && (f->coll < 0 || !have_seq)) || !have_point ||
+    bool at_init = f->at != TT_FAULT_AT_CHUNK;
+    if (f->rank < 0 || (!at_init && (f->coll < 0 || !have_seq)) || !have_point ||
         f->action == TT_FAULT_NONE)
         return TT_ERROR(ncclInvalidArgument, "TUTTI_FAULT=\"%s\" lacks one of rank, op, seq, "
                         "point, action", text);
-    if (f->at_connect && f->action != TT_FAULT_EXIT && f->action != TT_FAULT_STALL)
-        return TT_ERROR(ncclInvalidArgument, "TUTTI_FAULT=\"%s\": point=connect takes "
-                        "action=exit or stall only", text);
+    if (at_init && f->action != TT_FAULT_EXIT && f->action != TT_FAULT_STALL)
+        return TT_ERROR(ncclInvalidArgument, "TUTTI_FAULT=\"%s\": point=%s takes action=exit "
+                        "or stall only", text, f->at == TT_FAULT_AT_TEAM ? "team" : "connect");
     return ncclSuccess;
 }
 
@@ -157,16 +161,16 @@ enum tt_fault_action tt_fault_due(const struct tt_op *op, uint64_t slices)
     return first ? fault.action : TT_FAULT_NONE;
 }
 
-void tt_fault_connect(int rank)
+void tt_fault_at(enum tt_fault_point at, int rank)
 {
-    if (!fault.at_connect || rank != fault.rank) return;
+    if (fault.at != at || at == TT_FAULT_AT_CHUNK || rank != fault.rank) return;
     pthread_mutex_lock(&fault_lock);
     bool first = !fault.fired;
     fault.fired = true;
     pthread_mutex_unlock(&fault_lock);
     if (!first) return;
-    /* A moment first, so that the peer, which has this rank's description too, is already
-     * waiting in its connect for this rank to attach. */
+    /* A moment first, so that the peers are already waiting for this rank: at connect, the
+     * peer that has this rank's description too, in its connect; at team, in the exchange. */
     usleep(300000);
     if (fault.action == TT_FAULT_EXIT) _exit(71);
     if (fault.action == TT_FAULT_STALL) raise(SIGSTOP);

@@ -8,8 +8,10 @@
  * seq: the operation's number on its lane, from 1 (the n-th collective of the communicator, or
  * the n-th send to one peer); point: after_chunk:K, once the operation has sent K slices
  * (K >= 1), or connect: at the rank's first exchange of point-to-point connections, once both
- * sides have posted their descriptions and 300 ms before it would attach to the peer's (op and
- * seq are then not matched; actions exit and stall only); action: exit (the process exits at once, as if killed), stall (it stops itself with
+ * sides have posted their descriptions and 300 ms before it would attach to the peer's, or
+ * team: in communicator init, 300 ms after the rank made its host mailbox and before the team's
+ * exchange (op and seq are not matched at connect and team; actions exit and stall only);
+ * action: exit (the process exits at once, as if killed), stall (it stops itself with
  * SIGSTOP, as if hung), close (its connection to the next rank is closed and the operation
  * fails), corrupt (the slice goes out with a wrong descriptor, as a confused or hostile peer's).
  * A malformed value fails communicator init with ncclInvalidArgument naming the bad part. */
@@ -35,7 +37,9 @@ ncclResult_t tt_fault_init(void);
 ncclResult_t tt_fault_parse(const char *text);
 /* The action due now for `op`, which has just filled its `slices`-th slice (NONE mostly). */
 enum tt_fault_action tt_fault_due(const struct tt_op *op, uint64_t slices);
-/* point=connect: acts (exit, stall) when `rank` is the fault's, once. */
-void tt_fault_connect(int rank);
+/* Where a fault that names no operation fires (point=connect, point=team). */
+enum tt_fault_point { TT_FAULT_AT_CHUNK, TT_FAULT_AT_CONNECT, TT_FAULT_AT_TEAM };
+/* point=connect or team, at `at`: acts (exit, stall) when `rank` is the fault's, once. */
+void tt_fault_at(enum tt_fault_point at, int rank);
 
 #endif

@@ -228,7 +228,7 @@ static ncclResult_t exchange(struct need *needs, int count)
         struct need *r = reverse_need(needs, count, n);
         if (r != NULL) n->theirs = r->mine;
     }
-    if (__builtin_expect(tt_fault_armed, 0)) tt_fault_connect(needs[0].comm->st.rank);
+    if (__builtin_expect(tt_fault_armed, 0)) tt_fault_at(TT_FAULT_AT_CONNECT, needs[0].comm->st.rank);
     /* Phases 3 to 5: every send side, then every receive side, then the send sides built from
      * their receive side (transport.h, send_after_recv). */
     for (int pass = 0; pass < 3; pass++) {

@@ -17,6 +17,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "algo/fault.h"
 #include "core/comm.h"
 #include "device/device.h"
 #include "util/err.h"
@@ -342,19 +343,21 @@ ncclResult_t tt_setup_team(struct ncclComm *comm)
     /* Every rank decides alike whether teams are formed: the variables are equal everywhere. */
     if (n < 2 || slot <= 0 || !shm_ok) return ncclSuccess;
     uint64_t mine = comm->peers[comm->st.rank].host_hash;
+    bool in_team = comm->local_nranks >= 2;
     struct tt_team_info *all = NULL, *local = NULL;
     ncclResult_t res = ncclSuccess;
     TT_TRY(TT_CALLOC(&all, (size_t)n));
     TT_TRY_GOTO(TT_CALLOC(&local, (size_t)n), res, out);
     int me = 0;
     for (int r = 0; r < comm->st.rank; r++) me += comm->peers[r].host_hash == mine;
-    bool in_team = comm->local_nranks >= 2;
     /* Segment names must differ between the hosts' teams of one communicator, even where two
      * "hosts" (NCCL_HOSTID) share one machine. */
     if (in_team)
         TT_TRY_GOTO(tt_team_create(me, comm->local_nranks, comm->tctx.comm_hash ^ mine,
                                    (size_t)slot, &comm->team, &all[comm->st.rank]),
                     res, out);
+    if (__builtin_expect(tt_fault_armed, 0) && in_team)
+        tt_fault_at(TT_FAULT_AT_TEAM, comm->st.rank);
     TT_TRY_GOTO(tt_bootstrap_allgather(comm->bootstrap, all, sizeof *all), res, out);
     if (in_team) {
         int k = 0;
@@ -432,6 +435,11 @@ ncclResult_t tt_setup_team(struct ncclComm *comm)
             tt_param_cma_cost() > 0 ? "TUTTI_CMA_COST" : "measured, mean of the ranks",
             comm->llc_bytes >> 10);
 out:
+    /* A failed init removes every local member's mailbox name, not only this rank's: one that
+     * died in between (a failure here is usually a death) cannot remove its own. The others
+     * fail their init too, so none still needs a name. */
+    if (in_team && res != ncclSuccess)
+        tt_team_unlink_all(comm->tctx.comm_hash ^ mine, comm->local_nranks);
     if (in_team && res == ncclSuccess && !comm->team_spans)
         TT_INFO(TT_SUB_INIT | TT_SUB_SHM, "local team of %d ranks (of %d) on this host",
                 comm->local_nranks, n);

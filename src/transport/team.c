@@ -59,6 +59,8 @@ struct peer_map {
     uint64_t last_use;
 };
 
+#define TEAM_NAME_BYTES 48
+
 struct tt_team {
     struct tt_team_hot hot;        /* first: read inline through team.h */
     const struct tt_peer_mem *mem; /* how peers' buffers are reached (host memory today) */
@@ -66,7 +68,7 @@ struct tt_team {
     int nranks;
     size_t slot_bytes;
     size_t map_bytes;
-    char name[48];
+    char name[TEAM_NAME_BYTES];
     bool unlinked;
     bool cma;
     bool map_peers; /* TUTTI_MAP_PEERS */
@@ -86,6 +88,12 @@ static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 static size_t segment_bytes(size_t slot_bytes)
 {
     return sizeof(struct mailbox) + 2 * round_up(SLOT_HEADER_BYTES + slot_bytes, LINE);
+}
+
+/* Member `rank`'s mailbox name in the team named by `comm_hash`: every member can compute it. */
+static void mailbox_name(char *name, size_t bytes, uint64_t comm_hash, int rank)
+{
+    snprintf(name, bytes, "/tutti-%016llx-mbox-%d", (unsigned long long)comm_hash, rank);
 }
 
 ncclResult_t tt_team_create(int rank, int nranks, uint64_t comm_hash, size_t slot_bytes,
@@ -108,8 +116,7 @@ ncclResult_t tt_team_create(int rank, int nranks, uint64_t comm_hash, size_t slo
     h->nmaps = 2 * nranks + 1 > MAP_CACHE_MIN ? 2 * nranks + 1 : MAP_CACHE_MIN;
     TT_TRY_GOTO(TT_CALLOC(&h->maps, (size_t)h->nmaps), res, fail);
     for (int p = 0; p < nranks; p++) h->pidfds[p] = -1;
-    snprintf(h->name, sizeof h->name, "/tutti-%016llx-mbox-%d", (unsigned long long)comm_hash,
-             rank);
+    mailbox_name(h->name, sizeof h->name, comm_hash, rank);
     int fd = shm_open(h->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0) {
         res = TT_ERROR(ncclSystemError, "cannot create shared memory %s: %s", h->name,
@@ -207,6 +214,15 @@ ncclResult_t tt_team_attach(struct tt_team *h, const struct tt_team_info *infos)
     }
     h->cma = cma;
     return ncclSuccess;
+}
+
+void tt_team_unlink_all(uint64_t comm_hash, int nranks)
+{
+    for (int r = 0; r < nranks; r++) {
+        char name[TEAM_NAME_BYTES];
+        mailbox_name(name, sizeof name, comm_hash, r);
+        (void)shm_unlink(name); /* ENOENT for those removed already */
+    }
 }
 
 void tt_team_unlink(struct tt_team *h)

@@ -110,6 +110,9 @@ ncclResult_t tt_team_create(int rank, int nranks, uint64_t comm_hash, size_t slo
 ncclResult_t tt_team_attach(struct tt_team *h, const struct tt_team_info *infos);
 /* Removes this rank's segment name once every peer has mapped it (after a barrier). */
 void tt_team_unlink(struct tt_team *h);
+/* Removes the names of all `nranks` members' mailboxes of the team named by `comm_hash`: after
+ * a failed init, also those of members that died before removing their own. */
+void tt_team_unlink_all(uint64_t comm_hash, int nranks);
 void tt_team_destroy(struct tt_team *h);
 
 bool tt_team_cma_works(const struct tt_team *h);

@@ -105,7 +105,7 @@
       "(docs/tuning.md). Set it alike on every rank")                                            \
     X(fault, "TUTTI_FAULT", STR, "", 0, 0,                                                      \
       "Test knob: make a rank fail on purpose, e.g. rank=1,op=allreduce,seq=3,"                 \
-      "point=after_chunk:2 (or point=connect),action=exit|stall|close|corrupt "                 \
+      "point=after_chunk:2 (or point=connect, point=team),action=exit|stall|close|corrupt "      \
       "(src/algo/fault.h)")                                                                     \
     X(dump_signal, "TUTTI_DUMP_SIGNAL", INT, 0, 0, 1,                                           \
       "1: SIGUSR1 makes every communicator of the process log its stalled operations "          \
