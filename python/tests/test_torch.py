@@ -638,6 +638,24 @@ print("budget ok", live)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and "budget ok 32" in out.stdout, (out.stdout, out.stderr)
+    # A group made under a soft limit of 64 sizes the budget from the raised limit (the hard
+    # one, as the library's init raises it), unless TUTTI_RAISE_NOFILE=0 keeps the limit.
+    script = """
+import os, resource, sys, tempfile, torch, torch.distributed as dist, tutti.torch as tt
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+dist.init_process_group("tutti", init_method="file://" + tempfile.mktemp(), rank=0,
+                        world_size=1)
+ts = [torch.full((1 << 16,), float(i)) for i in range(100)]  # 256 KiB each
+print("live", tt.allocator_stats()[3], "soft", resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "NCCL_COMM_ID")}
+    for keep in (False, True):
+        env["TUTTI_RAISE_NOFILE"] = "0" if keep else "1"
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             timeout=120, env=env)
+        want = "live 32 soft 64" if keep else "live 100 soft"
+        assert out.returncode == 0 and want in out.stdout, (keep, out.stdout, out.stderr)
 
 
 def check_errors(rank, n):

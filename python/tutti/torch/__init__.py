@@ -109,7 +109,31 @@ def _stop_completion_threads():
 atexit.register(_stop_completion_threads)
 
 
+def _raise_nofile():
+    """The library raises the soft RLIMIT_NOFILE to the hard limit at its first init
+    (TUTTI_RAISE_NOFILE, docs/design.md "Descriptors"); done here first, with the same rule, so
+    that the allocator sizes its budget of blocks (half the soft limit) from the raised one."""
+    if os.environ.get("TUTTI_RAISE_NOFILE", "1") == "0":
+        return
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard
+    if hard == resource.RLIM_INFINITY:
+        try:
+            with open("/proc/sys/fs/nr_open") as f:
+                want = int(f.read())
+        except (OSError, ValueError):
+            return
+    if soft == resource.RLIM_INFINITY or want <= soft:
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    except (ValueError, OSError):
+        pass  # the library's own attempt says why at INFO
+
+
 def _create(store, rank, size, timeout):
+    _raise_nofile()
     if os.environ.get("TUTTI_TORCH_ALLOCATOR", "1") != "0" and install_allocator():
         # Tensors from the allocator's threshold on lie in shareable memory on every rank: the
         # cost model may count on Direct mapping them (every rank sets the same, from the same
