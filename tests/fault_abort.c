@@ -33,6 +33,8 @@
 #include "nccl.h"
 #include "tutti.h"
 
+#include "private_shm.h"
+
 enum mode { STOPPED, DEAD, INIT, NMODES };
 static const char *const mode_names[NMODES] = {"stopped", "dead", "init"};
 
@@ -175,19 +177,6 @@ static int trial(int t, enum mode mode)
     return ok ? 0 : 1;
 }
 
-/* Entries of a directory whose names start with `prefix` ("" for all), "." and ".." aside. */
-static int count_entries(const char *dir, const char *prefix)
-{
-    DIR *d = opendir(dir);
-    if (d == NULL) return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.' && strncmp(e->d_name, prefix, strlen(prefix)) == 0) n++;
-    closedir(d);
-    return n;
-}
-
 struct census {
     int fds, threads, shm;
 };
@@ -197,14 +186,6 @@ static struct census take_census(void)
     return (struct census){.fds = count_entries("/proc/self/fd", ""),
                            .threads = count_entries("/proc/self/task", ""),
                            .shm = count_entries("/dev/shm", "tutti-")};
-}
-
-/* A private /dev/shm, so that the count sees this process's entries only. */
-static bool private_dev_shm(void)
-{
-    if (unshare(CLONE_NEWNS) != 0 && unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return false;
-    if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return false;
-    return mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=512m") == 0;
 }
 
 /* One init -> fault -> Abort cycle with rank 0 in this process. Returns 0 when it behaved. */

@@ -31,14 +31,11 @@
  * The ranks are forked by hand (tests/fork_rank.h), not by tutti-run, which would stop rank 0
  * as soon as rank 1 exits. NCCL_SHM_DISABLE=1 in the environment runs it over TCP. Exit 1 on
  * any failure. */
-#include <dirent.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,6 +43,7 @@
 #include "nccl.h"
 
 #include "fork_rank.h"
+#include "private_shm.h"
 
 #define LIMIT_S 10.0
 #define LATE_S 2 /* how late rank 2 calls in "late" */
@@ -143,25 +141,6 @@ static int run_rank(int rank, ncclUniqueId id, enum scenario sc, int apart)
     return bad;
 }
 
-/* A private /dev/shm, so that what is left in it is this test's. */
-static bool private_dev_shm(void)
-{
-    if (unshare(CLONE_NEWNS) != 0 && unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return false;
-    if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return false;
-    return mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=256m") == 0;
-}
-
-static int tutti_entries_in_dev_shm(void)
-{
-    DIR *d = opendir("/dev/shm");
-    if (d == NULL) return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) n += strncmp(e->d_name, "tutti-", 6) == 0;
-    closedir(d);
-    return n;
-}
-
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -194,7 +173,7 @@ int main(int argc, char **argv)
         kill(pids[2], SIGKILL);
         waitpid(pids[2], NULL, 0);
     }
-    int left = private_shm ? tutti_entries_in_dev_shm() : 0;
+    int left = private_shm ? count_entries("/dev/shm", "tutti-") : 0;
     if (left != 0) {
         fprintf(stderr, "%d tutti-* entries left in the test's private /dev/shm:\n", left);
         fflush(stderr);
