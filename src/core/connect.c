@@ -264,6 +264,7 @@ static void close_unready(struct need *needs, int count)
     for (int i = 0; i < count; i++) {
         if (*need_ready(&needs[i])) continue;
         struct tt_conn *conn = need_conn(&needs[i]);
+        conn->peer_died = tt_state_peer_died(&needs[i].comm->st, needs[i].peer);
         if (conn->transport) conn->transport->close(conn);
         memset(conn, 0, sizeof *conn);
     }

@@ -6,7 +6,8 @@
  * is s % TT_CONN_SLOTS. The segment's name is removed as soon as the sender has attached (by
  * the sender, then or at the latest when the receiver sees it attached), so nothing is left in
  * /dev/shm if a process dies later; a receiver that dies before the attach leaves its name to
- * the sender, which removes it when it attaches. The peer shares this memory, so every value read
+ * the sender, which removes it when it attaches, or when it closes its side unattached and the
+ * receiver is known dead. The peer shares this memory, so every value read
  * from it (tail, lengths) is range-checked before use. */
 #include <errno.h>
 #include <fcntl.h>
@@ -294,6 +295,9 @@ static void shm_close(struct tt_conn *conn)
     if (sc == NULL) return;
     if (sc->hdr != NULL) munmap(sc->hdr, sc->segment_bytes);
     if (!sc->unlinked) shm_unlink(sc->name);
+    /* A sender that never attached, whose receiver died: the receiver's segment is nobody's
+     * now, and a dead receiver makes no next attempt under its name. */
+    if (conn->dir == TT_CONN_SEND && sc->hdr == NULL && conn->peer_died) shm_unlink(sc->name);
     free(sc);
     conn->priv = NULL;
 }

@@ -111,6 +111,10 @@ struct tt_conn {
      * before setup, else NULL): a transport may carry the two over one stream (TCP shares its
      * sockets, so that each direction's acknowledgements ride on the other's data). */
     struct tt_conn *pair;
+    /* Set by the core before it closes a side that never connected, when the peer's process
+     * has ended: what the peer made for this connection is nobody's now (shm removes the name
+     * of the peer's segment, which the dead peer cannot). */
+    bool peer_died;
     void *priv;
 };
 
