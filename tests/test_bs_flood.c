@@ -17,6 +17,9 @@
  *              connections): TUTTI_HANDSHAKE_MS later it tells the ranks that arrived why and
  *              ends, and the ranks still queued find its port refused and fail at once (their
  *              id says the root listened before the id was made), not at their deadline.
+ *   self       the same where the root's own process has the only rank (a job of one): for
+ *              some limit the rank's sockets fit and the root's accepted one does not; that
+ *              rank is told the root's reason, which it shares a process with, not a refusal.
  *
  * `test_bs_flood [N]` (idle connections per flood, 1000 by default; RLIMIT_NOFILE must allow
  * N + 64, else the test is skipped). A second or so. */
@@ -390,6 +393,70 @@ static void scenario_starved(void)
            "failed after %lld ms\n", told, refused, (long long)slowest);
 }
 
+/* One try of scenario_self under a limit of `limit` fds (0-2 and the pipe open): the job of
+ * one rank's result, its error (why) and how long it took (ms). */
+static ncclResult_t self_try(int limit, char *why, size_t why_bytes, int64_t *ms)
+{
+    int p[2];
+    if (pipe(p) != 0) return ncclSystemError;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        if (dup2(p[1], 3) < 0) _exit(3);
+        for (int fd = 4; fd < 4096; fd++) close(fd);
+        struct rlimit rl = {.rlim_cur = (rlim_t)limit, .rlim_max = (rlim_t)limit};
+        struct starved_rank r = {.rank = 0, .res = ncclSystemError};
+        uint64_t start_ns = tt_time_ns();
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(3);
+        r.res = tt_bootstrap_get_unique_id(&r.id);
+        snprintf(r.why, sizeof r.why, "%s", tt_error_last());
+        if (r.res == ncclSuccess) {
+            struct tt_bootstrap *bs = NULL;
+            r.res = tt_bootstrap_create(&r.id, 0, 1, NULL, &bs);
+            snprintf(r.why, sizeof r.why, "%s", tt_error_last());
+            tt_bootstrap_destroy(bs);
+        }
+        r.ms = (int64_t)((tt_time_ns() - start_ns) / 1000000);
+        _exit(write(3, &r, sizeof r) == (ssize_t)sizeof r ? 0 : 3);
+    }
+    close(p[1]);
+    struct starved_rank r;
+    ssize_t got = pid > 0 ? read(p[0], &r, sizeof r) : -1;
+    close(p[0]);
+    if (pid > 0) waitpid(pid, NULL, 0);
+    if (got != (ssize_t)sizeof r) return ncclInternalError;
+    snprintf(why, why_bytes, "%s", r.why);
+    *ms = r.ms;
+    return r.res;
+}
+
+/* Raises the limit one fd at a time until the job of one forms; on the way, some limit leaves
+ * the root no room for the rank's connection. */
+static void scenario_self(void)
+{
+    bool told = false, formed = false;
+    for (int limit = 5; limit < 40 && !formed; limit++) {
+        char why[TT_REASON_BYTES] = "";
+        int64_t ms = 0;
+        ncclResult_t res = self_try(limit, why, sizeof why, &ms);
+        CHECK(res != ncclInternalError, "self: the child under limit %d reported nothing", limit);
+        if (res == ncclInternalError) return;
+        formed = res == ncclSuccess;
+        bool root_fds = strstr(why, "bootstrap root") != NULL &&
+                        strstr(why, "ran out of file descriptors") != NULL;
+        if (root_fds) {
+            told = true;
+            printf("self: under a limit of %d fds the rank failed after %lld ms: %s\n", limit,
+                   (long long)ms, why);
+        }
+        CHECK(formed || ms < 10000, "self: under limit %d the rank failed after %lld ms",
+              limit, (long long)ms);
+    }
+    CHECK(formed, "self: no limit under 40 fds let a job of one form");
+    CHECK(told, "self: under no limit was the rank told that its own process's root ran out "
+          "of descriptors");
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1) nflood = atoi(argv[1]);
@@ -414,6 +481,7 @@ int main(int argc, char **argv)
     setenv("TUTTI_HANDSHAKE_MS", "1000", 1); /* how long the starved root waits for room */
     tt_param_reload();
     scenario_starved();
+    scenario_self();
     setenv("TUTTI_HANDSHAKE_MS", "20000", 1);
     tt_param_reload();
     scenario_root();

@@ -141,13 +141,14 @@ static ncclResult_t join_root(struct tt_bootstrap *bs, const struct sockaddr_sto
     struct tt_bs_root_hello hello;
     struct tt_bs_root_reply reply;
     uint8_t mac[TT_BS_MAC_BYTES];
+    char why[TT_BS_REPLY_TEXT_BYTES];
     int fd = -1;
     tt_sock_addr_str(root_addr, root_text, sizeof root_text);
     /* The gate connects again when a flooded root evicted the connection before it read the
      * tag; once past it, the root keeps this connection in preference to any stranger's. */
-    TT_TRY_GOTO(tt_bs_gate_enter(root_addr, bs->magic, deadline_ns, bs->abort,
-                                 "the bootstrap root", bs->root_listening, &fd, challenge),
-                res, out);
+    res = tt_bs_gate_enter(root_addr, bs->magic, deadline_ns, bs->abort, "the bootstrap root",
+                           bs->root_listening, &fd, challenge);
+    if (res != ncclSuccess) goto root_failed;
     memset(&hello, 0, sizeof hello);
     hello.magic = bs->magic;
     hello.version = TT_UNIQUE_ID_VERSION;
@@ -166,7 +167,7 @@ static ncclResult_t join_root(struct tt_bootstrap *bs, const struct sockaddr_sto
         res = TT_ERROR(ncclInvalidUsage, "the bootstrap root at %s gave no reply to rank %d's "
                        "proof: the root ended (did the init of the rank in its process fail?), "
                        "or it holds another secret under this job's tag", root_text, bs->rank);
-        goto out;
+        goto root_failed;
     }
     tt_bs_mac(bs->secret, hello.nonce, sizeof hello.nonce, &reply,
               offsetof(struct tt_bs_root_reply, mac), mac);
@@ -187,6 +188,11 @@ static ncclResult_t join_root(struct tt_bootstrap *bs, const struct sockaddr_sto
 out:
     tt_sock_close(&fd);
     return res;
+root_failed:
+    /* A root of this process that said why it ended: more use than the refusal. */
+    if (tt_bs_root_failure(bs->magic, why, sizeof why))
+        res = TT_ERROR(ncclSystemError, "rank %d: %s", bs->rank, why);
+    goto out;
 }
 
 /* Opens the ring: a connection to the successor and one accepted from the predecessor. */

@@ -187,6 +187,10 @@ ncclResult_t tt_bs_gate_enter(const struct sockaddr_storage *addr, uint64_t magi
 /* Runs the root for `id` on the listening socket `listen_fd` (which it takes over) in a
  * detached thread that ends once every rank has its reply, or at TUTTI_TIMEOUT_MS. */
 ncclResult_t tt_bs_root_spawn(const struct tt_unique_id *id, int listen_fd);
+/* True, with the reason in buf, when a root of this process for the id tagged `magic` ended
+ * without forming its job for a reason the ranks it never took cannot learn (it ran out of
+ * fds): its own process's rank then reports that reason rather than a bare refusal. */
+bool tt_bs_root_failure(uint64_t magic, char *buf, size_t bytes);
 
 /* A rank's listener thread (listener.c): accepts connections on listen_fd (which stays the
  * caller's), challenges each, and files those whose hello proves the secret under (kind, sending

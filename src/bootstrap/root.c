@@ -84,6 +84,38 @@ struct root {
 static pthread_mutex_t roots_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct root *roots;
 
+/* Why the last few roots of this process ended without forming their job, under roots_lock:
+ * a rank of this process whose connection such a root never took (it ran out of fds) learns
+ * the reason from here (tt_bs_root_failure), where the other ranks only see a refusal. */
+#define ENDED_ROOTS 4
+static struct {
+    uint64_t magic; /* 0: empty */
+    char text[TT_BS_REPLY_TEXT_BYTES];
+} ended[ENDED_ROOTS];
+static unsigned ended_next;
+
+static void remember_failure(const struct root *root, const char *text)
+{
+    pthread_mutex_lock(&roots_lock);
+    ended[ended_next].magic = root->id.magic;
+    snprintf(ended[ended_next].text, sizeof ended[ended_next].text, "%s", text);
+    ended_next = (ended_next + 1) % ENDED_ROOTS;
+    pthread_mutex_unlock(&roots_lock);
+}
+
+bool tt_bs_root_failure(uint64_t magic, char *buf, size_t bytes)
+{
+    bool found = false;
+    pthread_mutex_lock(&roots_lock);
+    for (int i = 0; i < ENDED_ROOTS && !found; i++)
+        if (ended[i].magic == magic && magic != 0) {
+            snprintf(buf, bytes, "%s", ended[i].text);
+            found = true;
+        }
+    pthread_mutex_unlock(&roots_lock);
+    return found;
+}
+
 /* ---- unique ids --------------------------------------------------------------------------- */
 
 static void id_set_addr(struct tt_unique_id *id, const struct sockaddr_storage *addr)
@@ -464,11 +496,15 @@ static void report_missing(struct root *root)
 static void report_no_fds(struct root *root)
 {
     char text[TT_BS_REPLY_TEXT_BYTES];
+    char arrived[48] = "before any rank arrived";
+    if (root->nranks > 0)
+        snprintf(arrived, sizeof arrived, "with %d of %d ranks arrived", root->arrived,
+                 root->nranks);
     snprintf(text, sizeof text, "the bootstrap root at %s ran out of file descriptors and could "
-             "not take the other ranks' connections for %lld ms, with %d of %d ranks arrived: %s",
-             root->addr_text, (long long)root->handshake_ms, root->arrived, root->nranks,
-             tt_strerror(EMFILE));
+             "not take the ranks' connections for %lld ms (TUTTI_HANDSHAKE_MS), %s: %s",
+             root->addr_text, (long long)root->handshake_ms, arrived, tt_strerror(EMFILE));
     TT_WARN("%s; root done", text);
+    remember_failure(root, text);
     for (int i = 0; i < root->nconns; i++)
         if (root->conns[i].state == CONN_ARRIVED)
             send_reply(root, &root->conns[i], ncclSystemError, NULL, NULL, text);
@@ -650,6 +686,8 @@ ncclResult_t tt_bs_root_spawn(const struct tt_unique_id *id, int listen_fd)
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_mutex_lock(&roots_lock);
+    for (int i = 0; i < ENDED_ROOTS; i++) /* an NCCL_COMM_ID id's magic recurs */
+        if (ended[i].magic == id->magic) ended[i].magic = 0;
     int err = pthread_create(&thread, &attr, root_main, root);
     if (err == 0) {
         root->next = roots;
