@@ -122,6 +122,13 @@ foreach(mode raise keep)
   set_tests_properties(fault_fdlimit_${mode} fault_fdlimit_${mode}_tcp PROPERTIES LABELS fault
                        TIMEOUT 120 SKIP_RETURN_CODE 77)
 endforeach()
+# Ports held by closed connections in TIME_WAIT: 61 communicators in a namespace with 400
+# ephemeral ports (tests/test_ports_timewait.sh; root only, else skipped).
+add_test(NAME fault_ports_timewait
+         COMMAND sh ${CMAKE_SOURCE_DIR}/tests/test_ports_timewait.sh
+                 $<TARGET_FILE:fault_fdlimit>)
+set_tests_properties(fault_ports_timewait PROPERTIES LABELS fault TIMEOUT 120
+                     SKIP_RETURN_CODE 77)
 # A survivor that dies during the shrink meant to leave a dead rank behind: the ranks left fail
 # within seconds naming it, whether it was to be new rank 0 ("leader") or not ("survivor"), on
 # one host and with every rank on its own (tests/fault_shrink.c).

@@ -345,7 +345,7 @@ bool tt_bootstrap_peer_gone(struct tt_bootstrap *bs, int peer)
     /* The peer's listener thread accepts such a connection and drops it without a word when
      * it closes before sending the job's tag (listener.c): the peer's calls never see it. */
     const struct sockaddr_storage *addr = &bs->peer_addrs[peer];
-    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = tt_sock_socket(addr->ss_family);
     if (fd < 0) return false;
     int err = connect(fd, (const struct sockaddr *)addr, tt_sock_addr_len(addr)) == 0 ? 0 : errno;
     if (err == EINPROGRESS) {

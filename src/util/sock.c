@@ -351,16 +351,22 @@ static ncclResult_t port_range(unsigned *lo, unsigned *hi)
     return ncclSuccess;
 }
 
+int tt_sock_socket(int family)
+{
+    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd >= 0) (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    return fd;
+}
+
 /* Binds and listens on `addr` as given; *err_out receives errno on failure. */
 static int try_listen(const struct sockaddr_storage *addr, int *err_out)
 {
-    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = tt_sock_socket(addr->ss_family);
     if (fd < 0) {
         *err_out = errno;
         return -1;
     }
-    int one = 1;
-    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(fd, (const struct sockaddr *)addr, tt_sock_addr_len(addr)) != 0 ||
         listen(fd, SOMAXCONN) != 0) {
         *err_out = errno;
@@ -368,6 +374,36 @@ static int try_listen(const struct sockaddr_storage *addr, int *err_out)
         return -1;
     }
     return fd;
+}
+
+/* Tries the ports lo..hi of `a` once each, from `start` on: the first that listens, or -1 with
+ * *err_out set (EADDRINUSE when every port was taken). Errors other than a taken or forbidden
+ * port end the walk at once. */
+static int walk_ports(struct sockaddr_storage *a, unsigned lo, unsigned hi, unsigned start,
+                      int *err_out)
+{
+    unsigned span = hi - lo + 1;
+    int fd = -1;
+    for (unsigned i = 0; i < span && fd < 0; i++) {
+        tt_sock_addr_set_port(a, (uint16_t)(lo + (start + i) % span));
+        fd = try_listen(a, err_out);
+        if (fd < 0 && *err_out != EADDRINUSE && *err_out != EACCES) break;
+    }
+    return fd;
+}
+
+/* The kernel's ephemeral port range (net.ipv4.ip_local_port_range, which IPv6 shares). */
+static void ephemeral_range(unsigned *lo, unsigned *hi)
+{
+    *lo = 32768;
+    *hi = 60999; /* Linux's default */
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+    unsigned a = 0, b = 0;
+    if (f != NULL && fscanf(f, "%u %u", &a, &b) == 2 && a >= 1 && a <= b && b <= 65535) {
+        *lo = a;
+        *hi = b;
+    }
+    if (f != NULL) fclose(f);
 }
 
 ncclResult_t tt_sock_listen(const struct sockaddr_storage *addr, int *fd_out,
@@ -382,29 +418,33 @@ ncclResult_t tt_sock_listen(const struct sockaddr_storage *addr, int *fd_out,
     TT_TRY(port_range(&lo, &hi));
     struct sockaddr_storage a = *addr;
     int fd = -1, err = 0;
-    if (tt_sock_addr_port(addr) != 0 || lo == 0) {
+    if (tt_sock_addr_port(addr) != 0) {
         fd = try_listen(&a, &err);
-        if (fd < 0)
-            return TT_ERROR(ncclSystemError, "cannot listen on %s: %s",
-                            tt_sock_addr_str(&a, text, sizeof text), tt_strerror(err));
+    } else if (lo == 0) {
+        fd = try_listen(&a, &err);
+        if (fd < 0 && err == EADDRINUSE) {
+            /* The kernel picks a port only where no socket of this address is bound, not even
+             * a closed connection in TIME_WAIT; after many communicators in a minute those can
+             * hold every ephemeral port. Every socket of Tutti's has SO_REUSEADDR, so such a
+             * port can still be bound by its number: walk the range from a random port. */
+            ephemeral_range(&lo, &hi);
+            unsigned start = (unsigned)(tt_time_ns() ^ (uint64_t)getpid()) % (hi - lo + 1);
+            fd = walk_ports(&a, lo, hi, start, &err);
+            lo = hi = 0;
+        }
     } else {
         /* Start at a pid-dependent port of the range, so that ranks starting together do not
          * all race for the same first port, and walk the range once. */
-        unsigned span = hi - lo + 1;
-        unsigned start = (unsigned)getpid() % span;
-        for (unsigned i = 0; i < span && fd < 0; i++) {
-            tt_sock_addr_set_port(&a, (uint16_t)(lo + (start + i) % span));
-            fd = try_listen(&a, &err);
-            if (fd < 0 && err != EADDRINUSE && err != EACCES)
-                return TT_ERROR(ncclSystemError, "cannot listen on %s: %s",
-                                tt_sock_addr_str(&a, text, sizeof text), tt_strerror(err));
-        }
-        if (fd < 0)
+        fd = walk_ports(&a, lo, hi, (unsigned)getpid() % (hi - lo + 1), &err);
+        if (fd < 0 && (err == EADDRINUSE || err == EACCES))
             return TT_ERROR(ncclSystemError,
                             "no free port in TUTTI_PORT_RANGE=%s on %s (last error: %s); widen "
                             "the range", tt_param_port_range(),
                             tt_sock_addr_str(addr, text, sizeof text), strerror(err));
     }
+    if (fd < 0)
+        return TT_ERROR(ncclSystemError, "cannot listen on %s: %s",
+                        tt_sock_addr_str(&a, text, sizeof text), tt_strerror(err));
     socklen_t len = sizeof *bound;
     memset(bound, 0, sizeof *bound);
     if (getsockname(fd, (struct sockaddr *)bound, &len) != 0) {
@@ -442,7 +482,7 @@ static int connect_once(const struct sockaddr_storage *addr, uint64_t deadline_n
                         const _Atomic int *abort, const struct tt_sock_connect_how *how,
                         ncclResult_t *stop, int *fd_out)
 {
-    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = tt_sock_socket(addr->ss_family);
     if (fd < 0) return errno;
     tt_sock_set_buffers(fd, how->bufsize);
     int err = 0;

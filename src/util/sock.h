@@ -52,9 +52,16 @@ bool tt_sock_addr_equal(const struct sockaddr_storage *a, const struct sockaddr_
  * ncclInvalidArgument quoting the text when it does not parse or resolve. */
 ncclResult_t tt_sock_parse_host_port(const char *text, struct sockaddr_storage *out);
 
+/* A nonblocking, close-on-exec TCP socket of `family` with SO_REUSEADDR (-1 and errno on
+ * failure). Every socket Tutti listens or connects with is made so: the TIME_WAIT a closed
+ * connection leaves on its port then keeps no listener from binding that port by number. */
+int tt_sock_socket(int family);
+
 /* Opens a listening TCP socket bound to `addr` (SO_REUSEADDR set). Port 0 means any port: the
- * ports of TUTTI_PORT_RANGE ("lo-hi") when set, else one the kernel chooses. *bound receives
- * the address actually bound (with its port). ncclSystemError with strerror on failure. */
+ * ports of TUTTI_PORT_RANGE ("lo-hi") when set, else one the kernel chooses, or, when the
+ * kernel finds none free (closed connections in TIME_WAIT can hold them all), the first port
+ * of the ephemeral range that binds by number. *bound receives the address actually bound
+ * (with its port). ncclSystemError with strerror on failure. */
 ncclResult_t tt_sock_listen(const struct sockaddr_storage *addr, int *fd_out,
                             struct sockaddr_storage *bound);
 
