@@ -6,6 +6,7 @@ function(tutti_bootstrap_program name)
     ${CMAKE_SOURCE_DIR}/src/bootstrap/auth.c
     ${CMAKE_SOURCE_DIR}/src/bootstrap/bootstrap.c
     ${CMAKE_SOURCE_DIR}/src/bootstrap/root.c
+    ${CMAKE_SOURCE_DIR}/src/bootstrap/unique_id.c
     ${CMAKE_SOURCE_DIR}/src/bootstrap/listener.c
     ${CMAKE_SOURCE_DIR}/src/bootstrap/gate.c
     ${CMAKE_SOURCE_DIR}/src/util/sock.c

@@ -122,6 +122,13 @@ foreach(mode raise keep)
   set_tests_properties(fault_fdlimit_${mode} fault_fdlimit_${mode}_tcp PROPERTIES LABELS fault
                        TIMEOUT 120 SKIP_RETURN_CODE 77)
 endforeach()
+# A rank whose init fails before it reaches the root, its process alive: the others fail at
+# once naming it (tests/fault_withdraw.c).
+tutti_fault_program(fault_withdraw)
+add_test(NAME fault_withdraw COMMAND fault_withdraw)
+add_test(NAME fault_withdraw_tcp COMMAND fault_withdraw)
+set_tests_properties(fault_withdraw fault_withdraw_tcp PROPERTIES LABELS fault TIMEOUT 120)
+set_tests_properties(fault_withdraw_tcp PROPERTIES ENVIRONMENT "NCCL_SHM_DISABLE=1")
 # Ports held by closed connections in TIME_WAIT: 61 communicators in a namespace with 400
 # ephemeral ports (tests/test_ports_timewait.sh; root only, else skipped).
 add_test(NAME fault_ports_timewait

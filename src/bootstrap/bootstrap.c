@@ -33,6 +33,8 @@
 /* The root waits TUTTI_TIMEOUT_MS; ranks wait this much longer, so the root's report of the
  * missing ranks reaches them before their own deadline passes. */
 #define ROOT_GRACE_MS 1500
+/* How long a rank whose init failed before it joined tries to tell the root (withdraw). */
+#define WITHDRAW_MS 1000
 /* Largest point-to-point message accepted from a peer (a bound on what a bad header can make
  * us allocate). */
 #define MAX_P2P_BYTES ((uint64_t)1 << 30)
@@ -195,6 +197,36 @@ root_failed:
     goto out;
 }
 
+/* This rank's init failed with `why` before it joined the root (it could not listen, for
+ * one): tell the root, which tells the other ranks at once instead of letting them wait for
+ * this one until TUTTI_TIMEOUT_MS. Best effort, for WITHDRAW_MS at most; the thread's last
+ * error stays the failure's own. */
+static void withdraw(const struct tt_bootstrap *bs, const struct sockaddr_storage *root_addr,
+                     ncclResult_t why)
+{
+    char last[TT_REASON_BYTES];
+    uint8_t challenge[TT_BS_NONCE_BYTES];
+    struct tt_bs_root_hello hello;
+    int fd = -1;
+    snprintf(last, sizeof last, "%s", tt_error_last());
+    if (tt_bs_gate_enter(root_addr, bs->magic, tt_deadline_after_ms(WITHDRAW_MS), bs->abort,
+                         "the bootstrap root", bs->root_listening, &fd, challenge) ==
+        ncclSuccess) {
+        memset(&hello, 0, sizeof hello);
+        hello.magic = bs->magic;
+        hello.version = TT_UNIQUE_ID_VERSION;
+        hello.rank = bs->rank;
+        hello.nranks = bs->nranks;
+        hello.failed = (uint32_t)why;
+        tt_bs_mac(bs->secret, challenge, sizeof challenge, &hello,
+                  offsetof(struct tt_bs_root_hello, mac), hello.mac);
+        (void)tt_sock_send_all(fd, &hello, sizeof hello, tt_deadline_after_ms(WITHDRAW_MS),
+                               bs->abort);
+        tt_sock_close(&fd);
+    }
+    tt_error_note("%s", last);
+}
+
 /* Opens the ring: a connection to the successor and one accepted from the predecessor. */
 static ncclResult_t connect_ring(struct tt_bootstrap *bs, const struct sockaddr_storage *next,
                                  uint64_t deadline_ns)
@@ -218,6 +250,7 @@ ncclResult_t tt_bootstrap_create(const ncclUniqueId *id_bytes, int rank, int nra
     char ifname[TT_SOCK_IFNAME_BYTES] = "";
     char text[TT_SOCK_ADDR_STR_BYTES], root_text[TT_SOCK_ADDR_STR_BYTES];
     uint64_t start_ns = tt_time_ns();
+    bool joining = false; /* join_root was called: the root knows of this rank, or cannot */
     *out = NULL;
     if (nranks < 1 || rank < 0 || rank >= nranks)
         return TT_ERROR(ncclInvalidArgument, "bootstrap: rank %d of nranks %d is out of range",
@@ -258,6 +291,7 @@ ncclResult_t tt_bootstrap_create(const ncclUniqueId *id_bytes, int rank, int nra
                                      &bs->listener), res, fail);
     uint64_t root_deadline_ns =
         bs->timeout_ms > 0 ? tt_deadline_after_ms(bs->timeout_ms + ROOT_GRACE_MS) : TT_NO_DEADLINE;
+    joining = true;
     TT_TRY_GOTO(join_root(bs, &root_addr, root_deadline_ns, &next), res, fail);
     /* Peers learn this rank's address and the session from the root at the moment this rank
      * does: hellos that came first were held for it. */
@@ -279,8 +313,10 @@ ncclResult_t tt_bootstrap_create(const ncclUniqueId *id_bytes, int rank, int nra
     *out = bs;
     return ncclSuccess;
 fail:
-    /* The job cannot form without this rank: a root in this process need not wait on. */
+    /* The job cannot form without this rank: a root in this process need not wait on, and
+     * one elsewhere is told when this rank never got as far as joining it. */
     tt_bootstrap_root_cancel(id_bytes);
+    if (!joining) withdraw(bs, &root_addr, res);
     tt_bootstrap_destroy(bs);
     return res;
 }

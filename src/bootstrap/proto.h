@@ -73,13 +73,15 @@ struct tt_bs_challenge {
     uint8_t nonce[TT_BS_NONCE_BYTES];
 };
 
-/* Rank -> root. mac = MAC(challenge nonce || this struct up to mac). */
+/* Rank -> root. mac = MAC(challenge nonce || this struct up to mac). A hello whose `failed`
+ * is not 0 is a withdrawal: the rank's init failed with that ncclResult_t before it could join
+ * (listen_addr is then unset), and the root tells every other rank so at once. */
 struct tt_bs_root_hello {
     uint64_t magic;
     uint32_t version;
     int32_t rank;
     int32_t nranks;
-    uint32_t pad;
+    uint32_t failed;
     struct tt_bs_wire_addr listen_addr;
     uint8_t nonce[TT_BS_NONCE_BYTES];
     uint8_t mac[TT_BS_MAC_BYTES];

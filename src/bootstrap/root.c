@@ -1,4 +1,4 @@
-/* The bootstrap root: unique ids and the rendezvous thread.
+/* The bootstrap root: the rendezvous thread (unique ids, which start it: unique_id.c).
  *
  * The root is one detached thread per id, serving one listening socket with a single poll()
  * loop, so that no connection, however slow or hostile, can stall the others. Each accepted
@@ -37,7 +37,8 @@
 
 /* A connection's way: its tag (CONN_TAG), then, challenged, its hello (CONN_HELLO), then a
  * rank of the job waiting for its reply (CONN_ARRIVED). */
-enum conn_state { CONN_TAG, CONN_HELLO, CONN_ARRIVED };
+/* CONN_TOLD: a rank told that another withdrew, dropped once the poll round is over. */
+enum conn_state { CONN_TAG, CONN_HELLO, CONN_ARRIVED, CONN_TOLD };
 
 struct root_conn {
     int fd;
@@ -66,6 +67,11 @@ struct root {
     int *rank_conn; /* nranks entries: index into conns, or -1 */
     unsigned long dropped; /* connections dropped so far (the first is a WARN, the rest INFO) */
     uint64_t no_fds_since_ns; /* accepts have failed for want of fds since then (0: they work) */
+    /* Once a rank withdrew (its init failed before it joined): what every rank is told, and
+     * how many ranks have been told or withdrew; the root ends when that is all of them. */
+    char failed[TT_BS_REPLY_TEXT_BYTES];
+    ncclResult_t failed_code;
+    int accounted;
 };
 
 /* The first dropped connection is a WARN, later ones INFO, so a flood cannot flood the log. */
@@ -114,112 +120,6 @@ bool tt_bs_root_failure(uint64_t magic, char *buf, size_t bytes)
         }
     pthread_mutex_unlock(&roots_lock);
     return found;
-}
-
-/* ---- unique ids --------------------------------------------------------------------------- */
-
-static void id_set_addr(struct tt_unique_id *id, const struct sockaddr_storage *addr)
-{
-    struct tt_bs_wire_addr wire;
-    tt_bs_addr_to_wire(addr, &wire);
-    id->family = wire.family;
-    id->port = wire.port;
-    id->scope_id = wire.scope_id;
-    memcpy(id->addr, wire.addr, sizeof id->addr);
-}
-
-ncclResult_t tt_bootstrap_get_unique_id(ncclUniqueId *out)
-{
-    ncclResult_t res = ncclSuccess;
-    struct tt_unique_id id;
-    struct sockaddr_storage addr, bound;
-    char ifname[TT_SOCK_IFNAME_BYTES] = "";
-    char text[TT_SOCK_ADDR_STR_BYTES];
-    int fd = -1;
-    memset(&id, 0, sizeof id);
-    id.version = TT_UNIQUE_ID_VERSION;
-    TT_TRY(tt_bs_random(&id.magic, sizeof id.magic));
-    TT_TRY(tt_bs_random(id.secret, sizeof id.secret));
-    id.flags = TT_UNIQUE_ID_LISTENING;
-    TT_TRY(tt_sock_pick_addr(&addr, ifname, sizeof ifname));
-    tt_sock_raise_nofile(); /* the root holds a connection per rank */
-    TT_TRY(tt_sock_listen(&addr, &fd, &bound));
-    id_set_addr(&id, &bound);
-    TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap root listening on %s (interface %s)",
-            tt_sock_addr_str(&bound, text, sizeof text), ifname);
-    TT_TRY_GOTO(tt_bs_root_spawn(&id, fd), res, fail);
-    memset(out, 0, sizeof *out);
-    memcpy(out, &id, sizeof id);
-    return ncclSuccess;
-fail:
-    return res;
-}
-
-/* Appends `bytes` of `data` to buf at *used (silently clipped at the end: inputs are short). */
-ncclResult_t tt_bootstrap_id_from_string(const char *host_port, ncclUniqueId *out)
-{
-    /* The same string and TUTTI_SECRET give the same id on every rank (tt_bs_derive). Without
-     * TUTTI_SECRET anyone who knows host:port can compute the secret, as in NCCL. */
-    struct tt_unique_id id;
-    struct sockaddr_storage addr;
-    const char *secret = tt_param_secret();
-    memset(&id, 0, sizeof id);
-    TT_TRY(tt_sock_parse_host_port(host_port, &addr));
-    id.version = TT_UNIQUE_ID_VERSION;
-    id_set_addr(&id, &addr);
-    TT_TRY(tt_bs_derive(secret, host_port, id.secret, &id.magic));
-    if (secret[0] == '\0')
-        TT_WARN("NCCL_COMM_ID=%s without TUTTI_SECRET: any local process that knows this "
-                "address can join the job (tutti-run sets a random secret)", host_port);
-    memset(out, 0, sizeof *out);
-    memcpy(out, &id, sizeof id);
-    return ncclSuccess;
-}
-
-/* The socket tutti-run has listened on since it picked NCCL_COMM_ID's port (TUTTI_ROOT_FD),
- * taken by the first root started on that address; -1 when there is none or it is not one.
- * Between the pick and rank 0's start no other process can take the port. */
-static int inherited_listener(const struct sockaddr_storage *addr, struct sockaddr_storage *bound)
-{
-    static _Atomic bool looked;
-    int fd = tt_param_root_fd();
-    /* Taken once: after that (or once it is found not to be a listening socket, which a
-     * process that closed it may have reused) the number may be any other descriptor of this
-     * process. A root at another address leaves it for a later one at its own. */
-    if (fd < 0 || atomic_load(&looked)) return -1;
-    socklen_t len = sizeof *bound;
-    int listening = 0;
-    socklen_t opt_len = sizeof listening;
-    memset(bound, 0, sizeof *bound);
-    if (getsockname(fd, (struct sockaddr *)bound, &len) != 0 ||
-        getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &opt_len) != 0 || !listening) {
-        atomic_store(&looked, true);
-        return -1;
-    }
-    if (!tt_sock_addr_equal(bound, addr) || atomic_exchange(&looked, true)) return -1;
-    /* Not for the processes this one starts; the root polls it. */
-    if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 ||
-        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-ncclResult_t tt_bootstrap_root_start(const ncclUniqueId *id_bytes)
-{
-    struct tt_unique_id id;
-    struct sockaddr_storage addr, bound;
-    char text[TT_SOCK_ADDR_STR_BYTES];
-    memcpy(&id, id_bytes, sizeof id);
-    TT_TRY(tt_bs_id_addr(&id, &addr));
-    int fd = inherited_listener(&addr, &bound);
-    bool inherited = fd >= 0;
-    if (!inherited) TT_TRY(tt_sock_listen(&addr, &fd, &bound));
-    TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap root listening on %s (NCCL_COMM_ID%s)",
-            tt_sock_addr_str(&bound, text, sizeof text),
-            inherited ? ", inherited socket TUTTI_ROOT_FD" : "");
-    return tt_bs_root_spawn(&id, fd);
 }
 
 /* ---- the root thread ---------------------------------------------------------------------- */
@@ -286,7 +186,8 @@ static bool check_hello(struct root *root, struct root_conn *c, ncclResult_t *re
         return false;
     }
     struct sockaddr_storage addr;
-    if (tt_bs_addr_from_wire(&h->listen_addr, c->peer, &addr) != ncclSuccess) return false;
+    if (h->failed == 0 && tt_bs_addr_from_wire(&h->listen_addr, c->peer, &addr) != ncclSuccess)
+        return false;
     if (h->nranks < 1 || h->nranks > TT_BS_MAX_RANKS || h->rank < 0 || h->rank >= h->nranks) {
         *reject = ncclInvalidArgument;
         snprintf(text, text_bytes, "rank %d with nranks %d is out of range (at most %d ranks)",
@@ -301,6 +202,33 @@ static bool check_hello(struct root *root, struct root_conn *c, ncclResult_t *re
                  root->conns[root->rank_conn[h->rank]].peer, c->peer);
     }
     return true;
+}
+
+/* The hello of conns[i] is a withdrawal: drop it, tell every rank that arrived, and from now
+ * on every rank that arrives (admit), why the job cannot form. */
+static void withdrawn(struct root *root, int i)
+{
+    int rank = (int)root->conns[i].hello.rank;
+    uint32_t code = root->conns[i].hello.failed;
+    drop_conn(root, i);
+    root->accounted++;
+    if (root->failed[0] != '\0') return; /* another rank withdrew before: all were told */
+    static const char *const names[ncclNumResults] = {
+        "ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
+        "ncclInvalidArgument", "ncclInvalidUsage",       "ncclRemoteError", "ncclInProgress"};
+    root->failed_code = code < ncclNumResults ? (ncclResult_t)code : ncclSystemError;
+    snprintf(root->failed, sizeof root->failed, "rank %d's init failed (%s) before it joined "
+             "the bootstrap root at %s, so the job cannot form; rank %d's own error says why",
+             rank, code < ncclNumResults ? names[code] : "unknown error", root->addr_text, rank);
+    TT_WARN("%s", root->failed);
+    for (int k = 0; k < root->nconns; k++) {
+        if (root->conns[k].state != CONN_ARRIVED) continue;
+        send_reply(root, &root->conns[k], root->failed_code, NULL, NULL, root->failed);
+        root->rank_conn[root->conns[k].hello.rank] = -1;
+        root->conns[k].state = CONN_TOLD; /* dropped by serve (drop_conn moves entries) */
+        root->arrived--;
+        root->accounted++;
+    }
 }
 
 /* A hello is complete: admit the rank, or reject it (with a reply) or drop it. */
@@ -323,12 +251,23 @@ static ncclResult_t admit(struct root *root, int i)
         TT_TRY(TT_CALLOC(&root->rank_conn, (size_t)c->hello.nranks));
         for (int r = 0; r < c->hello.nranks; r++) root->rank_conn[r] = -1;
         root->nranks = c->hello.nranks;
+        root->deadline_ns = tt_deadline_after_ms(root->timeout_ms);
+    }
+    if (c->hello.failed != 0) {
+        withdrawn(root, i);
+        return ncclSuccess;
+    }
+    if (root->failed[0] != '\0') {
+        send_reply(root, c, root->failed_code, NULL, NULL, root->failed);
+        root->accounted++;
+        drop_conn(root, i);
+        return ncclSuccess;
     }
     c->state = CONN_ARRIVED;
     root->rank_conn[c->hello.rank] = i;
-    /* The job's deadline runs from its first rank, as NCCL's root waits until its id is used:
-     * an id may be made long before the ranks call init. */
-    if (root->arrived++ == 0) root->deadline_ns = tt_deadline_after_ms(root->timeout_ms);
+    /* The job's deadline runs from its first rank (set above), as NCCL's root waits until its
+     * id is used: an id may be made long before the ranks call init. */
+    root->arrived++;
     TT_TRACE(TT_SUB_BOOTSTRAP, "bootstrap root at %s: rank %d of %d arrived from %s",
              root->addr_text, (int)c->hello.rank, root->nranks, c->peer);
     return ncclSuccess;
@@ -555,7 +494,9 @@ static ncclResult_t serve(struct root *root)
     int cap = 0;
     ncclResult_t res = ncclSuccess;
     while (root->nranks == 0 || root->arrived < root->nranks) {
-        if (atomic_load(&root->cancel)) {
+        /* After a withdrawal its own rank fails because of it: the root stays to tell the
+         * ranks still to come. */
+        if (atomic_load(&root->cancel) && root->failed[0] == '\0') {
             char text[TT_BS_REPLY_TEXT_BYTES];
             snprintf(text, sizeof text, "a rank in the process hosting the bootstrap root at %s "
                      "failed or aborted its init; the job cannot form", root->addr_text);
@@ -570,8 +511,13 @@ static ncclResult_t serve(struct root *root)
             report_no_fds(root);
             break;
         }
+        if (root->failed[0] != '\0' && root->accounted >= root->nranks) {
+            TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap root at %s: every rank was told of the "
+                    "withdrawal; root done", root->addr_text);
+            break;
+        }
         if (tt_deadline_passed(root->deadline_ns)) {
-            report_missing(root);
+            if (root->failed[0] == '\0') report_missing(root);
             break;
         }
         /* Drop connections that never finished their hello, newest first so indices hold. */
@@ -617,9 +563,11 @@ static ncclResult_t serve(struct root *root)
         /* Read hellos from the highest index down: drop_conn moves the last entry into the
          * dropped slot, which then has already been visited. */
         for (int k = n - 1; k >= 1; k--) {
-            if (pfds[k].revents == 0 || root->conns[which[k]].state == CONN_ARRIVED) continue;
+            if (pfds[k].revents == 0 || root->conns[which[k]].state >= CONN_ARRIVED) continue;
             TT_TRY_GOTO(read_hello(root, which[k]), res, out);
         }
+        for (int i = root->nconns - 1; i >= 0; i--)
+            if (root->conns[i].state == CONN_TOLD) drop_conn(root, i);
         if (pfds[0].revents != 0) TT_TRY_GOTO(accept_all(root), res, out);
     }
     if (root->nranks != 0 && root->arrived == root->nranks) {
