@@ -112,10 +112,14 @@ static int run_rank(int rank, ncclUniqueId id, enum scenario sc, int apart)
         die(sc, buf, comm); /* exits inside, at the fault */
         return 2;
     }
-    if (rank == 2) { /* its outcome is not this test's: the parent ends it */
+    if (rank == 2) {
+        /* Its outcome is not this test's, but it must end by itself, so that what it made is
+         * removed: killed while its own connection with rank 1 waited for the dead rank, it
+         * would leave that segment in /dev/shm (the parent kills it only after LIMIT_S). */
         if (sc == LATE) sleep(LATE_S);
-        ncclSend(buf, 256, ncclFloat, sc == LATE ? 0 : 1, comm, NULL);
-        pause();
+        (void)ncclSend(buf, 256, ncclFloat, sc == LATE ? 0 : 1, comm, NULL);
+        ncclCommAbort(comm);
+        return 0;
     }
     t0 = now_s();
     ncclResult_t res = survive(sc, buf, comm);
@@ -170,8 +174,16 @@ int main(int argc, char **argv)
         }
     }
     if (nranks == 3) {
-        kill(pids[2], SIGKILL);
-        waitpid(pids[2], NULL, 0);
+        double until = now_s() + LIMIT_S;
+        while (waitpid(pids[2], NULL, WNOHANG) == 0) {
+            if (now_s() > until) {
+                fprintf(stderr, "rank 2: still running after %.0f s; killed\n", LIMIT_S);
+                kill(pids[2], SIGKILL);
+                waitpid(pids[2], NULL, 0);
+                break;
+            }
+            usleep(10000);
+        }
     }
     int left = private_shm ? count_entries("/dev/shm", "tutti-") : 0;
     if (left != 0) {
