@@ -124,11 +124,11 @@ foreach(mode raise keep)
 endforeach()
 # A rank whose init fails before it reaches the root, its process alive: the others fail at
 # once naming it (tests/fault_withdraw.c).
+# Rank 1 withdraws over the network; rank 0 inside the root's own process.
 tutti_fault_program(fault_withdraw)
-add_test(NAME fault_withdraw COMMAND fault_withdraw)
-add_test(NAME fault_withdraw_tcp COMMAND fault_withdraw)
-set_tests_properties(fault_withdraw fault_withdraw_tcp PROPERTIES LABELS fault TIMEOUT 120)
-set_tests_properties(fault_withdraw_tcp PROPERTIES ENVIRONMENT "NCCL_SHM_DISABLE=1")
+add_test(NAME fault_withdraw COMMAND fault_withdraw 1)
+add_test(NAME fault_withdraw_rank0 COMMAND fault_withdraw 0)
+set_tests_properties(fault_withdraw fault_withdraw_rank0 PROPERTIES LABELS fault TIMEOUT 120)
 # Ports held by closed connections in TIME_WAIT: 61 communicators in a namespace with 400
 # ephemeral ports (tests/test_ports_timewait.sh; root only, else skipped).
 add_test(NAME fault_ports_timewait

@@ -1,16 +1,19 @@
 /* A rank whose init fails before it reaches the bootstrap root, while its process lives on.
- * Three ranks call ncclCommInitRank; rank 1 is given TUTTI_PORT_RANGE=P-P where P is a port
- * this test holds, so it cannot listen and its init fails at once ("no free port"). Rank 1
- * then stays alive (it is killed at the end), so nothing but a message can tell the others.
+ * Three ranks call ncclCommInitRank; the failing rank F (the argument: 1 by default, or 0, whose
+ * process hosts the root) is given TUTTI_PORT_RANGE=P-P where P is a port this test holds, so
+ * it cannot listen and its init fails at once ("no free port"). Rank F then stays alive (it is
+ * killed at the end), so nothing but a message can tell the others: over the network to the
+ * root for rank 1, inside the process for rank 0.
  *
- * Ranks 0 and 2 must fail within LIMIT_S (TUTTI_TIMEOUT_MS is 60 s), with an error naming rank
- * 1 and saying that its init failed before it joined; rank 1's own error must stay its own
- * (the port range), not that of telling the root. Before, ranks 0 and 2 waited for the whole
- * TUTTI_TIMEOUT_MS and were then told that rank 1 "never reached the bootstrap root".
+ * The two others must fail within LIMIT_S (TUTTI_TIMEOUT_MS is 60 s), with an error naming rank
+ * F and saying that its init failed before it joined; rank F's own error must stay its own
+ * (the port range), not that of telling the root. Before, they waited for the whole
+ * TUTTI_TIMEOUT_MS and were then told that rank 1 "never reached the bootstrap root", or, for
+ * rank 0, only that a rank in the root's process failed.
  *
  * The ranks are forked by hand (tests/fork_rank.h); rank 0's process hosts the root, and it
- * too stays alive after its verdict: were it to exit, rank 2 might find the root gone before
- * it was told (and fail as fast, on the closed connection). Exit 1 on any failure. */
+ * stays alive after its verdict: were it to exit, rank 2 might find the root gone before it was
+ * told (and fail as fast, on the closed connection). Exit 1 on any failure. */
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -52,10 +55,11 @@ static int hold_port(int *fd_out)
 
 /* Ranks 0 and 2 write their verdict here: one byte, 1 when it holds. */
 static int verdicts[2];
+static int failing = 1;
 
 static int run_rank(int rank, ncclUniqueId id, int port)
 {
-    if (rank == 1) {
+    if (rank == failing) {
         char range[32];
         snprintf(range, sizeof range, "%d-%d", port, port);
         setenv("TUTTI_PORT_RANGE", range, 1);
@@ -67,19 +71,23 @@ static int run_rank(int rank, ncclUniqueId id, int port)
     const char *why = ncclGetLastError(NULL);
     printf("rank %d: init %s after %.2f s: %s\n", rank, ncclGetErrorString(res), took, why);
     if (res == ncclSuccess) {
-        fprintf(stderr, "rank %d: init succeeded, with rank 1 unable to listen\n", rank);
+        fprintf(stderr, "rank %d: init succeeded, with rank %d unable to listen\n", rank,
+                failing);
         ncclCommDestroy(comm);
         return 1;
     }
-    if (rank == 1) {
+    if (rank == failing) {
         if (strstr(why, "TUTTI_PORT_RANGE") == NULL) {
-            fprintf(stderr, "rank 1: its error is not its own (the port range)\n");
+            fprintf(stderr, "rank %d: its error is not its own (the port range)\n", rank);
             return 1;
         }
         for (;;) pause(); /* alive until the test kills it */
     }
-    bool named = strstr(why, "rank 1") != NULL && strstr(why, "before it joined") != NULL;
-    if (!named) fprintf(stderr, "rank %d: the error does not say that rank 1 failed\n", rank);
+    char name[32];
+    snprintf(name, sizeof name, "rank %d's init failed", failing);
+    bool named = strstr(why, name) != NULL && strstr(why, "before it joined") != NULL;
+    if (!named)
+        fprintf(stderr, "rank %d: the error does not say that rank %d failed\n", rank, failing);
     if (took > LIMIT_S)
         fprintf(stderr, "rank %d: failed after %.1f s, want under %.0f s\n", rank, took,
                 LIMIT_S);
@@ -90,9 +98,14 @@ static int run_rank(int rank, ncclUniqueId id, int port)
     return 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc > 1) failing = atoi(argv[1]);
+    if (failing < 0 || failing > 1) {
+        fprintf(stderr, "usage: fault_withdraw [0|1]\n");
+        return 2;
+    }
     setenv("TUTTI_TIMEOUT_MS", "60000", 1);
     int held = -1;
     int port = hold_port(&held);
@@ -118,8 +131,8 @@ int main(void)
         if (read(verdicts[0], &ok, 1) != 1 || !ok) failures++;
     }
     int status = 0;
-    if (waitpid(pids[1], &status, WNOHANG) == pids[1]) {
-        fprintf(stderr, "rank 1: ended early with status %#x\n", status);
+    if (waitpid(pids[failing], &status, WNOHANG) == pids[failing]) {
+        fprintf(stderr, "rank %d: ended early with status %#x\n", failing, status);
         failures++;
     }
     for (int r = 0; r < NRANKS; r++) {

@@ -192,7 +192,8 @@ out:
     return res;
 root_failed:
     /* A root of this process that said why it ended: more use than the refusal. */
-    if (tt_bs_root_failure(bs->magic, why, sizeof why))
+    if (!(bs->abort != NULL && atomic_load(bs->abort)) &&
+        tt_bs_root_failure(bs->magic, why, sizeof why))
         res = TT_ERROR(ncclSystemError, "rank %d: %s", bs->rank, why);
     goto out;
 }
@@ -207,12 +208,13 @@ static void withdraw(const struct tt_bootstrap *bs, const struct sockaddr_storag
     char last[TT_REASON_BYTES];
     uint8_t challenge[TT_BS_NONCE_BYTES];
     struct tt_bs_root_hello hello;
+    uint64_t deadline_ns = tt_deadline_after_ms(WITHDRAW_MS);
     int fd = -1;
     snprintf(last, sizeof last, "%s", tt_error_last());
-    if (tt_bs_gate_enter(root_addr, bs->magic, tt_deadline_after_ms(WITHDRAW_MS), bs->abort,
-                         "the bootstrap root", bs->root_listening, &fd, challenge) ==
-        ncclSuccess) {
+    if (tt_bs_gate_enter(root_addr, bs->magic, deadline_ns, bs->abort, "the bootstrap root",
+                         bs->root_listening, &fd, challenge) == ncclSuccess) {
         memset(&hello, 0, sizeof hello);
+        (void)tt_bs_random(hello.nonce, sizeof hello.nonce);
         hello.magic = bs->magic;
         hello.version = TT_UNIQUE_ID_VERSION;
         hello.rank = bs->rank;
@@ -220,8 +222,7 @@ static void withdraw(const struct tt_bootstrap *bs, const struct sockaddr_storag
         hello.failed = (uint32_t)why;
         tt_bs_mac(bs->secret, challenge, sizeof challenge, &hello,
                   offsetof(struct tt_bs_root_hello, mac), hello.mac);
-        (void)tt_sock_send_all(fd, &hello, sizeof hello, tt_deadline_after_ms(WITHDRAW_MS),
-                               bs->abort);
+        (void)tt_sock_send_all(fd, &hello, sizeof hello, deadline_ns, bs->abort);
         tt_sock_close(&fd);
     }
     tt_error_note("%s", last);
@@ -315,8 +316,10 @@ ncclResult_t tt_bootstrap_create(const ncclUniqueId *id_bytes, int rank, int nra
 fail:
     /* The job cannot form without this rank: a root in this process need not wait on, and
      * one elsewhere is told when this rank never got as far as joining it. */
-    tt_bootstrap_root_cancel(id_bytes);
-    if (!joining) withdraw(bs, &root_addr, res);
+    if (joining)
+        tt_bootstrap_root_cancel(id_bytes);
+    else if (!tt_bs_root_withdraw(id_bytes, rank, nranks, res))
+        withdraw(bs, &root_addr, res);
     tt_bootstrap_destroy(bs);
     return res;
 }

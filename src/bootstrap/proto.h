@@ -193,6 +193,10 @@ ncclResult_t tt_bs_root_spawn(const struct tt_unique_id *id, int listen_fd);
  * without forming its job for a reason the ranks it never took cannot learn (it ran out of
  * fds): its own process's rank then reports that reason rather than a bare refusal. */
 bool tt_bs_root_failure(uint64_t magic, char *buf, size_t bytes);
+/* A rank of this process (rank of nranks) whose init failed with `code` before it joined
+ * withdraws from the root of `id` when that runs in this process: true when it does (the
+ * root then tells the other ranks, as for a withdrawal over the wire). */
+bool tt_bs_root_withdraw(const ncclUniqueId *id, int rank, int nranks, ncclResult_t code);
 
 /* A rank's listener thread (listener.c): accepts connections on listen_fd (which stays the
  * caller's), challenges each, and files those whose hello proves the secret under (kind, sending

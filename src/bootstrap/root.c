@@ -67,11 +67,17 @@ struct root {
     int *rank_conn; /* nranks entries: index into conns, or -1 */
     unsigned long dropped; /* connections dropped so far (the first is a WARN, the rest INFO) */
     uint64_t no_fds_since_ns; /* accepts have failed for want of fds since then (0: they work) */
-    /* Once a rank withdrew (its init failed before it joined): what every rank is told, and
-     * how many ranks have been told or withdrew; the root ends when that is all of them. */
+    /* Once a rank withdrew (its init failed before it joined): what every rank is told, which
+     * ranks have been told or withdrew (nranks flags) and how many; the root ends when that is
+     * all of them, or TUTTI_HANDSHAKE_MS after its own process's rank failed (linger_ns). */
     char failed[TT_BS_REPLY_TEXT_BYTES];
-    ncclResult_t failed_code;
+    bool *accounted_rank;
     int accounted;
+    uint64_t linger_ns;
+    /* Set under roots_lock by tt_bs_root_withdraw: a rank of this process withdrew. */
+    atomic_int local_withdrawn;
+    int local_rank, local_nranks;
+    ncclResult_t local_code;
 };
 
 /* The first dropped connection is a WARN, later ones INFO, so a flood cannot flood the log. */
@@ -204,31 +210,62 @@ static bool check_hello(struct root *root, struct root_conn *c, ncclResult_t *re
     return true;
 }
 
-/* The hello of conns[i] is a withdrawal: drop it, tell every rank that arrived, and from now
- * on every rank that arrives (admit), why the job cannot form. */
-static void withdrawn(struct root *root, int i)
+/* Makes the rank table for a job of nranks (from its first hello, or a local withdrawal). */
+static ncclResult_t set_nranks(struct root *root, int nranks)
 {
-    int rank = (int)root->conns[i].hello.rank;
-    uint32_t code = root->conns[i].hello.failed;
-    drop_conn(root, i);
+    TT_TRY(TT_CALLOC(&root->rank_conn, (size_t)nranks));
+    TT_TRY(TT_CALLOC(&root->accounted_rank, (size_t)nranks));
+    for (int r = 0; r < nranks; r++) root->rank_conn[r] = -1;
+    root->nranks = nranks;
+    /* The job's deadline runs from its first rank, as NCCL's root waits until its id is used:
+     * an id may be made long before the ranks call init. */
+    root->deadline_ns = tt_deadline_after_ms(root->timeout_ms);
+    return ncclSuccess;
+}
+
+static void account(struct root *root, int rank)
+{
+    if (root->accounted_rank[rank]) return;
+    root->accounted_rank[rank] = true;
     root->accounted++;
+}
+
+/* Rank `rank` withdrew with `code`: tell every rank that arrived, and from now on every rank
+ * that arrives (admit), that the job cannot form. They fail with ncclRemoteError: the code is
+ * the withdrawing rank's, named in the text. */
+static void withdrawn(struct root *root, int rank, uint32_t code)
+{
+    account(root, rank);
     if (root->failed[0] != '\0') return; /* another rank withdrew before: all were told */
     static const char *const names[ncclNumResults] = {
         "ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError", "ncclInternalError",
         "ncclInvalidArgument", "ncclInvalidUsage",       "ncclRemoteError", "ncclInProgress"};
-    root->failed_code = code < ncclNumResults ? (ncclResult_t)code : ncclSystemError;
     snprintf(root->failed, sizeof root->failed, "rank %d's init failed (%s) before it joined "
              "the bootstrap root at %s, so the job cannot form; rank %d's own error says why",
              rank, code < ncclNumResults ? names[code] : "unknown error", root->addr_text, rank);
     TT_WARN("%s", root->failed);
     for (int k = 0; k < root->nconns; k++) {
         if (root->conns[k].state != CONN_ARRIVED) continue;
-        send_reply(root, &root->conns[k], root->failed_code, NULL, NULL, root->failed);
+        send_reply(root, &root->conns[k], ncclRemoteError, NULL, NULL, root->failed);
         root->rank_conn[root->conns[k].hello.rank] = -1;
         root->conns[k].state = CONN_TOLD; /* dropped by serve (drop_conn moves entries) */
         root->arrived--;
-        root->accounted++;
+        account(root, (int)root->conns[k].hello.rank);
     }
+}
+
+/* A rank of this process withdrew (tt_bs_root_withdraw): as a withdrawal over the wire, and
+ * the root lingers only TUTTI_HANDSHAKE_MS more, as after a cancel. */
+static ncclResult_t local_withdrawal(struct root *root)
+{
+    pthread_mutex_lock(&roots_lock);
+    int rank = root->local_rank, nranks = root->local_nranks;
+    ncclResult_t code = root->local_code;
+    pthread_mutex_unlock(&roots_lock);
+    if (root->nranks == 0) TT_TRY(set_nranks(root, nranks));
+    if (rank < root->nranks) withdrawn(root, rank, (uint32_t)code);
+    root->linger_ns = tt_deadline_after_ms(root->handshake_ms);
+    return ncclSuccess;
 }
 
 /* A hello is complete: admit the rank, or reject it (with a reply) or drop it. */
@@ -247,26 +284,19 @@ static ncclResult_t admit(struct root *root, int i)
         drop_conn(root, i);
         return ncclSuccess;
     }
-    if (root->nranks == 0) {
-        TT_TRY(TT_CALLOC(&root->rank_conn, (size_t)c->hello.nranks));
-        for (int r = 0; r < c->hello.nranks; r++) root->rank_conn[r] = -1;
-        root->nranks = c->hello.nranks;
-        root->deadline_ns = tt_deadline_after_ms(root->timeout_ms);
-    }
-    if (c->hello.failed != 0) {
-        withdrawn(root, i);
-        return ncclSuccess;
-    }
-    if (root->failed[0] != '\0') {
-        send_reply(root, c, root->failed_code, NULL, NULL, root->failed);
-        root->accounted++;
+    if (root->nranks == 0) TT_TRY(set_nranks(root, c->hello.nranks));
+    if (c->hello.failed != 0 || root->failed[0] != '\0') {
+        if (c->hello.failed != 0) {
+            withdrawn(root, (int)c->hello.rank, c->hello.failed);
+        } else {
+            send_reply(root, c, ncclRemoteError, NULL, NULL, root->failed);
+            account(root, (int)c->hello.rank);
+        }
         drop_conn(root, i);
         return ncclSuccess;
     }
     c->state = CONN_ARRIVED;
     root->rank_conn[c->hello.rank] = i;
-    /* The job's deadline runs from its first rank (set above), as NCCL's root waits until its
-     * id is used: an id may be made long before the ranks call init. */
     root->arrived++;
     TT_TRACE(TT_SUB_BOOTSTRAP, "bootstrap root at %s: rank %d of %d arrived from %s",
              root->addr_text, (int)c->hello.rank, root->nranks, c->peer);
@@ -494,8 +524,14 @@ static ncclResult_t serve(struct root *root)
     int cap = 0;
     ncclResult_t res = ncclSuccess;
     while (root->nranks == 0 || root->arrived < root->nranks) {
-        /* After a withdrawal its own rank fails because of it: the root stays to tell the
-         * ranks still to come. */
+        if (atomic_load(&root->local_withdrawn) == 1) {
+            atomic_store(&root->local_withdrawn, 2);
+            TT_TRY_GOTO(local_withdrawal(root), res, out);
+        }
+        /* After a withdrawal its own rank fails because of it: the root stays a little to tell
+         * the ranks still to come. */
+        if (atomic_load(&root->cancel) && root->failed[0] != '\0' && root->linger_ns == 0)
+            root->linger_ns = tt_deadline_after_ms(root->handshake_ms);
         if (atomic_load(&root->cancel) && root->failed[0] == '\0') {
             char text[TT_BS_REPLY_TEXT_BYTES];
             snprintf(text, sizeof text, "a rank in the process hosting the bootstrap root at %s "
@@ -511,9 +547,12 @@ static ncclResult_t serve(struct root *root)
             report_no_fds(root);
             break;
         }
-        if (root->failed[0] != '\0' && root->accounted >= root->nranks) {
-            TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap root at %s: every rank was told of the "
-                    "withdrawal; root done", root->addr_text);
+        if (root->failed[0] != '\0' &&
+            (root->accounted >= root->nranks ||
+             (root->linger_ns != 0 && tt_deadline_passed(root->linger_ns)))) {
+            TT_INFO(TT_SUB_BOOTSTRAP, "bootstrap root at %s: %d of %d ranks told of the "
+                    "withdrawal or withdrawn; root done", root->addr_text, root->accounted,
+                    root->nranks);
             break;
         }
         if (tt_deadline_passed(root->deadline_ns)) {
@@ -599,6 +638,7 @@ static void *root_main(void *arg)
     close_listener(&root->listen_fd);
     free(root->conns);
     free(root->rank_conn);
+    free(root->accounted_rank);
     sodium_memzero(&root->id, sizeof root->id); /* freed memory keeps no secret */
     free(root);
     return NULL;
@@ -614,6 +654,26 @@ void tt_bootstrap_root_cancel(const ncclUniqueId *id_bytes)
             memcmp(r->id.addr, id.addr, sizeof id.addr) == 0)
             atomic_store(&r->cancel, 1);
     pthread_mutex_unlock(&roots_lock);
+}
+
+bool tt_bs_root_withdraw(const ncclUniqueId *id_bytes, int rank, int nranks, ncclResult_t code)
+{
+    struct tt_unique_id id;
+    bool found = false;
+    memcpy(&id, id_bytes, sizeof id);
+    pthread_mutex_lock(&roots_lock);
+    for (struct root *r = roots; r != NULL && !found; r = r->next)
+        if (r->id.magic == id.magic && r->id.port == id.port &&
+            memcmp(r->id.addr, id.addr, sizeof id.addr) == 0 &&
+            atomic_load(&r->local_withdrawn) == 0) {
+            r->local_rank = rank;
+            r->local_nranks = nranks;
+            r->local_code = code;
+            atomic_store(&r->local_withdrawn, 1);
+            found = true;
+        }
+    pthread_mutex_unlock(&roots_lock);
+    return found;
 }
 
 ncclResult_t tt_bs_root_spawn(const struct tt_unique_id *id, int listen_fd)

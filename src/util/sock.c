@@ -376,24 +376,46 @@ static int try_listen(const struct sockaddr_storage *addr, int *err_out)
     return fd;
 }
 
-/* Tries the ports lo..hi of `a` once each, from `start` on: the first that listens, or -1 with
- * *err_out set (EADDRINUSE when every port was taken). Errors other than a taken or forbidden
- * port end the walk at once. */
+/* Whether `port` is in `list` ("8080,9000-9010", net.ipv4.ip_local_reserved_ports' form). */
+static bool port_listed(unsigned port, const char *list)
+{
+    while (list != NULL && *list != '\0') {
+        unsigned a = 0, b = 0;
+        int used = 0;
+        if (sscanf(list, "%u%n", &a, &used) != 1) return false;
+        list += used;
+        b = a;
+        if (*list == '-' && sscanf(list + 1, "%u%n", &b, &used) == 1) list += 1 + used;
+        if (port >= a && port <= b) return true;
+        while (*list == ',' || *list == ' ' || *list == '\n') list++;
+    }
+    return false;
+}
+
+/* Tries the ports lo..hi of `a` once each, from `start` on, skipping those in `skip` (a list
+ * as port_listed reads; NULL: none): the first that listens, or -1 with *err_out set
+ * (EADDRINUSE when every port was taken). Errors other than a taken or forbidden port end the
+ * walk at once. */
 static int walk_ports(struct sockaddr_storage *a, unsigned lo, unsigned hi, unsigned start,
-                      int *err_out)
+                      const char *skip, int *err_out)
 {
     unsigned span = hi - lo + 1;
     int fd = -1;
+    *err_out = EADDRINUSE;
     for (unsigned i = 0; i < span && fd < 0; i++) {
-        tt_sock_addr_set_port(a, (uint16_t)(lo + (start + i) % span));
+        unsigned port = lo + (start + i) % span;
+        if (skip != NULL && port_listed(port, skip)) continue;
+        tt_sock_addr_set_port(a, (uint16_t)port);
         fd = try_listen(a, err_out);
         if (fd < 0 && *err_out != EADDRINUSE && *err_out != EACCES) break;
     }
     return fd;
 }
 
-/* The kernel's ephemeral port range (net.ipv4.ip_local_port_range, which IPv6 shares). */
-static void ephemeral_range(unsigned *lo, unsigned *hi)
+/* The kernel's ephemeral port range (net.ipv4.ip_local_port_range, which IPv6 shares), and
+ * into reserved[] the ports it keeps out of its own choices (ip_local_reserved_ports; "" when
+ * none or unreadable). */
+static void ephemeral_range(unsigned *lo, unsigned *hi, char *reserved, size_t reserved_bytes)
 {
     *lo = 32768;
     *hi = 60999; /* Linux's default */
@@ -403,6 +425,10 @@ static void ephemeral_range(unsigned *lo, unsigned *hi)
         *lo = a;
         *hi = b;
     }
+    if (f != NULL) fclose(f);
+    reserved[0] = '\0';
+    f = fopen("/proc/sys/net/ipv4/ip_local_reserved_ports", "re");
+    if (f != NULL && fgets(reserved, (int)reserved_bytes, f) == NULL) reserved[0] = '\0';
     if (f != NULL) fclose(f);
 }
 
@@ -427,15 +453,16 @@ ncclResult_t tt_sock_listen(const struct sockaddr_storage *addr, int *fd_out,
              * a closed connection in TIME_WAIT; after many communicators in a minute those can
              * hold every ephemeral port. Every socket of Tutti's has SO_REUSEADDR, so such a
              * port can still be bound by its number: walk the range from a random port. */
-            ephemeral_range(&lo, &hi);
+            char reserved[1024];
+            ephemeral_range(&lo, &hi, reserved, sizeof reserved);
             unsigned start = (unsigned)(tt_time_ns() ^ (uint64_t)getpid()) % (hi - lo + 1);
-            fd = walk_ports(&a, lo, hi, start, &err);
+            fd = walk_ports(&a, lo, hi, start, reserved, &err);
             lo = hi = 0;
         }
     } else {
         /* Start at a pid-dependent port of the range, so that ranks starting together do not
          * all race for the same first port, and walk the range once. */
-        fd = walk_ports(&a, lo, hi, (unsigned)getpid() % (hi - lo + 1), &err);
+        fd = walk_ports(&a, lo, hi, (unsigned)getpid() % (hi - lo + 1), NULL, &err);
         if (fd < 0 && (err == EADDRINUSE || err == EACCES))
             return TT_ERROR(ncclSystemError,
                             "no free port in TUTTI_PORT_RANGE=%s on %s (last error: %s); widen "
