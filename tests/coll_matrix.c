@@ -16,6 +16,7 @@
 #include "harness.h"
 #include "nccl.h"
 #include "tutti.h"
+#include "now_s.h"
 
 /* Guard bytes before and after every buffer. The front guard is a multiple of 8 but not of 16,
  * so buffers are element-aligned without being SIMD-aligned. */
@@ -730,13 +731,6 @@ static void run_matrix(struct matrix *m, int iter)
             }
         }
     }
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 int main(int argc, char **argv)

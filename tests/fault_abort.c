@@ -34,16 +34,10 @@
 #include "tutti.h"
 
 #include "private_shm.h"
+#include "now_s.h"
 
 enum mode { STOPPED, DEAD, INIT, NMODES };
 static const char *const mode_names[NMODES] = {"stopped", "dead", "init"};
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 struct blocked {
     ncclComm_t comm;

@@ -44,18 +44,12 @@
 
 #include "fork_rank.h"
 #include "private_shm.h"
+#include "now_s.h"
 
 #define LIMIT_S 10.0
 #define LATE_S 2 /* how late rank 2 calls in "late" */
 
 enum scenario { SENDER_DIES, LATE, ELSEWHERE, TEAM };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Rank 1: the call it dies in. */
 static void die(enum scenario sc, float *buf, ncclComm_t comm)

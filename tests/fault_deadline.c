@@ -34,15 +34,9 @@
 #include "nccl.h"
 
 #include "fork_rank.h"
+#include "now_s.h"
 
 #define TIMEOUT_MS 2000
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int fail(int rank, const char *what)
 {

@@ -27,6 +27,7 @@
 #include "nccl.h"
 
 #include "fork_rank.h"
+#include "now_s.h"
 
 #define NRANKS 4
 #define SPLITS 60
@@ -38,13 +39,6 @@ enum { RANK_OK = 0, RANK_FAILED_CLEARLY = 10, RANK_FAILED = 11, RANK_WRONG = 12 
 
 /* How soon the failing call must return (TUTTI_TIMEOUT_MS is 30 s). */
 #define FAIL_WITHIN_S 10.0
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int open_fds(void)
 {

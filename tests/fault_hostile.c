@@ -43,17 +43,11 @@
 
 #include "nccl.h"
 #include "root_port.h"
+#include "now_s.h"
 
 #define NRANKS 2
 #define MAX_PORTS 32
 #define MAX_BYTES (64u << 10)
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---- a rank ------------------------------------------------------------------------------- */
 

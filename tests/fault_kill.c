@@ -27,17 +27,11 @@
 #include "nccl.h"
 
 #include "fork_rank.h"
+#include "now_s.h"
 
 #define MAX_RANKS 4
 #define MAX_BYTES (4u << 20)
 #define STRAGGLER_S 20.0
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* What a survivor reports. */
 struct report {

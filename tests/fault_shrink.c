@@ -28,6 +28,7 @@
 #include "nccl.h"
 
 #include "fork_rank.h"
+#include "now_s.h"
 
 #define NRANKS 4
 #define LIMIT_S 10.0
@@ -36,13 +37,6 @@
  * others). */
 #define SPLIT_LIMIT_S 5.0
 #define SPLIT_HOLD_US 7000000
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int run_rank(int rank, ncclUniqueId id, int second, bool split, bool apart)
 {

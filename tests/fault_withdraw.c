@@ -28,16 +28,10 @@
 #include "nccl.h"
 
 #include "fork_rank.h"
+#include "now_s.h"
 
 #define NRANKS 3
 #define LIMIT_S 10.0
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* A listening socket on every address, port chosen by the kernel: no rank can listen on that
  * port while it is open. The port, or -1. */

@@ -25,6 +25,7 @@
 #include "tutti.h"
 
 #include "world.h"
+#include "now_s.h"
 
 #define GUARD_BYTES 16
 #define GUARD_BYTE 0xA5
@@ -138,13 +139,6 @@ static void *xrealloc(void *p, size_t bytes)
         exit(1);
     }
     return q;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* Compares a received message with its pattern and its guard; returns the errors found. */

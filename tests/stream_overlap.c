@@ -41,19 +41,13 @@
 #include "tutti.h"
 
 #include "world.h"
+#include "now_s.h"
 
 #define SENTINEL INT64_C(-777)
 
 static int rank, nranks;
 static size_t overlap_mib = 64;
 static ncclComm_t comm;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void *xmalloc(size_t bytes)
 {
