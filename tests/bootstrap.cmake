@@ -5,6 +5,7 @@ function(tutti_bootstrap_program name)
   add_executable(${name} ${CMAKE_SOURCE_DIR}/tests/${name}.c
     ${CMAKE_SOURCE_DIR}/src/bootstrap/auth.c
     ${CMAKE_SOURCE_DIR}/src/bootstrap/bootstrap.c
+    ${CMAKE_SOURCE_DIR}/src/bootstrap/p2p.c
     ${CMAKE_SOURCE_DIR}/src/bootstrap/root.c
     ${CMAKE_SOURCE_DIR}/src/bootstrap/unique_id.c
     ${CMAKE_SOURCE_DIR}/src/bootstrap/listener.c
