@@ -20,6 +20,7 @@
 #include "util/err.h"
 #include "util/log.h"
 #include "util/param.h"
+#include "util/sock.h"
 #include "util/time.h"
 #include "util/wait.h"
 
@@ -176,27 +177,25 @@ ncclResult_t tt_env_detect(struct tt_env_job *out)
     return ncclSuccess;
 }
 
-/* A free TCP port on 127.0.0.1: bind port 0, read what the kernel chose, close. */
+/* A free TCP port on 127.0.0.1: listen on port 0 as any listener does (tt_sock_listen: in
+ * TUTTI_PORT_RANGE when set, and a port taken by number when TIME_WAIT entries hold all the
+ * kernel would choose), read the port, close. The root listens on it next. */
 ncclResult_t tt_env_rdzv_pick(struct tt_env_job *job)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return TT_ERROR(ncclSystemError, "rendezvous: socket: %s; set NCCL_COMM_ID=host:port",
-                        strerror(errno));
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        int err = errno;
-        close(fd);
-        return TT_ERROR(ncclSystemError, "rendezvous: no free port on 127.0.0.1: %s; set "
-                        "NCCL_COMM_ID=host:port", strerror(err));
+    struct sockaddr_storage loopback, bound;
+    struct sockaddr_in *a = (struct sockaddr_in *)&loopback;
+    int fd = -1;
+    memset(&loopback, 0, sizeof loopback);
+    a->sin_family = AF_INET;
+    a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ncclResult_t res = tt_sock_listen(&loopback, &fd, &bound);
+    if (res != ncclSuccess) {
+        char why[TT_REASON_BYTES];
+        snprintf(why, sizeof why, "%s", tt_error_last());
+        return TT_ERROR(res, "rendezvous: %s; set NCCL_COMM_ID=host:port", why);
     }
-    close(fd);
-    snprintf(job->addr, sizeof job->addr, "127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
+    tt_sock_close(&fd);
+    snprintf(job->addr, sizeof job->addr, "127.0.0.1:%u", (unsigned)tt_sock_addr_port(&bound));
     return ncclSuccess;
 }
 
