@@ -1,5 +1,6 @@
 /* libFuzzer harness for the bootstrap's message checks: the root's check of a rank's hello
- * (root.c: admit and check_hello, two hellos in a row so that the checks between ranks run), a
+ * (root.c: admit and check_hello, two hellos in a row so that the checks between ranks run,
+ * a withdrawal among them when the hello's `failed` word is not 0), a
  * rank listener's check of a peer hello (listener.c: file_hello), the decoding of wire
  * addresses and unique ids (auth.c), and the gate's reading of a connection's first bytes
  * (gate.c, over a socket pair, in pieces as they may arrive). A flag byte makes the harness give a hello the job's magic
@@ -75,6 +76,7 @@ static void fuzz_root(uint8_t flags, const uint8_t **data, size_t *size)
     for (int i = 0; i < root.nconns; i++) tt_sock_close(&root.conns[i].fd);
     free(root.conns);
     free(root.rank_conn);
+    free(root.accounted_rank);
 }
 
 static void fuzz_listener(uint8_t flags, const uint8_t **data, size_t *size)
