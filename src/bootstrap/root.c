@@ -213,9 +213,16 @@ static bool check_hello(struct root *root, struct root_conn *c, ncclResult_t *re
 /* Makes the rank table for a job of nranks (from its first hello, or a local withdrawal). */
 static ncclResult_t set_nranks(struct root *root, int nranks)
 {
-    TT_TRY(TT_CALLOC(&root->rank_conn, (size_t)nranks));
-    TT_TRY(TT_CALLOC(&root->accounted_rank, (size_t)nranks));
-    for (int r = 0; r < nranks; r++) root->rank_conn[r] = -1;
+    int *rank_conn = NULL;
+    bool *accounted = NULL;
+    if (TT_CALLOC(&rank_conn, (size_t)nranks) != ncclSuccess ||
+        TT_CALLOC(&accounted, (size_t)nranks) != ncclSuccess) {
+        free(rank_conn);
+        return ncclSystemError; /* TT_CALLOC said why */
+    }
+    for (int r = 0; r < nranks; r++) rank_conn[r] = -1;
+    root->rank_conn = rank_conn;
+    root->accounted_rank = accounted;
     root->nranks = nranks;
     /* The job's deadline runs from its first rank, as NCCL's root waits until its id is used:
      * an id may be made long before the ranks call init. */
