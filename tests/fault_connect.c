@@ -28,8 +28,9 @@
  * file that rank 1 no longer lives to remove, so its sender must (before, every scenario left
  * one 4 MiB file behind).
  *
- * The ranks are forked by hand (tests/fork_rank.h), not by tutti-run, which would stop rank 0
- * as soon as rank 1 exits. NCCL_SHM_DISABLE=1 in the environment runs it over TCP. Exit 1 on
+ * Rank 2's own outcome is not checked; it is left to end by itself (killed only after LIMIT_S),
+ * so that what it made is removed. The ranks are forked by hand (tests/fork_rank.h), not by
+ * tutti-run, which would stop rank 0 as soon as rank 1 exits. NCCL_SHM_DISABLE=1 in the environment runs it over TCP. Exit 1 on
  * any failure. */
 #include <signal.h>
 #include <stdbool.h>
@@ -108,8 +109,9 @@ static int run_rank(int rank, ncclUniqueId id, enum scenario sc, int apart)
     }
     if (rank == 2) {
         /* Its outcome is not this test's, but it must end by itself, so that what it made is
-         * removed: killed while its own connection with rank 1 waited for the dead rank, it
-         * would leave that segment in /dev/shm (the parent kills it only after LIMIT_S). */
+         * removed: killed while a connection of its own waited for a dead or failed peer (in
+         * "elsewhere", rank 1), it would leave that segment in /dev/shm. The parent kills it
+         * only if it still runs after LIMIT_S. */
         if (sc == LATE) sleep(LATE_S);
         (void)ncclSend(buf, 256, ncclFloat, sc == LATE ? 0 : 1, comm, NULL);
         ncclCommAbort(comm);

@@ -5,11 +5,12 @@
  * killed at the end), so nothing but a message can tell the others: over the network to the
  * root for rank 1, inside the process for rank 0.
  *
- * The two others must fail within LIMIT_S (TUTTI_TIMEOUT_MS is 60 s), with an error naming rank
- * F and saying that its init failed before it joined; rank F's own error must stay its own
- * (the port range), not that of telling the root. Before, they waited for the whole
- * TUTTI_TIMEOUT_MS and were then told that rank 1 "never reached the bootstrap root", or, for
- * rank 0, only that a rank in the root's process failed.
+ * The two others must fail within LIMIT_S (TUTTI_TIMEOUT_MS is 60 s) with ncclRemoteError, an
+ * error naming rank F, its code (ncclSystemError) and that its init failed before it joined;
+ * rank F's own error must stay its own (the port range), not that of telling the root. Before,
+ * for rank 1 they waited for the whole TUTTI_TIMEOUT_MS and were then told that rank 1 "never
+ * reached the bootstrap root"; for rank 0 they failed at once, told only that a rank in the
+ * root's process failed (or that the root refused them), which named nobody.
  *
  * The ranks are forked by hand (tests/fork_rank.h); rank 0's process hosts the root, and it
  * stays alive after its verdict: were it to exit, rank 2 might find the root gone before it was
@@ -77,11 +78,14 @@ static int run_rank(int rank, ncclUniqueId id, int port)
         }
         for (;;) pause(); /* alive until the test kills it */
     }
-    char name[32];
-    snprintf(name, sizeof name, "rank %d's init failed", failing);
-    bool named = strstr(why, name) != NULL && strstr(why, "before it joined") != NULL;
+    /* ncclRemoteError, naming the rank and its own code (no free port: ncclSystemError). */
+    char name[48];
+    snprintf(name, sizeof name, "rank %d's init failed (ncclSystemError)", failing);
+    bool named = res == ncclRemoteError && strstr(why, name) != NULL &&
+                 strstr(why, "before it joined") != NULL;
     if (!named)
-        fprintf(stderr, "rank %d: the error does not say that rank %d failed\n", rank, failing);
+        fprintf(stderr, "rank %d: want ncclRemoteError saying that rank %d's init failed "
+                "(ncclSystemError) before it joined\n", rank, failing);
     if (took > LIMIT_S)
         fprintf(stderr, "rank %d: failed after %.1f s, want under %.0f s\n", rank, took,
                 LIMIT_S);

@@ -22,7 +22,8 @@
  *              rank is told the root's reason, which it shares a process with, not a refusal.
  *
  * `test_bs_flood [N]` (idle connections per flood, 1000 by default; RLIMIT_NOFILE must allow
- * N + 64, else the test is skipped). A second or so. */
+ * 2N + 64, else the test is skipped). About 2.5 s, two of them the root's TUTTI_HANDSHAKE_MS of
+ * 1 s in "starved" and "self". */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Closed connections in TIME_WAIT must not run a job out of listening ports. Every communicator
-# leaves a few behind for a minute (net.ipv4.tcp_fin_timeout does not shorten it), and the
+# leaves some 10 behind for a minute (net.ipv4.tcp_fin_timeout does not shorten it), and the
 # kernel's choice of a port for bind(port 0) skips every port one of them holds. In a network
 # namespace of its own whose ephemeral range has 400 usable ports (450, 50 of them reserved),
 # fault_fdlimit makes 61 communicators of 4 ranks in under a second: Tutti then falls back to
@@ -23,7 +23,7 @@ exec unshare -n sh -c '
     echo "40000-40049" > /proc/sys/net/ipv4/ip_local_reserved_ports || exit 77
     echo "ephemeral ports: $(cat /proc/sys/net/ipv4/ip_local_port_range)," \
          "reserved: $(cat /proc/sys/net/ipv4/ip_local_reserved_ports)"
-    NCCL_SOCKET_IFNAME==lo TUTTI_TIMEOUT_MS=20000 "$1" raise
+    NCCL_SOCKET_IFNAME==lo "$1" raise
     rc=$?
     waits=$(ss -tan state time-wait | tail -n +2 | wc -l)
     echo "connections left in TIME_WAIT: $waits"

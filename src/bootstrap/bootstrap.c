@@ -158,31 +158,33 @@ root_failed:
     goto out;
 }
 
-/* This rank's init failed with `why` before it joined the root (it could not listen, for
- * one): tell the root, which tells the other ranks at once instead of letting them wait for
- * this one until TUTTI_TIMEOUT_MS. Best effort, for WITHDRAW_MS at most; the thread's last
- * error stays the failure's own. */
-static void withdraw(const struct tt_bootstrap *bs, const struct sockaddr_storage *root_addr,
-                     ncclResult_t why)
+/* This rank's init failed with `why` before it joined the root of `id` (it could not listen,
+ * for one): tell the root, which tells the other ranks at once instead of letting them wait for
+ * this one until TUTTI_TIMEOUT_MS. Called once the rank's bootstrap is freed, so that a rank out
+ * of descriptors has its listener's back for this connection. Best effort, for WITHDRAW_MS at
+ * most; the thread's last error stays the failure's own. */
+static void withdraw(const struct tt_unique_id *id, const struct sockaddr_storage *root_addr,
+                     int rank, int nranks, const _Atomic int *abort, ncclResult_t why)
 {
     char last[TT_REASON_BYTES];
     uint8_t challenge[TT_BS_NONCE_BYTES];
     struct tt_bs_root_hello hello;
     uint64_t deadline_ns = tt_deadline_after_ms(WITHDRAW_MS);
+    bool listening = (id->flags & TT_UNIQUE_ID_LISTENING) != 0;
     int fd = -1;
     snprintf(last, sizeof last, "%s", tt_error_last());
-    if (tt_bs_gate_enter(root_addr, bs->magic, deadline_ns, bs->abort, "the bootstrap root",
-                         bs->root_listening, &fd, challenge) == ncclSuccess) {
+    if (tt_bs_gate_enter(root_addr, id->magic, deadline_ns, abort, "the bootstrap root",
+                         listening, &fd, challenge) == ncclSuccess) {
         memset(&hello, 0, sizeof hello);
         (void)tt_bs_random(hello.nonce, sizeof hello.nonce);
-        hello.magic = bs->magic;
+        hello.magic = id->magic;
         hello.version = TT_UNIQUE_ID_VERSION;
-        hello.rank = bs->rank;
-        hello.nranks = bs->nranks;
+        hello.rank = rank;
+        hello.nranks = nranks;
         hello.failed = (uint32_t)why;
-        tt_bs_mac(bs->secret, challenge, sizeof challenge, &hello,
+        tt_bs_mac(id->secret, challenge, sizeof challenge, &hello,
                   offsetof(struct tt_bs_root_hello, mac), hello.mac);
-        (void)tt_sock_send_all(fd, &hello, sizeof hello, deadline_ns, bs->abort);
+        (void)tt_sock_send_all(fd, &hello, sizeof hello, deadline_ns, abort);
         tt_sock_close(&fd);
     }
     tt_error_note("%s", last);
@@ -274,13 +276,15 @@ ncclResult_t tt_bootstrap_create(const ncclUniqueId *id_bytes, int rank, int nra
     *out = bs;
     return ncclSuccess;
 fail:
-    /* The job cannot form without this rank: a root in this process need not wait on, and
-     * one elsewhere is told when this rank never got as far as joining it. */
+    /* The job cannot form without this rank. A rank that joined cancels a root of this
+     * process; one that never joined withdraws: directly from a root of this process, else
+     * over the network once its own sockets are closed. */
     if (joining)
         tt_bootstrap_root_cancel(id_bytes);
-    else if (!tt_bs_root_withdraw(id_bytes, rank, nranks, res))
-        withdraw(bs, &root_addr, res);
+    bool withdrawn = !joining && tt_bs_root_withdraw(id_bytes, rank, nranks, res);
     tt_bootstrap_destroy(bs);
+    if (!joining && !withdrawn) withdraw(&id, &root_addr, rank, nranks, abort, res);
+    sodium_memzero(&id, sizeof id);
     return res;
 }
 

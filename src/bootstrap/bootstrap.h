@@ -49,12 +49,14 @@ ncclResult_t tt_bootstrap_get_unique_id(ncclUniqueId *out);
 /* Derives the id every rank shares from "host:port" (NCCL_COMM_ID) and TUTTI_SECRET. */
 ncclResult_t tt_bootstrap_id_from_string(const char *host_port, ncclUniqueId *out);
 /* Starts the root for an id derived from NCCL_COMM_ID (rank 0 does this in init). The root
- * thread ends by itself once every rank has been told its successor, or at its deadline. */
+ * thread ends by itself once every rank has been told its successor, or at its deadline, or
+ * early on a failure it tells the arrived ranks of (root.c says which). */
 ncclResult_t tt_bootstrap_root_start(const ncclUniqueId *id);
 
 /* Ends the root of `id` if it runs in this process (nothing otherwise), telling the ranks that
- * arrived that the job cannot form. Called when a rank's init fails, so that an aborted init
- * leaves no root thread behind. */
+ * arrived that the job cannot form. Called when a rank's init fails after it joined, so that an
+ * aborted init leaves no root thread behind. A root that a rank has withdrawn from stays
+ * TUTTI_HANDSHAKE_MS more, to tell the ranks still to come. */
 void tt_bootstrap_root_cancel(const ncclUniqueId *id);
 
 /* Joins the job: connects to the root, learns the ring successor, builds the ring. */

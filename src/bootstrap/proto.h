@@ -1,5 +1,6 @@
-/* The bootstrap's wire format and authentication, shared by the root (root.c) and the ranks
- * (bootstrap.c). Private to src/bootstrap/.
+/* The bootstrap's wire format and authentication, shared by the root (root.c, unique_id.c),
+ * the ranks (bootstrap.c, p2p.c) and the listeners of both (gate.c, listener.c). Private to
+ * src/bootstrap/.
  *
  * Every message is a fixed-layout struct of fixed-width fields (both ends run this same code on
  * little-endian hosts) that starts with the job's magic; every field read from the network is
@@ -187,7 +188,8 @@ ncclResult_t tt_bs_gate_enter(const struct sockaddr_storage *addr, uint64_t magi
                               bool listening, int *fd_out, uint8_t challenge[TT_BS_NONCE_BYTES]);
 
 /* Runs the root for `id` on the listening socket `listen_fd` (which it takes over) in a
- * detached thread that ends once every rank has its reply, or at TUTTI_TIMEOUT_MS. */
+ * detached thread that ends once every rank has its reply, or at TUTTI_TIMEOUT_MS, or early on
+ * a failure it tells the arrived ranks of (root.c says which). */
 ncclResult_t tt_bs_root_spawn(const struct tt_unique_id *id, int listen_fd);
 /* True, with the reason in buf, when a root of this process for the id tagged `magic` ended
  * without forming its job for a reason the ranks it never took cannot learn (it ran out of

@@ -8,8 +8,12 @@
  * oldest without the job's tag (so a flood costs a bounded number of fds, and never a rank's
  * connection that has sent its tag). Once all nranks have said hello, each
  * rank learns its ring successor's address and the thread exits; if TUTTI_TIMEOUT_MS passes
- * first, every rank that did arrive is told which ranks are missing. The thread owns
- * everything it uses and frees it on exit. */
+ * first, every rank that did arrive is told which ranks are missing. It also ends, telling the
+ * ranks that arrived why, when a rank of its own process fails (tt_bootstrap_root_cancel), when
+ * an arrived rank hangs up, when it has had no descriptor for TUTTI_HANDSHAKE_MS, and after a
+ * withdrawal (a rank whose init failed before it joined) once every rank has been told or
+ * TUTTI_HANDSHAKE_MS after its own process's rank failed. The thread owns everything it uses
+ * and frees it on exit. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -92,7 +96,8 @@ struct root {
     } while (0)
 
 /* The roots running in this process, so that a rank whose init fails can end its job's root
- * at once (tt_bootstrap_root_cancel) instead of leaving it until TUTTI_TIMEOUT_MS. */
+ * (tt_bootstrap_root_cancel; after a withdrawal, TUTTI_HANDSHAKE_MS later) or withdraw from it
+ * (tt_bs_root_withdraw) instead of leaving it until TUTTI_TIMEOUT_MS. */
 static pthread_mutex_t roots_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct root *roots;
 
@@ -262,7 +267,7 @@ static void withdrawn(struct root *root, int rank, uint32_t code)
 }
 
 /* A rank of this process withdrew (tt_bs_root_withdraw): as a withdrawal over the wire, and
- * the root lingers only TUTTI_HANDSHAKE_MS more, as after a cancel. */
+ * the root lingers TUTTI_HANDSHAKE_MS more to tell the ranks still to come, then ends. */
 static ncclResult_t local_withdrawal(struct root *root)
 {
     pthread_mutex_lock(&roots_lock);

@@ -3,8 +3,8 @@
  * (TUTTI_PORT_RANGE), connect and accept with a deadline, and whole-buffer send/recv that never
  * block past a deadline.
  *
- * Every fd these functions create is nonblocking and close-on-exec; connected TCP sockets have
- * TCP_NODELAY. Sends use MSG_NOSIGNAL, so a vanished peer is an error (ncclRemoteError naming
+ * Every fd these functions create is nonblocking and close-on-exec, and every socket has
+ * SO_REUSEADDR; connected TCP sockets have TCP_NODELAY. Sends use MSG_NOSIGNAL, so a vanished peer is an error (ncclRemoteError naming
  * the peer's address), never SIGPIPE. Blocking helpers wait in poll() slices of at most
  * TT_SOCK_POLL_SLICE_MS, re-checking their deadline and abort flag between slices; a passed
  * deadline or a set abort flag is ncclSystemError. All functions are thread-safe. */
@@ -59,8 +59,9 @@ int tt_sock_socket(int family);
 
 /* Opens a listening TCP socket bound to `addr` (SO_REUSEADDR set). Port 0 means any port: the
  * ports of TUTTI_PORT_RANGE ("lo-hi") when set, else one the kernel chooses, or, when the
- * kernel finds none free (closed connections in TIME_WAIT can hold them all), the first port
- * of the ephemeral range that binds by number. *bound receives the address actually bound
+ * kernel finds none free (closed connections in TIME_WAIT can hold them all), a port of the
+ * ephemeral range bound by number, from a random start, skipping ip_local_reserved_ports.
+ * *bound receives the address actually bound
  * (with its port). ncclSystemError with strerror on failure. */
 ncclResult_t tt_sock_listen(const struct sockaddr_storage *addr, int *fd_out,
                             struct sockaddr_storage *bound);
