@@ -457,7 +457,6 @@ ncclResult_t tt_sock_listen(const struct sockaddr_storage *addr, int *fd_out,
             ephemeral_range(&lo, &hi, reserved, sizeof reserved);
             unsigned start = (unsigned)(tt_time_ns() ^ (uint64_t)getpid()) % (hi - lo + 1);
             fd = walk_ports(&a, lo, hi, start, reserved, &err);
-            lo = hi = 0;
         }
     } else {
         /* Start at a pid-dependent port of the range, so that ranks starting together do not
