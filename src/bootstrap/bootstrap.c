@@ -92,6 +92,26 @@ ncclResult_t tt_bs_take_peer(struct tt_bootstrap *bs, enum tt_bs_conn_kind kind,
     }
 }
 
+/* A rank's hello to the root, answering `challenge`: a join (failed 0, with the rank's
+ * listening address) or a withdrawal (failed: the init's error; no address). */
+static ncclResult_t make_hello(uint64_t magic, const uint8_t secret[32], int rank, int nranks,
+                               uint32_t failed, const struct sockaddr_storage *listen_addr,
+                               const uint8_t challenge[TT_BS_NONCE_BYTES],
+                               struct tt_bs_root_hello *hello)
+{
+    memset(hello, 0, sizeof *hello);
+    hello->magic = magic;
+    hello->version = TT_UNIQUE_ID_VERSION;
+    hello->rank = rank;
+    hello->nranks = nranks;
+    hello->failed = failed;
+    if (listen_addr != NULL) tt_bs_addr_to_wire(listen_addr, &hello->listen_addr);
+    TT_TRY(tt_bs_random(hello->nonce, sizeof hello->nonce));
+    tt_bs_mac(secret, challenge, TT_BS_NONCE_BYTES, hello, offsetof(struct tt_bs_root_hello, mac),
+              hello->mac);
+    return ncclSuccess;
+}
+
 /* Contacts the root: answers its challenge with this rank's hello, waits for the reply and
  * checks the root's own MAC. On success *next holds the ring successor's address. */
 static ncclResult_t join_root(struct tt_bootstrap *bs, const struct sockaddr_storage *root_addr,
@@ -111,15 +131,8 @@ static ncclResult_t join_root(struct tt_bootstrap *bs, const struct sockaddr_sto
     res = tt_bs_gate_enter(root_addr, bs->magic, deadline_ns, bs->abort, "the bootstrap root",
                            bs->root_listening, &fd, challenge);
     if (res != ncclSuccess) goto root_failed;
-    memset(&hello, 0, sizeof hello);
-    hello.magic = bs->magic;
-    hello.version = TT_UNIQUE_ID_VERSION;
-    hello.rank = bs->rank;
-    hello.nranks = bs->nranks;
-    tt_bs_addr_to_wire(&bs->listen_addr, &hello.listen_addr);
-    TT_TRY_GOTO(tt_bs_random(hello.nonce, sizeof hello.nonce), res, out);
-    tt_bs_mac(bs->secret, challenge, sizeof challenge, &hello,
-              offsetof(struct tt_bs_root_hello, mac), hello.mac);
+    TT_TRY_GOTO(make_hello(bs->magic, bs->secret, bs->rank, bs->nranks, 0, &bs->listen_addr,
+                           challenge, &hello), res, out);
     /* A root that challenged this rank but does not accept its proof (this job's tag with
      * another secret: a bug or a forgery) closes without a word, so as to tell an impostor
      * nothing; so does a root that ends (its process's own rank failed); a failed send or
@@ -175,16 +188,9 @@ static void withdraw(const struct tt_unique_id *id, const struct sockaddr_storag
     snprintf(last, sizeof last, "%s", tt_error_last());
     if (tt_bs_gate_enter(root_addr, id->magic, deadline_ns, abort, "the bootstrap root",
                          listening, &fd, challenge) == ncclSuccess) {
-        memset(&hello, 0, sizeof hello);
-        (void)tt_bs_random(hello.nonce, sizeof hello.nonce);
-        hello.magic = id->magic;
-        hello.version = TT_UNIQUE_ID_VERSION;
-        hello.rank = rank;
-        hello.nranks = nranks;
-        hello.failed = (uint32_t)why;
-        tt_bs_mac(id->secret, challenge, sizeof challenge, &hello,
-                  offsetof(struct tt_bs_root_hello, mac), hello.mac);
-        (void)tt_sock_send_all(fd, &hello, sizeof hello, deadline_ns, abort);
+        if (make_hello(id->magic, id->secret, rank, nranks, (uint32_t)why, NULL, challenge,
+                       &hello) == ncclSuccess)
+            (void)tt_sock_send_all(fd, &hello, sizeof hello, deadline_ns, abort);
         tt_sock_close(&fd);
     }
     tt_error_note("%s", last);

@@ -175,6 +175,14 @@ static void send_reply(struct root *root, const struct root_conn *c, ncclResult_
         TT_WARN("bootstrap root at %s: could not reply to %s", root->addr_text, c->peer);
 }
 
+/* Tells every rank that arrived why the job cannot form (the root ends next). */
+static void tell_arrived(struct root *root, ncclResult_t status, const char *text)
+{
+    for (int i = 0; i < root->nconns; i++)
+        if (root->conns[i].state == CONN_ARRIVED)
+            send_reply(root, &root->conns[i], status, NULL, NULL, text);
+}
+
 /* Checks a complete hello. Returns false when the connection is to be dropped silently
  * (logged): not one of ours. Sets *reject to an error status (with text) for a rank of this
  * job whose hello conflicts with the others. */
@@ -467,9 +475,7 @@ static void report_missing(struct root *root)
              "(TUTTI_TIMEOUT_MS); did every rank start, with the same unique id?", missing,
              root->nranks, root->addr_text, (long long)root->timeout_ms);
     TT_WARN("%s", text);
-    for (int i = 0; i < root->nconns; i++)
-        if (root->conns[i].state == CONN_ARRIVED)
-            send_reply(root, &root->conns[i], ncclSystemError, NULL, NULL, text);
+    tell_arrived(root, ncclSystemError, text);
 }
 
 /* Accepts have failed for want of fds for TUTTI_HANDSHAKE_MS: the ranks still in the listen
@@ -486,9 +492,7 @@ static void report_no_fds(struct root *root)
              root->addr_text, (long long)root->handshake_ms, arrived, tt_strerror(EMFILE));
     TT_WARN("%s; root done", text);
     remember_failure(root, text);
-    for (int i = 0; i < root->nconns; i++)
-        if (root->conns[i].state == CONN_ARRIVED)
-            send_reply(root, &root->conns[i], ncclSystemError, NULL, NULL, text);
+    tell_arrived(root, ncclSystemError, text);
 }
 
 /* True when an arrived rank closed its connection (it sends nothing after its hello). */
@@ -508,9 +512,8 @@ static void report_gone(struct root *root, int gone)
              "had arrived (its init was aborted, or it died)", rank, root->conns[gone].peer,
              root->addr_text);
     TT_INFO(TT_SUB_BOOTSTRAP, "%s; root done", text);
-    for (int i = 0; i < root->nconns; i++)
-        if (i != gone && root->conns[i].state == CONN_ARRIVED)
-            send_reply(root, &root->conns[i], ncclRemoteError, NULL, NULL, text);
+    root->conns[gone].state = CONN_TOLD; /* nothing to tell it */
+    tell_arrived(root, ncclRemoteError, text);
 }
 
 /* Everyone is here: tell each rank its successor on the ring and the session value. */
@@ -549,9 +552,7 @@ static ncclResult_t serve(struct root *root)
             snprintf(text, sizeof text, "a rank in the process hosting the bootstrap root at %s "
                      "failed or aborted its init; the job cannot form", root->addr_text);
             TT_INFO(TT_SUB_BOOTSTRAP, "%s; root done", text);
-            for (int i = 0; i < root->nconns; i++)
-                if (root->conns[i].state == CONN_ARRIVED)
-                    send_reply(root, &root->conns[i], ncclRemoteError, NULL, NULL, text);
+            tell_arrived(root, ncclRemoteError, text);
             break;
         }
         if (root->no_fds_since_ns != 0 &&
